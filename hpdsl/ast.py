@@ -1,0 +1,441 @@
+"""The AST: one frozen attrs class per grammar rule, each carrying its Span.
+
+Spans are excluded from equality, so two files that say the same thing in a
+different layout have equal ASTs: `parse(fmt(ast)) == ast` is a property test.
+Statements keep source order inside their blocks; the checks, not this module,
+decide what a block may hold.
+"""
+
+from __future__ import annotations
+
+from typing import Literal as TypingLiteral
+from typing import Union
+
+import attrs
+
+from hpdsl.diagnostics.span import NO_SPAN, Span
+
+
+def _span() -> Span:
+    return attrs.field(default=NO_SPAN, eq=False, repr=False, kw_only=True)
+
+
+# --------------------------------------------------------------------------
+# Leaves
+# --------------------------------------------------------------------------
+
+LiteralKind = TypingLiteral["int", "float", "bool", "string"]
+
+
+@attrs.frozen
+class Name:
+    """An identifier: a declaration's name or a reference to one."""
+
+    value: str
+    span: Span = _span()
+
+
+@attrs.frozen
+class Literal:
+    """A literal value; `kind` keeps `true` and `1` apart (Python says True == 1)."""
+
+    value: int | float | bool | str
+    kind: LiteralKind
+    span: Span = _span()
+
+
+@attrs.frozen
+class Comment:
+    """A source comment, kept so `hpdsl fmt` can write it back."""
+
+    text: str
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
+# Files and the op vocabulary
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ImportDecl:
+    """`import "path.hpf"`."""
+
+    path: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class OpDecl:
+    """One op of the vocabulary and its one-line meaning."""
+
+    name: Name
+    meaning: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class Vocabulary:
+    """`vocabulary { ... }`: the op names every vector is checked against, in order."""
+
+    ops: tuple[OpDecl, ...]
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
+# Profiles
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Setting:
+    """`key = value` inside run, model and facts blocks."""
+
+    key: Name
+    value: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class OpCount:
+    """`attMM 4` inside an ops block."""
+
+    op: Name
+    count: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class OpsBlock:
+    """`ops { ... }`: a complete vector, or the overrides of an inherited one."""
+
+    counts: tuple[OpCount, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class AttentionFlavour:
+    """`attention full|linear`."""
+
+    value: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class FfnFlavour:
+    """`ffn dense|moe`."""
+
+    value: Name
+    span: Span = _span()
+
+
+KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour]
+
+
+@attrs.frozen
+class Kind:
+    """`kind NAME [from BASE] { ... }`: one layer kind of a profile."""
+
+    name: Name
+    base: Name | None
+    items: tuple[KindItem, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class DefaultKind:
+    """`default KIND`."""
+
+    kind: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class ModelTypes:
+    """`model_types "llama" "mistral"`: the HuggingFace model_types the profile prices."""
+
+    types: tuple[Literal, ...]
+    span: Span = _span()
+
+
+SettingsBlockKind = TypingLiteral["run", "model", "facts"]
+
+
+@attrs.frozen
+class SettingsBlock:
+    """`run { ... }`, `model { ... }` or `facts { ... }` inside a profile."""
+
+    block: SettingsBlockKind
+    settings: tuple[Setting, ...]
+    span: Span = _span()
+
+
+ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock]
+
+
+@attrs.frozen
+class Profile:
+    """`profile NAME { ... }`: the layer kinds of one architecture family."""
+
+    name: Name
+    items: tuple[ProfileItem, ...]
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
+# Conditions
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Reference:
+    """A bare name in a condition: a bool selector or `parallel`."""
+
+    name: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class Constant:
+    """`true` or `false` in a condition."""
+
+    value: bool
+    span: Span = _span()
+
+
+@attrs.frozen
+class Comparison:
+    """`tp > 1`, `backend == eager`."""
+
+    left: Name
+    op: str
+    right: Literal | Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class Membership:
+    """`ep in (1, 2)`."""
+
+    left: Name
+    values: tuple[Literal | Name, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class Negation:
+    """`not EXPR`."""
+
+    operand: Expr
+    span: Span = _span()
+
+
+@attrs.frozen
+class AllOf:
+    """`A and B and ...`."""
+
+    operands: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class AnyOf:
+    """`A or B or ...`."""
+
+    operands: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class Implies:
+    """`A -> B`."""
+
+    premise: Expr
+    conclusion: Expr
+    span: Span = _span()
+
+
+Expr = Union[Reference, Constant, Comparison, Membership, Negation, AllOf, AnyOf, Implies]
+
+
+# --------------------------------------------------------------------------
+# Families
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Factory:
+    """`factory "package.module:Name"`: the family's public factory."""
+
+    path: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class ParallelAxis:
+    """`parallel ep`: the axis whose size > 1 makes the family parallel."""
+
+    axis: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class BoolType:
+    """`bool`."""
+
+    span: Span = _span()
+
+
+@attrs.frozen
+class IntType:
+    """`int` or `int(lo..hi)`."""
+
+    low: Literal | None
+    high: Literal | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class EnumType:
+    """`enum(a, b, c)`."""
+
+    values: tuple[Name, ...]
+    span: Span = _span()
+
+
+SelectorType = Union[BoolType, IntType, EnumType]
+
+
+@attrs.frozen
+class Selector:
+    """`selector NAME: TYPE [= DEFAULT]`."""
+
+    name: Name
+    type: SelectorType
+    default: Literal | Name | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class Require:
+    """`require EXPR ["message"]`: a constraint every request must meet."""
+
+    condition: Expr
+    message: Literal | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class Variant:
+    """`variant NAME "path" [default] [when EXPR] [accepts(a, b)]`."""
+
+    name: Name
+    path: Literal
+    is_default: bool
+    when: Expr | None
+    accepts: tuple[Name, ...]
+    span: Span = _span()
+
+
+FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant]
+
+
+@attrs.frozen
+class Family:
+    """`family NAME { ... }`: a public factory and the rules choosing its variant."""
+
+    name: Name
+    items: tuple[FamilyItem, ...]
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Field:
+    """`hidden 2048`, or a flag alone (`shared_gate`), which means true."""
+
+    name: Name
+    value: Literal | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class Block:
+    """`moe { ... }`, `linear { ... }`, `mla { ... }`."""
+
+    name: Name
+    fields: tuple[Field, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class Choice:
+    """`norm rmsnorm`, `mlp gated`, `activation silu`."""
+
+    key: Name
+    value: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class StackKind:
+    """`full_attention` or `full_attention * 3` inside a stack."""
+
+    kind: Name
+    repeat: Literal | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class StackList:
+    """`[item, item, ...]` with an optional `* N` repetition."""
+
+    items: tuple[StackKind | StackList, ...]
+    repeat: Literal | None
+    span: Span = _span()
+
+
+@attrs.frozen
+class Stack:
+    """`stack [...]`: the explicit body of the layer stack."""
+
+    body: StackList
+    span: Span = _span()
+
+
+@attrs.frozen
+class LayerTypes:
+    """`layer_types [a, b, ...]`: one kind name per layer, as HuggingFace configs list them."""
+
+    names: tuple[Name, ...]
+    span: Span = _span()
+
+
+ModelItem = Union[Field, Block, Choice, Stack, LayerTypes]
+
+
+@attrs.frozen
+class Model:
+    """`model NAME [: PROFILE] { ... }`."""
+
+    name: Name
+    profile: Name | None
+    items: tuple[ModelItem, ...]
+    span: Span = _span()
+
+
+Declaration = Union[ImportDecl, Vocabulary, Profile, Family, Model]
+
+
+@attrs.frozen
+class File:
+    """One parsed .hpf file: its declarations in order and its comments."""
+
+    path: str = attrs.field(eq=False)
+    items: tuple[Declaration, ...]
+    comments: tuple[Comment, ...] = ()
+    span: Span = _span()

@@ -1,0 +1,97 @@
+"""The one table of diagnostic codes: stable, kebab-case, each with what it means.
+
+docs/diagnostics.md is generated from this table (`python -m hpdsl.diagnostics.codes`),
+and a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {
+    # --- syntax and files -------------------------------------------------
+    "syntax-error": "the text does not follow the grammar at this token",
+    "unexpected-character": "a character that starts no token of the language",
+    "unexpected-end": "the file ends inside an unfinished construct",
+    "import-not-found": "an imported file does not exist or cannot be read",
+    "import-cycle": "files import each other in a cycle",
+    "no-vocabulary": "profiles are declared but no op vocabulary is in scope",
+    # --- names ------------------------------------------------------------
+    "duplicate-vocabulary": "a second op vocabulary is declared",
+    "duplicate-op": "an op is declared twice in the vocabulary",
+    "duplicate-profile": "two profiles have the same name",
+    "duplicate-family": "two families have the same name",
+    "duplicate-model": "two models have the same name",
+    "duplicate-kind": "a profile declares a kind twice",
+    "duplicate-op-count": "a kind's ops block counts one op twice",
+    "duplicate-setting": "a run, model or facts block states a key twice",
+    "duplicate-statement": "a statement that may appear once appears twice",
+    "duplicate-selector": "a family declares a selector twice",
+    "duplicate-variant": "a family declares a variant twice",
+    "duplicate-field": "a model states a field twice",
+    "duplicate-model-type": "two profiles claim the same HuggingFace model_type",
+    "unknown-profile": "a model names a profile that is not declared",
+    "unknown-kind": "a name is used as a layer kind but the profile has no such kind",
+    "unknown-op": "an ops block counts an op the vocabulary does not declare",
+    "unknown-default-kind": "a profile's default names a kind it does not declare",
+    # --- profiles ---------------------------------------------------------
+    "empty-profile": "a profile declares no layer kind",
+    "missing-op-count": "a kind's op vector is incomplete",
+    "negative-count": "an op count is negative",
+    "count-not-integer": "an op count is not a whole number",
+    "unknown-flavour": "an attention or ffn flavour outside its closed set",
+    "kind-inheritance-cycle": "kinds inherit from each other in a cycle",
+    "unknown-run-fact": "a run block states a key outside the run facts",
+    "run-fact-type": "a run fact has a value of the wrong type",
+    "unknown-model-fact": "a profile's model block states a key outside the model facts",
+    "model-fact-type": "a profile's model fact has a value of the wrong type",
+    "unknown-hf-fact": "a profile's facts block states a key no model field has",
+    "hf-fact-type": "a profile's facts block gives a value of the wrong type",
+    "flavour-mismatch": "linrec is counted but the attention flavour is not linear, or the reverse",
+    # --- families ---------------------------------------------------------
+    "missing-factory": "a family names no factory",
+    "invalid-import-path": "an import path is not of the form 'package.module:Name'",
+    "unknown-axis": "a name is used as a parallel axis but is not tp, cp, ep or pp",
+    "reserved-name": "a selector is named like an axis or 'parallel'",
+    "invalid-int-range": "an int selector's range is empty",
+    "duplicate-enum-value": "an enum selector lists a value twice",
+    "selector-default-type": "a selector's default is outside the selector's type",
+    "unknown-selector": "a condition names a selector the family does not declare",
+    "condition-type": "a condition compares values of different types",
+    "parallel-without-axis": "a condition uses 'parallel' but the family declares no parallel axis",
+    "no-variants": "a family declares no variant",
+    "no-default-variant": "a family has no default variant",
+    "multiple-default-variants": "a family marks more than one variant default",
+    "variant-overlap": "some selector and axis assignment matches two variants",
+    "variant-gap": "some selector and axis assignment matches no variant",
+    "variant-unreachable": "no allowed assignment selects this variant",
+    "require-unsatisfiable": "no assignment satisfies a family's require constraints",
+    "domain-too-large": "the selector and axis domain is too large to check exhaustively",
+    # --- models and stacks ------------------------------------------------
+    "unknown-field": "a model states a field the language does not know",
+    "field-type": "a model field has a value of the wrong type",
+    "missing-field": "a model lacks a required dimension",
+    "non-positive-field": "a model dimension that must be positive is zero or negative",
+    "unknown-choice": "a norm, mlp or activation value outside its closed set",
+    "heads-not-divisible": "the query heads are not a multiple of the kv heads",
+    "missing-moe-dims": "the stack uses a MoE kind but the model declares no moe block",
+    "missing-linear-dims": "the stack uses a linear-attention kind but the model declares no linear block",
+    "incomplete-block": "a moe, linear or mla block lacks a field it needs",
+    "stack-count-mismatch": "the stack's body layers do not sum to the model's layer count",
+    "stack-zero-count": "a stack group or repetition has a count below one",
+    "stack-conflict": "a model states both an explicit stack and layer_types",
+    "stack-needs-default": "a stack must be derived but the profile names no default kind",
+    "odd-encoder-decoder": "an encoder/decoder stack needs an even layer count",
+    "layer-types-too-short": "layer_types lists fewer layers than the model has",
+    "layer-types-unknown-kind": "layer_types names a kind the profile lacks (priced as the default)",
+}
+
+
+def render_table() -> str:
+    """Return the Markdown table of every code, for docs/diagnostics.md."""
+    rows = ["| code | meaning |", "| --- | --- |"]
+    rows += [f"| `{code}` | {meaning} |" for code, meaning in CODES.items()]
+    head = "# Diagnostic codes\n\nGenerated from `hpdsl/diagnostics/codes.py`; every code is stable.\n\n"
+    return head + "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_table(), end="")

@@ -1,0 +1,50 @@
+"""Diagnostics into text: `path:line:col: error[code]: message`, the line, a caret."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from hpdsl.diagnostics.diagnostic import Diagnostic
+from hpdsl.diagnostics.span import Source
+
+
+def render_diagnostic(diagnostic: Diagnostic, sources: Mapping[str, Source]) -> str:
+    """Render one diagnostic with its source line, caret and hint."""
+    span = diagnostic.span
+    lines = [f"{span.file}:{span.line}:{span.col}: {diagnostic.severity}[{diagnostic.code}]: "
+             f"{diagnostic.message}"]
+    lines += _excerpt(span.file, span.line, span.col, span.end_line, span.end_col, sources)
+    if diagnostic.hint:
+        lines.append(f"  = hint: {diagnostic.hint}")
+    for note in diagnostic.notes:
+        n = note.span
+        lines.append(f"  = note: {n.file}:{n.line}:{n.col}: {note.message}")
+    return "\n".join(lines)
+
+
+def render_diagnostics(diagnostics: Iterable[Diagnostic], sources: Mapping[str, Source]) -> str:
+    """Render many diagnostics and a closing count line."""
+    items = list(diagnostics)
+    blocks = [render_diagnostic(d, sources) for d in items]
+    errors = sum(d.is_error for d in items)
+    warnings = len(items) - errors
+    summary = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+    return "\n\n".join([*blocks, summary]) if blocks else ""
+
+
+def _excerpt(file: str, line: int, col: int, end_line: int, end_col: int,
+             sources: Mapping[str, Source]) -> list[str]:
+    source = sources.get(file)
+    if source is None:
+        return []
+    text = source.line_text(line)
+    if not text and line > len(source.text.splitlines()):
+        return []
+    gutter = f"{line:>4} | "
+    width = (end_col - col) if end_line == line else len(text) - col + 1
+    caret = "^" + "~" * max(0, width - 1)
+    return [gutter + text, " " * (len(gutter) + col - 1) + caret]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

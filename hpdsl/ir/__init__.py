@@ -1,0 +1,1 @@
+"""The IR: frozen nodes, lowering from the AST, the one cattrs converter."""

@@ -1,0 +1,264 @@
+"""The IR: frozen, serialisable values the compiler emits and every consumer reads.
+
+Names are resolved, inheritance is applied, stacks are expanded into layer
+groups and every default is filled in, so a consumer never needs the AST, the
+grammar or the checks. Unset optional facts stay None ("absent is not zero")
+and are omitted from registry.json.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import attrs
+
+from hpdsl.diagnostics.span import Span
+
+SCHEMA_VERSION = 1
+
+Scalar = Union[bool, int, float, str]
+
+
+@attrs.frozen
+class SourceRef:
+    """Where a construct is declared: file (as shown in diagnostics), line, column."""
+
+    file: str
+    line: int
+    col: int
+
+    @classmethod
+    def from_span(cls, span: Span) -> SourceRef:
+        """Return where `span` starts."""
+        return cls(span.file, span.line, span.col)
+
+
+# --------------------------------------------------------------------------
+# Op vocabulary and profiles
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class OpInfo:
+    """One op of the vocabulary."""
+
+    name: str
+    meaning: str
+
+
+@attrs.frozen
+class KindIR:
+    """A layer kind with its complete op vector (vocabulary order) and flavours."""
+
+    name: str
+    ops: dict[str, int]
+    attention: Literal["full", "linear"] = "full"
+    ffn: Literal["dense", "moe"] | None = None
+    base: str | None = None
+    source: SourceRef | None = None
+
+
+@attrs.frozen
+class RunFacts:
+    """A profile's effective run facts: DEFAULT_RUN overlaid with what it states."""
+
+    grad_bytes: int = 4
+    optimizer_state_bytes: int = 4
+    optimizer_states: int = 2
+    main_param_bytes: int = 0
+    norm_bytes: int = 4
+    dropout_bytes: int = 0
+    grad_accumulation: bool = False
+    shard_activations: bool = False
+    loss_parallel: bool = True
+    reshard_params: bool = False
+    deferred_grad_accumulation: bool = False
+    overlapped_grad_reduce: bool = False
+
+
+@attrs.frozen
+class ProfileIR:
+    """An op profile: its kinds in declaration order, default kind, run and model facts."""
+
+    name: str
+    kinds: dict[str, KindIR]
+    default: str | None = None
+    run: RunFacts = RunFacts()
+    v_head_dim: int | None = None
+    model_types: tuple[str, ...] = ()
+    facts: dict[str, Scalar] = attrs.field(factory=dict)
+    source: SourceRef | None = None
+
+
+# --------------------------------------------------------------------------
+# Families
+# --------------------------------------------------------------------------
+
+ConditionOp = Literal["ref", "const", "cmp", "in", "not", "and", "or", "implies"]
+
+
+@attrs.frozen
+class Condition:
+    """A condition tree; one class for every node so the JSON form stays flat and tagged.
+
+    - ref: `name` is a bool selector or "parallel";  const: `value` is a bool;
+    - cmp: `name` `cmp` `value` (cmp one of == != < <= > >=);  in: `name` in `values`;
+    - not / and / or / implies: over `operands` (implies: premise, conclusion).
+    """
+
+    op: ConditionOp
+    name: str | None = None
+    cmp: str | None = None
+    value: Scalar | None = None
+    values: tuple[Scalar, ...] = ()
+    operands: tuple[Condition, ...] = ()
+    text: str = ""
+
+
+@attrs.frozen
+class SelectorIR:
+    """A typed selector and its default."""
+
+    name: str
+    type: Literal["bool", "int", "enum"]
+    default: Scalar | None = None
+    low: int | None = None
+    high: int | None = None
+    values: tuple[str, ...] = ()
+    source: SourceRef | None = None
+
+
+@attrs.frozen
+class RequireIR:
+    """A constraint every request must meet, with the message shown when it does not."""
+
+    condition: Condition
+    message: str
+    source: SourceRef | None = None
+
+
+@attrs.frozen
+class VariantIR:
+    """A concrete implementation: import path, selection rule, accepted extra arguments."""
+
+    name: str
+    path: str
+    default: bool = False
+    when: Condition | None = None
+    accepts: tuple[str, ...] = ()
+    source: SourceRef | None = None
+
+
+@attrs.frozen
+class FamilyIR:
+    """A module family: public factory, parallel axis, selectors, constraints, variants."""
+
+    name: str
+    factory: str
+    parallel: Literal["tp", "cp", "ep", "pp"] | None = None
+    selectors: tuple[SelectorIR, ...] = ()
+    requires: tuple[RequireIR, ...] = ()
+    variants: tuple[VariantIR, ...] = ()
+    source: SourceRef | None = None
+
+
+# --------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LayerGroup:
+    """`count` consecutive layers of one kind; MTP groups come last."""
+
+    kind: str
+    count: int
+    mtp: bool = False
+
+
+@attrs.frozen
+class MoeDims:
+    """Mixture-of-experts dimensions."""
+
+    experts: int
+    top_k: int
+    width: int
+    shared: int = 0
+    shared_width: int | None = None
+    shared_gate: bool | None = None
+    router_bias: bool | None = None
+
+
+@attrs.frozen
+class LinearDims:
+    """Gated-DeltaNet (linear attention) dimensions."""
+
+    key_heads: int
+    key_head_dim: int
+    value_heads: int
+    value_head_dim: int
+    conv: int
+
+
+@attrs.frozen
+class MlaDims:
+    """Multi-head latent attention dimensions."""
+
+    kv_lora_rank: int
+    rope_dim: int
+    nope_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+
+
+@attrs.frozen
+class ModelIR:
+    """A model: dimensions, facts (None = not stated) and its resolved layer groups."""
+
+    name: str
+    profile: str
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn_width: int | None = None
+    max_positions: int | None = None
+    mtp: int = 0
+    first_k_dense: int | None = None
+    layer_norms: int | None = None
+    tie_embeddings: bool | None = None
+    qk_norm: bool | None = None
+    output_gate: bool | None = None
+    qkv_bias: bool | None = None
+    o_bias: bool | None = None
+    mlp_bias: bool | None = None
+    norm_bias: bool | None = None
+    norm: str | None = None
+    mlp: str | None = None
+    activation: str | None = None
+    moe: MoeDims | None = None
+    linear: LinearDims | None = None
+    mla: MlaDims | None = None
+    layer_types: tuple[str, ...] | None = None
+    stack_stated: bool = False
+    groups: tuple[LayerGroup, ...] = ()
+    source: SourceRef | None = None
+
+
+# --------------------------------------------------------------------------
+# The whole compiled unit
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RegistryIR:
+    """Everything `hpdsl compile` emits: the content of registry.json."""
+
+    schema_version: int
+    source_hash: str
+    ops: tuple[OpInfo, ...]
+    profiles: dict[str, ProfileIR] = attrs.field(factory=dict)
+    families: dict[str, FamilyIR] = attrs.field(factory=dict)
+    models: dict[str, ModelIR] = attrs.field(factory=dict)

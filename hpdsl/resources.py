@@ -1,0 +1,34 @@
+"""Where the shipped data lives: grammar, standard profiles and families.
+
+In a wheel they are inside the package (hpdsl/_data/...); in a source checkout
+or an editable install they are the top-level folders beside the package.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def data_dir(name: str) -> Path:
+    """Return the folder of shipped data `name` (grammar, profiles or families)."""
+    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"hpdsl's shipped folder {name!r} is missing from the installation")
+
+
+STDLIB_FOLDERS = ("profiles", "families")
+STDLIB_PREFIX = "<hpdsl>"
+
+
+def stdlib_files() -> list[tuple[str, Path]]:
+    """Return (display name, path) of every shipped .hpf file, in a stable order."""
+    files = []
+    for folder in STDLIB_FOLDERS:
+        for path in sorted(data_dir(folder).glob("*.hpf")):
+            files.append((f"{STDLIB_PREFIX}/{folder}/{path.name}", path))
+    return files

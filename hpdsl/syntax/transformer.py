@@ -1,0 +1,271 @@
+"""Lark parse tree into the AST: one method per grammar rule, no checks.
+
+Exceptions raised here would come out wrapped in Lark's VisitError, so this
+module only builds nodes; everything that can be wrong is found in hpdsl/check/.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lark import Token, Transformer, v_args
+from lark.tree import Meta
+
+from hpdsl import ast
+from hpdsl.diagnostics.span import Span
+
+_ESCAPE = re.compile(r"\\(.)")
+_UNESCAPES = {"n": "\n", "t": "\t"}
+
+
+def unquote(text: str) -> str:
+    """Return the value of a string token (quotes removed, escapes resolved)."""
+    return _ESCAPE.sub(lambda m: _UNESCAPES.get(m.group(1), m.group(1)), text[1:-1])
+
+
+def quote(value: str) -> str:
+    """Return `value` written as a string token; the inverse of unquote."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+@v_args(meta=True)
+class ToAst(Transformer):
+    """Builds an ast.File from the tree of one source file."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+
+    # --- helpers ---------------------------------------------------------
+
+    def _span(self, meta: Meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span.point(self.file)
+        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _token_span(self, token: Token) -> Span:
+        return Span(self.file, token.line, token.column, token.end_line, token.end_column)
+
+    def _name(self, token: Token) -> ast.Name:
+        return ast.Name(str(token), span=self._token_span(token))
+
+    def _literal(self, token: Token, kind: ast.LiteralKind, value: Any) -> ast.Literal:
+        return ast.Literal(value, kind, span=self._token_span(token))
+
+    def _string(self, token: Token) -> ast.Literal:
+        return self._literal(token, "string", unquote(str(token)))
+
+    def _int(self, token: Token) -> ast.Literal:
+        return self._literal(token, "int", int(token))
+
+    # --- files -----------------------------------------------------------
+
+    def start(self, meta: Meta, items: list[Any]) -> ast.File:
+        return ast.File(self.file, tuple(items), span=self._span(meta))
+
+    def import_decl(self, meta: Meta, children: list[Token]) -> ast.ImportDecl:
+        return ast.ImportDecl(self._string(children[0]), span=self._span(meta))
+
+    def vocabulary(self, meta: Meta, children: list[ast.OpDecl]) -> ast.Vocabulary:
+        return ast.Vocabulary(tuple(children), span=self._span(meta))
+
+    def op_decl(self, meta: Meta, children: list[Token]) -> ast.OpDecl:
+        name, meaning = children
+        return ast.OpDecl(self._name(name), self._string(meaning), span=self._span(meta))
+
+    # --- literals --------------------------------------------------------
+
+    def int_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._int(children[0])
+
+    def float_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._literal(children[0], "float", float(children[0]))
+
+    def bool_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._literal(children[0], "bool", children[0].type == "TRUE")
+
+    def string_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._string(children[0])
+
+    # --- profiles --------------------------------------------------------
+
+    def profile(self, meta: Meta, children: list[Any]) -> ast.Profile:
+        name, *items = children
+        return ast.Profile(self._name(name), tuple(items), span=self._span(meta))
+
+    def default_kind(self, meta: Meta, children: list[Token]) -> ast.DefaultKind:
+        return ast.DefaultKind(self._name(children[0]), span=self._span(meta))
+
+    def model_types(self, meta: Meta, children: list[Token]) -> ast.ModelTypes:
+        return ast.ModelTypes(tuple(self._string(t) for t in children), span=self._span(meta))
+
+    def _settings(self, block: ast.SettingsBlockKind, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
+        return ast.SettingsBlock(block, tuple(children), span=self._span(meta))
+
+    def run_block(self, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
+        return self._settings("run", meta, children)
+
+    def model_block(self, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
+        return self._settings("model", meta, children)
+
+    def facts_block(self, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
+        return self._settings("facts", meta, children)
+
+    def setting(self, meta: Meta, children: list[Any]) -> ast.Setting:
+        key, value = children
+        return ast.Setting(self._name(key), value, span=self._span(meta))
+
+    def kind(self, meta: Meta, children: list[Any]) -> ast.Kind:
+        name, *rest = children
+        base = rest.pop(0) if rest and isinstance(rest[0], ast.Name) else None
+        return ast.Kind(self._name(name), base, tuple(rest), span=self._span(meta))
+
+    def kind_base(self, meta: Meta, children: list[Token]) -> ast.Name:
+        return self._name(children[0])
+
+    def attention_flavour(self, meta: Meta, children: list[Token]) -> ast.AttentionFlavour:
+        return ast.AttentionFlavour(self._name(children[0]), span=self._span(meta))
+
+    def ffn_flavour(self, meta: Meta, children: list[Token]) -> ast.FfnFlavour:
+        return ast.FfnFlavour(self._name(children[0]), span=self._span(meta))
+
+    def ops_block(self, meta: Meta, children: list[ast.OpCount]) -> ast.OpsBlock:
+        return ast.OpsBlock(tuple(children), span=self._span(meta))
+
+    def op_count(self, meta: Meta, children: list[Any]) -> ast.OpCount:
+        op, count = children
+        return ast.OpCount(self._name(op), count, span=self._span(meta))
+
+    # --- families --------------------------------------------------------
+
+    def family(self, meta: Meta, children: list[Any]) -> ast.Family:
+        name, *items = children
+        return ast.Family(self._name(name), tuple(items), span=self._span(meta))
+
+    def factory(self, meta: Meta, children: list[Token]) -> ast.Factory:
+        return ast.Factory(self._string(children[0]), span=self._span(meta))
+
+    def parallel_axis(self, meta: Meta, children: list[Token]) -> ast.ParallelAxis:
+        return ast.ParallelAxis(self._name(children[0]), span=self._span(meta))
+
+    def selector(self, meta: Meta, children: list[Any]) -> ast.Selector:
+        name, type_, *default = children
+        return ast.Selector(self._name(name), type_, default[0] if default else None,
+                            span=self._span(meta))
+
+    def bool_type(self, meta: Meta, children: list[Token]) -> ast.BoolType:
+        return ast.BoolType(span=self._span(meta))
+
+    def int_type(self, meta: Meta, children: list[Token]) -> ast.IntType:
+        if not children:
+            return ast.IntType(None, None, span=self._span(meta))
+        low, high = children
+        return ast.IntType(self._int(low), self._int(high), span=self._span(meta))
+
+    def enum_type(self, meta: Meta, children: list[Token]) -> ast.EnumType:
+        return ast.EnumType(tuple(self._name(t) for t in children), span=self._span(meta))
+
+    def selector_default(self, meta: Meta, children: list[ast.Literal]) -> ast.Literal:
+        return children[0]
+
+    def selector_default_name(self, meta: Meta, children: list[Token]) -> ast.Name:
+        return self._name(children[0])
+
+    def require(self, meta: Meta, children: list[Any]) -> ast.Require:
+        condition, *message = children
+        text = self._string(message[0]) if message else None
+        return ast.Require(condition, text, span=self._span(meta))
+
+    def variant(self, meta: Meta, children: list[Any]) -> ast.Variant:
+        name, path, *rest = children
+        is_default = any(part == "default" for part in rest if isinstance(part, str))
+        when = next((part for part in rest if isinstance(part, _When)), None)
+        accepts = next((part for part in rest if isinstance(part, tuple)), ())
+        return ast.Variant(self._name(name), self._string(path), is_default,
+                           when.expr if when else None, accepts, span=self._span(meta))
+
+    def default_mark(self, meta: Meta, children: list[Token]) -> str:
+        return "default"
+
+    def when_clause(self, meta: Meta, children: list[Any]) -> _When:
+        return _When(children[0])
+
+    def accepts(self, meta: Meta, children: list[Token]) -> tuple[ast.Name, ...]:
+        return tuple(self._name(t) for t in children)
+
+    # --- conditions ------------------------------------------------------
+
+    def implies(self, meta: Meta, children: list[Any]) -> ast.Implies:
+        premise, conclusion = children
+        return ast.Implies(premise, conclusion, span=self._span(meta))
+
+    def any_of(self, meta: Meta, children: list[Any]) -> ast.AnyOf:
+        return ast.AnyOf(tuple(children), span=self._span(meta))
+
+    def all_of(self, meta: Meta, children: list[Any]) -> ast.AllOf:
+        return ast.AllOf(tuple(children), span=self._span(meta))
+
+    def negation(self, meta: Meta, children: list[Any]) -> ast.Negation:
+        return ast.Negation(children[0], span=self._span(meta))
+
+    def reference(self, meta: Meta, children: list[Token]) -> ast.Reference:
+        return ast.Reference(self._name(children[0]), span=self._span(meta))
+
+    def constant(self, meta: Meta, children: list[Token]) -> ast.Constant:
+        return ast.Constant(children[0].type == "TRUE", span=self._span(meta))
+
+    def comparison(self, meta: Meta, children: list[Any]) -> ast.Comparison:
+        left, op, right = children
+        return ast.Comparison(self._name(left), str(op), right, span=self._span(meta))
+
+    def membership(self, meta: Meta, children: list[Any]) -> ast.Membership:
+        left, *values = children
+        return ast.Membership(self._name(left), tuple(values), span=self._span(meta))
+
+    def operand_name(self, meta: Meta, children: list[Token]) -> ast.Name:
+        return self._name(children[0])
+
+    # --- models ----------------------------------------------------------
+
+    def model(self, meta: Meta, children: list[Any]) -> ast.Model:
+        name, *rest = children
+        profile = self._name(rest.pop(0)) if rest and isinstance(rest[0], Token) else None
+        return ast.Model(self._name(name), profile, tuple(rest), span=self._span(meta))
+
+    def field(self, meta: Meta, children: list[Any]) -> ast.Field:
+        name, *value = children
+        return ast.Field(self._name(name), value[0] if value else None, span=self._span(meta))
+
+    def block(self, meta: Meta, children: list[Any]) -> ast.Block:
+        name, *fields = children
+        return ast.Block(self._name(name), tuple(fields), span=self._span(meta))
+
+    def choice(self, meta: Meta, children: list[Token]) -> ast.Choice:
+        key, value = children
+        return ast.Choice(self._name(key), self._name(value), span=self._span(meta))
+
+    def stack(self, meta: Meta, children: list[ast.StackList]) -> ast.Stack:
+        return ast.Stack(children[0], span=self._span(meta))
+
+    def stack_list(self, meta: Meta, children: list[Any]) -> ast.StackList:
+        repeat = children.pop() if children and isinstance(children[-1], ast.Literal) else None
+        return ast.StackList(tuple(children), repeat, span=self._span(meta))
+
+    def stack_kind(self, meta: Meta, children: list[Any]) -> ast.StackKind:
+        name, *repeat = children
+        return ast.StackKind(self._name(name), repeat[0] if repeat else None, span=self._span(meta))
+
+    def repeat(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._int(children[0])
+
+    def layer_types(self, meta: Meta, children: list[Token]) -> ast.LayerTypes:
+        return ast.LayerTypes(tuple(self._name(t) for t in children), span=self._span(meta))
+
+
+class _When:
+    """Marks a `when` clause among a variant's optional parts."""
+
+    def __init__(self, expr: Any) -> None:
+        self.expr = expr
