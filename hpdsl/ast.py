@@ -163,10 +163,15 @@ SettingsBlockKind = TypingLiteral["run", "model", "facts"]
 
 @attrs.frozen
 class SettingsBlock:
-    """`run { ... }`, `model { ... }` or `facts { ... }` inside a profile."""
+    """`run { ... }`, `model { ... }` or `facts ["model_type" ...] { ... }` inside a profile.
+
+    `types` (facts only) names the HuggingFace model_types the facts hold for;
+    empty means every model_type the profile prices.
+    """
 
     block: SettingsBlockKind
     settings: tuple[Setting, ...]
+    types: tuple[Literal, ...] = ()
     span: Span = _span()
 
 

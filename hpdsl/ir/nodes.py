@@ -77,6 +77,14 @@ class RunFacts:
 
 
 @attrs.frozen
+class FactsIR:
+    """Facts HuggingFace configs of these model_types do not state (empty: all the profile's)."""
+
+    model_types: tuple[str, ...]
+    values: dict[str, Scalar]
+
+
+@attrs.frozen
 class ProfileIR:
     """An op profile: its kinds in declaration order, default kind, run and model facts."""
 
@@ -86,8 +94,16 @@ class ProfileIR:
     run: RunFacts = RunFacts()
     v_head_dim: int | None = None
     model_types: tuple[str, ...] = ()
-    facts: dict[str, Scalar] = attrs.field(factory=dict)
+    facts: tuple[FactsIR, ...] = ()
     source: SourceRef | None = None
+
+    def facts_for(self, model_type: str) -> dict[str, Scalar]:
+        """Return the facts that hold for configs of `model_type`, later blocks winning."""
+        merged: dict[str, Scalar] = {}
+        for block in self.facts:
+            if not block.model_types or model_type in block.model_types:
+                merged.update(block.values)
+        return merged
 
 
 # --------------------------------------------------------------------------

@@ -101,8 +101,10 @@ class ToAst(Transformer):
     def model_types(self, meta: Meta, children: list[Token]) -> ast.ModelTypes:
         return ast.ModelTypes(tuple(self._string(t) for t in children), span=self._span(meta))
 
-    def _settings(self, block: ast.SettingsBlockKind, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
-        return ast.SettingsBlock(block, tuple(children), span=self._span(meta))
+    def _settings(self, block: ast.SettingsBlockKind, meta: Meta, children: list[Any]) -> ast.SettingsBlock:
+        types = tuple(self._string(c) for c in children if isinstance(c, Token))
+        settings = tuple(c for c in children if isinstance(c, ast.Setting))
+        return ast.SettingsBlock(block, settings, types, span=self._span(meta))
 
     def run_block(self, meta: Meta, children: list[ast.Setting]) -> ast.SettingsBlock:
         return self._settings("run", meta, children)
