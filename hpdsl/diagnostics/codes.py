@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "model-fact-type": "a profile's model fact has a value of the wrong type",
     "unknown-hf-fact": "a profile's facts block states a key no model field has",
     "hf-fact-type": "a profile's facts block gives a value of the wrong type",
+    "unknown-model-type": "a profile's facts block names a model_type the profile does not list",
     "flavour-mismatch": "linrec is counted but the attention flavour is not linear, or the reverse",
     # --- families ---------------------------------------------------------
     "missing-factory": "a family names no factory",
@@ -65,6 +66,7 @@ CODES: dict[str, str] = {
     "variant-unreachable": "no allowed assignment selects this variant",
     "require-unsatisfiable": "no assignment satisfies a family's require constraints",
     "domain-too-large": "the selector and axis domain is too large to check exhaustively",
+    "duplicate-argument": "a variant's accepts(...) lists an argument twice",
     # --- models and stacks ------------------------------------------------
     "unknown-field": "a model states a field the language does not know",
     "field-type": "a model field has a value of the wrong type",
@@ -75,6 +77,7 @@ CODES: dict[str, str] = {
     "missing-moe-dims": "the stack uses a MoE kind but the model declares no moe block",
     "missing-linear-dims": "the stack uses a linear-attention kind but the model declares no linear block",
     "incomplete-block": "a moe, linear or mla block lacks a field it needs",
+    "top-k-exceeds-experts": "a moe block chooses more experts per token than it has",
     "stack-count-mismatch": "the stack's body layers do not sum to the model's layer count",
     "stack-zero-count": "a stack group or repetition has a count below one",
     "stack-conflict": "a model states both an explicit stack and layer_types",

@@ -1,0 +1,78 @@
+"""The op vocabulary and checked profiles into IR: complete vectors, flavours, run and facts.
+
+Lowering assumes check_profiles found no error: every kind's vector is complete
+after inheritance and every setting has the type its table asks for. It reads
+inheritance and defaults through check.scope, the helpers the checks used.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.check.scope import (Scope, kind_flavours, kind_vector, profile_default,
+                               profile_kinds)
+from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
+
+
+def lower_vocabulary(scope: Scope) -> tuple[OpInfo, ...]:
+    """Return the vocabulary's ops in declaration order (empty without a vocabulary)."""
+    if scope.vocabulary is None:
+        return ()
+    infos: dict[str, OpInfo] = {}
+    for op in scope.vocabulary.ops:
+        infos.setdefault(op.name.value, OpInfo(op.name.value, str(op.meaning.value)))
+    return tuple(infos.values())
+
+
+def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
+    """Return the IR of one checked profile."""
+    kinds = profile_kinds(profile)
+    blocks = [item for item in profile.items if isinstance(item, ast.SettingsBlock)]
+    model = _settings(blocks, "model")
+    v_head_dim = model.get("v_head_dim")
+    return ProfileIR(
+        name=profile.name.value,
+        kinds={name: _lower_kind(kind, kinds, scope.op_names) for name, kind in kinds.items()},
+        default=profile_default(profile),
+        run=attrs.evolve(RunFacts(), **_settings(blocks, "run")),
+        v_head_dim=int(v_head_dim) if v_head_dim is not None else None,
+        model_types=_model_types(profile),
+        facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
+        source=SourceRef.from_span(profile.name.span),
+    )
+
+
+def lower_profiles(scope: Scope) -> dict[str, ProfileIR]:
+    """Return the IR of every profile in scope, by name, in scope order."""
+    return {name: lower_profile(profile, scope) for name, profile in scope.profiles.items()}
+
+
+def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]) -> KindIR:
+    vector = kind_vector(kind, kinds)
+    attention, ffn = kind_flavours(kind, kinds)
+    return KindIR(
+        name=kind.name.value,
+        # vocabulary order, whatever order the source counted them in
+        ops={op: int(vector[op].count.value) for op in ops},
+        attention=attention,  # type: ignore[arg-type]  # checked against ATTENTION_FLAVOURS
+        ffn=ffn,  # type: ignore[arg-type]  # checked against FFN_FLAVOURS
+        base=kind.base.value if kind.base is not None else None,
+        source=SourceRef.from_span(kind.name.span),
+    )
+
+
+def _settings(blocks: list[ast.SettingsBlock], which: str) -> dict[str, Scalar]:
+    return {s.key.value: s.value.value for block in blocks if block.block == which
+            for s in block.settings}
+
+
+def _model_types(profile: ast.Profile) -> tuple[str, ...]:
+    listed = (str(t.value) for item in profile.items if isinstance(item, ast.ModelTypes)
+              for t in item.types)
+    return tuple(dict.fromkeys(listed))
+
+
+def _lower_facts(block: ast.SettingsBlock) -> FactsIR:
+    return FactsIR(model_types=tuple(str(t.value) for t in block.types),
+                   values={s.key.value: s.value.value for s in block.settings})

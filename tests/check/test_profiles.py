@@ -1,0 +1,182 @@
+"""Unit tests of check_profiles and of the profile questions check.scope answers."""
+
+from __future__ import annotations
+
+from hpdsl import ast
+from hpdsl.check import check_files
+from hpdsl.check.scope import kind_flavours, kind_vector, profile_default, profile_kinds
+from hpdsl.diagnostics import Diagnostic
+from hpdsl.resources import data_dir
+from hpdsl.syntax import parse_text
+
+VECTOR = "attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"
+
+
+def _vocabulary() -> ast.File:
+    return parse_text((data_dir("profiles") / "ops.hpf").read_text(), "ops.hpf")
+
+
+def _check(text: str, *, vocabulary: bool = True) -> tuple[Diagnostic, ...]:
+    files = [parse_text(text, "case.hpf")] + ([_vocabulary()] if vocabulary else [])
+    return check_files(files)[1]
+
+
+def _profile(text: str) -> ast.Profile:
+    item = parse_text(text).items[0]
+    assert isinstance(item, ast.Profile)
+    return item
+
+
+def _codes(diagnostics: tuple[Diagnostic, ...]) -> list[str]:
+    return [d.code for d in diagnostics]
+
+
+# --- default kinds ---------------------------------------------------------
+
+
+def test_one_kind_is_the_default() -> None:
+    assert profile_default(_profile(f"profile p {{ kind only {{ ops {{ {VECTOR} }} }} }}")) == "only"
+
+
+def test_several_kinds_without_default_give_none() -> None:
+    text = f"profile p {{ kind a {{ ops {{ {VECTOR} }} }} kind b from a {{ }} }}"
+    assert profile_default(_profile(text)) is None
+    assert _check(text) == ()
+
+
+def test_stated_default_wins() -> None:
+    text = f"profile p {{ kind a {{ ops {{ {VECTOR} }} }} kind b from a {{ }} default b }}"
+    assert profile_default(_profile(text)) == "b"
+    assert _check(text) == ()
+
+
+def test_default_must_be_a_kind() -> None:
+    diagnostics = _check(f"profile p {{ default moe\n kind dense {{ ops {{ {VECTOR} }} }} }}")
+    assert _codes(diagnostics) == ["unknown-default-kind"]
+    assert (diagnostics[0].span.line, diagnostics[0].span.col) == (1, 21)
+    assert "'dense'" in diagnostics[0].message
+
+
+# --- inheritance -----------------------------------------------------------
+
+
+def test_inherited_vector_is_overlaid_by_the_kind() -> None:
+    profile = _profile(f"profile p {{ kind full {{ ops {{ {VECTOR} }} }}\n"
+                       "kind lin from full { attention linear ops { attBMM 0 linrec 1 } } }")
+    kinds = profile_kinds(profile)
+    vector = {op: c.count.value for op, c in kind_vector(kinds["lin"], kinds).items()}
+    assert vector["attBMM"] == 0 and vector["linrec"] == 1 and vector["attMM"] == 4
+    assert len(vector) == 10
+    assert kind_flavours(kinds["lin"], kinds) == ("linear", None)
+
+
+def test_flavours_are_inherited_unless_restated() -> None:
+    profile = _profile(f"profile p {{ kind d {{ ffn dense attention linear ops {{ {VECTOR} }} }}\n"
+                       "kind m from d { ffn moe } kind n from m { } }")
+    kinds = profile_kinds(profile)
+    assert kind_flavours(kinds["m"], kinds) == ("linear", "moe")
+    assert kind_flavours(kinds["n"], kinds) == ("linear", "moe")
+
+
+def test_a_grandchild_inherits_through_its_parent() -> None:
+    text = (f"profile p {{ kind a {{ ops {{ {VECTOR} }} }} kind b from a {{ ops {{ attMM 5 }} }}\n"
+            "kind c from b { ops { ffMM 2 } } }")
+    assert _check(text) == ()
+    kinds = profile_kinds(_profile(text))
+    vector = kind_vector(kinds["c"], kinds)
+    assert (vector["attMM"].count.value, vector["ffMM"].count.value) == (5, 2)
+
+
+def test_a_cycle_is_reported_once_at_the_closing_kind() -> None:
+    text = "profile p {\nkind a from c { }\nkind b from a { }\nkind c from b { }\n}"
+    diagnostics = _check(text)
+    assert _codes(diagnostics) == ["kind-inheritance-cycle"]
+    assert diagnostics[0].span.line == 4
+    assert "c from b from a from c" in diagnostics[0].message
+
+
+def test_an_unknown_base_suppresses_the_missing_ops_cascade() -> None:
+    diagnostics = _check("profile p { kind a from nowhere { ops { attMM 4 } } }")
+    assert _codes(diagnostics) == ["unknown-kind"]
+
+
+# --- op vectors ------------------------------------------------------------
+
+
+def test_missing_ops_are_listed_in_vocabulary_order() -> None:
+    diagnostics = _check("profile p { kind a { ops { linrec 0  attMM 4  gather 4  ffMM 3 } } }")
+    assert _codes(diagnostics) == ["missing-op-count"]
+    assert "attBMM, softmax, dropout, normOp, headCast, ffAct" in diagnostics[0].message
+    assert diagnostics[0].hint == "declare 0 for an op the layer does not run"
+    assert diagnostics[0].span.col == 18  # the kind's name
+
+
+def test_unknown_op_suggests_the_closest() -> None:
+    diagnostics = _check(f"profile p {{ kind a {{ ops {{ {VECTOR}  sofmax 1 }} }} }}")
+    assert _codes(diagnostics) == ["unknown-op"]
+    assert diagnostics[0].hint == "did you mean 'softmax'?"
+
+
+def test_count_literals_are_checked_precisely() -> None:
+    text = "profile p { kind a { ops { " + VECTOR.replace("ffAct 1", "ffAct 1.0").replace(
+        "dropout 0", "dropout -2") + " } } }"
+    diagnostics = _check(text)
+    assert sorted(_codes(diagnostics)) == ["count-not-integer", "negative-count"]
+    spans = {d.code: text[d.span.col - 1:d.span.end_col - 1] for d in diagnostics}
+    assert spans == {"count-not-integer": "1.0", "negative-count": "-2"}
+
+
+def test_no_vocabulary_is_reported_once_and_suppresses_op_checks() -> None:
+    diagnostics = _check("profile p { kind a { ops { foo 1 } } }\nprofile q { kind b { } }",
+                         vocabulary=False)
+    assert _codes(diagnostics) == ["no-vocabulary"]
+    assert diagnostics[0].span.line == 1
+
+
+def test_an_own_vocabulary_replaces_the_standard_one() -> None:
+    text = 'vocabulary { mm "matmuls"  act "activations" }\nprofile p { kind a { ops { mm 2 act 1 } } }'
+    assert _check(text, vocabulary=False) == ()
+
+
+# --- flavours and settings -------------------------------------------------
+
+
+def test_flavour_mismatch_is_a_warning() -> None:
+    diagnostics = _check(f"profile p {{ kind a {{ attention linear ops {{ {VECTOR} }} }} }}")
+    assert [(d.code, d.severity) for d in diagnostics] == [("flavour-mismatch", "warning")]
+
+
+def test_run_facts_reject_a_bool_for_an_int() -> None:
+    diagnostics = _check(f"profile p {{ run {{ grad_bytes = true }} kind a {{ ops {{ {VECTOR} }} }} }}")
+    assert _codes(diagnostics) == ["run-fact-type"]
+    assert "an integer >= 0" in diagnostics[0].message
+
+
+def test_facts_may_repeat_for_different_model_types() -> None:
+    text = (f'profile p {{ model_types "x" "y"\nfacts "x" {{ qkv_bias = true }}\n'
+            f'facts "y" {{ qkv_bias = false }}\nkind a {{ ops {{ {VECTOR} }} }} }}')
+    assert _check(text) == ()
+
+
+def test_a_general_facts_block_overlaps_every_listed_type() -> None:
+    text = (f'profile p {{ model_types "x" "y"\nfacts {{ qkv_bias = true }}\n'
+            f'facts "y" {{ qkv_bias = false }}\nkind a {{ ops {{ {VECTOR} }} }} }}')
+    diagnostics = _check(text)
+    assert _codes(diagnostics) == ["duplicate-setting"]
+    assert diagnostics[0].span.line == 3 and '"y"' in diagnostics[0].message
+
+
+def test_model_type_claims_note_the_first_claim() -> None:
+    text = (f'profile p {{ model_types "x" kind a {{ ops {{ {VECTOR} }} }} }}\n'
+            f'profile q {{ model_types "x" kind a {{ ops {{ {VECTOR} }} }} }}')
+    diagnostics = _check(text)
+    assert _codes(diagnostics) == ["duplicate-model-type"]
+    assert diagnostics[0].span.line == 2
+    assert diagnostics[0].notes[0].span.line == 1
+    assert "'p'" in diagnostics[0].message
+
+
+def test_the_shipped_profiles_check_clean() -> None:
+    files = [parse_text(path.read_text(), path.name)
+             for path in sorted(data_dir("profiles").glob("*.hpf"))]
+    assert check_files(files)[1] == ()

@@ -1,0 +1,143 @@
+"""The lowered standard profiles equal domain.md §1.2 and §1.3 exactly."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from hpdsl.check import check_files
+from hpdsl.check.scope import Scope
+from hpdsl.ir.lower_profiles import lower_profile, lower_profiles, lower_vocabulary
+from hpdsl.ir.nodes import FactsIR, OpInfo, ProfileIR, RunFacts
+from hpdsl.resources import data_dir
+from hpdsl.spec import DEFAULT_RUN
+from hpdsl.syntax import parse_text
+
+OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
+       "linrec")
+DECODER = (4, 2, 3, 1, 0, 2, 4, 1, 1, 0)
+
+# domain.md §1.2: profile -> kind -> (counts in OpCounts order, attention, ffn)
+TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
+    "default": {"decoder": (DECODER, "full", None)},
+    "llama2": {"decoder": (DECODER, "full", None)},
+    "qwen": {"decoder": (DECODER, "full", None)},
+    "mixtral": {"decoder": (DECODER, "full", None)},
+    "pangualpha": {"decoder": ((4, 1, 2, 2, 5, 4, 4, 1, 1, 0), "full", None)},
+    "t5": {"encoder": ((4, 1, 2, 2, 5, 2, 4, 1, 1, 0), "full", None),
+           "decoder": ((8, 2, 2, 4, 7, 3, 6, 1, 1, 0), "full", None)},
+    "deepseek": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
+    "cm": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
+    "qwen3_5": {"full_attention": (DECODER, "full", None),
+                "linear_attention": ((4, 0, 3, 0, 0, 2, 4, 0, 1, 1), "linear", None)},
+    "vision": {"encoder": ((4, 2, 2, 1, 0, 2, 4, 1, 1, 0), "full", None)},
+}
+
+# domain.md §1.3: profile -> (default, run overrides, v_head_dim)
+DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
+    "default": ("decoder", {}, None),
+    "llama2": ("decoder", {"grad_bytes": 2, "grad_accumulation": True}, None),
+    "mixtral": ("decoder", {"grad_bytes": 2}, None),
+    "pangualpha": ("decoder", {"dropout_bytes": 1}, None),
+    "t5": ("encoder", {"dropout_bytes": 1}, None),
+    "deepseek": ("moe", {}, 128),
+    "cm": ("moe", {}, 128),
+    "qwen": ("decoder", {"shard_activations": True}, None),
+    "qwen3_5": ("full_attention", {"shard_activations": True}, None),
+    "vision": ("encoder", {}, None),
+}
+
+MODEL_TYPES = {
+    "llama2": ("llama", "mistral"), "mixtral": ("mixtral",),
+    "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"),
+    "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
+    "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",),
+}
+
+
+@cache
+def _scope() -> Scope:
+    files = [parse_text(path.read_text(), path.name)
+             for path in sorted(data_dir("profiles").glob("*.hpf"))]
+    scope, diagnostics = check_files(files)
+    assert diagnostics == ()
+    return scope
+
+
+@cache
+def _profiles() -> dict[str, ProfileIR]:
+    return lower_profiles(_scope())
+
+
+def test_the_known_profiles_are_exactly_the_table() -> None:
+    assert set(_profiles()) == set(TABLE)
+
+
+def test_the_vocabulary_lowers_in_order() -> None:
+    ops = lower_vocabulary(_scope())
+    assert tuple(op.name for op in ops) == OPS
+    assert all(isinstance(op, OpInfo) and op.meaning for op in ops)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_kinds_counts_and_flavours(name: str) -> None:
+    profile = _profiles()[name]
+    assert list(profile.kinds) == list(TABLE[name])  # declaration order
+    for kind_name, (counts, attention, ffn) in TABLE[name].items():
+        kind = profile.kinds[kind_name]
+        assert tuple(kind.ops) == OPS  # vocabulary order
+        assert tuple(kind.ops.values()) == counts
+        assert (kind.name, kind.attention, kind.ffn) == (kind_name, attention, ffn)
+        assert kind.source is not None and kind.source.file == f"{name}.hpf"
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULTS))
+def test_default_run_and_model(name: str) -> None:
+    default, overrides, v_head_dim = DEFAULTS[name]
+    profile = _profiles()[name]
+    assert profile.default == default
+    assert profile.run == RunFacts(**{**DEFAULT_RUN, **overrides})
+    assert profile.v_head_dim == v_head_dim
+    assert profile.model_types == MODEL_TYPES.get(name, ())
+    assert profile.source is not None and profile.source.line >= 1
+
+
+def test_run_defaults_match_the_spec_table() -> None:
+    assert RunFacts() == RunFacts(**DEFAULT_RUN)
+
+
+def test_inheritance_is_recorded_and_applied() -> None:
+    profiles = _profiles()
+    assert profiles["deepseek"].kinds["moe"].base == "dense"
+    assert profiles["cm"].kinds["moe"].base == "dense"
+    assert profiles["qwen3_5"].kinds["linear_attention"].base == "full_attention"
+    assert profiles["t5"].kinds["decoder"].base is None
+
+
+def test_facts_keep_source_order_and_merge_per_model_type() -> None:
+    qwen = _profiles()["qwen"]
+    assert [block.model_types for block in qwen.facts] == [("qwen2", "qwen2_moe"),
+                                                           ("qwen3", "qwen3_moe")]
+    assert qwen.facts_for("qwen2")["qkv_bias"] is True
+    assert qwen.facts_for("qwen3_moe")["qk_norm"] is True
+    assert "qk_norm" not in qwen.facts_for("qwen2")
+    assert _profiles()["t5"].facts_for("t5")["norm_bias"] is False
+    assert _profiles()["qwen3_5"].facts_for("qwen3_next")["qk_norm"] is True
+
+
+def test_lower_profile_of_a_small_spec() -> None:
+    text = ('vocabulary { mm "matmuls"  act "activations" }\n'
+            'profile p { model_types "x" run { grad_bytes = 2 } model { v_head_dim = 64 }\n'
+            'facts "x" { qk_norm = true } kind b { ops { act 1 mm 2 } } kind a from b { ffn moe } }')
+    scope, diagnostics = check_files([parse_text(text, "p.hpf")])
+    assert diagnostics == ()
+    profile = lower_profile(scope.profiles["p"], scope)
+    assert list(profile.kinds) == ["b", "a"]
+    assert profile.kinds["b"].ops == {"mm": 2, "act": 1}
+    assert list(profile.kinds["b"].ops) == ["mm", "act"]
+    assert (profile.kinds["a"].ffn, profile.kinds["a"].base) == ("moe", "b")
+    assert profile.default is None
+    assert profile.run == RunFacts(grad_bytes=2)
+    assert profile.v_head_dim == 64
+    assert profile.facts == (FactsIR(("x",), {"qk_norm": True}),)
