@@ -244,6 +244,7 @@ class ModelIR:
     mtp: int = 0
     first_k_dense: int | None = None
     layer_norms: int | None = None
+    position_buckets: int | None = None
     tie_embeddings: bool | None = None
     qk_norm: bool | None = None
     output_gate: bool | None = None

@@ -1,0 +1,244 @@
+"""A compiled model and its profile into the bound cost IR: per-layer configs by kind.
+
+Upstream applies a family and then each layer's kind to one shared, mutable
+config, and the result depends on the order. Here binding is a pure function:
+the *base* config is what the model states after its profile's default kind
+(the upstream "snapshot"), and each distinct kind records the complete set of
+fields it assigns. Whenever any kind of the stack varies a flavour, every kind
+writes that flavour's whole field set (full kinds restore the base values), so
+applying kinds in place, in any order, leaves each layer exactly the config a
+fresh application gives (domain.md §2.4, §7.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from hpdsl.ir.nodes import LinearDims, ModelIR, ProfileIR
+
+ATTENTION_FIELDS = (
+    "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params",
+    "qk_norms", "lin_key_heads", "lin_key_head_dim", "lin_value_heads", "lin_value_head_dim",
+    "lin_conv",
+)
+"""What an attention flavour assigns (upstream: attn_kind, a, dh, n_kv, attn_output_gate,
+attn_extra_p, n_qknorm, lin_n_k, lin_d_k, lin_n_v, lin_d_v, lin_conv)."""
+
+FFN_FIELDS = ("ffn_width", "top_k", "experts", "shared_experts", "shared_width", "shared_gate", "ep")
+"""What a feed-forward flavour assigns (upstream: hff, n_chosen_exp, n_exp, n_shared_exp, ep;
+plus the shared experts' width and gate, which upstream folds into n_shared_exp)."""
+
+
+@attrs.frozen
+class LayerConfig:
+    """Everything one layer is priced with; the domain symbol of each field is in brackets."""
+
+    hidden: int                       # h
+    vocab: int                        # v
+    ops: dict[str, int]               # n_<op>, the kind's op vector
+    attn_kind: str                    # full | linear | mla
+    heads: int                        # a
+    head_dim: int                     # d_h
+    kv_heads: int | float             # n_kv (n_k·d_k/d_v for linear kinds, maybe fractional)
+    output_gate: bool                 # attn_output_gate: q projection doubled
+    attn_extra_params: int            # attn_extra_p: linear attention's conv, gates, decay, norm
+    qk_norms: int                     # n_qknorm
+    lin_key_heads: int = 0            # n_k
+    lin_key_head_dim: int = 0         # d_k
+    lin_value_heads: int = 0          # n_v
+    lin_value_head_dim: int = 0       # d_v
+    lin_conv: int = 0                 # K
+    q_lora_rank: int = 0              # d_c^q
+    kv_lora_rank: int = 0             # d_c^kv (0: not MLA)
+    rope_dim: int = 0                 # d_r
+    nope_dim: int = 0                 # qk_nope_head_dim
+    ffn_width: int = 0                # h_ff (h_e in a MoE layer)
+    dense_width: int = 0              # the model's dense width, what a dense kind restores
+    experts: int = 1                  # E
+    top_k: int = 1                    # k
+    shared_experts: int = 0           # E_s
+    shared_width: int = 0             # width of each shared expert
+    shared_gate: bool = False
+    ep: int | None = 1                # 1 for dense layers; None: the strategy's ep
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    norm_bias: bool = False
+    router_bias: bool = False
+    layer_norms: int | None = None    # norms per layer when not n_normOp
+
+
+@attrs.frozen
+class CostGroup:
+    """Consecutive layers priced alike; kind None prices them on the base config."""
+
+    kind: str | None
+    count: int
+    mtp: bool = False
+
+
+@attrs.frozen
+class BoundKind:
+    """A distinct kind of the stack and the complete set of fields it assigns."""
+
+    name: str
+    attention: str
+    ffn: str | None
+    fields: dict[str, Any]
+
+
+@attrs.frozen
+class CostModel:
+    """The bound cost IR of one model: base config, layer groups, bound kinds."""
+
+    model: ModelIR
+    profile: ProfileIR
+    base: LayerConfig
+    groups: tuple[CostGroup, ...]
+    kinds: dict[str, BoundKind]
+
+    def layer_kinds(self) -> tuple[str | None, ...]:
+        """Return the kind of every layer in model order (MTP layers last)."""
+        return tuple(g.kind for g in self.groups for _ in range(g.count))
+
+    def kind_config(self, kind: str | None) -> LayerConfig:
+        """Return the config of a layer of `kind` (None: the base config)."""
+        if kind is None:
+            return self.base
+        return attrs.evolve(self.base, **self.kinds[kind].fields)
+
+    def layer_config(self, index: int) -> LayerConfig:
+        """Return layer `index`'s full config."""
+        kinds = self.layer_kinds()
+        if not 0 <= index < len(kinds):
+            raise IndexError(f"layer {index} is outside the model's {len(kinds)} layers")
+        return self.kind_config(kinds[index])
+
+    def mutable_config(self) -> MutableLayerConfig:
+        """Return a mutable view on the base config, for consumers that apply kinds in place."""
+        return MutableLayerConfig(self, attrs.asdict(self.base, recurse=False))
+
+
+@attrs.define
+class MutableLayerConfig:
+    """A config that kinds are applied to in place, layer after layer, as upstream's memory path does."""
+
+    cost_model: CostModel
+    values: dict[str, Any]
+
+    def apply(self, kind: str | None) -> None:
+        """Make this config a layer of `kind`, in place (None leaves it as it is)."""
+        if kind is not None:
+            self.values.update(self.cost_model.kinds[kind].fields)
+
+    def freeze(self) -> LayerConfig:
+        """Return the current state as a frozen LayerConfig."""
+        return LayerConfig(**self.values)
+
+
+def bind(model: ModelIR, profile: ProfileIR) -> CostModel:
+    """Bind a compiled model to its profile: base config, layer groups and kind fields."""
+    base = base_config(model, profile)
+    used = list(dict.fromkeys(g.kind for g in model.groups))
+    if not _needs_kinds(used, profile):
+        groups = (CostGroup(None, model.layers + model.mtp),)
+        kinds: dict[str, BoundKind] = {}
+        if used:
+            kinds[used[0]] = _bound_kind(used[0], used, base, model, profile)
+        return CostModel(model, profile, base, groups, kinds)
+    groups = tuple(CostGroup(g.kind, g.count, g.mtp) for g in model.groups)
+    kinds = {name: _bound_kind(name, used, base, model, profile) for name in used}
+    return CostModel(model, profile, base, groups, kinds)
+
+
+def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
+    """Return the model's config as its profile's default kind leaves it (the snapshot)."""
+    default = profile.default or (model.groups[0].kind if model.groups else None)
+    ops = dict(profile.kinds[default].ops) if default in profile.kinds else {}
+    mla = model.mla
+    head_dim = model.head_dim or model.hidden // model.heads
+    if mla is not None:
+        head_dim = mla.v_head_dim or profile.v_head_dim or head_dim
+    moe = model.moe
+    return LayerConfig(
+        hidden=model.hidden, vocab=model.vocab, ops=ops,
+        attn_kind="mla" if mla is not None else "full",
+        heads=model.heads, head_dim=head_dim, kv_heads=model.kv_heads or model.heads,
+        output_gate=bool(model.output_gate), attn_extra_params=0,
+        qk_norms=1 if model.qk_norm else 0,
+        q_lora_rank=mla.q_lora_rank if mla else 0, kv_lora_rank=mla.kv_lora_rank if mla else 0,
+        rope_dim=mla.rope_dim if mla else 0, nope_dim=mla.nope_dim if mla else 0,
+        ffn_width=moe.width if moe else (model.ffn_width or 0),
+        dense_width=model.ffn_width or 0,
+        experts=moe.experts if moe else 1, top_k=moe.top_k if moe else 1,
+        shared_experts=moe.shared if moe else 0,
+        shared_width=(moe.shared_width or moe.width) if moe and moe.shared else 0,
+        shared_gate=bool(moe and moe.shared_gate), ep=None if moe else 1,
+        qkv_bias=bool(model.qkv_bias), o_bias=bool(model.o_bias), mlp_bias=bool(model.mlp_bias),
+        norm_bias=bool(model.norm_bias), router_bias=bool(moe and moe.router_bias),
+        layer_norms=model.layer_norms,
+    )
+
+
+def linear_attention_fields(hidden: int, linear: LinearDims) -> dict[str, Any]:
+    """Return the attention fields of a gated-DeltaNet layer (domain.md §2.4 mapping).
+
+    The value heads carry the q-side width, the key heads the kv side, the output
+    gate is a second q-wide tensor; the short convolution over the projected q, k, v
+    stream, the two per-head gate projections, each head's decay and time-step bias
+    and the gated output norm's weight are stated apart as extra parameters.
+    """
+    n_k, d_k = linear.key_heads, linear.key_head_dim
+    n_v, d_v = linear.value_heads, linear.value_head_dim
+    kv_heads = n_k * d_k / d_v
+    return {
+        "attn_kind": "linear", "heads": n_v, "head_dim": d_v,
+        "kv_heads": int(kv_heads) if kv_heads.is_integer() else kv_heads,
+        "output_gate": True,
+        "attn_extra_params": linear.conv * (2 * n_k * d_k + n_v * d_v) + 2 * hidden * n_v + 2 * n_v + d_v,
+        "qk_norms": 0,  # the kernel normalises queries and keys itself, with no weights
+        "lin_key_heads": n_k, "lin_key_head_dim": d_k, "lin_value_heads": n_v,
+        "lin_value_head_dim": d_v, "lin_conv": linear.conv,
+    }
+
+
+def _ffn_fields(base: LayerConfig, model: ModelIR, flavour: str | None) -> dict[str, Any]:
+    if flavour == "dense":
+        return {"ffn_width": base.dense_width, "top_k": 1, "experts": 1, "shared_experts": 0,
+                "ep": 1, "shared_width": 0, "shared_gate": False}
+    fields = {name: getattr(base, name) for name in FFN_FIELDS}
+    if flavour == "moe" and model.moe is not None:
+        fields["ffn_width"] = model.moe.width
+    return fields
+
+
+def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
+                profile: ProfileIR) -> BoundKind:
+    kind = profile.kinds[name]
+    fields: dict[str, Any] = {"ops": dict(kind.ops)}
+    if any(profile.kinds[k].attention != "full" for k in used):
+        if kind.attention == "linear" and model.linear is not None:
+            fields.update(linear_attention_fields(model.hidden, model.linear))
+        else:
+            fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
+    if any(profile.kinds[k].ffn is not None for k in used):
+        fields.update(_ffn_fields(base, model, kind.ffn))
+    return BoundKind(name, kind.attention, kind.ffn, fields)
+
+
+def _needs_kinds(used: list[str], profile: ProfileIR) -> bool:
+    """Whether the stack's layers differ from the base config (else: one group, no kind)."""
+    if len(used) != 1:
+        return True
+    kind = profile.kinds[used[0]]
+    return kind.attention != "full" or kind.ffn is not None or kind.name != profile.default
+
+
+def param_casts(ops: Mapping[str, int], *, optimizer_sharded: bool,
+                keeps_param_casts: bool | None = None) -> tuple[int, int]:
+    """Return (n_attParamCast, n_ffParamCast): a cast beside each matmul unless the optimizer shards."""
+    keeps = (not optimizer_sharded) if keeps_param_casts is None else keeps_param_casts
+    return (ops.get("attMM", 0), ops.get("ffMM", 0)) if keeps else (0, 0)
