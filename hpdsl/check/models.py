@@ -1,10 +1,364 @@
-"""Checks of models (placeholder until its owner lands it)."""
+"""Models into diagnostics: profile, fields, blocks, choices and the layer stack.
+
+Fields are checked against the tables in hpdsl/spec.py; the stack is resolved
+by hpdsl/stack.py, whose problems are reported here, so lowering derives the
+same groups the checks saw. Every check reports and carries on.
+"""
 
 from __future__ import annotations
 
-from hpdsl.check.scope import Scope
-from hpdsl.diagnostics import Collector
+from collections.abc import Iterable, Iterator
+
+from hpdsl import ast, spec
+from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, profile_default,
+                               profile_kinds)
+from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span
+from hpdsl.spec import FieldSpec
+from hpdsl.stack import StackProblem, keyword_span, model_stack, stack_kind_names
+
+DEFAULT_PROFILE = "default"
+
+# The names a model body may start a statement with, for did-you-mean hints.
+_STATEMENTS = (*spec.MODEL_FIELDS, *spec.MODEL_BLOCKS, *spec.MODEL_CHOICES, "stack", "layer_types")
+
+# Problems an explicit stack has whatever the profile: reported even when it is unknown.
+_STRUCTURAL = ("stack-zero-count", "stack-count-mismatch")
+
+_ARTICLES = {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string"}
 
 
 def check_models(scope: Scope, collector: Collector) -> None:
     """Report every problem with the models in scope."""
+    for model in _models(scope):
+        _check_model(model, scope, collector)
+
+
+def _models(scope: Scope) -> Iterator[ast.Model]:
+    """Yield every model declaration, duplicates included, so each body is checked."""
+    for file in scope.files:
+        yield from (item for item in file.items if isinstance(item, ast.Model))
+
+
+def _check_model(model: ast.Model, scope: Scope, collector: Collector) -> None:
+    profile = _resolve_profile(model, scope, collector)
+    fields = _check_fields(_of(model.items, ast.Field), spec.MODEL_FIELDS, "model", collector)
+    blocks = _check_blocks(model, collector)
+    _check_duplicates(model, collector)
+    _check_choices(model, collector)
+    _check_required(model, collector)
+    _check_heads(fields, collector)
+    _check_stack(model, profile, set(blocks), collector)
+
+
+def _of(items: Iterable[object], kind: type) -> list:
+    return [item for item in items if isinstance(item, kind)]
+
+
+# --------------------------------------------------------------------------
+# Profile
+# --------------------------------------------------------------------------
+
+
+def _resolve_profile(model: ast.Model, scope: Scope, collector: Collector) -> ast.Profile | None:
+    """Return the model's profile, reporting a name that is not declared."""
+    name = model.profile.value if model.profile else DEFAULT_PROFILE
+    profile = scope.profiles.get(name)
+    if profile is not None:
+        return profile
+    if model.profile is None:
+        collector.error(model.name.span, "unknown-profile",
+                        f"model '{model.name.value}' names no profile, and no '{DEFAULT_PROFILE}' "
+                        "profile is in scope",
+                        hint="name its profile: `model NAME : PROFILE { ... }`")
+    else:
+        collector.error(model.profile.span, "unknown-profile",
+                        f"model '{model.name.value}' names profile '{name}', which is not declared",
+                        hint=did_you_mean(name, scope.profiles))
+    return None
+
+
+# --------------------------------------------------------------------------
+# Fields, blocks and choices
+# --------------------------------------------------------------------------
+
+
+def _check_fields(fields: Iterable[ast.Field], table: dict[str, FieldSpec], where: str,
+                  collector: Collector) -> dict[str, ast.Field]:
+    """Report unknown, duplicate, mistyped and too-small fields; return the sound ones by name."""
+    sound: dict[str, ast.Field] = {}
+    seen: dict[str, ast.Field] = {}
+    for field in fields:
+        name = field.name.value
+        if name not in table:
+            _unknown_field(field.name, table, where, collector)
+        elif name in seen:
+            _duplicate(field.name, seen[name].name, collector)
+        else:
+            seen[name] = field
+            if _field_sound(field, table[name], collector):
+                sound[name] = field
+    return sound
+
+
+def _unknown_field(name: ast.Name, table: dict[str, FieldSpec], where: str,
+                   collector: Collector) -> None:
+    value = name.value
+    if where == "model" and value in spec.MODEL_BLOCKS:
+        hint = f"'{value}' is a block: write `{value} {{ ... }}`"
+    else:
+        hint = did_you_mean(value, _STATEMENTS if where == "model" else table)
+    collector.error(name.span, "unknown-field",
+                    f"{_where(where)} has no field '{value}'", hint=hint)
+
+
+def _where(where: str) -> str:
+    return "a model" if where == "model" else f"a {where} block"
+
+
+def _duplicate(name: ast.Name, first: ast.Name, collector: Collector) -> None:
+    collector.error(name.span, "duplicate-field", f"'{name.value}' is stated twice",
+                    hint="keep one of them", notes=(Note(first.span, "first stated here"),))
+
+
+def _field_sound(field: ast.Field, field_spec: FieldSpec, collector: Collector) -> bool:
+    """Report a field whose value has the wrong type or is below its minimum."""
+    name, value = field.name.value, field.value
+    wanted = _ARTICLES[field_spec.type]
+    if value is None:
+        if field_spec.type == "bool":
+            return True
+        collector.error(field.name.span, "field-type",
+                        f"'{name}' is stated alone, which only a bool flag may be; it takes {wanted}",
+                        hint=f"give it a value: `{name} N` ({field_spec.meaning})")
+        return False
+    if not (value.kind == field_spec.type or (field_spec.type == "float" and value.kind == "int")):
+        collector.error(value.span, "field-type",
+                        f"'{name}' takes {wanted}, found {_describe(value)}",
+                        hint=_type_hint(name, field_spec))
+        return False
+    if field_spec.minimum is not None and value.value < field_spec.minimum:
+        collector.error(value.span, "non-positive-field",
+                        f"'{name}' must be at least {field_spec.minimum}, found {value.value}",
+                        hint=f"'{name}' is the {field_spec.meaning}")
+        return False
+    return True
+
+
+def _describe(value: ast.Literal) -> str:
+    """Return a literal as found: its kind and its text."""
+    if value.kind == "bool":
+        return f"the bool `{str(value.value).lower()}`"
+    if value.kind == "string":
+        return f'the string "{value.value}"'
+    return f"the {value.kind} `{value.value}`"
+
+
+def _type_hint(name: str, field_spec: FieldSpec) -> str:
+    if field_spec.type == "bool":
+        return f"write `{name}` alone for true, or `{name} false`"
+    return f"'{name}' is the {field_spec.meaning}"
+
+
+def _check_blocks(model: ast.Model, collector: Collector) -> dict[str, dict[str, ast.Field]]:
+    """Check each block's name and fields; return the sound fields of every known block."""
+    blocks: dict[str, dict[str, ast.Field]] = {}
+    for block in _of(model.items, ast.Block):
+        name = block.name.value
+        table = spec.MODEL_BLOCKS.get(name)
+        if table is None:
+            hint = (f"'{name}' is a field: write `{name} VALUE`" if name in spec.MODEL_FIELDS
+                    else did_you_mean(name, spec.MODEL_BLOCKS))
+            collector.error(block.name.span, "unknown-field", f"a model has no block '{name}'",
+                            hint=hint)
+            continue
+        fields = _check_fields(block.fields, table, name, collector)
+        blocks.setdefault(name, fields)
+        _check_block_complete(block, collector)
+    if "moe" in blocks:
+        _check_top_k(blocks["moe"], collector)
+        _check_shared(blocks["moe"], collector)
+    return blocks
+
+
+def _check_block_complete(block: ast.Block, collector: Collector) -> None:
+    name = block.name.value
+    stated = {field.name.value for field in block.fields}
+    required = spec.REQUIRED_BLOCK_FIELDS.get(name, ())
+    missing = [field for field in required if field not in stated]
+    if missing:
+        collector.error(block.name.span, "incomplete-block",
+                        f"the {name} block lacks {_quoted(missing)}",
+                        hint=f"a {name} block states {_quoted(required)}")
+
+
+def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
+    experts, top_k = moe.get("experts"), moe.get("top_k")
+    if experts is None or top_k is None or experts.value is None or top_k.value is None:
+        return
+    if top_k.value.value > experts.value.value:
+        collector.error(top_k.value.span, "top-k-exceeds-experts",
+                        f"top_k {top_k.value.value} chooses more experts than the "
+                        f"{experts.value.value} there are",
+                        hint="top_k is the experts chosen per token, at most `experts`")
+
+
+def _check_shared(moe: dict[str, ast.Field], collector: Collector) -> None:
+    """Report a shared width or gate without shared experts: it would price nothing."""
+    shared = moe.get("shared")
+    if shared is not None and shared.value is not None and shared.value.value > 0:
+        return
+    stated = [field for name, field in moe.items() if name in ("shared_width", "shared_gate")
+              and (field.value is None or field.value.value is not False)]
+    if stated:
+        collector.error(stated[0].name.span, "missing-shared-count",
+                        f"the moe block states '{stated[0].name.value}' but no shared experts "
+                        "(`shared` is 0 or unstated)",
+                        hint="state how many shared experts there are: `shared N` "
+                             "(one expert of shared_width, or N experts of width)")
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+def _check_duplicates(model: ast.Model, collector: Collector) -> None:
+    """Report a second block of one name, and a second stack or layer_types."""
+    seen: dict[str, ast.Name] = {}
+    for block in _of(model.items, ast.Block):
+        if block.name.value in seen:
+            _duplicate(block.name, seen[block.name.value], collector)
+        else:
+            seen.setdefault(block.name.value, block.name)
+    _check_stack_statements(model, collector)
+
+
+def _check_stack_statements(model: ast.Model, collector: Collector) -> None:
+    statements = _of(model.items, (ast.Stack, ast.LayerTypes))
+    firsts: dict[type, ast.Stack | ast.LayerTypes] = {}
+    for statement in statements:
+        word = "stack" if isinstance(statement, ast.Stack) else "layer_types"
+        span = keyword_span(statement.span, word)
+        first = firsts.get(type(statement))
+        if first is not None:
+            collector.error(span, "duplicate-field", f"the model states `{word}` twice",
+                            hint=f"keep one `{word}`", notes=(Note(first.span, "first stated here"),))
+            continue
+        firsts[type(statement)] = statement
+        other = firsts.get(ast.LayerTypes if word == "stack" else ast.Stack)
+        if other is not None:
+            collector.error(span, "stack-conflict",
+                            "the model states both an explicit stack and layer_types",
+                            hint="keep one: the stack, or the layer_types it is derived from",
+                            notes=(Note(other.span, "the other is stated here"),))
+
+
+def _check_choices(model: ast.Model, collector: Collector) -> None:
+    seen: dict[str, ast.Name] = {}
+    for choice in _of(model.items, ast.Choice):
+        key, value = choice.key.value, choice.value.value
+        if key in seen:
+            _duplicate(choice.key, seen[key], collector)
+            continue
+        seen[key] = choice.key
+        allowed = spec.MODEL_CHOICES[key]
+        if value not in allowed:
+            collector.error(choice.value.span, "unknown-choice",
+                            f"'{value}' is not a {key}; the {key} choices are {_quoted(allowed)}",
+                            hint=did_you_mean(value, allowed))
+
+
+def _check_required(model: ast.Model, collector: Collector) -> None:
+    stated = {field.name.value for field in _of(model.items, ast.Field)}
+    missing = [name for name in spec.REQUIRED_MODEL_FIELDS if name not in stated]
+    if missing:
+        collector.error(model.name.span, "missing-field",
+                        f"model '{model.name.value}' lacks {_quoted(missing)}",
+                        hint="every model states " + _quoted(spec.REQUIRED_MODEL_FIELDS))
+
+
+def _check_heads(fields: dict[str, ast.Field], collector: Collector) -> None:
+    heads, kv_heads = fields.get("heads"), fields.get("kv_heads")
+    if heads is None or kv_heads is None or heads.value is None or kv_heads.value is None:
+        return
+    a, n_kv = int(heads.value.value), int(kv_heads.value.value)
+    if a % n_kv:
+        divisors = [d for d in range(1, a + 1) if a % d == 0][:12]
+        collector.error(kv_heads.value.span, "heads-not-divisible",
+                        f"heads {a} is not a multiple of kv_heads {n_kv}",
+                        hint="kv_heads must divide heads: one of "
+                             + ", ".join(map(str, divisors)),
+                        notes=(Note(heads.value.span, "heads is stated here"),))
+
+
+# --------------------------------------------------------------------------
+# The layer stack
+# --------------------------------------------------------------------------
+
+
+def _check_stack(model: ast.Model, profile: ast.Profile | None, blocks: set[str],
+                 collector: Collector) -> None:
+    """Report stack problems, unknown kinds and flavours whose dimensions are missing."""
+    stack = next((item for item in model.items if isinstance(item, ast.Stack)), None)
+    if profile is None:
+        if stack is not None:
+            for problem in model_stack(model, (), None).problems:
+                if problem.code in _STRUCTURAL:
+                    _emit(problem, collector)
+        return
+    kinds = profile_kinds(profile)
+    if stack is not None:
+        _check_stack_kinds(stack, profile, kinds, collector)
+    result = model_stack(model, kinds, profile_default(profile))
+    for problem in result.problems:
+        _emit(problem, collector)
+    used = dict.fromkeys(group.kind for group in result.groups)
+    _check_flavours(model, profile, [k for k in used if k in kinds], blocks, collector)
+
+
+def _emit(problem: StackProblem, collector: Collector) -> None:
+    """Report a stack problem (model_stack has located it) as a diagnostic."""
+    report = collector.warning if problem.severity == "warning" else collector.error
+    report(problem.where or NO_SPAN, problem.code, problem.message, hint=problem.hint)
+
+
+def _check_stack_kinds(stack: ast.Stack, profile: ast.Profile, kinds: dict[str, ast.Kind],
+                       collector: Collector) -> None:
+    for name in stack_kind_names(stack.body):
+        if name.value not in kinds:
+            collector.error(name.span, "unknown-kind",
+                            f"the stack names kind '{name.value}', but profile "
+                            f"'{profile.name.value}' has {_quoted(kinds) or 'no kinds'}",
+                            hint=did_you_mean(name.value, kinds))
+
+
+def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blocks: set[str],
+                    collector: Collector) -> None:
+    """Report kinds in the stack whose flavour needs a block the model does not declare."""
+    kinds = profile_kinds(profile)
+    for kind in used:
+        attention, ffn = kind_flavours(kinds[kind], kinds)
+        if ffn == "moe" and "moe" not in blocks:
+            collector.error(_kind_site(model, kind), "missing-moe-dims",
+                            f"the stack has MoE layers (kind '{kind}' of profile "
+                            f"'{profile.name.value}'), but the model declares no moe block",
+                            hint="declare `moe { experts E  top_k K  width W }`")
+        if attention == "linear" and "linear" not in blocks:
+            collector.error(_kind_site(model, kind), "missing-linear-dims",
+                            f"the stack has linear-attention layers (kind '{kind}' of profile "
+                            f"'{profile.name.value}'), but the model declares no linear block",
+                            hint="declare `linear { key_heads  key_head_dim  value_heads  "
+                                 "value_head_dim  conv }`")
+
+
+def _kind_site(model: ast.Model, kind: str) -> Span:
+    """Return where the model asks for `kind`: its first mention, else the profile it names."""
+    for item in model.items:
+        names: Iterable[ast.Name] = ()
+        if isinstance(item, ast.Stack):
+            names = stack_kind_names(item.body)
+        elif isinstance(item, ast.LayerTypes):
+            names = item.names
+        for name in names:
+            if name.value == kind:
+                return name.span
+    return model.profile.span if model.profile else model.name.span
