@@ -1,0 +1,299 @@
+"""A family's IR into its coverage verdict (unsatisfiable requires, overlaps, gaps, dead
+variants), and that verdict into diagnostics at the family's AST.
+
+The analysis enumerates a finite domain that is exact for the family's
+conditions, and judges every assignment with the same `evaluate` and
+`matching_variants` the runtime resolves requests with.
+
+The domain holds only the variables some require or `when` reads:
+
+- a bool selector: false, true;  an enum selector: its values;
+- an int selector: its default, the ends of its range, and every constant c it
+  is compared with together with c-1 and c+1, kept inside the range;
+- an axis (tp/cp/ep/pp): 1, and every constant c it is compared with together
+  with c-1 and c+1, kept >= 1; the family's own axis also takes 2 when a
+  condition reads `parallel`.
+
+Every comparison against constants is constant between consecutive constants,
+so one value per interval (and each constant itself) decides every condition
+the way all the integers it stands for would. `parallel` is not free: it is
+derived from the family axis (size > 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Mapping
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.diagnostics import Collector, Note
+from hpdsl.ir.conditions import (
+    condition_from_ast,
+    matching_variants,
+    names_in,
+    render_value,
+    violated_requires,
+)
+from hpdsl.ir.lower_families import lower_family
+from hpdsl.ir.nodes import Condition, FamilyIR, Scalar, SelectorIR, VariantIR
+from hpdsl.spec import AXES
+
+DOMAIN_LIMIT = 200_000
+"""Above this many assignments coverage is not checked (a domain-too-large warning)."""
+
+Assignment = Mapping[str, Scalar]
+
+
+@attrs.frozen
+class Variable:
+    """One free variable of the domain and the representative values it takes, ascending."""
+
+    name: str
+    values: tuple[Scalar, ...]
+
+
+@attrs.frozen
+class Domain:
+    """The free variables of a family's conditions; `axis` is the one `parallel` derives from."""
+
+    variables: tuple[Variable, ...]
+    axis: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Return the number of assignments."""
+        return math.prod(len(v.values) for v in self.variables)
+
+    def assignments(self) -> Iterator[dict[str, Scalar]]:
+        """Yield every assignment, `parallel` derived, in ascending (lexicographic) order."""
+        names = [v.name for v in self.variables]
+        for values in itertools.product(*(v.values for v in self.variables)):
+            env: dict[str, Scalar] = dict(zip(names, values, strict=True))
+            if self.axis is not None and self.axis in env:
+                env["parallel"] = int(env[self.axis]) > 1
+            yield env
+
+
+@attrs.frozen
+class Overlap:
+    """Two variants (declaration order) that both match `example`."""
+
+    first: str
+    second: str
+    example: Assignment
+
+
+@attrs.frozen
+class Coverage:
+    """The verdict over a family's allowed domain.
+
+    `unsatisfiable` is the index of the first require after which no assignment
+    is left (None when some assignment is allowed); the other findings are
+    only computed when some assignment is allowed.
+    """
+
+    @property
+    def size(self) -> int:
+        """Return the number of assignments of the domain."""
+        return self.domain.size
+
+    domain: Domain
+    too_large: bool = False
+    unsatisfiable: int | None = None
+    overlaps: tuple[Overlap, ...] = ()
+    gap: Assignment | None = None
+    unreachable: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------
+# The domain
+# --------------------------------------------------------------------------
+
+
+def family_conditions(family: FamilyIR) -> list[Condition]:
+    """Return every condition of a family: its requires, then its variants' `when`s."""
+    return ([r.condition for r in family.requires]
+            + [v.when for v in family.variants if v.when is not None])
+
+
+def family_domain(family: FamilyIR) -> Domain:
+    """Return the finite domain that decides every condition of `family` (see module docs)."""
+    conditions = family_conditions(family)
+    used = set().union(*(names_in(c) for c in conditions))
+    constants = _constants(conditions)
+    variables = [Variable(s.name, _selector_values(s, constants.get(s.name, set())))
+                 for s in family.selectors if s.name in used]
+    uses_parallel = "parallel" in used and family.parallel is not None
+    for axis in AXES:
+        derived = uses_parallel and axis == family.parallel
+        if axis in used or derived:
+            extra = {1, 2} if derived else {1}
+            variables.append(Variable(axis, _int_values(constants.get(axis, set()), extra, 1, None)))
+    return Domain(tuple(variables), family.parallel if uses_parallel else None)
+
+
+def _constants(conditions: Iterable[Condition]) -> dict[str, set[int]]:
+    found: dict[str, set[int]] = {}
+    stack = list(conditions)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.operands)
+        compared = (node.value,) if node.op == "cmp" else node.values
+        for value in compared:
+            if isinstance(value, int) and not isinstance(value, bool):
+                found.setdefault(str(node.name), set()).add(value)
+    return found
+
+
+def _selector_values(selector: SelectorIR, constants: set[int]) -> tuple[Scalar, ...]:
+    if selector.type == "bool":
+        return (False, True)
+    if selector.type == "enum":
+        return selector.values
+    ends = {e for e in (selector.low, selector.high) if e is not None}
+    extra = ends | {int(selector.default if selector.default is not None else 0)}
+    return _int_values(constants, extra, selector.low, selector.high)
+
+
+def _int_values(constants: set[int], extra: set[int], low: int | None,
+                high: int | None) -> tuple[int, ...]:
+    values = set(extra)
+    for c in constants:
+        values |= {c - 1, c, c + 1}
+    inside = (v for v in values if (low is None or v >= low) and (high is None or v <= high))
+    return tuple(sorted(inside))
+
+
+# --------------------------------------------------------------------------
+# The analysis
+# --------------------------------------------------------------------------
+
+
+def analyse_coverage(family: FamilyIR, *, limit: int = DOMAIN_LIMIT) -> Coverage:
+    """Judge every assignment of the family's domain; report what breaks "exactly one variant"."""
+    domain = family_domain(family)
+    if domain.size > limit:
+        return Coverage(domain, too_large=True)
+    last_failing = -1
+    allowed = False
+    gap: Assignment | None = None
+    overlaps: dict[tuple[str, str], Assignment] = {}
+    reached: set[str] = set()
+    for env in domain.assignments():
+        violated = violated_requires(family.requires, env)
+        if violated:
+            last_failing = max(last_failing, family.requires.index(violated[0]))
+            continue
+        allowed = True
+        matched = [v.name for v in matching_variants(family.variants, env)]
+        reached.update(matched)
+        if not matched and gap is None:
+            gap = env
+        for pair in itertools.combinations(matched, 2):
+            overlaps.setdefault(pair, env)
+    if not allowed:
+        return Coverage(domain, unsatisfiable=last_failing)
+    unreachable = tuple(v.name for v in family.variants if not v.default and v.name not in reached)
+    found = tuple(Overlap(a, b, env) for (a, b), env in overlaps.items())
+    return Coverage(domain, overlaps=found, gap=gap, unreachable=unreachable)
+
+
+# --------------------------------------------------------------------------
+# Counterexamples as text
+# --------------------------------------------------------------------------
+
+
+def describe_assignment(env: Assignment, names: set[str], domain: Domain) -> str:
+    """Return `env` as "a=true, ep=2 (parallel)", showing only the variables in `names`."""
+    shown = []
+    for variable in domain.variables:
+        derived = variable.name == domain.axis and "parallel" in names
+        if variable.name not in names and not derived:
+            continue
+        text = f"{variable.name}={render_value(env[variable.name])}"
+        if derived:
+            text += " (parallel)" if env["parallel"] else " (not parallel)"
+        shown.append(text)
+    return ", ".join(shown)
+
+
+def relevant_names(family: FamilyIR, variants: Iterable[str] | None = None) -> set[str]:
+    """Return the names read by the `when`s of `variants` (all variants when None)."""
+    wanted = None if variants is None else set(variants)
+    names: set[str] = set()
+    for variant in family.variants:
+        if variant.when is not None and (wanted is None or variant.name in wanted):
+            names |= names_in(variant.when)
+    return names
+
+
+# --------------------------------------------------------------------------
+# The verdict as diagnostics
+# --------------------------------------------------------------------------
+
+
+def family_items(family: ast.Family, kind: type) -> list:
+    """Return the statements of `family` of one AST class, in source order."""
+    return [item for item in family.items if isinstance(item, kind)]
+
+
+def report_coverage(family: ast.Family, collector: Collector) -> None:
+    """Prove that every allowed assignment selects exactly one variant; report counterexamples."""
+    ir = lower_family(family)
+    result = analyse_coverage(ir)
+    if result.too_large:
+        collector.warning(family.name.span, "domain-too-large",
+                          f"the selectors and axes of '{family.name.value}' take {result.size:,} "
+                          f"combinations, more than {DOMAIN_LIMIT:,}; overlaps and gaps are not checked",
+                          hint="narrow int selector ranges or compare them with fewer constants")
+    elif result.unsatisfiable is not None:
+        _report_unsatisfiable(family, result.unsatisfiable, collector)
+    else:
+        _report_selection(family, ir, result, collector)
+
+
+def _report_unsatisfiable(family: ast.Family, index: int, collector: Collector) -> None:
+    requires: list[ast.Require] = family_items(family, ast.Require)
+    culprit = requires[index]
+    text = condition_from_ast(culprit.condition).text
+    alone = index == 0
+    message = (f"'{text}' never holds" if alone else
+               f"'{text}' holds for no assignment the requires before it allow")
+    collector.error(culprit.condition.span, "require-unsatisfiable",
+                    message + ", so every request is rejected",
+                    hint="relax or remove a require",
+                    notes=tuple(Note(r.condition.span, "a require in force with it")
+                                for r in requires[:index]))
+
+
+def _report_selection(family: ast.Family, ir: FamilyIR, result: Coverage,
+                      collector: Collector) -> None:
+    variants = {v.name.value: v for v in family_items(family, ast.Variant)}
+    for overlap in result.overlaps:
+        names = relevant_names(ir, (overlap.first, overlap.second))
+        example = describe_assignment(overlap.example, names, result.domain) or "every allowed assignment"
+        collector.error(variants[overlap.second].name.span, "variant-overlap",
+                        f"{example} matches both '{overlap.first}' and '{overlap.second}'",
+                        hint="make the two conditions exclusive, e.g. add `and not ...` to one",
+                        notes=(Note(variants[overlap.first].name.span,
+                                    f"'{overlap.first}' is declared here"),))
+    if result.gap is not None:
+        example = describe_assignment(result.gap, relevant_names(ir), result.domain)
+        collector.error(family.name.span, "variant-gap",
+                        f"{example or 'every allowed assignment'} matches no variant",
+                        hint=_gap_hint(ir.variants))
+    for name in result.unreachable:
+        ruled = variants[name].when is not None
+        collector.warning(variants[name].name.span, "variant-unreachable",
+                          f"no allowed assignment selects variant '{name}'",
+                          hint="its condition never holds where every require holds" if ruled
+                          else "give it a `when` condition, or mark it `default`")
+
+
+def _gap_hint(variants: tuple[VariantIR, ...]) -> str:
+    if any(v.default and v.when is not None for v in variants):
+        return "drop the default variant's `when` so it catches every other case"
+    return "widen a `when` condition, or add a variant for this case"
