@@ -1,0 +1,108 @@
+"""The HuggingFace importer: profile choice, facts, stacks, and errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpdsl.api import compile_sources
+from hpdsl.diagnostics import Source
+from hpdsl.fmt import format_source
+from hpdsl.importers.hf import HfImportError, compress_kinds, import_hf_config, import_hf_file
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128, "rms_norm_eps": 1e-6,
+         "hidden_act": "silu", "tie_word_embeddings": False}
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    result = compile_sources([], stdlib=True)
+    assert result.registry is not None
+    return result.registry.profiles
+
+
+def _compiles(text: str, name: str):
+    result = compile_sources([Source(f"{name}.hpf", text)], stdlib=True)
+    assert result.registry is not None, [d.message for d in result.diagnostics]
+    return result.registry.models[name]
+
+
+def test_profile_comes_from_model_type_and_output_is_canonical(profiles) -> None:
+    imported = import_hf_config(LLAMA, profiles=profiles, name="tiny_llama")
+    assert imported.profile == "llama2" and not imported.warnings
+    assert format_source(Source("x.hpf", imported.text)) == imported.text
+    model = _compiles(imported.text, "tiny_llama")
+    assert (model.hidden, model.kv_heads, model.qkv_bias, model.tie_embeddings) == (64, 2, False, False)
+
+
+def test_unknown_model_type_falls_back_to_default_with_a_warning(profiles) -> None:
+    imported = import_hf_config({**LLAMA, "model_type": "acme_lm"}, profiles=profiles, name="acme")
+    assert imported.profile == "default"
+    assert "acme_lm" in imported.warnings[0]
+
+
+def test_profile_facts_fill_what_the_config_does_not_state(profiles) -> None:
+    qwen2 = {**LLAMA, "model_type": "qwen2"}
+    model = _compiles(import_hf_config(qwen2, profiles=profiles, name="q2").text, "q2")
+    assert (model.qkv_bias, model.o_bias) == (True, False)
+    stated = {**qwen2, "attention_bias": False}
+    model = _compiles(import_hf_config(stated, profiles=profiles, name="q2b").text, "q2b")
+    assert model.qkv_bias is False
+
+
+def test_composite_configs_read_text_config(profiles) -> None:
+    composite = {"model_type": "llava", "text_config": LLAMA, "vision_config": {"hidden_size": 8}}
+    imported = import_hf_config(composite, profiles=profiles, name="vl")
+    assert imported.profile == "llama2"
+
+
+def test_hybrid_layer_types_become_a_compact_stack(profiles) -> None:
+    config = {**LLAMA, "model_type": "qwen3_next", "num_hidden_layers": 8,
+              "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+              + ["full_attention"], "linear_num_key_heads": 2, "linear_key_head_dim": 16,
+              "linear_num_value_heads": 4, "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4}
+    imported = import_hf_config(config, profiles=profiles, name="hybrid")
+    assert "stack [linear_attention * 3, full_attention] * 2" in imported.text
+    model = _compiles(imported.text, "hybrid")
+    assert [(g.kind, g.count) for g in model.groups][:2] == [("linear_attention", 3), ("full_attention", 1)]
+
+
+def test_a_partial_linear_block_is_an_error_naming_the_field(profiles) -> None:
+    config = {**LLAMA, "model_type": "qwen3_next", "linear_num_key_heads": 2}
+    with pytest.raises(HfImportError) as error:
+        import_hf_config(config, profiles=profiles, name="bad")
+    assert error.value.field == "linear_key_head_dim"
+
+
+def test_dense_layers_in_a_single_kind_profile_are_an_error(profiles) -> None:
+    config = {**LLAMA, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 32, "mlp_only_layers": [0]}
+    with pytest.raises(HfImportError, match="mlp_only_layers"):
+        import_hf_config(config, profiles=profiles, name="bad")
+
+
+def test_t5_counts_both_towers(profiles) -> None:
+    config = {"model_type": "t5", "d_model": 64, "num_layers": 2, "num_decoder_layers": 2,
+              "num_heads": 4, "d_kv": 16, "d_ff": 128, "vocab_size": 100,
+              "feed_forward_proj": "relu", "tie_word_embeddings": True,
+              "relative_attention_num_buckets": 32}
+    model = _compiles(import_hf_config(config, profiles=profiles, name="t5x").text, "t5x")
+    assert [(g.kind, g.count) for g in model.groups] == [("encoder", 2), ("decoder", 2)]
+
+
+def test_bad_json_is_an_import_error(tmp_path: Path, profiles) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(HfImportError, match="not valid JSON"):
+        import_hf_file(path, profiles=profiles)
+    path.write_text(json.dumps(LLAMA))
+    assert import_hf_file(path, profiles=profiles).model.name.value == tmp_path.name.replace("-", "_")
+
+
+def test_compress_kinds_finds_the_shortest_period() -> None:
+    stack = compress_kinds(["a", "a", "b"] * 4)
+    assert [(i.kind.value, i.repeat.value if i.repeat else 1) for i in stack.items] == [("a", 2), ("b", 1)]
+    assert stack.repeat is not None and stack.repeat.value == 4
