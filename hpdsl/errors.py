@@ -39,3 +39,16 @@ class ResolutionError(HpdslError):
 @attrs.frozen(auto_exc=True)
 class BuildError(HpdslError):
     """A resolved variant could not be constructed."""
+
+
+@attrs.frozen(auto_exc=True)
+class InputError(HpdslError):
+    """A path given to hpdsl does not exist or cannot be read or written (a usage or I/O error)."""
+
+
+@attrs.frozen(auto_exc=True)
+class UnknownNameError(HpdslError):
+    """A registry lookup names a profile, family or model the registry does not hold."""
+
+    what: str = ""
+    name: str = ""

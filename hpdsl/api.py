@@ -1,0 +1,148 @@
+"""The public pipeline, one function per stage: texts into ASTs, diagnostics, IR and registry.json.
+
+    parse(text, name) -> ast.File                    (raises SpecError on bad syntax)
+    check(files) -> (Scope, diagnostics)
+    lower(scope, sources) -> RegistryIR              (only for a scope without errors)
+    compile_sources / compile_paths -> CompileResult (every stage, every file)
+    write_registry(registry, path)                   (atomic)
+
+compile_* collect the syntax errors of every file; a file that does not parse
+is left out of the check, the others are still checked, so one run reports as
+much as it can. Warnings do not fail a compilation; any error means no registry.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.check import check_files
+from hpdsl.check.scope import Scope
+from hpdsl.diagnostics import Collector, Diagnostic, Source
+from hpdsl.errors import InputError, SpecError
+from hpdsl.ir.convert import registry_to_json
+from hpdsl.ir.lower import lower_registry
+from hpdsl.ir.nodes import RegistryIR
+from hpdsl.loader import Loaded, load_paths, load_sources
+from hpdsl.syntax import parse_text
+
+
+@attrs.frozen
+class CompileResult:
+    """The outcome of one compilation: the registry (None on any error) and every diagnostic."""
+
+    registry: RegistryIR | None
+    diagnostics: tuple[Diagnostic, ...]
+    sources: dict[str, Source]
+
+    @property
+    def ok(self) -> bool:
+        """Return whether the compilation succeeded (warnings allowed)."""
+        return self.registry is not None
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        """Return the diagnostics that fail the compilation."""
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        """Return the diagnostics that do not fail it."""
+        return tuple(d for d in self.diagnostics if not d.is_error)
+
+    def unwrap(self) -> RegistryIR:
+        """Return the registry; raise SpecError carrying every diagnostic if there is none."""
+        if self.registry is None:
+            count = len(self.errors)
+            raise SpecError(f"the specs have {count} error{'s' * (count != 1)}", self.diagnostics)
+        return self.registry
+
+
+def parse(text: str, name: str = "<string>") -> ast.File:
+    """Parse one .hpf text into an ast.File; raise SpecError on bad syntax."""
+    return parse_text(text, name)
+
+
+def check(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:
+    """Check parsed files together; return their scope and every diagnostic."""
+    return check_files(files)
+
+
+def lower(scope: Scope, sources: Sequence[Source]) -> RegistryIR:
+    """Lower a scope that checked without errors into a RegistryIR."""
+    return lower_registry(scope, sources)
+
+
+def compile_sources(sources: Sequence[Source], *, stdlib: bool = True) -> CompileResult:
+    """Compile in-memory sources (with their imports and, by default, the standard library)."""
+    return _compile(load_sources(sources, stdlib=stdlib))
+
+
+def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> CompileResult:
+    """Compile .hpf files and folders; raise InputError if a path cannot be read."""
+    return _compile(load_paths(paths, stdlib=stdlib))
+
+
+def _compile(loaded: Loaded) -> CompileResult:
+    scope, checked = check(loaded.files)
+    collector = Collector([*loaded.diagnostics, *checked])
+    diagnostics = collector.sorted()
+    registry = None if collector.has_errors else lower(scope, loaded.sources)
+    return CompileResult(registry, diagnostics, {source.name: source for source in loaded.sources})
+
+
+# --------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------
+
+
+def write_registry(registry: RegistryIR, path: str | os.PathLike[str]) -> None:
+    """Write registry.json atomically; raise InputError if it cannot be written."""
+    write_text_atomic(Path(path), registry_to_json(registry))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` all at once: the old file stays whole if anything fails."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException as exc:
+        Path(temp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    # The rename itself is durable only once the folder's entry is on disk;
+    # not every platform can open a folder, and the data is already safe.
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+__all__ = ["CompileResult", "check", "compile_paths", "compile_sources", "lower", "parse",
+           "write_registry", "write_text_atomic"]

@@ -1,0 +1,209 @@
+"""Paths and texts into the Sources and parsed files of one compilation.
+
+A folder stands for every `*.hpf` file below it (sorted, hidden folders
+skipped); `import "x.hpf"` pulls in a file relative to the importing one. Each
+file is loaded once, by resolved path, so a file both given and imported, or a
+standard-library file also named on the command line, is read one time. The
+standard library comes first, so a duplicate declaration is reported at the
+user's copy.
+
+Display names (what diagnostics print) are paths relative to the working
+directory when possible, else the path as given; standard-library files keep
+their `<hpdsl>/...` names unless the user named them too. A path that cannot be
+read is an InputError (usage), an import that cannot be read a diagnostic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.diagnostics import Collector, Diagnostic, Source
+from hpdsl.errors import InputError, SpecError
+from hpdsl.resources import stdlib_files
+from hpdsl.syntax import parse_source
+
+SUFFIX = ".hpf"
+
+
+@attrs.frozen
+class Loaded:
+    """What loading produced: every source read, the files that parsed, the diagnostics."""
+
+    sources: tuple[Source, ...]
+    files: tuple[ast.File, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+
+# --------------------------------------------------------------------------
+# Paths
+# --------------------------------------------------------------------------
+
+
+def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Return the .hpf files the given files and folders stand for; raise InputError if one is missing."""
+    files: dict[Path, Path] = {}
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = _hpf_below(path)
+            if not found:
+                raise InputError(f"no {SUFFIX} files in the folder '{os.fspath(given)}'")
+        elif path.is_file():
+            found = [path]
+        else:
+            raise InputError(f"'{os.fspath(given)}': no such file or folder")
+        for file in found:
+            files.setdefault(file.resolve(), file)
+    return list(files.values())
+
+
+def _hpf_below(folder: Path) -> list[Path]:
+    # Hidden folders (.git, .venv, .hypothesis) hold no specs of the user's.
+    return sorted(path for path in folder.rglob(f"*{SUFFIX}")
+                  if path.is_file() and not any(part.startswith(".")
+                                                for part in path.relative_to(folder).parts[:-1]))
+
+
+def display_name(path: Path) -> str:
+    """Return how diagnostics name `path`: relative to the working directory when possible."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return Path(os.path.normpath(path)).as_posix()
+
+
+def read_source(path: Path, name: str | None = None) -> Source:
+    """Read one .hpf file as a Source; raise InputError if it cannot be read."""
+    shown = name or display_name(path)
+    try:
+        return Source(shown, _read(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read '{shown}': {_reason(exc)}") from None
+
+
+def _read(path: Path) -> str:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    return (exc.strerror or str(exc)).lower()
+
+
+# --------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------
+
+
+def load_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> Loaded:
+    """Load the given files and folders, their imports and (unless stdlib=False) the standard library."""
+    loader = _Loader()
+    roots = [(path.resolve(), read_source(path)) for path in expand_paths(paths)]
+    return loader.run(roots, stdlib=stdlib)
+
+
+def load_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Loaded:
+    """Load in-memory sources (named by path), their imports and (unless stdlib=False) the standard library."""
+    roots: dict[Path, Source] = {}
+    for source in sources:
+        key = Path(source.name).resolve()
+        if key in roots and roots[key] != source:
+            raise InputError(f"two different sources are named '{source.name}'")
+        roots[key] = source
+    return _Loader().run(list(roots.items()), stdlib=stdlib)
+
+
+@attrs.define
+class _Loader:
+    """One loading run: a depth-first walk over imports that remembers what it has read."""
+
+    given: dict[Path, Source] = attrs.field(factory=dict)
+    names: dict[Path, str] = attrs.field(factory=dict)
+    stack: list[Path] = attrs.field(factory=list)
+    sources: list[Source] = attrs.field(factory=list)
+    files: list[ast.File] = attrs.field(factory=list)
+    collector: Collector = attrs.field(factory=Collector)
+
+    def run(self, roots: list[tuple[Path, Source]], *, stdlib: bool) -> Loaded:
+        """Load the standard library (if asked), then `roots`, then everything they import."""
+        self.given = dict(roots)
+        order = [*self._stdlib_roots(), *roots] if stdlib else roots
+        for key, source in order:
+            self._visit(key, source)
+        return Loaded(tuple(self.sources), tuple(self.files), self.collector.sorted())
+
+    def _stdlib_roots(self) -> list[tuple[Path, Source]]:
+        roots = []
+        for name, path in stdlib_files():
+            key = path.resolve()
+            # A standard file the user also named keeps the user's name.
+            roots.append((key, self.given.get(key) or read_source(path, name)))
+        return roots
+
+    def _visit(self, key: Path, source: Source) -> None:
+        if key in self.names:
+            return
+        self.names[key] = source.name
+        self.sources.append(source)
+        try:
+            file = parse_source(source)
+        except SpecError as error:
+            self.collector.extend(error.diagnostics)
+            return
+        self.files.append(file)
+        self.stack.append(key)
+        for item in file.items:
+            if isinstance(item, ast.ImportDecl):
+                self._import(item, key)
+        self.stack.pop()
+
+    def _import(self, decl: ast.ImportDecl, importer: Path) -> None:
+        try:
+            target = (importer.parent / str(decl.path.value)).resolve()
+        except (OSError, ValueError):  # a NUL byte, a symlink loop
+            self._report_missing(decl, "it is not a usable file path")
+            return
+        if target in self.stack:
+            self._report_cycle(decl, target)
+            return
+        if target in self.names:
+            return
+        source = self.given.get(target) or self._read_import(decl, target)
+        if source is not None:
+            self._visit(target, source)
+
+    def _read_import(self, decl: ast.ImportDecl, target: Path) -> Source | None:
+        name = display_name(target)
+        try:
+            return Source(name, _read(target))
+        except (OSError, UnicodeDecodeError) as exc:
+            self._report_missing(decl, f"'{name}' {_import_problem(exc)}")
+            return None
+
+    def _report_missing(self, decl: ast.ImportDecl, problem: str) -> None:
+        self.collector.error(
+            decl.path.span, "import-not-found", f"cannot import {decl.path.value!r}: {problem}",
+            hint="an import path is relative to the folder of the file that imports it")
+
+    def _report_cycle(self, decl: ast.ImportDecl, target: Path) -> None:
+        chain = self.stack[self.stack.index(target):] + [target]
+        self.collector.error(decl.path.span, "import-cycle",
+                             "files import each other in a cycle: "
+                             + " -> ".join(self.names[key] for key in chain),
+                             hint="remove one of these imports; files in one compilation "
+                                  "already see each other's declarations")
+
+
+def _import_problem(exc: OSError | UnicodeDecodeError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "does not exist"
+    if isinstance(exc, IsADirectoryError):
+        return "is a folder, not a file"
+    return f"cannot be read: {_reason(exc)}"

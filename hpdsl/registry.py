@@ -1,0 +1,131 @@
+"""registry.json into an immutable Registry: lookups by name, copies by `with_*`.
+
+This is the embedding side of hpdsl: it needs neither the grammar (lark) nor
+torch, only the IR and its converter, so a library can load a compiled
+registry at import time cheaply.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TypeVar
+
+import attrs
+
+from hpdsl.errors import LoadError, UnknownNameError
+from hpdsl.ir.convert import registry_from_data, registry_to_json
+from hpdsl.ir.nodes import FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
+
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class Registry:
+    """An immutable view over a compiled RegistryIR."""
+
+    ir: RegistryIR
+
+    # --- reading ---------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        """Return the registry's schema version."""
+        return self.ir.schema_version
+
+    @property
+    def source_hash(self) -> str:
+        """Return the hash of the sources the registry was compiled from."""
+        return self.ir.source_hash
+
+    @property
+    def ops(self) -> tuple[OpInfo, ...]:
+        """Return the op vocabulary, in vector order."""
+        return self.ir.ops
+
+    @property
+    def profiles(self) -> Mapping[str, ProfileIR]:
+        """Return every profile by name (read-only)."""
+        return MappingProxyType(self.ir.profiles)
+
+    @property
+    def families(self) -> Mapping[str, FamilyIR]:
+        """Return every family by name (read-only)."""
+        return MappingProxyType(self.ir.families)
+
+    @property
+    def models(self) -> Mapping[str, ModelIR]:
+        """Return every model by name (read-only)."""
+        return MappingProxyType(self.ir.models)
+
+    def profile(self, name: str) -> ProfileIR:
+        """Return the profile `name`; raise UnknownNameError naming the closest ones."""
+        return _lookup(self.ir.profiles, "profile", name)
+
+    def family(self, name: str) -> FamilyIR:
+        """Return the family `name`; raise UnknownNameError naming the closest ones."""
+        return _lookup(self.ir.families, "family", name)
+
+    def model(self, name: str) -> ModelIR:
+        """Return the model `name`; raise UnknownNameError naming the closest ones."""
+        return _lookup(self.ir.models, "model", name)
+
+    # --- copies ----------------------------------------------------------
+
+    def with_profile(self, profile: ProfileIR) -> Registry:
+        """Return a copy holding `profile`, replacing one of the same name."""
+        return Registry(attrs.evolve(self.ir, profiles={**self.ir.profiles, profile.name: profile}))
+
+    def with_family(self, family: FamilyIR) -> Registry:
+        """Return a copy holding `family`, replacing one of the same name."""
+        return Registry(attrs.evolve(self.ir, families={**self.ir.families, family.name: family}))
+
+    def with_model(self, model: ModelIR) -> Registry:
+        """Return a copy holding `model`, replacing one of the same name."""
+        return Registry(attrs.evolve(self.ir, models={**self.ir.models, model.name: model}))
+
+    # --- serialising -----------------------------------------------------
+
+    def to_json(self) -> str:
+        """Return the registry as registry.json text."""
+        return registry_to_json(self.ir)
+
+    @classmethod
+    def from_json(cls, text: str, *, name: str = "<string>") -> Registry:
+        """Return the registry of registry.json text; raise LoadError naming `name`."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LoadError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
+                            (f"{name}:{exc.lineno}:{exc.colno}: {exc.msg}",)) from None
+        try:
+            return cls(registry_from_data(data))
+        except LoadError as exc:
+            raise LoadError(f"{name}: {exc.message}", exc.errors) from None
+
+
+def load_registry(path: str | os.PathLike[str]) -> Registry:
+    """Load a registry.json; raise LoadError if it cannot be read or does not match the schema."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).lower()
+        raise LoadError(f"cannot read registry {os.fspath(path)!r}: {reason}") from None
+    return Registry.from_json(text, name=os.fspath(path))
+
+
+def _lookup(table: dict[str, _T], what: str, name: str) -> _T:
+    if name in table:
+        return table[name]
+    close = difflib.get_close_matches(name, sorted(table), n=1)
+    if close:
+        hint = f"did you mean '{close[0]}'?"
+    elif table:
+        hint = "it holds " + ", ".join(f"'{n}'" for n in sorted(table)[:12])
+    else:
+        hint = f"it holds no {what}"
+    raise UnknownNameError(f"the registry has no {what} '{name}'; {hint}", what, name)
