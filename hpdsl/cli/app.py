@@ -1,0 +1,138 @@
+"""The hpdsl command group: errors to exit codes in one place, and the helpers commands share.
+
+Every command is one function under the `main` group. The group maps errors to
+exit codes in one place (`_Group.invoke`), so a command only reports what it
+found and says whether it succeeded: spec diagnostics exit 1, usage and I/O
+errors 2, anything else is a bug in hpdsl and exits 3 with a one-line report
+(the traceback only with HPDSL_DEBUG=1). Commands import the pipeline when they
+run, so `hpdsl --help` stays fast and a new command costs the others nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from hpdsl.diagnostics import Diagnostic, Source, render_diagnostics
+from hpdsl.errors import HpdslError, InputError, LoadError, SpecError
+
+EXIT_OK = 0
+EXIT_SPEC = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+# Error classes whose exit code is not EXIT_SPEC (the code of every other HpdslError).
+_USAGE_ERRORS: tuple[type[HpdslError], ...] = (InputError, LoadError)
+
+DEBUG_VARIABLE = "HPDSL_DEBUG"
+_JSON_KEY = "hpdsl.json"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --------------------------------------------------------------------------
+# The group: one place for errors and exit codes
+# --------------------------------------------------------------------------
+
+
+def exit_code(error: BaseException) -> int:
+    """Return the exit code an error ends the command with."""
+    if isinstance(error, _USAGE_ERRORS):
+        return EXIT_USAGE
+    if isinstance(error, HpdslError):
+        return EXIT_SPEC
+    return EXIT_INTERNAL
+
+
+class _Group(click.Group):
+    """The hpdsl command group: turns every escaping error into its report and exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise  # click's own: usage errors (exit 2) and explicit exits
+        except BrokenPipeError:
+            # The reader went away (`hpdsl fmt ... | head`): not a bug; silence the
+            # interpreter's own complaint when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(EXIT_USAGE)
+        except Exception as error:  # noqa: BLE001 - this is the one place errors end
+            _fail(ctx, error)
+
+
+def _fail(ctx: click.Context, error: Exception) -> NoReturn:
+    code = exit_code(error)
+    message, details = _explain(error, code)
+    diagnostics = error.diagnostics if isinstance(error, SpecError) else ()
+    if ctx.meta.get(_JSON_KEY):
+        emit_json({"ok": False, "diagnostics": [d.to_json() for d in diagnostics],
+                   "error": {"kind": _KINDS[code], "message": message, "details": list(details)}})
+    else:
+        report_diagnostics(diagnostics, {})
+    click.echo(f"hpdsl: {message}", err=True)
+    for line in details:
+        click.echo(f"  {line}", err=True)
+    ctx.exit(code)
+
+
+_KINDS = {EXIT_SPEC: "spec", EXIT_USAGE: "usage", EXIT_INTERNAL: "internal"}
+
+
+def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
+    """Return the one-line message for an error and the lines that detail it."""
+    if code == EXIT_INTERNAL:
+        if os.environ.get(DEBUG_VARIABLE) == "1":
+            traceback.print_exception(error)
+        return (f"internal error (a bug): {type(error).__name__}: {error}",
+                ("please report it with the command you ran and its input files; "
+                 f"set {DEBUG_VARIABLE}=1 to see the traceback",))
+    if isinstance(error, LoadError):
+        return str(error), error.errors[:20]
+    return str(error), ()
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="hpdsl", prog_name="hpdsl")
+def main() -> None:
+    """hpdsl: check and compile .hpf specs of model families, profiles and models."""
+
+
+# --------------------------------------------------------------------------
+# Helpers every command shares
+# --------------------------------------------------------------------------
+
+
+def _remember_json(ctx: click.Context, _: click.Parameter, value: bool) -> bool:
+    # Recorded on the context so _fail answers in JSON too.
+    ctx.meta[_JSON_KEY] = value
+    return value
+
+
+def json_option(command: F) -> F:
+    """Add `--json` (one JSON object on stdout instead of text) to a command."""
+    return click.option("--json", "as_json", is_flag=True, is_eager=True,
+                        callback=_remember_json,
+                        help="Print one JSON object to stdout instead of text.")(command)
+
+
+def emit_json(data: Mapping[str, Any]) -> None:
+    """Print one JSON object to stdout."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def report_diagnostics(diagnostics: Sequence[Diagnostic], sources: Mapping[str, Source]) -> None:
+    """Render diagnostics to stderr, with their source lines and carets."""
+    if diagnostics:
+        click.echo(render_diagnostics(diagnostics, sources), err=True)
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """Return "1 model" or "3 models" (or the given plural)."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
