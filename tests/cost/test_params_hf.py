@@ -8,6 +8,8 @@ of the transformers model built from the same config.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,22 @@ def test_deepseek_v3_active_and_mtp(tmp_path: Path) -> None:
         [("dense", 3, False), ("moe", 58, False), ("moe", 1, True)]
     assert 37e9 < report.active < 38e9  # DeepSeek publishes "37B activated"
     assert 11e9 < report.mtp < 12e9     # one MoE layer plus eh_proj and its norms
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", sorted(_configs()))
+def test_cli_import_then_estimate_equals_transformers(name: str, tmp_path: Path) -> None:
+    """The user's path: `hpdsl import-hf`, `hpdsl fmt --check`, `hpdsl estimate --json`."""
+    config, seq2seq, extra = _configs()[name]
+    (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), **extra}))
+    imported = _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert _hpdsl("fmt", "--check", f"{name}.hpf", cwd=tmp_path).returncode == 0
+    estimate = _hpdsl("estimate", f"{name}.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    params = json.loads(estimate.stdout)["params"]
+    assert params["total"] == hf_parameter_count(config, seq2seq)
