@@ -1,0 +1,427 @@
+"""An AST into canonical .hpf text (`hpdsl fmt`), every comment kept.
+
+The canonical form: 2-space indentation, one statement per line, one blank line
+between top-level declarations (consecutive imports stay together); ops, run,
+model and facts blocks and model sub-blocks on one line
+(`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 100 columns,
+then one entry per line; vocabulary meanings and the trailing comments of
+consecutive lines aligned in a column; conditions with the fewest parentheses
+that parse back to the same AST. Blank lines inside blocks are kept where the
+source had them (at most one), never just inside a brace.
+
+Comments are placed by source position. The formatter first lays the AST out as
+*units* (a statement, a block's opening line, a closing brace), each knowing the
+source range it prints; then each comment goes before the first unit that ends
+after it (own-line comments, and comments inside a statement printed on one
+line), or at the end of the unit that ends just before it on the same line
+(trailing comments). Both rules depend only on positions, so the output keeps
+the comments in source order and formatting twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.diagnostics.span import Source, Span
+from hpdsl.syntax.parser import parse_source
+from hpdsl.syntax.transformer import quote
+
+INDENT = "  "
+WIDTH = 100
+
+Pos = tuple[int, int]
+Role = Literal["open", "stmt", "close"]
+_Line = tuple[str, str | None]  # code, and the trailing comment it ends with
+
+# Binding strength of condition nodes, loosest first (the grammar's precedence).
+_PREC: dict[type, int] = {ast.Implies: 0, ast.AnyOf: 1, ast.AllOf: 2, ast.Negation: 3}
+_ATOM = 4
+
+
+def format_source(source: Source) -> str:
+    """Parse a source and return its canonical text; raise SpecError on bad syntax."""
+    return format_file(parse_source(source))
+
+
+def format_file(file: ast.File) -> str:
+    """Return the canonical text of a parsed file, its comments in place."""
+    comments = sorted(file.comments, key=lambda c: _start(c.span))
+    layout = _Layout([_start(c.span) for c in comments])
+    units = [unit for item in file.items for unit in layout.declaration(item)]
+    return _Printer(units, comments).text()
+
+
+# --------------------------------------------------------------------------
+# Leaves and conditions
+# --------------------------------------------------------------------------
+
+
+def format_literal(literal: ast.Literal) -> str:
+    """Return a literal as .hpf text that parses back to the same value and kind."""
+    if literal.kind == "string":
+        return quote(str(literal.value))
+    if literal.kind == "bool":
+        return "true" if literal.value else "false"
+    if literal.kind == "float":
+        return _float(float(literal.value))
+    return str(int(literal.value))
+
+
+def _float(value: float) -> str:
+    if math.isnan(value):
+        raise ValueError("NaN has no .hpf literal")
+    if math.isinf(value):
+        # Overflows back to infinity when read: the grammar has no `inf`.
+        return "1.0e999" if value > 0 else "-1.0e999"
+    # The grammar's FLOAT needs digits on both sides of the dot: 1e-05 -> 1.0e-05.
+    mantissa, sep, exponent = repr(value).partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + (sep + exponent if sep else "")
+
+
+def _operand(value: ast.Literal | ast.Name) -> str:
+    return value.value if isinstance(value, ast.Name) else format_literal(value)
+
+
+def format_expr(expr: ast.Expr) -> str:
+    """Return a condition with the fewest parentheses that parse back to the same AST."""
+    if isinstance(expr, ast.Implies):
+        return f"{_sub(expr.premise, 1)} -> {_sub(expr.conclusion, 1)}"
+    if isinstance(expr, ast.AnyOf):
+        # An AnyOf directly inside an AnyOf keeps its parentheses: `a or b or c` is flat.
+        return " or ".join(_sub(e, 2) for e in expr.operands)
+    if isinstance(expr, ast.AllOf):
+        return " and ".join(_sub(e, 3) for e in expr.operands)
+    if isinstance(expr, ast.Negation):
+        return "not " + _sub(expr.operand, 3)
+    if isinstance(expr, ast.Reference):
+        return expr.name.value
+    if isinstance(expr, ast.Constant):
+        return "true" if expr.value else "false"
+    if isinstance(expr, ast.Comparison):
+        return f"{expr.left.value} {expr.op} {_operand(expr.right)}"
+    if isinstance(expr, ast.Membership):
+        return f"{expr.left.value} in ({', '.join(_operand(v) for v in expr.values)})"
+    raise TypeError(f"not a condition node: {expr!r}")
+
+
+def _sub(expr: ast.Expr, least: int) -> str:
+    text = format_expr(expr)
+    return text if _PREC.get(type(expr), _ATOM) >= least else f"({text})"
+
+
+def format_stack_list(stack: ast.StackList) -> str:
+    """Return a stack list as `[linear_attention * 3, full_attention] * 12`."""
+    items = ", ".join(format_stack_list(i) if isinstance(i, ast.StackList) else _stack_kind(i)
+                      for i in stack.items)
+    return f"[{items}]" + _repeat(stack.repeat)
+
+
+def _stack_kind(kind: ast.StackKind) -> str:
+    return kind.kind.value + _repeat(kind.repeat)
+
+
+def _repeat(repeat: ast.Literal | None) -> str:
+    return "" if repeat is None else f" * {format_literal(repeat)}"
+
+
+def _selector_type(type_: ast.SelectorType) -> str:
+    if isinstance(type_, ast.BoolType):
+        return "bool"
+    if isinstance(type_, ast.IntType):
+        if type_.low is None or type_.high is None:
+            return "int"
+        return f"int({format_literal(type_.low)}..{format_literal(type_.high)})"
+    return f"enum({', '.join(v.value for v in type_.values)})"
+
+
+# --------------------------------------------------------------------------
+# Layout: the AST as units
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Unit:
+    """Output lines printed from one source range [start, end)."""
+
+    depth: int
+    lines: tuple[str, ...]
+    start: Pos
+    end: Pos
+    role: Role = "stmt"
+    is_import: bool = False
+
+
+def _start(span: Span) -> Pos:
+    return (span.line, span.col)
+
+
+def _end(span: Span) -> Pos:
+    return (span.end_line, span.end_col)
+
+
+def _after(span: Span, width: int) -> Pos:
+    """The position just after a keyword of `width` characters opening `span`."""
+    return (span.line, span.col + width)
+
+
+# Statements printed on one line, by node type.
+_STATEMENTS: dict[type, Callable[[Any], str]] = {
+    ast.ImportDecl: lambda n: f"import {format_literal(n.path)}",
+    ast.DefaultKind: lambda n: f"default {n.kind.value}",
+    ast.ModelTypes: lambda n: "model_types " + " ".join(format_literal(t) for t in n.types),
+    ast.AttentionFlavour: lambda n: f"attention {n.value.value}",
+    ast.FfnFlavour: lambda n: f"ffn {n.value.value}",
+    ast.Factory: lambda n: f"factory {format_literal(n.path)}",
+    ast.ParallelAxis: lambda n: f"parallel {n.axis.value}",
+    ast.Selector: lambda n: _selector(n),
+    ast.Require: lambda n: _require(n),
+    ast.Variant: lambda n: _variant(n),
+    ast.Field: lambda n: _field(n),
+    ast.Choice: lambda n: f"{n.key.value} {n.value.value}",
+    ast.Stack: lambda n: f"stack {format_stack_list(n.body)}",
+}
+
+
+class _Layout:
+    """Turns declarations into units; blocks holding a comment open up one entry per line."""
+
+    def __init__(self, comments: Sequence[Pos]) -> None:
+        self._comments = list(comments)
+        self._blocks: dict[type, Callable[[Any, int], list[_Unit]]] = {
+            ast.Vocabulary: self._vocabulary, ast.Profile: self._named, ast.Family: self._named,
+            ast.Kind: self._kind, ast.SettingsBlock: self._settings, ast.OpsBlock: self._ops,
+            ast.Model: self._model, ast.Block: self._model_block,
+            ast.LayerTypes: self._layer_types,
+        }
+
+    def declaration(self, node: ast.Declaration) -> list[_Unit]:
+        """Return the units of one top-level declaration."""
+        return self._item(node, 0)
+
+    def _item(self, node: Any, depth: int) -> list[_Unit]:
+        render = _STATEMENTS.get(type(node))
+        if render is None:
+            return self._blocks[type(node)](node, depth)
+        return [_Unit(depth, (render(node),), _start(node.span), _end(node.span),
+                      is_import=isinstance(node, ast.ImportDecl))]
+
+    def _has_comment(self, after: Pos, span: Span) -> bool:
+        """Whether a comment lies in the body of a block: past its header, before its end.
+
+        (Comments inside the header are moved above the block, so they do not count.)
+        """
+        index = bisect.bisect_left(self._comments, after)
+        return index < len(self._comments) and self._comments[index] < _end(span)
+
+    def _stmt(self, text: str, span: Span, depth: int) -> list[_Unit]:
+        return [_Unit(depth, (text,), _start(span), _end(span))]
+
+    def _block(self, header: str, node: Any, header_end: Pos, items: Sequence[Any],
+               depth: int) -> list[_Unit]:
+        inner = [unit for item in items for unit in self._item(item, depth + 1)]
+        return self._wrap(header, node.span, header_end, inner, depth)
+
+    def _wrap(self, header: str, span: Span, header_end: Pos, inner: list[_Unit],
+              depth: int) -> list[_Unit]:
+        if not inner and not self._has_comment(header_end, span):
+            return self._stmt(header + " {}", span, depth)
+        opening = _Unit(depth, (header + " {",), _start(span), header_end, "open")
+        closing = _Unit(depth, ("}",), (span.end_line, span.end_col - 1), _end(span), "close")
+        return [opening, *inner, closing]
+
+    def _inline(self, header: str, span: Span, header_end: Pos,
+                entries: Sequence[tuple[str, Span]], depth: int) -> list[_Unit]:
+        """Lay out a block of short entries on one line when it fits and holds no comment."""
+        line = f"{header} {{ {'  '.join(text for text, _ in entries)} }}"
+        fits = len(INDENT * depth + line) <= WIDTH
+        if entries and fits and not self._has_comment(header_end, span):
+            return self._stmt(line, span, depth)
+        inner = [u for text, entry in entries for u in self._stmt(text, entry, depth + 1)]
+        return self._wrap(header, span, header_end, inner, depth)
+
+    def _vocabulary(self, node: ast.Vocabulary, depth: int) -> list[_Unit]:
+        # Meanings line up in a column, like a table.
+        width = max((len(op.name.value) for op in node.ops), default=0)
+        inner = [u for op in node.ops for u in self._stmt(
+            f"{op.name.value.ljust(width)} {format_literal(op.meaning)}", op.span, depth + 1)]
+        return self._wrap("vocabulary", node.span, _after(node.span, 10), inner, depth)
+
+    def _named(self, node: ast.Profile | ast.Family, depth: int) -> list[_Unit]:
+        keyword = "profile" if isinstance(node, ast.Profile) else "family"
+        return self._block(f"{keyword} {node.name.value}", node, _end(node.name.span),
+                           node.items, depth)
+
+    def _kind(self, node: ast.Kind, depth: int) -> list[_Unit]:
+        header = f"kind {node.name.value}"
+        if node.base is not None:
+            header += f" from {node.base.value}"
+        header_end = _end((node.base or node.name).span)
+        return self._block(header, node, header_end, node.items, depth)
+
+    def _settings(self, node: ast.SettingsBlock, depth: int) -> list[_Unit]:
+        header = " ".join([node.block, *(format_literal(t) for t in node.types)])
+        header_end = _end(node.types[-1].span) if node.types else _after(node.span, len(node.block))
+        entries = [(f"{s.key.value} = {format_literal(s.value)}", s.span) for s in node.settings]
+        return self._inline(header, node.span, header_end, entries, depth)
+
+    def _ops(self, node: ast.OpsBlock, depth: int) -> list[_Unit]:
+        entries = [(f"{c.op.value} {format_literal(c.count)}", c.span) for c in node.counts]
+        return self._inline("ops", node.span, _after(node.span, 3), entries, depth)
+
+    def _model(self, node: ast.Model, depth: int) -> list[_Unit]:
+        header = f"model {node.name.value}"
+        if node.profile is not None:
+            header += f" : {node.profile.value}"
+        header_end = _end((node.profile or node.name).span)
+        return self._block(header, node, header_end, node.items, depth)
+
+    def _model_block(self, node: ast.Block, depth: int) -> list[_Unit]:
+        entries = [(_field(f), f.span) for f in node.fields]
+        return self._inline(node.name.value, node.span, _end(node.name.span), entries, depth)
+
+    def _layer_types(self, node: ast.LayerTypes, depth: int) -> list[_Unit]:
+        names = [n.value for n in node.names]
+        line = f"layer_types [{', '.join(names)}]"
+        if len(INDENT * depth + line) <= WIDTH:
+            return self._stmt(line, node.span, depth)
+        lines = ["layer_types [", *_fill(names, WIDTH - len(INDENT) * (depth + 1)), "]"]
+        indented = [lines[0], *(INDENT + line for line in lines[1:-1]), lines[-1]]
+        return [_Unit(depth, tuple(indented), _start(node.span), _end(node.span))]
+
+
+def _fill(words: Sequence[str], width: int) -> list[str]:
+    """Fill `word,` items into lines of at most `width` columns (one word may be longer)."""
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) + 1 <= width:
+            lines[-1] += f" {word},"
+        else:
+            lines.append(f"{word},")
+    return lines
+
+
+def _selector(node: ast.Selector) -> str:
+    text = f"selector {node.name.value}: {_selector_type(node.type)}"
+    return text if node.default is None else f"{text} = {_operand(node.default)}"
+
+
+def _require(node: ast.Require) -> str:
+    text = f"require {format_expr(node.condition)}"
+    return text if node.message is None else f"{text} {format_literal(node.message)}"
+
+
+def _variant(node: ast.Variant) -> str:
+    parts = [f"variant {node.name.value} {format_literal(node.path)}"]
+    if node.is_default:
+        parts.append("default")
+    if node.when is not None:
+        parts.append(f"when {format_expr(node.when)}")
+    if node.accepts:
+        parts.append(f"accepts({', '.join(n.value for n in node.accepts)})")
+    return " ".join(parts)
+
+
+def _field(node: ast.Field) -> str:
+    if node.value is None:
+        return node.name.value
+    return f"{node.name.value} {format_literal(node.value)}"
+
+
+# --------------------------------------------------------------------------
+# Printing: units and comments into lines
+# --------------------------------------------------------------------------
+
+
+class _Printer:
+    """Merges the units and the comments into the output lines."""
+
+    def __init__(self, units: list[_Unit], comments: Sequence[ast.Comment]) -> None:
+        self.units = units
+        self.leading: list[list[ast.Comment]] = [[] for _ in range(len(units) + 1)]
+        self.trailing: dict[int, ast.Comment] = {}
+        self.occupied = {line for u in units for line in range(u.start[0], u.end[0] + 1)}
+        self.occupied |= {c.span.line for c in comments}
+        ends = [u.end for u in units]
+        for comment in comments:
+            self._place(comment, ends)
+
+    def _place(self, comment: ast.Comment, ends: list[Pos]) -> None:
+        pos = _start(comment.span)
+        index = bisect.bisect_right(ends, pos)  # the first unit ending after the comment
+        inside = index < len(self.units) and self.units[index].start < pos
+        if (index > 0 and not inside and ends[index - 1][0] == pos[0]
+                and index - 1 not in self.trailing):
+            self.trailing[index - 1] = comment
+        else:
+            self.leading[index].append(comment)
+
+    def text(self) -> str:
+        """Return the formatted text, ending in one newline (empty for an empty file)."""
+        out: list[_Line] = []
+        prev: tuple[int, _Unit | None] | None = None  # (last source line, unit or None)
+        for index in range(len(self.units) + 1):
+            unit = self.units[index] if index < len(self.units) else None
+            for number, comment in enumerate(self.leading[index]):
+                self._blank(out, prev, comment.span.line, unit, first=number == 0, is_unit=False)
+                depth = 0 if unit is None else unit.depth + (unit.role == "close")
+                out.append((INDENT * depth + comment.text, None))
+                prev = (comment.span.line, None)
+            if unit is not None:
+                self._blank(out, prev, unit.start[0], unit, first=not self.leading[index],
+                            is_unit=True)
+                out.extend(self._unit_lines(index, unit))
+                prev = (unit.end[0], unit)
+        return "".join(line.rstrip() + "\n" for line in _align(out))
+
+    def _unit_lines(self, index: int, unit: _Unit) -> list[_Line]:
+        lines: list[_Line] = [(INDENT * unit.depth + line, None) for line in unit.lines]
+        if index in self.trailing:
+            lines[-1] = (lines[-1][0], self.trailing[index].text)
+        return lines
+
+    def _blank(self, out: list[_Line], prev: tuple[int, _Unit | None] | None, line: int,
+               unit: _Unit | None, *, first: bool, is_unit: bool) -> None:
+        """Add a blank line before an element where the canonical form or the source has one."""
+        if prev is None:
+            return
+        prev_line, prev_unit = prev
+        if first and _starts_declaration(unit) and not _imports(prev_unit, unit):
+            out.append(("", None))
+        elif (prev_unit is not None and prev_unit.role == "open") or (
+                is_unit and unit is not None and unit.role == "close"):
+            return  # never a blank line just inside a brace
+        elif any(n not in self.occupied for n in range(prev_line + 1, line)):
+            out.append(("", None))
+
+
+def _starts_declaration(unit: _Unit | None) -> bool:
+    """Whether a unit opens a top-level declaration (None: the comments closing the file)."""
+    return unit is None or (unit.depth == 0 and unit.role != "close")
+
+
+def _imports(prev: _Unit | None, unit: _Unit | None) -> bool:
+    """Whether two units are consecutive imports, which stay together."""
+    return prev is not None and unit is not None and prev.is_import and unit.is_import
+
+
+def _align(lines: list[_Line]) -> list[str]:
+    """Line up the trailing comments of consecutive lines in one column, two spaces out."""
+    out: list[str] = []
+    run: list[tuple[str, str]] = []
+    for code, comment in [*lines, ("", None)]:
+        if comment is not None:
+            run.append((code, comment))
+            continue
+        width = max((len(c) for c, _ in run), default=0)
+        out += [f"{c.ljust(width)}  {text}" for c, text in run]
+        run = []
+        out.append(code)
+    return out[:-1]

@@ -1,0 +1,85 @@
+"""Golden tests of `hpdsl fmt`: tests/golden/fmt/<name>.in.hpf formats to <name>.out.hpf.
+
+Regenerate the .out files with `pytest tests/test_fmt.py --update-golden` and
+review the diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpdsl import ast
+from hpdsl.diagnostics import Source
+from hpdsl.errors import SpecError
+from hpdsl.fmt import format_file, format_literal, format_source
+from hpdsl.syntax import parse_text
+
+GOLDEN = Path(__file__).parent / "golden" / "fmt"
+
+
+def golden_inputs() -> list[Path]:
+    """Return every golden input, sorted."""
+    return sorted(GOLDEN.glob("*.in.hpf"))
+
+
+def _read(path: Path) -> str:
+    with open(path, encoding="utf-8", newline="") as handle:  # keep CRLF and form feeds as they are
+        return handle.read()
+
+
+@pytest.mark.parametrize("path", golden_inputs(), ids=lambda p: p.name.removesuffix(".in.hpf"))
+def test_golden(path: Path, update_golden: bool) -> None:
+    expected_path = path.with_name(path.name.replace(".in.hpf", ".out.hpf"))
+    text = _read(path)
+    formatted = format_source(Source(path.name, text))
+    if update_golden:
+        expected_path.write_text(formatted, encoding="utf-8", newline="")
+    assert expected_path.exists(), f"run pytest --update-golden to create {expected_path.name}"
+    assert formatted == _read(expected_path)
+    # The output is a fixed point, says the same thing and keeps every comment, in order.
+    assert format_source(Source(expected_path.name, formatted)) == formatted
+    original, again = parse_text(text), parse_text(formatted)
+    assert again == original
+    assert [c.text for c in again.comments] == [c.text for c in original.comments]
+
+
+def test_every_golden_input_has_its_output() -> None:
+    outputs = {p.name.removesuffix(".out.hpf") for p in GOLDEN.glob("*.out.hpf")}
+    inputs = {p.name.removesuffix(".in.hpf") for p in golden_inputs()}
+    assert outputs == inputs
+
+
+def test_format_source_reports_bad_syntax() -> None:
+    with pytest.raises(SpecError) as info:
+        format_source(Source("bad.hpf", "model m {"))
+    assert info.value.diagnostics[0].code == "unexpected-end"
+
+
+def test_empty_file_formats_to_nothing() -> None:
+    assert format_file(ast.File("<x>", ())) == ""
+
+
+@pytest.mark.parametrize(("literal", "text"), [
+    (ast.Literal(1e-05, "float"), "1.0e-05"),
+    (ast.Literal(1e16, "float"), "1.0e+16"),
+    (ast.Literal(2.5, "float"), "2.5"),
+    (ast.Literal(-0.0, "float"), "-0.0"),
+    (ast.Literal(float("inf"), "float"), "1.0e999"),
+    (ast.Literal(float("-inf"), "float"), "-1.0e999"),
+    (ast.Literal(-3, "int"), "-3"),
+    (ast.Literal(True, "bool"), "true"),
+    (ast.Literal('a"b\\c\nd', "string"), '"a\\"b\\\\c\\nd"'),
+])
+def test_literals_parse_back(literal: ast.Literal, text: str) -> None:
+    assert format_literal(literal) == text
+    field = parse_text(f"model m {{ x {text} }}").items[0].items[0]
+    assert field.value == literal
+
+
+def test_long_ops_block_wraps_one_entry_per_line() -> None:
+    counts = "  ".join(f"op{i} {i}" for i in range(20))
+    out = format_source(Source("x", f"profile p {{ kind k {{ ops {{ {counts} }} }} }}"))
+    assert "      op19 19\n    }\n" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
