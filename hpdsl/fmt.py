@@ -3,7 +3,7 @@
 The canonical form: 2-space indentation, one statement per line, one blank line
 between top-level declarations (consecutive imports stay together); ops, run,
 model and facts blocks and model sub-blocks on one line
-(`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 100 columns,
+(`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 120 columns,
 then one entry per line; vocabulary meanings and the trailing comments of
 consecutive lines aligned in a column; conditions with the fewest parentheses
 that parse back to the same AST. Blank lines inside blocks are kept where the
@@ -33,7 +33,7 @@ from hpdsl.syntax.parser import parse_source
 from hpdsl.syntax.transformer import quote
 
 INDENT = "  "
-WIDTH = 100
+WIDTH = 120
 
 Pos = tuple[int, int]
 Role = Literal["open", "stmt", "close"]

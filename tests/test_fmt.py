@@ -83,3 +83,15 @@ def test_long_ops_block_wraps_one_entry_per_line() -> None:
     out = format_source(Source("x", f"profile p {{ kind k {{ ops {{ {counts} }} }} }}"))
     assert "      op19 19\n    }\n" in out
     assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_shipped_files_are_in_canonical_form() -> None:
+    """Every shipped .hpf is what `hpdsl fmt` prints: `hpdsl fmt --check` passes on them."""
+    from hpdsl.diagnostics import Source
+    from hpdsl.fmt import format_source
+
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("profiles", "families", "examples"):
+        for path in sorted((root / folder).rglob("*.hpf")):
+            text = path.read_text()
+            assert format_source(Source(str(path), text)) == text, f"{path} is not canonical"

@@ -38,7 +38,7 @@ def _excerpt(file: str, line: int, col: int, end_line: int, end_col: int,
     if source is None:
         return []
     text = source.line_text(line)
-    if not text and line > len(source.text.splitlines()):
+    if not text and line > len(source.text.split("\n")):
         return []
     gutter = f"{line:>4} | "
     width = (end_col - col) if end_line == line else len(text) - col + 1

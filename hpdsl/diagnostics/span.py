@@ -34,7 +34,7 @@ class Source:
 
     def line_text(self, line: int) -> str:
         """Return line ``line`` (1-based) without its newline, tabs expanded."""
-        lines = self.text.splitlines()
+        lines = self.text.split("\n")
         if 1 <= line <= len(lines):
             return lines[line - 1].expandtabs(4)
         return ""
