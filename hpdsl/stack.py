@@ -9,7 +9,7 @@ maximal runs, in model order, and MTP groups come last.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -315,3 +315,19 @@ def _field_value_span(model: ast.Model, name: str) -> Span | None:
 def keyword_span(span: Span, keyword: str) -> Span:
     """Return the span of the keyword a statement starting at `span` opens with."""
     return Span(span.file, span.line, span.col, span.line, span.col + len(keyword))
+
+
+def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
+    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer."""
+    runs: list[list[Any]] = []
+    for kind in kinds:
+        if runs and runs[-1][0] == kind:
+            runs[-1][1] += 1
+        else:
+            runs.append([kind, 1])
+    period = next(p for p in range(1, len(runs) + 1)
+                  if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
+    items = tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None)
+                  for k, c in runs[:period])
+    repeat = len(runs) // period
+    return ast.StackList(items, ast.Literal(repeat, "int") if repeat > 1 else None)

@@ -113,8 +113,12 @@ def render_params(name: str, report: Any) -> str:
             ("body", report.body), ("MTP (not in total)", report.mtp)]
     lines = [f"parameters of {name}"]
     lines += [f"  {label:<20} {value:>18,}  ({value / 1e9:,.2f} B)" for label, value in rows]
+    by_kind: dict[tuple[str | None, bool], list[Any]] = {}
     for group in report.groups:
-        tag = " MTP" if group.mtp else ""
-        lines.append(f"  {group.kind or '-':<12} x {group.count:<4}{tag:<4} {group.per_layer:>14,} per layer"
-                     f"  {group.total:>18,} in all")
+        by_kind.setdefault((group.kind, group.mtp), []).append(group)
+    for (kind, mtp), groups in by_kind.items():
+        layers = sum(g.count for g in groups)
+        label = f"{kind or '-'} x {layers}" + (" (MTP)" if mtp else "")
+        lines.append(f"  {label:<26} {groups[0].per_layer:>16,} per layer "
+                     f"{sum(g.total for g in groups):>18,} in all")
     return "\n".join(lines)

@@ -29,9 +29,11 @@ def render_stack(cost_model: CostModel) -> str:
     model = cost_model.model
     mtp = f" + {model.mtp} MTP" if model.mtp else ""
     lines = [f"model {model.name} (profile {model.profile}): {model.layers} layers{mtp}"]
+    if len(model.groups) > 8:
+        lines.append("  " + _pattern(model))
     start = 0
     width = max((len(g.kind) for g in model.groups), default=4)
-    for group in model.groups:
+    for group in model.groups if len(model.groups) <= 8 else ():
         end = start + group.count - 1
         span = f"{start}" if end == start else f"{start}-{end}"
         tag = "  MTP" if group.mtp else ""
@@ -48,6 +50,17 @@ def render_stack(cost_model: CostModel) -> str:
         if fields:
             lines.append("  fields  " + "  ".join(fields))
     return "\n".join(lines)
+
+
+def _pattern(model: Any) -> str:
+    """Return the body as a compact stack (`[a * 3, b] * 12`) and the MTP layers after it."""
+    from hpdsl.fmt import format_stack_list
+    from hpdsl.stack import compress_kinds
+
+    body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
+    mtp = [g for g in model.groups if g.mtp]
+    text = f"stack {format_stack_list(compress_kinds(body))}"
+    return text + "".join(f", then MTP {g.kind} x {g.count}" for g in mtp)
 
 
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import ProfileIR
+from hpdsl.stack import compress_kinds
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "hidden": ("hidden_size", "d_model"),
@@ -256,22 +257,6 @@ def _stack(cfg: Mapping[str, Any], profile: ProfileIR, fields: Mapping[str, Any]
         raise HfImportError(f"the config's layers name {unknown}, which profile "
                             f"'{profile.name}' has no kinds for", "layer_types")
     return ast.Stack(compress_kinds(kinds))
-
-
-def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
-    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer."""
-    runs: list[list[Any]] = []
-    for kind in kinds:
-        if runs and runs[-1][0] == kind:
-            runs[-1][1] += 1
-        else:
-            runs.append([kind, 1])
-    period = next(p for p in range(1, len(runs) + 1)
-                  if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
-    items = tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None)
-                  for k, c in runs[:period])
-    repeat = len(runs) // period
-    return ast.StackList(items, ast.Literal(repeat, "int") if repeat > 1 else None)
 
 
 def _layer_kinds(cfg: Mapping[str, Any], profile: ProfileIR, layers: int) -> list[str] | None:
