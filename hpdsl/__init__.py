@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hpdsl.api import check, compile_paths, compile_sources, lower, parse
+    from hpdsl.api import compile_paths, compile_sources, lower, parse
     from hpdsl.errors import HpdslError, LoadError, SpecError
     from hpdsl.registry import Registry, load_registry
 
@@ -21,7 +21,6 @@ _EXPORTS: dict[str, str] = {
     "compile_paths": "hpdsl.api",
     "compile_sources": "hpdsl.api",
     "parse": "hpdsl.api",
-    "check": "hpdsl.api",
     "lower": "hpdsl.api",
     "HpdslError": "hpdsl.errors",
     "SpecError": "hpdsl.errors",
@@ -37,9 +36,8 @@ def __getattr__(name: str) -> Any:
         return _version()
     if name in _EXPORTS:
         module = importlib.import_module(_EXPORTS[name])
-        # Bind every export of that module, so later lookups skip this function, and
-        # so `check` (the function) wins over the subpackage hpdsl.check, which
-        # importing hpdsl.api has just bound here under the same name.
+        # Bind every export of that module, so later lookups skip this function.
+        # (The check stage is hpdsl.api.check: `hpdsl.check` is the subpackage.)
         for export, home in _EXPORTS.items():
             if home == module.__name__:
                 globals()[export] = getattr(module, export)
