@@ -1,0 +1,29 @@
+"""hpdsl's torch backend: resolve module families against a DeviceMesh, build modules and whole models.
+
+The only part of hpdsl that imports torch. Typical use by an embedding library:
+
+    from hpdsl import load_registry
+    from hpdsl.torch import build_family, build_model
+
+    registry = load_registry("registry.json")
+    attention = build_family("attention", config=cfg, mesh=mesh, registry=registry,
+                             module_fqn="layers.3.mixer", layer_index=3)
+    model = build_model("qwen3_next_80b_a3b", mesh, registry=registry, device="meta")
+"""
+
+from hpdsl.torch.build import (
+    FamilyBoundary, FamilyBuildInfo, build_family, collect_family_modules, construct_family,
+    family_request, get_family_build_info, standard_registry, validate_family_context,
+)
+from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.explain import explain_module
+from hpdsl.torch.mesh import AxisSizes, JobMesh, axis_sizes_from_context, axis_sizes_from_mesh, job_context
+from hpdsl.torch.model import DEFAULT_FAMILIES, build_model, materialize
+from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, resolve_family
+
+__all__ = ["DEFAULT_FAMILIES", "DEFAULT_PREFIXES", "AxisSizes", "FamilyBoundary", "FamilyBuildInfo",
+           "FamilyRequest", "JobMesh", "ModuleConfig", "ResolvedFamily", "axis_sizes_from_context",
+           "axis_sizes_from_mesh", "build_family", "build_model", "collect_family_modules",
+           "construct_family", "explain_module", "family_request", "get_family_build_info",
+           "job_context", "materialize", "resolve_family", "standard_registry",
+           "validate_family_context"]

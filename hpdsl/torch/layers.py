@@ -1,0 +1,145 @@
+"""The containers a built model is made of: layers, towers, causal and encoder-decoder language models.
+
+They hold the family-built modules in fixed slots (`mixer`, `cross_attention`,
+`ffn`, their norms) and say nothing about which implementation fills a slot;
+model.py decides that through the families.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm residual layer: mixer (attention or linear attention), optional cross-attention, ffn."""
+
+    def __init__(self, *, mixer_norm: nn.Module, mixer: nn.Module, ffn_norm: nn.Module | None = None,
+                 ffn: nn.Module | None = None, cross_norm: nn.Module | None = None,
+                 cross_attention: nn.Module | None = None) -> None:
+        super().__init__()
+        self.mixer_norm, self.mixer = mixer_norm, mixer
+        self.cross_norm, self.cross_attention = cross_norm, cross_attention
+        self.ffn_norm, self.ffn = ffn_norm, ffn
+
+    def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
+                memory: Tensor | None = None) -> Tensor:
+        """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
+        x = x + self.mixer(self.mixer_norm(x), positions=positions, bias=bias)
+        if self.cross_attention is not None and self.cross_norm is not None:
+            x = x + self.cross_attention(self.cross_norm(x), positions=positions, memory=memory)
+        if self.ffn is not None and self.ffn_norm is not None:
+            x = x + self.ffn(self.ffn_norm(x))
+        return x
+
+
+class RelativePositionBias(nn.Module):
+    """T5's bucketed relative position bias: one learnt scalar per bucket and head."""
+
+    def __init__(self, buckets: int, heads: int, *, bidirectional: bool, max_distance: int = 128) -> None:
+        super().__init__()
+        self.buckets, self.bidirectional, self.max_distance = buckets, bidirectional, max_distance
+        self.embedding = nn.Embedding(buckets, heads)
+
+    def forward(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """Return the additive bias [1, heads, q, k]."""
+        relative = k_positions[None, :] - q_positions[:, None]
+        return self.embedding(self._bucket(relative)).permute(2, 0, 1).unsqueeze(0)
+
+    def _bucket(self, relative: Tensor) -> Tensor:
+        buckets, result = self.buckets, torch.zeros_like(relative)
+        if self.bidirectional:
+            buckets //= 2
+            result = result + (relative > 0).long() * buckets
+            distance = relative.abs()
+        else:
+            distance = -torch.clamp(relative, max=0)
+        exact = buckets // 2
+        scaled = torch.log(distance.float().clamp(min=1) / exact) / math.log(self.max_distance / exact)
+        far = torch.clamp(exact + (scaled * (buckets - exact)).long(), max=buckets - 1)
+        return result + torch.where(distance < exact, distance, far)
+
+
+class Tower(nn.Module):
+    """A stack of layers with its final norm and, for T5-style models, its position bias."""
+
+    def __init__(self, layers: list[nn.Module], norm: nn.Module,
+                 position_bias: RelativePositionBias | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.norm = norm
+        self.position_bias = position_bias
+
+    def forward(self, x: Tensor, *, positions: Tensor, memory: Tensor | None = None) -> Tensor:
+        """Run every layer on `x` and return the normalised output."""
+        bias = None if self.position_bias is None else self.position_bias(positions, positions)
+        for layer in self.layers:
+            x = layer(x, positions=positions, bias=bias, memory=memory)
+        return self.norm(x)
+
+
+class MTPLayer(nn.Module):
+    """A multi-token-prediction layer: embedding and hidden norms, their 2h→h projection, a layer, a norm."""
+
+    def __init__(self, *, embed_norm: nn.Module, hidden_norm: nn.Module, hidden: int, layer: nn.Module,
+                 norm: nn.Module) -> None:
+        super().__init__()
+        self.enorm, self.hnorm = embed_norm, hidden_norm
+        self.eh_proj = nn.Linear(2 * hidden, hidden, bias=False)
+        self.layer, self.norm = layer, norm
+
+    def forward(self, hidden: Tensor, embedded: Tensor, *, positions: Tensor) -> Tensor:
+        """Return the hidden state predicting one token further from `hidden` and the next embeddings."""
+        x = self.eh_proj(torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1))
+        return self.norm(self.layer(x, positions=positions))
+
+
+class CausalLM(nn.Module):
+    """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
+
+    def __init__(self, *, embed: nn.Embedding, layers: list[nn.Module], norm: nn.Module,
+                 head: nn.Linear | None, position_bias: RelativePositionBias | None = None,
+                 mtp: list[nn.Module] | None = None, cp_rank: int = 0) -> None:
+        super().__init__()
+        self.embed = embed
+        self.layers = nn.ModuleList(layers)
+        self.norm = norm
+        self.head = head
+        self.position_bias = position_bias
+        self.mtp = nn.ModuleList(mtp) if mtp else None
+        self.cp_rank = cp_rank
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """Return the logits [b, s, vocab] of `input_ids` [b, s] (this rank's sequence chunk under cp)."""
+        seq = input_ids.shape[1]
+        positions = self.cp_rank * seq + torch.arange(seq, device=input_ids.device)
+        x = self.embed(input_ids)
+        bias = None if self.position_bias is None else self.position_bias(positions, positions)
+        for layer in self.layers:
+            x = layer(x, positions=positions, bias=bias)
+        return _logits(self.norm(x), self.head, self.embed)
+
+
+class Seq2SeqLM(nn.Module):
+    """Encoder-decoder language model sharing one embedding between the towers."""
+
+    def __init__(self, *, embed: nn.Embedding, encoder: Tower, decoder: Tower, head: nn.Linear | None) -> None:
+        super().__init__()
+        self.embed, self.encoder, self.decoder, self.head = embed, encoder, decoder, head
+
+    def forward(self, input_ids: Tensor, decoder_input_ids: Tensor) -> Tensor:
+        """Return the decoder's logits [b, t, vocab]."""
+        source = torch.arange(input_ids.shape[1], device=input_ids.device)
+        target = torch.arange(decoder_input_ids.shape[1], device=input_ids.device)
+        memory = self.encoder(self.embed(input_ids), positions=source)
+        out = self.decoder(self.embed(decoder_input_ids), positions=target, memory=memory)
+        return _logits(out, self.head, self.embed)
+
+
+def _logits(x: Tensor, head: nn.Linear | None, embed: nn.Embedding) -> Tensor:
+    return head(x) if head is not None else x @ embed.weight.t()
+
+
+__all__ = ["CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower"]

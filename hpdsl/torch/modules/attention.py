@@ -1,0 +1,130 @@
+"""Reference attention for the `attention` family: grouped-query attention and its context-parallel form.
+
+`Attention` projects queries, keys and values (grouped-query: fewer key/value
+heads than query heads), optionally normalises queries and keys per head
+(QK-norm) and gates the output (the query projection is twice as wide and its
+second half, through a sigmoid, scales the attention output), then runs SDPA
+or the eager reference. `RingAttention` is the cp > 1 variant: every cp rank
+holds one contiguous chunk of the sequence, computes its own keys and values,
+and all-gathers them over the cp axis, so each query sees the whole prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hpdsl.errors import BuildError
+from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.mesh import JobMesh
+from hpdsl.torch.modules.collectives import gather_along
+from hpdsl.torch.modules.common import attend, causal_mask, context_size, make_norm, rotate
+
+BACKENDS = ("sdpa", "eager")
+
+
+class Attention(nn.Module):
+    """Grouped-query attention over the whole local sequence (the `local` variant)."""
+
+    def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
+                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+        super().__init__()
+        if config.kv_heads < 1 or config.heads % config.kv_heads:
+            raise ValueError(f"{config.heads} query heads cannot be grouped over {config.kv_heads} kv heads")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, found {backend!r}")
+        self.config, self.layer_index, self.backend = config, layer_index, backend
+        h, d = config.hidden, config.head_dim
+        gate = 2 if config.output_gate else 1
+        self.q_proj = nn.Linear(h, gate * config.heads * d, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.heads * d, h, bias=config.o_bias)
+        self.q_norm = make_norm(config, d) if config.qk_norm else None
+        self.k_norm = make_norm(config, d) if config.qk_norm else None
+
+    def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
+                memory: Tensor | None = None) -> Tensor:
+        """Attend from `x` [b, s, h] to itself, or to `memory` (cross-attention); return [b, s, h]."""
+        batch, seq, _ = x.shape
+        if positions is None:
+            positions = torch.arange(seq, device=x.device)
+        rotary = self.config.rope and memory is None
+        q, gate = self._queries(x, positions if rotary else None)
+        k, v = self._keys_values(x if memory is None else memory, positions if rotary else None)
+        k_positions = positions
+        if memory is None:
+            k, v, k_positions = self.gather_sequence(k, v, positions)
+        mask = self._mask(positions, k_positions, bias, causal=self.config.causal and memory is None)
+        out = attend(q, k, v, mask, backend=self.backend)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
+        return self.o_proj(out.reshape(batch, seq, -1))
+
+    def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Return the keys, values and key positions every query of this rank sees."""
+        return k, v, positions
+
+    def _queries(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        batch, seq, _ = x.shape
+        d = self.config.head_dim
+        q = self.q_proj(x).view(batch, seq, self.config.heads, -1)
+        gate = None
+        if self.config.output_gate:
+            # Per head: the query, then its gate (the Qwen3-Next layout).
+            q, gate = q.split(d, dim=-1)
+            gate = gate.reshape(batch, seq, self.config.heads, d)
+        if self.q_norm is not None:
+            q = self.q_norm(q)
+        if positions is not None:
+            q = rotate(q, positions, self.config.rope_theta)
+        return q, gate
+
+    def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
+        batch, seq, _ = x.shape
+        k = self.k_proj(x).view(batch, seq, self.config.kv_heads, self.config.head_dim)
+        v = self.v_proj(x).view(batch, seq, self.config.kv_heads, self.config.head_dim)
+        if self.k_norm is not None:
+            k = self.k_norm(k)
+        if positions is not None:
+            k = rotate(k, positions, self.config.rope_theta)
+        return k, v
+
+    @staticmethod
+    def _mask(q_positions: Tensor, k_positions: Tensor, bias: Tensor | None, *, causal: bool) -> Tensor | None:
+        allowed = causal_mask(q_positions, k_positions) if causal else None
+        if bias is None:
+            return allowed
+        if allowed is None:
+            return bias
+        return bias.masked_fill(~allowed, float("-inf"))
+
+
+class RingAttention(Attention):
+    """Context-parallel attention (the `ring` variant): keys and values all-gathered over the cp axis."""
+
+    def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
+                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+        super().__init__(config, layer_index=layer_index, backend=backend, context=context,
+                         module_fqn=module_fqn)
+        mesh: JobMesh | None = (context or {}).get("mesh")
+        self.cp = context_size(context, "cp")
+        if self.cp > 1 and (mesh is None or mesh.axis_mesh("cp") is None):
+            raise BuildError(f"{module_fqn or '<root>'}: RingAttention needs the job's mesh with a 'cp' "
+                             f"axis to gather keys and values over {self.cp} ranks")
+        self.job = mesh
+
+    def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Return the keys, values and positions of the whole sequence, gathered over cp."""
+        if self.cp == 1 or self.job is None:
+            return k, v, positions
+        group = self.job.group("cp")
+        assert group is not None
+        return (gather_along(k, group, 1), gather_along(v, group, 1),
+                gather_along(positions, group, 0))
+
+
+__all__ = ["Attention", "BACKENDS", "RingAttention"]

@@ -1,0 +1,162 @@
+"""Reference Gated DeltaNet for the `gated_delta_net` family: a linear-attention layer (the linrec op).
+
+Parameter shapes follow Transformers' Qwen3-Next GatedDeltaNet: one projection
+to queries, keys, values and the output gate z; one to the per-head β and
+decay inputs; a depthwise causal convolution over the projected q, k, v
+stream; per value head a decay rate (A_log) and a time-step bias; a gated
+RMSNorm of one value head's width; the output projection. The delta rule runs
+token by token (`EagerGatedDeltaNet`, the reference) or chunk by chunk
+(`ChunkedGatedDeltaNet`: a WY form inside each chunk, the state carried across
+chunks); both compute in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.modules.common import RMSNorm, refuse_axis
+
+
+class GatedRMSNorm(RMSNorm):
+    """RMSNorm whose output is multiplied by silu(gate)."""
+
+    def forward(self, x: Tensor, gate: Tensor | None = None) -> Tensor:  # type: ignore[override]
+        """Normalise `x`, scale it, and gate it with silu(`gate`)."""
+        out = super().forward(x)
+        return out if gate is None else out * F.silu(gate.float()).to(out.dtype)
+
+
+class GatedDeltaNet(nn.Module):
+    """Gated DeltaNet linear attention; the delta rule is chunked unless a subclass says otherwise."""
+
+    kernel = "chunked"
+
+    def __init__(self, config: ModuleConfig, *, layer_index: int = 0, chunk_size: int = 64,
+                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+        super().__init__()
+        refuse_axis(context, "cp", type(self).__name__, module_fqn)
+        n_k, d_k = config.lin_key_heads, config.lin_key_head_dim
+        n_v, d_v = config.lin_value_heads, config.lin_value_head_dim
+        if min(n_k, d_k, n_v, d_v, config.lin_conv) < 1:
+            raise ValueError("a Gated DeltaNet needs positive linear dims (key/value heads and dims, conv)")
+        if n_v % n_k:
+            raise ValueError(f"{n_v} value heads cannot share {n_k} key heads evenly")
+        self.config, self.layer_index, self.chunk_size = config, layer_index, chunk_size
+        key_dim, value_dim = n_k * d_k, n_v * d_v
+        self.conv_dim = 2 * key_dim + value_dim
+        h = config.hidden
+        self.in_proj_qkvz = nn.Linear(h, 2 * key_dim + 2 * value_dim, bias=False)
+        self.in_proj_ba = nn.Linear(h, 2 * n_v, bias=False)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, config.lin_conv, groups=self.conv_dim,
+                                padding=config.lin_conv - 1, bias=False)
+        self.dt_bias = nn.Parameter(torch.empty(n_v))
+        self.A_log = nn.Parameter(torch.empty(n_v))
+        self.norm = GatedRMSNorm(d_v, config.norm_eps)
+        self.out_proj = nn.Linear(value_dim, h, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Initialise the time-step bias to ones and the decay rates uniformly in [1, 16]."""
+        nn.init.ones_(self.dt_bias)
+        with torch.no_grad():
+            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
+
+    def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
+                memory: Tensor | None = None) -> Tensor:
+        """Mix `x` [b, s, h] causally with the gated delta rule; return [b, s, h]."""
+        c = self.config
+        batch, seq, _ = x.shape
+        key_dim, value_dim = c.lin_key_heads * c.lin_key_head_dim, c.lin_value_heads * c.lin_value_head_dim
+        qkv, z = self.in_proj_qkvz(x).split([2 * key_dim + value_dim, value_dim], dim=-1)
+        b, a = self.in_proj_ba(x).split(c.lin_value_heads, dim=-1)
+        qkv = F.silu(self.conv1d(qkv.transpose(1, 2))[..., :seq]).transpose(1, 2)
+        q, k, v = qkv.split([key_dim, key_dim, value_dim], dim=-1)
+        q = q.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
+        k = k.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
+        v = v.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim)
+        beta = torch.sigmoid(b.float())
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())
+        repeat = c.lin_value_heads // c.lin_key_heads
+        if repeat > 1:
+            q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
+        q, k = F.normalize(q.float(), dim=-1, eps=1e-6), F.normalize(k.float(), dim=-1, eps=1e-6)
+        out = self.delta_rule(q, k, v.float(), g, beta).to(x.dtype)
+        out = self.norm(out, z.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim))
+        return self.out_proj(out.reshape(batch, seq, value_dim))
+
+    def delta_rule(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
+        """Return the gated delta rule's output [b, s, h, d_v] for q, k [b, s, h, d_k], g, beta [b, s, h]."""
+        if self.kernel == "eager":
+            return recurrent_delta_rule(q, k, v, g, beta)
+        return chunked_delta_rule(q, k, v, g, beta, self.chunk_size)
+
+
+class ChunkedGatedDeltaNet(GatedDeltaNet):
+    """Gated DeltaNet with the chunked delta rule (the `chunked` variant)."""
+
+    kernel = "chunked"
+
+
+class EagerGatedDeltaNet(GatedDeltaNet):
+    """Gated DeltaNet with the token-by-token recurrence (the `eager` variant, the reference)."""
+
+    kernel = "eager"
+
+
+def recurrent_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
+    """Return the gated delta rule computed token by token (the definition)."""
+    batch, seq, heads, d_k = k.shape
+    q = q * d_k ** -0.5
+    state = q.new_zeros(batch, heads, d_k, v.shape[-1])
+    outputs = []
+    for t in range(seq):
+        state = state * g[:, t].exp()[..., None, None]
+        remembered = (state * k[:, t, :, :, None]).sum(-2)
+        delta = (v[:, t] - remembered) * beta[:, t, :, None]
+        state = state + k[:, t, :, :, None] * delta[:, :, None, :]
+        outputs.append((state * q[:, t, :, :, None]).sum(-2))
+    return torch.stack(outputs, dim=1)
+
+
+def chunked_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, chunk: int) -> Tensor:
+    """Return the gated delta rule computed chunk by chunk; equal to the recurrence up to rounding."""
+    batch, seq, heads, d_k = k.shape
+    pad = (-seq) % chunk
+    # [b, s, h, d] -> [b, h, n, c, d]; padded steps have k = 0 and g = 0: they change nothing.
+    q, k, v = (_chunks(F.pad(t.transpose(1, 2), (0, 0, 0, pad)), chunk) for t in (q * d_k ** -0.5, k, v))
+    g, beta = (F.pad(t.transpose(1, 2), (0, pad)).unflatten(-1, (-1, chunk)) for t in (g, beta))
+    k_beta, v_beta = k * beta[..., None], v * beta[..., None]
+    g = g.cumsum(-1)
+    decay = (g[..., :, None] - g[..., None, :]).tril().exp().tril()
+    eye = torch.eye(chunk, dtype=q.dtype, device=q.device)
+    lower = ((k_beta @ k.transpose(-1, -2)) * decay).tril(-1)
+    # (I + L)^-1: the WY form of the chunk's sequence of rank-one updates.
+    inverse = torch.linalg.solve_triangular(eye + lower, eye.expand_as(lower), upper=False,
+                                            unitriangular=True)
+    values = inverse @ v_beta
+    key_decay = inverse @ (k_beta * g.exp()[..., None])
+    state = q.new_zeros(batch, heads, d_k, v.shape[-1])
+    outputs = []
+    for i in range(q.shape[2]):
+        q_i, k_i, g_i = q[:, :, i], k[:, :, i], g[:, :, i]
+        fresh = values[:, :, i] - key_decay[:, :, i] @ state
+        scores = (q_i @ k_i.transpose(-1, -2)) * decay[:, :, i]
+        outputs.append((q_i * g_i[..., None].exp()) @ state + scores @ fresh)
+        last = g_i[..., -1:]
+        state = state * last[..., None].exp() + (k_i * (last - g_i).exp()[..., None]).transpose(-1, -2) @ fresh
+    out = torch.stack(outputs, dim=2).flatten(2, 3)[:, :, :seq]
+    return out.transpose(1, 2)
+
+
+def _chunks(x: Tensor, chunk: int) -> Tensor:
+    return x.unflatten(2, (-1, chunk))
+
+
+__all__ = ["ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "GatedDeltaNet", "GatedRMSNorm",
+           "chunked_delta_rule", "recurrent_delta_rule"]

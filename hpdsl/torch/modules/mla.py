@@ -1,0 +1,78 @@
+"""Reference multi-head latent attention (MLA), with the parameter shapes of Transformers' DeepseekV3Attention.
+
+Queries go through a low-rank latent (q_a_proj, its RMSNorm, q_b_proj) unless
+q_lora_rank is 0 (one q_proj); keys and values share one compressed latent plus
+a rotary key part shared by all heads (kv_a_proj_with_mqa, its RMSNorm,
+kv_b_proj). Each query/key head is a no-position part and a rotary part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.modules.attention import BACKENDS
+from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, refuse_axis, rotate
+
+
+class MLAttention(nn.Module):
+    """Multi-head latent attention over the whole local sequence."""
+
+    def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
+                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+        super().__init__()
+        refuse_axis(context, "cp", "MLAttention", module_fqn)
+        if config.kv_lora_rank < 1:
+            raise ValueError("multi-head latent attention needs a positive kv_lora_rank")
+        if config.qk_norm:
+            raise ValueError("multi-head latent attention normalises its latents; it has no per-head QK norm")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, found {backend!r}")
+        if config.kv_heads < 1 or config.heads % config.kv_heads:
+            raise ValueError(f"{config.heads} query heads cannot be grouped over {config.kv_heads} kv heads")
+        self.config, self.layer_index, self.backend = config, layer_index, backend
+        h, a, rank = config.hidden, config.heads, config.q_lora_rank
+        self.nope = config.nope_dim or config.head_dim
+        if rank:
+            self.q_a_proj = nn.Linear(h, rank, bias=False)
+            self.q_a_layernorm = RMSNorm(rank, config.norm_eps)
+            self.q_b_proj = nn.Linear(rank, a * config.q_head_dim, bias=False)
+        else:
+            self.q_proj = nn.Linear(h, a * config.q_head_dim, bias=False)
+        latent = config.kv_lora_rank
+        self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=False)
+        self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
+        self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
+        self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
+
+    def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
+                memory: Tensor | None = None) -> Tensor:
+        """Attend causally within `x` [b, s, h]; return [b, s, h]."""
+        c = self.config
+        batch, seq, _ = x.shape
+        if positions is None:
+            positions = torch.arange(seq, device=x.device)
+        if c.q_lora_rank:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        else:
+            q = self.q_proj(x)
+        q_nope, q_rope = q.view(batch, seq, c.heads, -1).split([self.nope, c.rope_dim], dim=-1)
+        latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, c.kv_heads, -1)
+        k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
+        k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(batch, seq, c.kv_heads, c.rope_dim)
+        if c.rope_dim:
+            q_rope = rotate(q_rope, positions, c.rope_theta)
+            k_rope = rotate(k_rope, positions, c.rope_theta)
+        q = torch.cat([q_nope, q_rope], dim=-1)
+        k = torch.cat([k_nope, k_rope], dim=-1)
+        mask = causal_mask(positions, positions) if c.causal else None
+        out = attend(q, k, v, mask, backend=self.backend, scale=c.q_head_dim ** -0.5)
+        return self.o_proj(out.reshape(batch, seq, -1))
+
+
+__all__ = ["MLAttention"]

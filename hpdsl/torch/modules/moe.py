@@ -1,0 +1,258 @@
+"""Reference mixture-of-experts: the router/shared-expert container and the `grouped_experts` family.
+
+`GroupedExperts` packs every expert's weights in grouped tensors
+(gate_up_proj [E, h, 2w] or up_proj [E, h, w] when ungated, down_proj [E, w, h]);
+it is built from a config or, as a replacement, from an existing experts module
+(its own layout is aliased; Transformers' [E, 2w, h] / [E, h, w] is transposed).
+`ExpertParallelExperts` holds E/ep experts per rank and exchanges tokens with
+all-to-all over the ep axis; `MXFP8GroupedExperts` runs the expert GEMMs on
+MXFP8-rounded operands (a numerical reference of the kernel, not a fast path).
+Routing weights are applied after the second GEMM, outside the expert math.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hpdsl.errors import BuildError
+from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.mesh import JobMesh
+from hpdsl.torch.modules.collectives import all_to_all, exchange_counts
+from hpdsl.torch.modules.common import activation, context_size
+
+
+class MoE(nn.Module):
+    """Router, routed experts, optional shared experts behind an optional sigmoid gate."""
+
+    def __init__(self, config: ModuleConfig, experts: nn.Module, shared: Sequence[nn.Module] = ()) -> None:
+        super().__init__()
+        self.top_k = config.top_k
+        self.router = nn.Linear(config.hidden, config.experts, bias=config.router_bias)
+        self.experts = experts
+        self.shared_experts = nn.ModuleList(shared) if shared else None
+        gate = bool(shared) and config.shared_gate
+        self.shared_expert_gate = nn.Linear(config.hidden, 1, bias=False) if gate else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""
+        flat = x.reshape(-1, x.shape[-1])
+        probs = self.router(flat).float().softmax(-1)
+        weights, indices = probs.topk(self.top_k, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = self.experts(flat, indices, weights.to(flat.dtype))
+        if self.shared_experts is not None:
+            shared = sum(expert(flat) for expert in self.shared_experts)
+            if self.shared_expert_gate is not None:
+                shared = torch.sigmoid(self.shared_expert_gate(flat)) * shared
+            out = out + shared
+        return out.reshape(x.shape)
+
+
+class GroupedExperts(nn.Module):
+    """All routed experts of a layer in grouped tensors (the `local` variant)."""
+
+    def __init__(self, config: ModuleConfig | None = None, *, module: nn.Module | None = None,
+                 module_fqn: str = "", context: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.where = f"{module_fqn or '<root>'}: {type(self).__name__}"
+        self.act = activation(config.activation if config is not None else "silu")
+        self.first, self.local = 0, 0
+        self.setup_parallel(context)
+        if module is not None:
+            self._adopt(module)
+            return
+        if config is None:
+            raise BuildError(f"{self.where} needs a config or a source module")
+        self._allocate(config)
+
+    # --- construction ----------------------------------------------------
+
+    def setup_parallel(self, context: Mapping[str, Any] | None) -> None:
+        """Read what the variant needs from the build context (nothing: every expert is local)."""
+
+    def experts_here(self, experts: int) -> tuple[int, int]:
+        """Return (first expert, number of experts) this rank holds: all of them."""
+        return 0, experts
+
+    def _allocate(self, config: ModuleConfig) -> None:
+        self.num_experts, self.hidden, self.width = config.experts, config.hidden, config.ffn_width
+        self.gated = config.gated
+        self.first, self.local = self.experts_here(config.experts)
+        e, h, w = self.local, self.hidden, self.width
+        up = 2 * w if self.gated else w
+        self.gate_up_proj = nn.Parameter(torch.empty(e, h, up)) if self.gated else None
+        self.up_proj = None if self.gated else nn.Parameter(torch.empty(e, h, up))
+        self.down_proj = nn.Parameter(torch.empty(e, w, h))
+        bias = config.mlp_bias
+        self.up_bias = nn.Parameter(torch.empty(e, up)) if bias else None
+        self.down_bias = nn.Parameter(torch.empty(e, h)) if bias else None
+        self.reset_parameters()
+
+    def _adopt(self, module: nn.Module) -> None:
+        """Take the weights of an existing experts module (replacement), aliasing or transposing them."""
+        weights = {name: getattr(module, name, None) for name in ("gate_up_proj", "down_proj")}
+        for name, value in weights.items():
+            if not isinstance(value, nn.Parameter):
+                found = "none" if value is None else type(value).__name__
+                raise BuildError(f"{self.where}: the source module's '{name}' must be a Parameter, found {found}")
+            if value.dim() != 3:
+                raise BuildError(f"{self.where}: the source '{name}' must be 3-D [experts, ...], "
+                                 f"found shape {tuple(value.shape)}")
+        if any(getattr(module, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias")):
+            raise BuildError(f"{self.where}: source experts with biases are not supported")
+        gate_up, down = weights["gate_up_proj"], weights["down_proj"]
+        ours = gate_up.shape[1] == down.shape[2] and gate_up.shape[2] == 2 * down.shape[1]
+        theirs = gate_up.shape[1] == 2 * down.shape[2] and gate_up.shape[2] == down.shape[1]
+        if gate_up.shape[0] != down.shape[0] or not (ours or theirs):
+            raise BuildError(f"{self.where}: incompatible source shapes gate_up_proj {tuple(gate_up.shape)} "
+                             f"and down_proj {tuple(down.shape)}")
+        if theirs:  # Transformers keeps [E, 2w, h] and [E, h, w]
+            gate_up, down = (_transposed(p) for p in (gate_up, down))
+        self.num_experts, self.hidden, self.width = gate_up.shape[0], gate_up.shape[1], down.shape[1]
+        self.gated, self.up_proj, self.up_bias, self.down_bias = True, None, None, None
+        self.first, self.local = self.experts_here(self.num_experts)
+        if (self.first, self.local) != (0, self.num_experts):
+            gate_up, down = (_slice(p, self.first, self.local) for p in (gate_up, down))
+        self.gate_up_proj, self.down_proj = gate_up, down
+        self.train(module.training)
+
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """Draw the expert weights from N(0, std²) and zero the biases."""
+        for weight in (self.gate_up_proj, self.up_proj, self.down_proj):
+            if weight is not None:
+                nn.init.normal_(weight, std=std)
+        for bias in (self.up_bias, self.down_bias):
+            if bias is not None:
+                nn.init.zeros_(bias)
+
+    # --- compute ---------------------------------------------------------
+
+    def forward(self, x: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
+        """Return Σ_k weight·expert(x) per token for x [t, h], top-k indices and weights [t, k]."""
+        flat = indices.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        token = order // indices.shape[1]
+        counts = torch.bincount(flat, minlength=self.num_experts)
+        out = self.expert_compute(x[token], counts.tolist())
+        return self._combine(x, out, weights, order, token)
+
+    def expert_compute(self, rows: Tensor, counts: Sequence[int]) -> Tensor:
+        """Run local expert i on the i-th block of `rows` (blocks of `counts` rows, in expert order)."""
+        outputs = [self.expert(i, block) for i, block in enumerate(rows.split(list(counts)))]
+        return torch.cat(outputs) if outputs else rows.new_zeros(0, self.hidden)
+
+    def expert(self, index: int, x: Tensor) -> Tensor:
+        """Return local expert `index`'s MLP output for rows `x`."""
+        up_weight = self.gate_up_proj if self.gated else self.up_proj
+        assert up_weight is not None
+        hidden = self.matmul(x, up_weight[index])
+        if self.up_bias is not None:
+            hidden = hidden + self.up_bias[index]
+        if self.gated:
+            gate, up = hidden.chunk(2, dim=-1)
+            hidden = self.act(gate) * up
+        else:
+            hidden = self.act(hidden)
+        out = self.matmul(hidden, self.down_proj[index])
+        return out if self.down_bias is None else out + self.down_bias[index]
+
+    def matmul(self, x: Tensor, weight: Tensor) -> Tensor:
+        """Return x @ weight (the GEMM a low-precision variant replaces)."""
+        return x @ weight
+
+    @staticmethod
+    def _combine(x: Tensor, out: Tensor, weights: Tensor, order: Tensor, token: Tensor) -> Tensor:
+        scaled = out * weights.reshape(-1)[order, None]
+        return torch.zeros_like(x).index_add(0, token, scaled.to(x.dtype))
+
+
+class ExpertParallelExperts(GroupedExperts):
+    """E/ep experts per rank; tokens travel to their experts and back by all-to-all (the `ep` variant)."""
+
+    def setup_parallel(self, context: Mapping[str, Any] | None) -> None:
+        """Read the ep size and this rank's place on the ep axis from the build context."""
+        self.ep = context_size(context, "ep")
+        self.job: JobMesh | None = (context or {}).get("mesh")
+        if self.ep > 1 and (self.job is None or self.job.axis_mesh("ep") is None):
+            raise BuildError(f"{self.where} needs the job's mesh with an 'ep' axis to split experts over "
+                             f"{self.ep} ranks")
+        self.ep_rank = self.job.local_rank("ep") if self.job is not None and self.ep > 1 else 0
+
+    def experts_here(self, experts: int) -> tuple[int, int]:
+        """Return (first expert, number of experts) of this rank's contiguous share."""
+        if experts % self.ep:
+            raise BuildError(f"{self.where}: {experts} experts cannot be split evenly over ep={self.ep}")
+        local = experts // self.ep
+        return self.ep_rank * local, local
+
+    def forward(self, x: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
+        """Dispatch tokens to the ranks holding their experts, compute, and bring the results back."""
+        if self.ep == 1:
+            return super().forward(x, indices, weights)
+        group = self.job.group("ep") if self.job is not None else None
+        assert group is not None
+        flat = indices.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        token = order // indices.shape[1]
+        counts = torch.bincount(flat, minlength=self.num_experts)
+        # received[r, j]: rows rank r sends for this rank's local expert j.
+        received = exchange_counts(counts, group).view(self.ep, self.local)
+        send = counts.view(self.ep, self.local).sum(1).tolist()
+        receive = received.sum(1).tolist()
+        rows = all_to_all(x[token], send, receive, group)
+        local_expert = torch.arange(self.local, device=x.device).repeat(self.ep)
+        regroup = torch.argsort(torch.repeat_interleave(local_expert, received.reshape(-1)), stable=True)
+        computed = self.expert_compute(rows[regroup], received.sum(0).tolist())
+        back = all_to_all(computed[torch.argsort(regroup)], receive, send, group)
+        return self._combine(x, back, weights, order, token)
+
+
+class MXFP8GroupedExperts(ExpertParallelExperts):
+    """Experts whose GEMM operands are rounded to MXFP8 (e4m3, one power-of-two scale per 32 values)."""
+
+    block = 32
+
+    def __init__(self, config: ModuleConfig | None = None, *, module: nn.Module | None = None,
+                 module_fqn: str = "", context: Mapping[str, Any] | None = None) -> None:
+        where = f"{module_fqn or '<root>'}: {type(self).__name__}"
+        active = [a for a in ("tp", "cp", "pp") if context_size(context, a) > 1]
+        if active:
+            raise BuildError(f"{where} requires TP=CP=PP=1; active {', '.join(active)}")
+        if context_size(context, "ep") not in (1, 2):
+            raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={context_size(context, 'ep')}")
+        if config is not None and (not config.gated or config.activation != "silu" or config.mlp_bias):
+            raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu)")
+        super().__init__(config, module=module, module_fqn=module_fqn, context=context)
+        if self.hidden % self.block or self.width % self.block:
+            raise BuildError(f"{where} needs hidden ({self.hidden}) and expert width ({self.width}) "
+                             f"divisible by {self.block}")
+
+    def matmul(self, x: Tensor, weight: Tensor) -> Tensor:
+        """Return x @ weight on MXFP8-rounded operands (gradients pass straight through)."""
+        return mxfp8_round(x, -1, self.block) @ mxfp8_round(weight, 0, self.block)
+
+
+def mxfp8_round(x: Tensor, dim: int, block: int = 32) -> Tensor:
+    """Return `x` rounded to MXFP8 along `dim`: e4m3 values, one power-of-two scale per block."""
+    moved = x.movedim(dim, -1)
+    blocks = moved.reshape(*moved.shape[:-1], moved.shape[-1] // block, block).float()
+    amax = blocks.abs().amax(-1, keepdim=True).clamp_min(2.0 ** -126)
+    scale = torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+    rounded = (blocks / scale).to(torch.float8_e4m3fn).float() * scale
+    rounded = rounded.reshape(moved.shape).movedim(-1, dim).to(x.dtype)
+    return x + (rounded - x).detach()
+
+
+def _transposed(weight: nn.Parameter) -> nn.Parameter:
+    return nn.Parameter(weight.detach().transpose(1, 2).contiguous(), requires_grad=weight.requires_grad)
+
+
+def _slice(weight: nn.Parameter, first: int, count: int) -> nn.Parameter:
+    return nn.Parameter(weight.detach()[first:first + count].clone(), requires_grad=weight.requires_grad)
+
+
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "mxfp8_round"]

@@ -1,0 +1,42 @@
+"""Torch-backend test configuration: skip the folder without torch, keep each test to one thread.
+
+This folder is named `torch`; without a real torch installed, `import torch`
+could find it as a namespace package, so the check is for `torch.nn`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+try:
+    import torch
+    import torch.nn  # noqa: F401
+except ImportError:
+    collect_ignore_glob = ["test_*.py"]
+else:
+    # The suite runs on two shared cores: one intra-op thread avoids oversubscription.
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def stdlib_registry():
+    """Return the registry of the shipped profiles and families."""
+    from hpdsl.torch import standard_registry
+
+    return standard_registry()
+
+
+@pytest.fixture(scope="session")
+def small_registry():
+    """Return the registry of the small test specs (with the standard library)."""
+    from torch_support import small_registry as build
+
+    return build()
+
+
+@pytest.fixture(scope="session")
+def examples_registry():
+    """Return the registry of examples/*.hpf (with the standard library)."""
+    from torch_support import examples_registry as build
+
+    return build()

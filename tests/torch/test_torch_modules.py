@@ -1,0 +1,194 @@
+"""Reference modules: kernels agree with their definitions; shapes match Transformers' modules."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import torch
+
+from hpdsl.errors import BuildError
+from hpdsl.torch import ModuleConfig
+from hpdsl.torch.modules import (
+    Attention, ChunkedGatedDeltaNet, EagerGatedDeltaNet, GroupedExperts, MLAttention, MoE, MXFP8GroupedExperts,
+    RMSNorm,
+)
+from hpdsl.torch.modules.deltanet import chunked_delta_rule, recurrent_delta_rule
+from hpdsl.torch.modules.moe import mxfp8_round
+
+GDN = ModuleConfig(hidden=64, lin_key_heads=2, lin_key_head_dim=16, lin_value_heads=4,
+                   lin_value_head_dim=16, lin_conv=4, attn_kind="linear")
+ATTN = ModuleConfig(hidden=64, heads=4, head_dim=16, kv_heads=2, qk_norm=True, output_gate=True)
+
+
+def _shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(p.shape) for name, p in module.named_parameters()}
+
+
+def test_chunked_delta_rule_equals_the_recurrence_with_gradients() -> None:
+    torch.manual_seed(0)
+    b, s, h, dk, dv = 2, 37, 3, 8, 6
+    q, k = (torch.nn.functional.normalize(torch.randn(b, s, h, dk), dim=-1) for _ in range(2))
+    v = torch.randn(b, s, h, dv)
+    g = -torch.rand(b, s, h)
+    beta = torch.rand(b, s, h)
+    inputs = [t.clone().requires_grad_() for t in (q, k, v, g, beta)]
+    reference = [t.clone().requires_grad_() for t in (q, k, v, g, beta)]
+    chunked = chunked_delta_rule(*inputs, chunk=16)
+    recurrent = recurrent_delta_rule(*reference)
+    torch.testing.assert_close(chunked, recurrent, rtol=1e-4, atol=1e-5)
+    weights = torch.randn_like(chunked)
+    (chunked * weights).sum().backward()
+    (recurrent * weights).sum().backward()
+    for ours, theirs in zip(inputs, reference):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-3, atol=1e-4)
+
+
+def test_the_two_gated_delta_net_variants_agree() -> None:
+    torch.manual_seed(1)
+    chunked = ChunkedGatedDeltaNet(GDN, chunk_size=8)
+    eager = EagerGatedDeltaNet(GDN)
+    eager.load_state_dict(chunked.state_dict())
+    x = torch.randn(2, 19, 64)
+    torch.testing.assert_close(chunked(x), eager(x), rtol=1e-4, atol=1e-5)
+
+
+def test_gated_delta_net_is_causal() -> None:
+    torch.manual_seed(2)
+    module = ChunkedGatedDeltaNet(GDN, chunk_size=4)
+    x = torch.randn(1, 10, 64)
+    changed = x.clone()
+    changed[:, 6:] = torch.randn(1, 4, 64)
+    torch.testing.assert_close(module(x)[:, :6], module(changed)[:, :6])
+
+
+def test_gated_delta_net_refuses_context_parallel_jobs() -> None:
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: ChunkedGatedDeltaNet has no cp-parallel form"):
+        ChunkedGatedDeltaNet(GDN, context={"cp_size": 2}, module_fqn="layers.0.mixer")
+
+
+def test_attention_backends_agree_and_attention_is_causal() -> None:
+    torch.manual_seed(3)
+    sdpa = Attention(ATTN)
+    eager = Attention(ATTN, backend="eager")
+    eager.load_state_dict(sdpa.state_dict())
+    x = torch.randn(2, 9, 64)
+    torch.testing.assert_close(sdpa(x), eager(x), rtol=1e-4, atol=1e-5)
+    changed = x.clone()
+    changed[:, 5:] = 0
+    torch.testing.assert_close(sdpa(x)[:, :5], sdpa(changed)[:, :5])
+    with pytest.raises(ValueError, match="backend must be one of"):
+        Attention(ATTN, backend="flash")
+    with pytest.raises(ValueError, match="cannot be grouped"):
+        Attention(ModuleConfig(hidden=64, heads=4, head_dim=16, kv_heads=3))
+
+
+def test_grouped_experts_equal_a_per_token_loop() -> None:
+    torch.manual_seed(4)
+    cfg = ModuleConfig(hidden=16, ffn_width=8, experts=4, top_k=2, mlp_bias=True)
+    experts = GroupedExperts(cfg)
+    torch.nn.init.normal_(experts.up_bias)
+    x = torch.randn(7, 16)
+    indices = torch.randint(0, 4, (7, 2))
+    weights = torch.rand(7, 2)
+    expected = torch.stack([sum(weights[t, j] * experts.expert(int(indices[t, j]), x[t:t + 1])[0]
+                                for j in range(2)) for t in range(7)])
+    torch.testing.assert_close(experts(x, indices, weights), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_moe_adds_gated_shared_experts() -> None:
+    torch.manual_seed(5)
+    cfg = ModuleConfig(hidden=16, ffn_width=8, experts=4, top_k=2, shared_experts=1, shared_width=8,
+                       shared_gate=True)
+    from hpdsl.torch.modules import GatedMLP
+
+    moe = MoE(cfg, GroupedExperts(cfg), [GatedMLP(cfg)])
+    x = torch.randn(2, 3, 16)
+    assert moe(x).shape == x.shape
+    assert moe.shared_expert_gate is not None and moe.shared_expert_gate.weight.shape == (1, 16)
+
+
+def test_mxfp8_rounding_is_close_and_passes_gradients_straight_through() -> None:
+    torch.manual_seed(6)
+    x = torch.randn(4, 64, requires_grad=True)
+    rounded = mxfp8_round(x, -1)
+    assert (rounded - x).abs().max() < 0.07 * x.abs().max()
+    rounded.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones_like(x))
+    cfg = ModuleConfig(hidden=64, ffn_width=32, experts=2, top_k=1)
+    exact, low = GroupedExperts(cfg), MXFP8GroupedExperts(cfg)
+    low.load_state_dict(exact.state_dict())
+    tokens, indices, weights = torch.randn(6, 64), torch.randint(0, 2, (6, 1)), torch.ones(6, 1)
+    torch.testing.assert_close(low(tokens, indices, weights), exact(tokens, indices, weights),
+                               rtol=0.1, atol=0.02)
+
+
+def test_mxfp8_experts_refuse_other_parallel_axes() -> None:
+    cfg = ModuleConfig(hidden=64, ffn_width=32, experts=4, top_k=1)
+    with pytest.raises(BuildError, match=r"^m: MXFP8GroupedExperts requires TP=CP=PP=1; active tp, pp"):
+        MXFP8GroupedExperts(cfg, context={"tp_size": 2, "pp_size": 2}, module_fqn="m")
+    with pytest.raises(BuildError, match="supports only EP=1 or EP=2, found ep=4"):
+        MXFP8GroupedExperts(cfg, context={"ep_size": 4})
+
+
+def test_mla_is_causal_and_refuses_qk_norm() -> None:
+    torch.manual_seed(7)
+    cfg = ModuleConfig(hidden=64, heads=4, kv_heads=4, head_dim=16, attn_kind="mla", q_lora_rank=32,
+                       kv_lora_rank=16, rope_dim=8, nope_dim=16)
+    mla = MLAttention(cfg)
+    x = torch.randn(2, 8, 64)
+    changed = x.clone()
+    changed[:, 4:] = 0
+    torch.testing.assert_close(mla(x)[:, :4], mla(changed)[:, :4])
+    without_q_latent = MLAttention(attrs.evolve(cfg, q_lora_rank=0))
+    assert "q_proj.weight" in _shapes(without_q_latent)
+    with pytest.raises(ValueError, match="no per-head QK norm"):
+        MLAttention(attrs.evolve(cfg, qk_norm=True))
+
+
+def test_rmsnorm_normalises_and_may_carry_a_bias() -> None:
+    norm = RMSNorm(8, bias=True)
+    out = norm(torch.full((2, 8), 3.0))
+    torch.testing.assert_close(out, torch.ones(2, 8), rtol=1e-5, atol=1e-5)
+    assert _shapes(norm) == {"weight": (8,), "bias": (8,)}
+
+
+# --------------------------------------------------------------------------
+# Parameter shapes as Transformers builds them
+# --------------------------------------------------------------------------
+
+
+def test_gated_delta_net_shapes_match_qwen3_next() -> None:
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    config = transformers.Qwen3NextConfig(hidden_size=64, linear_num_key_heads=2, linear_key_head_dim=16,
+                                          linear_num_value_heads=4, linear_value_head_dim=16,
+                                          linear_conv_kernel_dim=4)
+    with torch.device("meta"):
+        theirs, ours = Qwen3NextGatedDeltaNet(config, 0), ChunkedGatedDeltaNet(GDN)
+    assert _shapes(ours) == _shapes(theirs)
+
+
+def test_gated_attention_shapes_match_qwen3_next() -> None:
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
+
+    config = transformers.Qwen3NextConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                          head_dim=16)
+    with torch.device("meta"):
+        theirs, ours = Qwen3NextAttention(config, 3), Attention(ATTN)
+    assert _shapes(ours) == _shapes(theirs)
+
+
+def test_mla_shapes_match_deepseek_v3() -> None:
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    config = transformers.DeepseekV3Config(hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+                                           q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8,
+                                           qk_nope_head_dim=16, v_head_dim=16)
+    cfg = ModuleConfig(hidden=64, heads=4, kv_heads=4, head_dim=16, attn_kind="mla", q_lora_rank=32,
+                       kv_lora_rank=16, rope_dim=8, nope_dim=16)
+    with torch.device("meta"):
+        theirs, ours = DeepseekV3Attention(config, 0), MLAttention(cfg)
+    assert _shapes(ours) == _shapes(theirs)
