@@ -1,0 +1,34 @@
+"""Axis sizes into a one-process stand-in job: a DeviceMesh over torch's fake process group.
+
+`hpdsl explain` uses it to build a model "as rank 0 of a tp×cp×ep job" without the
+job: collectives are never run, only resolution and construction (on the meta device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+MESH_AXES = ("tp", "cp", "ep")  # pp is a schedule, not a mesh axis modules see
+
+
+@contextlib.contextmanager
+def fake_job(axis_sizes: Mapping[str, int]) -> Iterator[DeviceMesh | None]:
+    """Yield a mesh with the axes of size > 1 (None when every axis is 1), in a fake process group."""
+    sizes = {axis: int(axis_sizes.get(axis, 1)) for axis in MESH_AXES if axis_sizes.get(axis, 1) > 1}
+    if not sizes:
+        yield None
+        return
+    if dist.is_initialized():
+        raise RuntimeError("a process group is already initialised; explain needs its own")
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=math.prod(sizes.values()))
+    try:
+        yield init_device_mesh("cpu", tuple(sizes.values()), mesh_dim_names=tuple(sizes))
+    finally:
+        dist.destroy_process_group()
