@@ -1,0 +1,90 @@
+"""A bound cost model into pricing columns: one per distinct layer kind, MTP kind, embedding, output.
+
+Every per-layer quantity the estimator computes (bytes, FLOPs, communication) is
+computed once per column and then summed over a pipeline stage with the stage's
+count of each column, so pricing a layer costs one array expression per kind,
+not one per layer. The columns also carry the model facts the strategy checks
+need (heads per kind, expert counts, widths).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import attrs
+
+from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
+
+@attrs.frozen
+class Column:
+    """What one pricing column stands for: a layer kind (body or MTP), the embedding or the output."""
+
+    name: str
+    role: str                       # layer | mtp | embedding | output
+    kind: str | None = None
+    config: LayerConfig | None = None
+    params: LayerParams | None = None
+
+
+@attrs.frozen(eq=False)
+class ModelColumns:
+    """A cost model's columns, the column of every body and MTP layer, and its parameter report."""
+
+    cost_model: CostModel
+    columns: tuple[Column, ...]
+    body: tuple[int, ...]
+    mtp: tuple[int, ...]
+    report: ParamReport
+
+    @property
+    def embedding(self) -> int:
+        """Return the embedding column's index."""
+        return len(self.columns) - 2
+
+    @property
+    def output(self) -> int:
+        """Return the output column's index."""
+        return len(self.columns) - 1
+
+    @property
+    def layer_columns(self) -> tuple[int, ...]:
+        """Return the indices of the body and MTP columns."""
+        return tuple(i for i, c in enumerate(self.columns) if c.role in ("layer", "mtp"))
+
+    @cached_property
+    def configs(self) -> tuple[LayerConfig, ...]:
+        """Return the config of every layer column (body and MTP), in column order."""
+        return tuple(self.columns[i].config for i in self.layer_columns)  # type: ignore[misc]
+
+
+def model_columns(cost_model: CostModel) -> ModelColumns:
+    """Return the pricing columns of a bound model."""
+    kinds = cost_model.layer_kinds()
+    n_mtp = cost_model.model.mtp if len(kinds) > cost_model.model.layers else 0
+    body_kinds, mtp_kinds = kinds[:len(kinds) - n_mtp], kinds[len(kinds) - n_mtp:]
+    columns: list[Column] = []
+    index: dict[tuple[str, str | None], int] = {}
+    for role, sequence in (("layer", body_kinds), ("mtp", mtp_kinds)):
+        for kind in sequence:
+            if (role, kind) not in index:
+                index[role, kind] = len(columns)
+                config = cost_model.kind_config(kind)
+                label = kind or "layer"
+                columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
+                                      config, layer_params(config)))
+    columns += [Column("embedding", "embedding"), Column("output", "output")]
+    return ModelColumns(cost_model, tuple(columns), tuple(index["layer", k] for k in body_kinds),
+                        tuple(index["mtp", k] for k in mtp_kinds), parameters(cost_model))
+
+
+def head_counts(config: LayerConfig) -> dict[str, int]:
+    """Return the head counts a tensor-parallel degree must divide, by what they are."""
+    if config.attn_kind == "linear":
+        return {"linear-attention key heads": config.lin_key_heads,
+                "linear-attention value heads": config.lin_value_heads}
+    kv = config.kv_heads
+    counts = {"attention heads": config.heads}
+    if isinstance(kv, int) or float(kv).is_integer():
+        counts["kv heads"] = int(kv)
+    return counts

@@ -1,0 +1,123 @@
+"""Layer kinds and a grid into communication bytes per mesh axis and their exposed time.
+
+Volumes are bytes one device sends (ring collectives: (n-1)/n of the buffer per
+all-gather or reduce-scatter, twice that per all-reduce; all-to-all: (n-1)/n of
+what it holds). An axis runs at the intra-node bandwidth when the devices of one
+of its groups fit in a node (Megatron's order tp, cp, ep, dp, pp from the
+innermost), else at the scale-out bandwidth. Tensor-parallel, expert all-to-all,
+Ulysses and pipeline transfers sit on the critical path; ring attention hides
+behind the score computation; gradient reduction hides behind the last
+backward when the profile says it is overlapped.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.bind import LayerConfig
+from hpdsl.cost.columns import Column, ModelColumns
+from hpdsl.cost.context import Ctx
+from hpdsl.cost.memory import attention_widths
+
+AXES = ("tp", "cp", "ep", "pp", "dp")
+
+
+@attrs.frozen
+class CommCoeffs:
+    """Elements per token one forward pass of a column moves, per kind of collective."""
+
+    tp: float = 0.0          # all-gathered / reduce-scattered over tp (the op vector's gathers × h)
+    ring: float = 0.0        # keys and values a ring passes to its neighbour, per step
+    a2a: float = 0.0         # q, k, v and the output swapped all-to-all under Ulysses CP
+    linear_a2a: float = 0.0  # linear attention's q, k, v and output (all-to-all under any CP)
+    ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
+
+
+def layer_comm_coeffs(cfg: LayerConfig) -> CommCoeffs:
+    """Return the communication coefficients of one layer priced with `cfg`."""
+    ops = cfg.ops
+    q, k, v = attention_widths(cfg)
+    pairs = ops.get("attBMM", 0) / 2
+    lin = cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
+    return CommCoeffs(
+        tp=ops.get("gather", 0) * cfg.hidden, ring=pairs * (k + v),
+        a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=ops.get("linrec", 0) * 2 * lin,
+        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0)
+
+
+def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
+    """Return any column's coefficients: the embedding and output reduce once per pass."""
+    h = columns.cost_model.model.hidden
+    if column.role in ("embedding", "output"):
+        return CommCoeffs(tp=h)
+    assert column.config is not None
+    layer = layer_comm_coeffs(column.config)
+    return attrs.evolve(layer, tp=layer.tp + h) if column.role == "mtp" else layer
+
+
+@attrs.frozen(eq=False)
+class LayerComm:
+    """One column per micro-batch: bytes per axis and exposed seconds, without and for recompute."""
+
+    tp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    time: np.ndarray
+    rec_tp: np.ndarray
+    rec_cp: np.ndarray
+    rec_ep: np.ndarray
+    rec_time: np.ndarray
+
+
+def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds: np.ndarray
+               ) -> LayerComm:
+    """Return one column's traffic per micro-batch; core_seconds hide the ring's transfers."""
+    zero = np.zeros_like(x.tok)
+    per_token = x.b_c * x.tok / x.t
+    tp = per_token * c.tp * (x.t - 1) if c.tp else zero
+    ring = np.where(x.ring, per_token * c.ring * (x.cp - 1), 0.0) if c.ring else zero
+    a2a = zero
+    if c.a2a or c.linear_a2a:
+        width = np.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
+        a2a = per_token * width * (x.cp - 1) / x.cp
+    # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
+    # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
+    ep = x.b_c * x.tok / x.sp * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero
+    full = x.recompute == 2
+    # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
+    # passes keys and values again plus their gradients.
+    time = 2 * (tp / x.bw_tp + ep / x.bw_ep + a2a / x.bw_cp)
+    rec_tp, rec_ep, rec_a2a = (np.where(full, v, 0.0) for v in (tp, ep, a2a))
+    rec_time = rec_tp / x.bw_tp + rec_ep / x.bw_ep + rec_a2a / x.bw_cp
+    rec_ring = zero
+    if c.ring:
+        rec_ring = np.where(x.recompute >= 1, ring, 0.0)
+        time = time + np.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
+        rec_time = rec_time + np.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
+    return LayerComm(2 * tp, 3 * ring + 2 * a2a, 2 * ep, time, rec_tp, rec_ring + rec_a2a, rec_ep,
+                     rec_time)
+
+
+def pipeline_bytes(x: Ctx, hidden: int) -> np.ndarray:
+    """Return the bytes a rank sends per micro-batch between stages (activations out, gradients back)."""
+    boundary = x.b_c * x.tok * hidden / x.sp
+    return np.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
+
+
+def data_parallel_factors(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return bytes per (dense, expert) parameter the gradient reduction sends: once, per micro-batch.
+
+    No sharding: all-reduce the gradients; os: reduce-scatter them and all-gather
+    the updated parameters; os+grad: reduce-scatter every micro-batch; os+grad+params:
+    also gather the parameters for every micro-batch's forward and backward.
+    """
+    z = x.zero
+    once_g = np.select([z == 0, z == 1], [2.0, 1.0], 0.0) * x.b_g
+    once_p = np.where((z == 1) | (z == 2), 1.0, 0.0) * x.b_p
+    micro_g = np.where(z >= 2, 1.0, 0.0) * x.b_g
+    micro_p = np.where(z == 3, 2.0, 0.0) * x.b_p
+    dense_share = (x.dp * x.cp - 1) / (x.dp * x.cp)
+    expert_share = (x.edp - 1) / x.edp
+    return ((once_g + once_p) * dense_share, (once_g + once_p) * expert_share,
+            (micro_g + micro_p) * dense_share, (micro_g + micro_p) * expert_share)

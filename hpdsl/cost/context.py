@@ -1,0 +1,97 @@
+"""A strategy grid, the profile's run facts and the device table into the float arrays pricing reads.
+
+Everything here is one array per candidate (or a scalar from the run facts), so
+each formula downstream is a plain numpy expression over the whole grid.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.devices import get_device
+from hpdsl.cost.strategy import StrategyGrid
+from hpdsl.ir.nodes import RunFacts
+
+F = np.ndarray
+
+
+@attrs.frozen(eq=False)
+class Ctx:
+    """Strategy arrays (n,) as floats, run-fact scalars and per-axis bandwidths."""
+
+    t: F
+    sp: F
+    cp: F
+    ep: F
+    etp: F
+    dp: F
+    pp: F
+    vpp: F
+    b: F
+    s: F
+    m: F
+    batch: F
+    tok: F            # tokens of one micro-batch per rank before tensor parallelism: s·b/cp
+    loss_t: F         # what the logits are divided by: t with loss_parallel, else 1
+    b_c: F
+    b_sm: F
+    b_p: F
+    flash: np.ndarray
+    recompute: np.ndarray
+    all_layers: np.ndarray
+    recompute_layers: np.ndarray
+    zero: np.ndarray
+    ring: np.ndarray
+    edp: F            # expert data-parallel degree: dp·cp·tp/(ep·etp)
+    b_n: float
+    b_d: float
+    b_g: float
+    b_o: float        # optimizer bytes per parameter: states·state bytes + main parameter bytes
+    overlapped_grad_reduce: bool
+    flops: F          # achieved FLOP/s: peak·mfu
+    bw_tp: F
+    bw_cp: F
+    bw_ep: F
+    bw_dp: F
+    bw_pp: F
+
+    def zero_divisors(self, level: int) -> tuple[F, F]:
+        """Return (dense, expert) shard counts of what ZeRO shards from `level` on (1, 2 or 3)."""
+        on = self.zero >= level
+        return np.where(on, self.dp * self.cp, 1.0), np.where(on, self.edp, 1.0)
+
+
+def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
+    """Return the pricing arrays of `grid` under the profile's run facts."""
+    f = {name: grid.arrays[name].astype(np.float64)
+         for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
+    t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
+    sp_on = np.where(grid.sp < 0, int(run.shard_activations), grid.sp) > 0
+    batch = np.where(grid.global_batch > 0, grid.global_batch, grid.micro_batch * grid.dp * grid.pp)
+    m = np.maximum(batch // np.maximum(grid.micro_batch * grid.dp, 1), 1).astype(np.float64)
+    table = [get_device(name) for name in grid.devices]
+    dev = np.maximum(grid.device_id, 0)
+    peak = np.array([d.peak_flops for d in table])[dev]
+    intra = np.array([d.intra_node_bandwidth for d in table])[dev]
+    inter = np.array([d.inter_node_bandwidth for d in table])[dev]
+    per_node = np.array([d.devices_per_node for d in table])[dev]
+
+    def bandwidth(span: F) -> F:
+        return np.where(span <= per_node, intra, inter)
+
+    ep, etp = f["ep"], f["etp"]
+    return Ctx(
+        t=t, sp=np.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
+        b=b, s=s, m=m, batch=batch.astype(np.float64), tok=s * b / cp,
+        loss_t=t if run.loss_parallel else np.ones_like(t),
+        b_c=grid.compute_bytes.astype(np.float64), b_sm=grid.softmax_bytes.astype(np.float64),
+        b_p=grid.param_bytes.astype(np.float64), flash=grid.flash > 0, recompute=grid.recompute,
+        all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,
+        zero=grid.zero, ring=grid.cp_kind == 0, edp=dp * cp * t / (ep * etp),
+        b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=float(run.grad_bytes),
+        b_o=float(run.optimizer_states * run.optimizer_state_bytes + run.main_param_bytes),
+        overlapped_grad_reduce=run.overlapped_grad_reduce, flops=peak * grid.mfu,
+        bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
+        bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
+

@@ -1,0 +1,146 @@
+"""A bound model and one strategy into an Estimate: parameters, FLOPs, memory per stage, traffic, time.
+
+`estimate` prices a grid of one through hpdsl.cost.pricing, the code the search
+runs over millions of candidates, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from hpdsl.cost.bind import CostModel
+from hpdsl.cost.comm import AXES
+from hpdsl.cost.devices import get_device
+from hpdsl.cost.params import ParamReport
+from hpdsl.cost.pricing import GridPrice, Prepared, prepare, price_grid
+from hpdsl.cost.strategy import Strategy, StrategyGrid, require_valid
+
+
+@attrs.frozen
+class FlopReport:
+    """FLOPs of one training step: model-wide by pass, and on the busiest device."""
+
+    forward: float
+    backward: float
+    recompute: float
+    per_device: float
+
+    @property
+    def total(self) -> float:
+        """Return forward + backward + recompute, model-wide."""
+        return self.forward + self.backward + self.recompute
+
+
+@attrs.frozen
+class StageMemory:
+    """One pipeline rank: what it holds, in bytes, and its share of a step's work and traffic."""
+
+    stage: int
+    layers: int
+    columns: dict[str, int]
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activation_bytes: float
+    transient_bytes: float
+    total_bytes: float
+    flops: float
+    micro_batch_time_s: float
+    communication: dict[str, float]
+
+
+@attrs.frozen
+class MemoryReport:
+    """Memory per pipeline rank and the peak over ranks, against the device's capacity."""
+
+    per_stage: tuple[StageMemory, ...]
+    peak_bytes: float
+    peak_stage: int
+    capacity_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        """Return whether the peak fits the device."""
+        return self.peak_bytes <= self.capacity_bytes
+
+
+@attrs.frozen
+class Estimate:
+    """What one strategy costs a model."""
+
+    model: str
+    strategy: Strategy
+    params: ParamReport
+    flops: FlopReport
+    memory: MemoryReport
+    communication: dict[str, float]
+    step_time_s: float
+    tokens_per_step: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Return the modeled training throughput."""
+        return self.tokens_per_step / self.step_time_s if self.step_time_s else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the estimate as `hpdsl estimate --json` prints it."""
+        return {
+            "model": self.model,
+            "strategy": attrs.asdict(self.strategy),
+            "params": self.params.to_json(),
+            "flops": {"forward": self.flops.forward, "backward": self.flops.backward,
+                      "recompute": self.flops.recompute, "total": self.flops.total,
+                      "per_device": self.flops.per_device},
+            "memory": {"per_stage": [_stage_json(s) for s in self.memory.per_stage],
+                       "peak_bytes": self.memory.peak_bytes, "peak_stage": self.memory.peak_stage,
+                       "capacity_bytes": self.memory.capacity_bytes, "fits": self.memory.fits},
+            "communication": dict(self.communication),
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+        }
+
+
+def _stage_json(stage: StageMemory) -> dict[str, Any]:
+    out = attrs.asdict(stage)
+    out["communication"] = dict(stage.communication)
+    return out
+
+
+def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
+    """Price one strategy; raise InvalidStrategyError listing every reason if it cannot run."""
+    prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    require_valid(strategy, prepared.columns)
+    price = price_grid(prepared, StrategyGrid.from_strategies([strategy]), detail=True)
+    return estimate_from_price(prepared, strategy, price, 0)
+
+
+def estimate_from_price(prepared: Prepared, strategy: Strategy, price: GridPrice, i: int
+                        ) -> Estimate:
+    """Return candidate `i` of a priced grid (priced with detail) as an Estimate."""
+    assert price.stages is not None and price.stages[i] is not None
+    rows = price.stages[i]
+    layout = prepared.layout(strategy.pp, strategy.vpp, strategy.pp_split)
+    names = [c.name for c in prepared.columns.columns]
+    stages = tuple(
+        StageMemory(
+            stage=r, layers=int(layout.rank_layers()[r]),
+            columns={names[j]: int(n) for j, n in enumerate(layout.rank_comp[r]) if n},
+            params_bytes=float(rows["params"][r]), grads_bytes=float(rows["grads"][r]),
+            optimizer_bytes=float(rows["optimizer"][r]),
+            activation_bytes=float(rows["activations"][r]),
+            transient_bytes=float(rows["transient"][r]), total_bytes=float(rows["total"][r]),
+            flops=float(rows["flops"][r]), micro_batch_time_s=float(rows["time"][r]),
+            communication={axis: float(rows[axis][r]) for axis in AXES})
+        for r in range(layout.stages))
+    return Estimate(
+        model=prepared.columns.cost_model.model.name, strategy=strategy,
+        params=prepared.columns.report,
+        flops=FlopReport(float(price.flops_forward[i]), float(price.flops_backward[i]),
+                         float(price.flops_recompute[i]), float(price.device_flops[i])),
+        memory=MemoryReport(stages, float(price.peak_bytes[i]), int(price.peak_stage[i]),
+                            get_device(strategy.device).memory_bytes),
+        communication={axis: float(price.communication[axis][i]) for axis in AXES},
+        step_time_s=float(price.step_time_s[i]),
+        tokens_per_step=strategy.batch * strategy.seq_len)

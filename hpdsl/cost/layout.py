@@ -1,0 +1,112 @@
+"""A pipeline layout (pp, vpp, split) into per-chunk and per-rank column counts, and in-flight weights.
+
+The body's layers are cut into pp·vpp chunks in model order; chunk c runs on
+rank c mod pp (Megatron's interleaving). The embedding is on the first chunk;
+the final norm, output layer, loss and MTP layers on the last. An even split
+gives the layers that do not divide evenly to the middle chunks first, then to
+the last chunk, then to the first, because the ends already carry the
+embedding and the output layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+import attrs
+import numpy as np
+
+
+@attrs.define(eq=False, frozen=True, slots=False)
+class Layout:
+    """Counts per chunk and rank of every pricing column (body kinds, MTP kinds, embedding, output)."""
+
+    stages: int
+    vpp: int
+    chunk_layers: np.ndarray   # (C,) body layers per chunk
+    comp: np.ndarray           # (C, J) layers (or 1 for the embedding/output) of each column per chunk
+    rank_comp: np.ndarray      # (S, J) the same per rank
+    cum: np.ndarray            # (C, Lmax + 1, J) counts among the first j body layers of each chunk
+
+    @cached_property
+    def chunk_spans(self) -> tuple[slice | np.ndarray | None, ...]:
+        """Return, per column, the chunks that hold it (a slice when contiguous, None if none)."""
+        return tuple(span(self.comp[:, j] > 0) for j in range(self.comp.shape[1]))
+
+    @cached_property
+    def rank_spans(self) -> tuple[slice | np.ndarray | None, ...]:
+        """Return, per column, the ranks that hold it."""
+        return tuple(span(self.rank_comp[:, j] > 0) for j in range(self.rank_comp.shape[1]))
+
+    @property
+    def chunks(self) -> int:
+        """Return pp·vpp."""
+        return self.stages * self.vpp
+
+    def rank_layers(self) -> np.ndarray:
+        """Return the body layers of each rank."""
+        return self.chunk_layers.reshape(self.vpp, self.stages).sum(axis=0)
+
+
+def span(column: np.ndarray) -> slice | np.ndarray | None:
+    """Return where a boolean column is set: a slice when contiguous, None when nowhere."""
+    where = np.flatnonzero(column)
+    if not len(where):
+        return None
+    if where[-1] - where[0] + 1 == len(where):
+        return slice(int(where[0]), int(where[-1]) + 1)
+    return where
+
+
+def even_split(layers: int, chunks: int) -> tuple[int, ...]:
+    """Return `layers` cut into `chunks` as evenly as possible, the extras to the middle chunks first."""
+    base, extra = divmod(layers, chunks)
+    counts = [base] * chunks
+    order = [*range(1, chunks - 1), chunks - 1, 0] if chunks > 1 else [0]
+    for c in order[:extra]:
+        counts[c] += 1
+    return tuple(counts)
+
+
+def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedding: int,
+                 output: int, *, stages: int, vpp: int = 1,
+                 split: Sequence[int] | None = None) -> Layout:
+    """Return the layout of a body (column index per layer) over stages·vpp chunks."""
+    chunks = stages * vpp
+    sizes = tuple(split) if split is not None else even_split(len(body), chunks)
+    comp = np.zeros((chunks, n_columns))
+    cum = np.zeros((chunks, max(sizes, default=0) + 1, n_columns))
+    start = 0
+    for c, size in enumerate(sizes):
+        for j, column in enumerate(body[start:start + size]):
+            cum[c, j + 1:, column] += 1
+        comp[c] = cum[c, -1]
+        start += size
+    comp[0, embedding] += 1
+    comp[-1, output] += 1
+    for column in mtp:
+        comp[-1, column] += 1
+    rank_comp = comp.reshape(vpp, stages, n_columns).sum(axis=0)
+    return Layout(stages, vpp, np.asarray(sizes), comp, rank_comp, cum)
+
+
+def in_flight(stages: int, vpp: int, micro_batches: np.ndarray) -> np.ndarray:
+    """Return (n, C): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
+
+    Without interleaving rank i holds min(pp - i, m) micro-batches. With v chunks
+    per rank the warm-up runs 2·(pp - i - 1) + (v - 1)·pp forward chunks before
+    the first backward; the first pp of them are chunk 0 of pp micro-batches, the
+    next pp chunk 1, and so on (at most m·v in all). For an even split this gives
+    Megatron's factor 1 + (pp - 1)/(pp·v) on the first rank.
+    """
+    m = micro_batches[:, None].astype(np.float64)
+    ranks = np.arange(stages)[None, :]
+    if vpp == 1:
+        return np.minimum(stages - ranks, m)
+    count = np.minimum(2 * (stages - ranks - 1) + (vpp - 1) * stages + 1, m * vpp)
+    out = []
+    for position in range(vpp):
+        first = np.clip(count - position * stages, 0, stages)
+        again = np.clip(count - (position + vpp) * stages, 0, stages)
+        out.append(first + again)
+    return np.concatenate(out, axis=1)

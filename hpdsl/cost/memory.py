@@ -1,0 +1,243 @@
+"""Op counts of a layer kind into bytes per device: saved activations and parameter-sized state.
+
+Activations (bytes one rank saves for the backward of one micro-batch) are per
+token, split by what divides them: sp (hidden-width tensors outside the
+tensor-parallel regions: norm inputs, the QKV and FFN inputs, dropout masks),
+t (head- or width-split tensors), t with a factor of the key length (the
+score tensors when attention is not flash), and etp/t (tokens routed to
+experts). Each op contributes in proportion to its count (docs/cost-model.md
+lists the terms); for a GPT-style layer they give Korthikanti et al.'s
+34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
+selective-recompute variants exactly.
+
+Parameters come from hpdsl.cost.params (exact counts) and are only split here
+into what tensor parallelism shards, what it replicates and what expert
+parallelism shards.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.bind import LayerConfig
+from hpdsl.cost.columns import Column, ModelColumns
+from hpdsl.cost.context import Ctx
+from hpdsl.cost.params import mtp_extra
+from hpdsl.ir.nodes import RunFacts
+
+LOGIT_BYTES = 4
+"""The cross-entropy keeps the logits' softmax in fp32."""
+FLASH_STAT_BYTES = 4
+"""Flash attention keeps one fp32 log-sum-exp per query row and head."""
+
+
+@attrs.frozen
+class ActCoeffs:
+    """Saved activations of one column per token, by byte class and divisor."""
+
+    sp_c: float = 0.0      # elements at compute bytes, divided by sp
+    sp_b: float = 0.0      # bytes (norm inputs, dropout masks), divided by sp
+    t_c: float = 0.0       # elements at compute bytes, divided by t
+    t_b: float = 0.0       # bytes, divided by t
+    routed_in: float = 0.0  # elements at compute bytes, times etp, divided by t
+    sc_sm: float = 0.0     # per key: score elements at softmax bytes, divided by t
+    sc_c: float = 0.0      # per key: score elements at compute bytes, divided by t
+    sc_b: float = 0.0      # per key: bytes (score dropout masks), divided by t
+    flash_b: float = 0.0   # bytes under flash attention (row statistics), divided by t
+    full_c: float = 0.0    # elements a fully recomputed layer keeps (its input), divided by sp
+    keep_sp_c: float = 0.0  # never recomputed (output-layer part): elements at compute bytes, / sp
+    keep_sp_b: float = 0.0  # never recomputed: bytes, / sp
+    logit_b: float = 0.0   # never recomputed: logit bytes, divided by t with loss_parallel
+
+
+@attrs.frozen
+class ParamSplit:
+    """One column's parameters: sharded by tp, replicated over tp, sharded by ep·etp."""
+
+    tp: float = 0.0
+    rep: float = 0.0
+    expert: float = 0.0
+
+
+def _ffn_halves(n_ff: int) -> tuple[int, int]:
+    """Return (input-side, width-side) tensors an MLP of n_ff matrices saves.
+
+    Each up/down pair saves its input (h wide) and the down matrix's input (width
+    wide); an odd extra matrix is a gate whose output the product keeps (width).
+    Plain MLP (2): h + w; gated (3): h + 2w (the fused SwiGLU's input is 2w).
+    """
+    return n_ff // 2, n_ff // 2 + n_ff % 2
+
+
+def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
+    """Return (q, k, v) elements per token that the score matmuls read."""
+    if cfg.attn_kind == "mla":
+        qk = (cfg.nope_dim or cfg.head_dim) + cfg.rope_dim
+        return cfg.heads * qk, cfg.kv_heads * qk, cfg.kv_heads * cfg.head_dim
+    return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+
+
+def layer_act_coeffs(cfg: LayerConfig, run: RunFacts) -> ActCoeffs:
+    """Return the activation coefficients of one layer priced with `cfg`."""
+    ops, h, a = cfg.ops, cfg.hidden, cfg.heads
+    b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
+    att = ops.get("attMM", 0) / 4
+    d_q = a * cfg.head_dim
+    sp_c, t_c = att * h, att * d_q
+    sp_b = ops.get("normOp", 0) * b_n * h + ops.get("dropout", 0) * b_d * h
+    if cfg.attn_kind == "mla":
+        latents = cfg.q_lora_rank + cfg.kv_lora_rank
+        sp_c += att * latents
+        sp_b += att * b_n * latents
+    t_c += att * (2 if cfg.output_gate else 0) * d_q
+    t_c += ops.get("attBMM", 0) / 2 * sum(attention_widths(cfg))
+    t_c += ops.get("linrec", 0) * _linear_saved(cfg)
+    t_b = cfg.qk_norms * b_n * (a + cfg.kv_heads) * cfg.head_dim
+    softmax, casts = ops.get("softmax", 0), ops.get("headCast", 0)
+    ffn = _ffn_act(cfg)
+    return ActCoeffs(
+        sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
+        sc_sm=softmax * a, sc_c=casts * a, sc_b=softmax * b_d * a,
+        flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h)
+
+
+def _linear_saved(cfg: LayerConfig) -> float:
+    """Return what one delta-rule update saves per token: conv input, q/k/v, gates, core output."""
+    qkv = 2 * cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
+    return 2 * qkv + 2 * cfg.lin_value_heads + cfg.lin_value_heads * cfg.lin_value_head_dim
+
+
+def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
+    """Return the feed-forward part: dense MLP, or router + routed + shared experts."""
+    n_ff, acts, h = cfg.ops.get("ffMM", 0), cfg.ops.get("ffAct", 0), cfg.hidden
+    halves, wides = _ffn_halves(n_ff)
+    if cfg.experts <= 1:
+        return ActCoeffs(sp_c=halves * h, t_c=(wides + acts) * cfg.ffn_width)
+    routed_w = cfg.top_k * (wides + acts) * cfg.ffn_width
+    shared_w = cfg.shared_experts * (wides + acts) * cfg.shared_width
+    # The router keeps the layer input (shared with the shared experts), its logits and
+    # probabilities (E each) and the top-k weights.
+    router = h + 2 * cfg.experts + cfg.top_k
+    return ActCoeffs(sp_c=router, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
+
+
+def output_act_coeffs(hidden: int, vocab: int, run: RunFacts) -> ActCoeffs:
+    """Return the final norm's input, the output projection's input and the fp32 logits."""
+    return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden,
+                     logit_b=LOGIT_BYTES * vocab)
+
+
+def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
+    """Return the activation coefficients of any column."""
+    run = columns.cost_model.profile.run
+    model = columns.cost_model.model
+    if column.role == "embedding":
+        return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden)  # the embedding dropout's mask
+    if column.role == "output":
+        return output_act_coeffs(model.hidden, model.vocab, run)
+    assert column.config is not None
+    layer = layer_act_coeffs(column.config, run)
+    if column.role == "layer":
+        return layer
+    h = model.hidden
+    out = output_act_coeffs(h, model.vocab, run)
+    # MTP: two input norms, the 2h-wide projection input, then its own output head.
+    return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
+                        full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
+                        logit_b=out.logit_b)
+
+
+def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
+    """Return a column's parameters split by how they shard (output: without the pp>1 copy)."""
+    report = columns.report
+    if column.role == "embedding":
+        return ParamSplit(tp=report.embedding, rep=report.positions)
+    if column.role == "output":
+        return ParamSplit(tp=report.output, rep=report.final_norms)
+    cfg, lp = column.config, column.params
+    assert cfg is not None and lp is not None
+    down = mla_down_params(cfg)
+    split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down,
+                       rep=lp.norms + lp.router + down, expert=lp.routed)
+    if column.role == "mtp":
+        extra = mtp_extra(cfg)
+        eh_proj = 2 * cfg.hidden * cfg.hidden
+        split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
+    return split
+
+
+def mla_down_params(cfg: LayerConfig) -> float:
+    """Return MLA's latent down-projections and their norms, which every TP rank holds whole."""
+    if cfg.attn_kind != "mla":
+        return 0.0
+    h, dcq, dckv = cfg.hidden, cfg.q_lora_rank, cfg.kv_lora_rank
+    query = h * dcq + dcq if dcq else 0
+    return cfg.ops.get("attMM", 0) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv)
+
+
+def output_copy(columns: ModelColumns) -> float:
+    """Return the embedding copy the last stage holds when pp > 1 (tied head or MTP lookup)."""
+    model = columns.cost_model.model
+    return columns.report.embedding if (model.tie_embeddings or model.mtp) else 0.0
+
+
+# --------------------------------------------------------------------------
+# Vectorised: one column over the grid
+# --------------------------------------------------------------------------
+
+
+def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return one layer's saved bytes per micro-batch: (no recompute, selective, full)."""
+    zero = np.zeros_like(x.tok)
+    keep = zero
+    if c.keep_sp_c or c.keep_sp_b:
+        keep = keep + (x.b_c * c.keep_sp_c + c.keep_sp_b) / x.sp
+    if c.logit_b:
+        keep = keep + c.logit_b / x.loss_t
+    body = keep
+    if c.sp_c or c.sp_b:
+        body = body + (x.b_c * c.sp_c + c.sp_b) / x.sp
+    if c.t_c or c.t_b or c.routed_in:
+        wide = c.t_c + x.etp * c.routed_in if c.routed_in else c.t_c
+        body = body + (x.b_c * wide + c.t_b) / x.t
+    selective = x.tok * body
+    if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
+        scores = np.where(x.flash, c.flash_b, x.s * (x.b_sm * c.sc_sm + x.b_c * c.sc_c + c.sc_b))
+        none = x.tok * (body + scores / x.t)
+    else:
+        none = selective
+    full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
+    return none, selective, full
+
+
+def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """Return (kept when not recomputed, kept under the strategy's recompute) per micro-batch."""
+    none, selective, full = activation(c, x)
+    return none, np.where(x.recompute == 2, full, np.where(x.recompute == 1, selective, none))
+
+
+def device_params(p: ParamSplit, x: Ctx, tp_extra: np.ndarray | float = 0.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Return (dense, expert) parameters one device holds before ZeRO sharding."""
+    return (p.tp + tp_extra) / x.t + p.rep, p.expert / (x.ep * x.etp)
+
+
+def static_factors(x: Ctx) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Return ((dense, expert) bytes per parameter) for parameters, gradients and optimizer states.
+
+    ZeRO shards the optimizer states from level 1 (os), the gradients from 2, the
+    parameters from 3, over the data-parallel group (dp·cp for dense parameters,
+    the expert data-parallel group for experts).
+    """
+    out = []
+    for level, width in ((3, x.b_p), (2, x.b_g), (1, x.b_o)):
+        shard_dense, shard_expert = x.zero_divisors(level)
+        out.append((width / shard_dense, width / shard_expert))
+    return tuple(out)
+
+
+def static_bytes(dense: np.ndarray, expert: np.ndarray,
+                 factors: tuple[tuple[np.ndarray, np.ndarray], ...]) -> list[np.ndarray]:
+    """Return [parameter, gradient, optimizer-state] bytes per device under ZeRO."""
+    return [dense * per_dense + expert * per_expert for per_dense, per_expert in factors]

@@ -1,0 +1,348 @@
+"""A cost model and a strategy grid into prices: peak bytes, FLOPs, traffic and step time per candidate.
+
+The one pricing path: `estimate` prices a grid of one, the search a grid of
+millions, through the same expressions. Candidates are grouped by pipeline
+layout (pp, vpp, split), since a layout fixes how many layers of each column
+every chunk holds; within a group every quantity is an array over candidates
+(per column) or over candidates × stages, never a Python loop per candidate.
+Sums over columns and stages run in a fixed order, so a candidate's price does
+not depend on which grid it is priced in.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import attrs
+import numpy as np
+
+from hpdsl.cost import comm as comm_mod
+from hpdsl.cost import flops as flop_mod
+from hpdsl.cost import memory as mem
+from hpdsl.cost.bind import CostModel
+from hpdsl.cost.columns import ModelColumns, model_columns
+from hpdsl.cost.context import Ctx, context
+from hpdsl.cost.layout import Layout, build_layout, in_flight
+from hpdsl.cost.strategy import StrategyGrid
+
+@attrs.frozen(eq=False)
+class Prepared:
+    """A cost model's columns and per-column coefficients, computed once and reused for every grid."""
+
+    columns: ModelColumns
+    act: tuple[mem.ActCoeffs, ...]
+    flop: tuple[flop_mod.FlopCoeffs, ...]
+    comm: tuple[comm_mod.CommCoeffs, ...]
+    params: tuple[mem.ParamSplit, ...]
+    output_copy: float
+    layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
+
+    @property
+    def n_columns(self) -> int:
+        """Return the number of pricing columns."""
+        return len(self.columns.columns)
+
+    def layout(self, stages: int, vpp: int, split: tuple[int, ...] | None) -> Layout:
+        """Return (and cache) the layout of `stages`·`vpp` chunks."""
+        key = (stages, vpp, split)
+        if key not in self.layouts:
+            c = self.columns
+            self.layouts[key] = build_layout(c.body, c.mtp, self.n_columns, c.embedding, c.output,
+                                             stages=stages, vpp=vpp, split=split)
+        return self.layouts[key]
+
+
+_CACHE: dict[int, tuple[weakref.ref[CostModel], Prepared]] = {}
+
+
+def prepare(cost_model: CostModel) -> Prepared:
+    """Return the prepared pricing data of `cost_model` (cached while the model lives)."""
+    hit = _CACHE.get(id(cost_model))
+    if hit is not None and hit[0]() is cost_model:
+        return hit[1]
+    columns = model_columns(cost_model)
+    cols = columns.columns
+    prepared = Prepared(
+        columns, tuple(mem.column_act_coeffs(c, columns) for c in cols),
+        tuple(flop_mod.column_flop_coeffs(c, columns) for c in cols),
+        tuple(comm_mod.column_comm_coeffs(c, columns) for c in cols),
+        tuple(mem.column_params(c, columns) for c in cols), mem.output_copy(columns))
+    for key in [key for key, (ref, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[key]  # models that are gone
+    _CACHE[id(cost_model)] = (weakref.ref(cost_model), prepared)
+    return prepared
+
+
+@attrs.frozen(eq=False)
+class GridPrice:
+    """Prices of every candidate of a grid (arrays of length n)."""
+
+    peak_bytes: np.ndarray
+    peak_stage: np.ndarray
+    step_time_s: np.ndarray
+    flops_forward: np.ndarray      # model-wide per step
+    flops_backward: np.ndarray
+    flops_recompute: np.ndarray
+    device_flops: np.ndarray | None = None  # per step on the busiest device (with detail)
+    communication: dict[str, np.ndarray] | None = None  # bytes per step per device, busiest rank
+    stages: tuple[dict[str, np.ndarray], ...] | None = None  # per candidate, arrays over stages
+
+
+Cols = list[np.ndarray]
+Spans = tuple[slice | np.ndarray | None, ...]
+
+
+@attrs.frozen(eq=False)
+class Columnwise:
+    """Per-column arrays of one group: for each quantity, one (n,) array per column."""
+
+    act_none: Cols
+    act_delta: Cols      # kept under the strategy's recompute minus kept without it
+    static: Cols         # parameter + gradient + optimizer bytes
+    parts: tuple[Cols, Cols, Cols]
+    gathered: Cols       # one layer's parameters gathered under ZeRO-3
+    compute: Cols        # forward + backward seconds
+    compute_rec: Cols    # recompute seconds
+    tau: Cols            # compute + exposed communication seconds
+    tau_rec: Cols
+    dp_once: Cols        # gradient-reduction bytes once per step
+    dp_micro: Cols       # ... per micro-batch
+    fwd: Cols            # forward FLOPs per micro-batch
+    rec: Cols
+    vol: dict[str, Cols]
+    vol_rec: dict[str, Cols]
+    model_fwd: Cols
+    model_rec: Cols
+
+
+def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
+    """Return every per-column quantity of one group."""
+    shared = (mem.static_factors(x), comm_mod.data_parallel_factors(x),
+              np.where(x.pp > 1, p.output_copy, 0.0))
+    rows = [_column(p, j, x, *shared) for j in range(p.n_columns)]
+    flat = {k: [row[k] for row in rows] for k in attrs.fields_dict(Columnwise)
+            if k not in ("parts", "vol", "vol_rec")}
+    return Columnwise(
+        parts=tuple([row["parts"][k] for row in rows] for k in range(3)),  # type: ignore[arg-type]
+        vol={axis: [getattr(row["traffic"], axis) for row in rows] for axis in ("tp", "cp", "ep")},
+        vol_rec={axis: [getattr(row["traffic"], f"rec_{axis}") for row in rows]
+                 for axis in ("tp", "cp", "ep")},
+        **flat)
+
+
+def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndarray, ...],
+            output_copy: np.ndarray) -> dict[str, Any]:
+    """Return one column's arrays (n,): bytes, seconds, FLOPs and traffic per micro-batch."""
+    role = p.columns.columns[j].role
+    layer, zero = role in ("layer", "mtp"), np.zeros_like(x.tok)
+    if layer:
+        none, rec = mem.recomputed_activation(p.act[j], x)
+    else:
+        none = rec = mem.activation(p.act[j], x)[0]
+    dense, expert = mem.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
+    parts = mem.static_bytes(dense, expert, factors)
+    once_dense, once_expert, micro_dense, micro_expert = dp_factors
+    c = p.flop[j]
+    fwd = flop_mod.device_forward(c, x)
+    frec = flop_mod.device_recompute(c, x, fwd) if layer else zero
+    score = x.tok * c.ts * x.s / x.t / x.flops if c.ts else zero
+    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, np.where(x.recompute >= 1, score, 0.0))
+    compute, compute_rec = 3 * fwd / x.flops, frec / x.flops
+    values = {
+        "act_none": none, "act_delta": rec - none if layer else zero,
+        "static": parts[0] + parts[1] + parts[2],
+        "gathered": x.b_p * (dense + expert) if layer else zero,
+        "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
+        "tau_rec": compute_rec + traffic.rec_time if layer else zero,
+        "dp_once": dense * once_dense + expert * once_expert,
+        "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "rec": frec,
+        "model_fwd": flop_mod.model_forward(c, x),
+        "model_rec": flop_mod.model_recompute(c, x) if layer else zero}
+    out: dict[str, Any] = {k: np.broadcast_to(v, x.tok.shape) for k, v in values.items()}
+    out.update(parts=parts, traffic=traffic)
+    return out
+
+
+def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
+    """Return Σ_j counts[..., j]·values[j], (n, R), in column order.
+
+    counts is (R, J) or (n, R, J); spans[j] says where counts[..., j] can be non-zero
+    (Layout.chunk_spans / rank_spans), so a column held by a few neighbouring ranks
+    (the dense layers, embedding, output, MTP) costs a product over those ranks only.
+    """
+    rows = counts.shape[-2]
+    acc = np.zeros((len(values[0]), rows))
+    for j, value in enumerate(values):
+        ranks = spans[j]
+        if ranks is not None:
+            acc[:, ranks] += counts[..., ranks, j] * value[:, None]
+    return acc
+
+
+def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
+    """Return recomputed layers per chunk and column: (1, C, J), or (n, C, J) for first-N recompute."""
+    layer_cols = np.zeros(p.n_columns, dtype=bool)
+    layer_cols[list(p.columns.layer_columns)] = True
+    if np.all(x.all_layers):
+        return (layout.comp * layer_cols)[None]
+    limit = np.where(x.all_layers, layout.cum.shape[1] - 1, x.recompute_layers).astype(np.int64)
+    index = np.minimum(limit[:, None], layout.chunk_layers[None, :])
+    rc = layout.cum[np.arange(layout.chunks)[None, :], index]
+    mtp = np.zeros(p.n_columns, dtype=bool)
+    mtp[list(set(p.columns.mtp))] = True
+    return rc + (layout.comp * mtp)[None] * x.all_layers[:, None, None]
+
+
+def _per_rank(chunk_values: np.ndarray, stages: int, vpp: int) -> np.ndarray:
+    """Return chunk values (..., C) summed over each rank's chunks, (..., S), in chunk order."""
+    acc = chunk_values[..., :stages]
+    for position in range(1, vpp):
+        acc = acc + chunk_values[..., position * stages:(position + 1) * stages]
+    return acc
+
+
+def _present_max(spans: Spans, ranks: int, values: Cols, columns: tuple[int, ...]) -> np.ndarray:
+    """Return (n, S): the largest value among the given columns a rank holds."""
+    acc = np.zeros((len(values[0]), ranks))
+    for j in columns:
+        where = spans[j]
+        if where is not None:
+            acc[:, where] = np.maximum(acc[:, where], values[j][:, None])
+    return acc
+
+
+@attrs.frozen(eq=False)
+class _Group:
+    """One layout group being priced: its context, per-column arrays and recomputed counts."""
+
+    prepared: Prepared
+    x: Ctx
+    cw: Columnwise
+    layout: Layout
+    rc: np.ndarray        # recomputed layers per chunk and column: (1 or n, C, J)
+    rc_rank: np.ndarray   # ... per rank: (1 or n, S, J)
+
+    def ranks(self, values: Cols, recomputed: Cols | None = None) -> np.ndarray:
+        """Return (n, S): Σ over each rank's layers of `values` (+ `recomputed` for recomputed ones)."""
+        spans = self.layout.rank_spans
+        out = _weighted(self.layout.rank_comp, values, spans)
+        return out if recomputed is None else out + _weighted(self.rc_rank, recomputed, spans)
+
+
+def _group(p: Prepared, grid: StrategyGrid, layout: Layout) -> _Group:
+    x = context(grid, p.columns.cost_model.profile.run)
+    rc = _recomputed(p, layout, x)
+    rc_rank = np.moveaxis(_per_rank(np.moveaxis(rc, 1, -1), layout.stages, layout.vpp), -1, -2)
+    return _Group(p, x, _columnwise(p, x), layout, rc, rc_rank)
+
+
+def _memory(g: _Group) -> dict[str, np.ndarray]:
+    """Return (n, S) bytes per rank: static, activations (in flight), transient, total."""
+    x, cw, layout = g.x, g.cw, g.layout
+    spans, rank_spans, S = layout.chunk_spans, layout.rank_spans, layout.stages
+    per_chunk = _weighted(layout.comp, cw.act_none, spans) + _weighted(g.rc, cw.act_delta, spans)
+    activations = _per_rank(in_flight(S, layout.vpp, x.m) * per_chunk, S, layout.vpp)
+    static = g.ranks(cw.static)
+    layers = g.prepared.columns.layer_columns
+    transient = (np.where((x.recompute == 2)[:, None],
+                          _present_max(rank_spans, S, cw.act_none, layers), 0.0)
+                 + np.where((x.zero == 3)[:, None], _present_max(rank_spans, S, cw.gathered, layers), 0.0))
+    return {"static": static, "activations": activations, "transient": transient,
+            "total": static + activations + transient}
+
+
+def _time(g: _Group) -> dict[str, np.ndarray]:
+    """Return per-rank micro-batch seconds, gradient traffic, and the modeled step time."""
+    x, cw, v = g.x, g.cw, g.layout.vpp
+    pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
+    t_rank = g.ranks(cw.tau, cw.tau_rec) + (pp_bytes / x.bw_pp)[:, None]
+    compute = None
+    if np.any(x.zero >= 2) or x.overlapped_grad_reduce:
+        compute = g.ranks(cw.compute, cw.compute_rec)
+        # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
+        t_rank = t_rank + np.maximum(0.0, g.ranks(cw.dp_micro) / x.bw_dp[:, None] - compute)
+    once = g.ranks(cw.dp_once)
+    once_s = once / x.bw_dp[:, None]
+    if compute is not None and x.overlapped_grad_reduce:
+        once_s = np.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
+    pipe = (np.cumsum(t_rank, axis=1)[:, -1] + (x.m * v - 1) * t_rank.max(axis=1)) / v
+    return {"time": t_rank, "pp": pp_bytes, "once": once, "step": pipe + once_s.max(axis=1)}
+
+
+def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
+             ) -> dict[str, np.ndarray]:
+    """Return the per-rank breakdown an Estimate reports: bytes by part, FLOPs, traffic, time."""
+    x, cw = g.x, g.cw
+    m = x.m[:, None]
+    params, grads, optim = (g.ranks(part) for part in cw.parts)
+    traffic = {axis: m * g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
+    traffic["pp"] = np.broadcast_to((x.m * time["pp"])[:, None], params.shape)
+    traffic["dp"] = time["once"] + m * g.ranks(cw.dp_micro)
+    return {"params": params, "grads": grads, "optimizer": optim,
+            "activations": memory["activations"], "transient": memory["transient"],
+            "total": memory["total"], "flops": m * g.ranks([3 * f for f in cw.fwd], cw.rec),
+            "time": time["time"], **traffic}
+
+
+def _price_group(p: Prepared, grid: StrategyGrid, layout: Layout, detail: bool) -> dict[str, Any]:
+    g = _group(p, grid, layout)
+    memory, time = _memory(g), _time(g)
+    forward = g.x.batch * _sum_columns(layout.comp.sum(axis=0)[None], g.cw.model_fwd)
+    out: dict[str, Any] = {
+        "peak_bytes": memory["total"].max(axis=1), "peak_stage": memory["total"].argmax(axis=1),
+        "step_time_s": time["step"], "flops_forward": forward,
+        "flops_backward": flop_mod.BACKWARD * forward,
+        "flops_recompute": g.x.batch * _sum_columns(g.rc.sum(axis=1), g.cw.model_rec),
+    }
+    if detail:
+        stages = _details(g, memory, time)
+        out["device_flops"] = stages["flops"].max(axis=1)
+        out["communication"] = {axis: stages[axis].max(axis=1) for axis in comm_mod.AXES}
+        out["stages"] = [{k: np.asarray(v[i]) for k, v in stages.items()} for i in range(len(grid))]
+    return out
+
+
+def _sum_columns(counts: np.ndarray, values: Cols) -> np.ndarray:
+    """Return Σ_j counts[:, j]·values[j], (n,), in column order; counts (1, J) or (n, J)."""
+    acc = np.zeros(len(values[0]))
+    for j, value in enumerate(values):
+        acc = acc + counts[:, j] * value
+    return acc
+
+
+def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: bool = False
+               ) -> GridPrice:
+    """Price every candidate of a grid of valid strategies."""
+    p = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    n = len(grid)
+    key = (grid.pp.astype(np.int64) << 40) | (grid.vpp.astype(np.int64) << 20) | grid.split_id
+    uniques, inverse = np.unique(key, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(uniques)))])
+    result: dict[str, Any] = {}
+    stages: list[dict[str, np.ndarray] | None] = [None] * n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in range(len(uniques)):
+            index = order[bounds[g]:bounds[g + 1]]
+            sub = grid.take(index)
+            layout = p.layout(int(sub.pp[0]), int(sub.vpp[0]), grid.splits[int(sub.split_id[0])])
+            priced = _price_group(p, sub, layout, detail)
+            _scatter(result, priced, index, n)
+            for i, row in zip(index, priced.get("stages", ())):
+                stages[i] = row
+    return GridPrice(**{k: v for k, v in result.items() if k != "stages"},
+                     stages=tuple(stages) if detail else None)  # type: ignore[arg-type]
+
+
+def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray, n: int) -> None:
+    """Write one group's arrays into the whole grid's, at `index`."""
+    for key, value in priced.items():
+        if key == "stages":
+            continue
+        if isinstance(value, dict):
+            target = result.setdefault(key, {})
+            for axis, arr in value.items():
+                target.setdefault(axis, np.zeros(n, dtype=arr.dtype))[index] = arr
+        else:
+            result.setdefault(key, np.zeros(n, dtype=value.dtype))[index] = value

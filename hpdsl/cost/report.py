@@ -1,0 +1,291 @@
+"""Estimates and search results into what the CLI prints: a per-stage table, JSON, a PNG plot.
+
+`estimate_command` and `search_command` are the bodies of `hpdsl estimate` and
+`hpdsl search`: they take already-parsed arguments and return (exit code, text),
+so the click layer only declares the flags (ESTIMATE_FLAGS, SEARCH_FLAGS list
+them) and prints. Exit codes follow the CLI contract: 0 ok, 1 spec diagnostics,
+2 usage or I/O (an unknown model or device, an invalid strategy, a plot that
+cannot be written).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hpdsl.cost.bind import CostModel
+from hpdsl.cost.estimate import Estimate
+from hpdsl.cost.search import SearchResult
+from hpdsl.cost.strategy import Strategy
+from hpdsl.errors import HpdslError, InputError, LoadError, SpecError
+
+GIB = 1024**3
+EXIT_OK, EXIT_SPEC, EXIT_USAGE = 0, 1, 2
+
+ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--tp", "tp", int, "tensor-parallel degree"),
+    ("--pp", "pp", int, "pipeline stages"),
+    ("--dp", "dp", int, "data-parallel degree"),
+    ("--cp", "cp", int, "context-parallel degree"),
+    ("--cp-kind", "cp_kind", str, "context parallelism: ring or a2a (Ulysses)"),
+    ("--ep", "ep", int, "expert-parallel degree (ep·etp must divide dp·cp·tp)"),
+    ("--etp", "etp", int, "expert tensor-parallel degree"),
+    ("--sp/--no-sp", "sequence_parallel", bool, "sequence parallelism (default: the profile's "
+                                                 "shard_activations)"),
+    ("--vpp", "vpp", int, "virtual pipeline stages (model chunks) per rank"),
+    ("--pp-split", "pp_split", str, "body layers per chunk, comma-separated (pp·vpp entries)"),
+    ("--micro-batch", "micro_batch", int, "sequences per micro-batch"),
+    ("--global-batch", "global_batch", int, "sequences per step (default micro-batch·dp·pp)"),
+    ("--seq-len", "seq_len", int, "sequence length in tokens"),
+    ("--recompute", "recompute", str, "none, selective or full"),
+    ("--recompute-layers", "recompute_layers", int, "recompute only the first N layers of each chunk"),
+    ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
+    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
+    ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
+    ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
+)
+"""`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
+
+SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--devices", "devices", int, "devices to use (required)"),
+    ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
+    ("--top", "top", int, "strategies to show (default 10)"),
+    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
+    ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
+    ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
+    ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
+)
+"""`hpdsl search` flags: (flag, search_command keyword, type, help)."""
+
+
+# --------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------
+
+
+def estimate_command(spec_paths: Sequence[str | Path], model: str | None,
+                     strategy_kwargs: Mapping[str, Any], json: bool = False,
+                     plot: str | Path | None = None, stdlib: bool = True) -> tuple[int, str]:
+    """Price one strategy for a model of the given specs; return (exit code, text to print)."""
+    from hpdsl.cost.estimate import estimate
+
+    try:
+        cost_model = load_model(spec_paths, model, stdlib=stdlib)
+        result = estimate(cost_model, strategy_from_flags(strategy_kwargs))
+        if plot is not None:
+            plot_memory(result, plot)
+    except HpdslError as error:
+        return _failure(error, json)
+    return EXIT_OK, _dumps(result.to_json()) if json else render_estimate(result)
+
+
+def search_command(spec_paths: Sequence[str | Path], model: str | None, devices: int,
+                   memory_gib: float | None = None, *, top: int = 10, json: bool = False,
+                   stdlib: bool = True, device: str = "h100", global_batch: int = 1024,
+                   seq_len: int = 4096, micro_batches: str | Sequence[int] = (1, 2, 4, 8),
+                   vpp: str | Sequence[int] = (1,)) -> tuple[int, str]:
+    """Search the fastest strategies that fit; return (exit code, text to print)."""
+    from hpdsl.cost.search import search
+
+    try:
+        cost_model = load_model(spec_paths, model, stdlib=stdlib)
+        memory = int(memory_gib * GIB) if memory_gib is not None else None
+        result = search(cost_model, devices, memory, device=device, top=top,
+                        global_batch=global_batch, seq_len=seq_len,
+                        micro_batches=_ints(micro_batches, "--micro-batches"), vpp=_ints(vpp, "--vpp"))
+    except HpdslError as error:
+        return _failure(error, json)
+    return EXIT_OK, _dumps(result.to_json()) if json else render_search(result)
+
+
+def load_model(spec_paths: Sequence[str | Path], model: str | None, *, stdlib: bool = True
+               ) -> CostModel:
+    """Compile the specs, pick one model (the only one, or `model`) and bind it."""
+    from hpdsl.api import compile_paths
+    from hpdsl.check.scope import did_you_mean
+    from hpdsl.cost.bind import bind
+
+    registry = compile_paths(list(spec_paths), stdlib=stdlib).unwrap()
+    models = registry.models
+    if model is None:
+        if len(models) != 1:
+            names = ", ".join(sorted(models)) or "none"
+            raise InputError(f"{len(models)} models are in scope ({names}); choose one with --model")
+        model = next(iter(models))
+    if model not in models:
+        raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
+    spec = models[model]
+    return bind(spec, registry.profiles[spec.profile])
+
+
+def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
+    """Return the Strategy the flags state (None values keep the defaults)."""
+    from hpdsl.cost.strategy import InvalidStrategyError
+
+    values = {k: v for k, v in flags.items() if v is not None}
+    if isinstance(values.get("pp_split"), str):
+        values["pp_split"] = _ints(values["pp_split"], "--pp-split")
+    try:
+        return Strategy(**values)
+    except TypeError as error:
+        raise InvalidStrategyError(f"bad strategy flags: {error}", (str(error),)) from None
+
+
+def _ints(value: str | Sequence[int], flag: str) -> tuple[int, ...]:
+    if not isinstance(value, str):
+        return tuple(int(v) for v in value)
+    try:
+        return tuple(int(part) for part in value.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise InputError(f"{flag} takes comma-separated whole numbers, got '{value}'") from None
+
+
+def _failure(error: HpdslError, as_json: bool) -> tuple[int, str]:
+    """Return the exit code and report of an error (spec errors with their diagnostics)."""
+    from hpdsl.diagnostics import render_diagnostics
+
+    code = EXIT_SPEC if isinstance(error, SpecError) else EXIT_USAGE
+    details = list(getattr(error, "reasons", ()) or getattr(error, "errors", ()))
+    if as_json:
+        diagnostics = [d.to_json() for d in getattr(error, "diagnostics", ())]
+        kind = "spec" if code == EXIT_SPEC else "usage"
+        return code, _dumps({"ok": False, "diagnostics": diagnostics,
+                             "error": {"kind": kind, "message": str(error), "details": details}})
+    text = f"hpdsl: {error}"
+    if isinstance(error, SpecError):
+        text = render_diagnostics(error.diagnostics, {}) + "\n" + text
+    elif isinstance(error, LoadError):
+        text += "".join(f"\n  {line}" for line in details)
+    return code, text
+
+
+def _dumps(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.2f}"
+
+
+def _si(value: float, unit: str = "") -> str:
+    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {prefix}{unit}"
+    return f"{value:,.0f} {unit}".rstrip()
+
+
+def describe_strategy(s: Strategy) -> str:
+    """Return a one-line summary of a strategy."""
+    parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else ""), f"dp {s.dp}",
+             f"cp {s.cp}" + (f" ({s.cp_kind})" if s.cp > 1 else ""), f"ep {s.ep}", f"etp {s.etp}"]
+    if s.sequence_parallel:
+        parts.append("sp")
+    parts += [f"mb {s.micro_batch} x {s.micro_batches}", f"recompute {s.recompute}", f"zero {s.zero}"]
+    return ", ".join(parts)
+
+
+def render_estimate(e: Estimate) -> str:
+    """Return the readable report of one estimate: summary lines and the per-stage table."""
+    from rich.table import Table
+
+    s = e.strategy
+    head = [
+        f"{e.model} on {s.devices} x {s.device}: {describe_strategy(s)}; seq {s.seq_len}, "
+        f"batch {s.batch} sequences",
+        f"parameters {e.params.total:,} ({e.params.total / 1e9:,.2f} B), active {e.params.active:,}",
+        f"FLOPs per step {_si(e.flops.total, 'FLOP')} (forward {_si(e.flops.forward)}, backward "
+        f"{_si(e.flops.backward)}, recompute {_si(e.flops.recompute)}); busiest device "
+        f"{_si(e.flops.per_device, 'FLOP')}",
+        f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s (mfu assumption {s.mfu})",
+        "traffic per step on the busiest device: "
+        + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
+    ]
+    table = Table(title=f"memory per device (GiB), capacity {_gib(e.memory.capacity_bytes)}")
+    for name in ("stage", "layers", "params", "grads", "optimizer", "activations", "transient",
+                 "total", "ms / micro-batch"):
+        table.add_column(name, justify="left" if name == "layers" else "right")
+    for st in e.memory.per_stage:
+        layers = ", ".join(f"{k} {v}" for k, v in st.columns.items())
+        mark = " *" if st.stage == e.memory.peak_stage else ""
+        table.add_row(f"{st.stage}{mark}", layers, _gib(st.params_bytes), _gib(st.grads_bytes),
+                      _gib(st.optimizer_bytes), _gib(st.activation_bytes), _gib(st.transient_bytes),
+                      _gib(st.total_bytes), f"{st.micro_batch_time_s * 1e3:,.1f}")
+    verdict = "fits" if e.memory.fits else "does NOT fit"
+    tail = f"peak {_gib(e.memory.peak_bytes)} GiB on stage {e.memory.peak_stage}: {verdict}"
+    return "\n".join(head) + "\n" + _render(table) + tail
+
+
+def render_search(r: SearchResult) -> str:
+    """Return the readable ranking of a search."""
+    from rich.table import Table
+
+    head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: "
+            f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit "
+            f"(searched in {r.seconds:.2f} s)")
+    table = Table()
+    for name in ("#", "tp", "pp", "dp", "cp", "ep", "etp", "mb", "recompute", "zero",
+                 "peak GiB", "step s", "tokens/s"):
+        table.add_column(name, justify="right")
+    for rank, e in enumerate(r.top, 1):
+        s = e.strategy
+        cp = f"{s.cp}" + (f" {s.cp_kind}" if s.cp > 1 else "")
+        table.add_row(str(rank), str(s.tp), str(s.pp), str(s.dp), cp, str(s.ep), str(s.etp),
+                      f"{s.micro_batch}x{s.micro_batches}", s.recompute, s.zero,
+                      _gib(e.memory.peak_bytes), f"{e.step_time_s:,.3f}", f"{e.tokens_per_s:,.0f}")
+    if not r.top:
+        return head + "\nno strategy fits"
+    return head + "\n" + _render(table).rstrip("\n")
+
+
+def _render(renderable: Any) -> str:
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=140, color_system=None, force_terminal=False)
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------
+# Plot
+# --------------------------------------------------------------------------
+
+
+def plot_memory(e: Estimate, path: str | Path) -> None:
+    """Draw memory per stage as stacked bars (matplotlib, imported here) into a PNG."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise InputError("--plot needs matplotlib: pip install 'hpdsl[plot]'") from None
+    stages = e.memory.per_stage
+    figure = Figure(figsize=(max(5.0, 0.6 * len(stages) + 3), 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    x = [str(st.stage) for st in stages]
+    bottom = [0.0] * len(stages)
+    for label, field in (("parameters", "params_bytes"), ("gradients", "grads_bytes"),
+                         ("optimizer states", "optimizer_bytes"), ("activations", "activation_bytes"),
+                         ("transient", "transient_bytes")):
+        heights = [getattr(st, field) / GIB for st in stages]
+        ax.bar(x, heights, bottom=bottom, label=label)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.axhline(e.memory.capacity_bytes / GIB, color="black", linestyle="--", linewidth=1,
+               label=f"{e.strategy.device} capacity")
+    ax.set_xlabel("pipeline stage")
+    ax.set_ylabel("GiB per device")
+    ax.set_title(f"{e.model}: {describe_strategy(e.strategy)}", fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    try:
+        figure.savefig(path, dpi=120)
+    except OSError as error:
+        raise InputError(f"cannot write '{path}': {error.strerror or error}") from None

@@ -1,0 +1,155 @@
+"""A bound model and a device count into the fastest strategies that fit, priced as numpy arrays.
+
+The search enumerates every factorisation N = dp·tp·pp·cp with the expert
+degrees ep·etp dividing dp·cp·tp (Megatron's expert mesh), crossed with the
+micro-batch sizes, recompute choices, optimizer sharding levels, context-parallel
+kinds and virtual stages asked for. The enumeration is a product of small index
+arrays; validity is the vectorised rule set of hpdsl.cost.validate; pricing is
+hpdsl.cost.pricing over chunks of the grid. Python loops run over divisors and
+chunks, never over candidates.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.bind import CostModel
+from hpdsl.cost.devices import get_device
+from hpdsl.cost.estimate import Estimate, estimate
+from hpdsl.cost.pricing import Prepared, prepare, price_grid
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.cost.validate import invalid_mask
+
+CHUNK = 1 << 13
+"""Candidates priced per numpy pass: big enough to amortise numpy's call overhead, small enough for cache."""
+
+
+@attrs.frozen
+class SearchResult:
+    """The ranked strategies that fit, and what the sweep did."""
+
+    model: str
+    devices: int
+    memory_bytes: int
+    enumerated: int
+    valid: int
+    fitting: int
+    seconds: float
+    top: tuple[Estimate, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """Return the result as `hpdsl search --json` prints it (the parameters once, not per entry)."""
+        top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model")} for e in self.top]
+        params = self.top[0].params.to_json() if self.top else None
+        return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes,
+                "enumerated": self.enumerated, "valid": self.valid, "fitting": self.fitting,
+                "seconds": self.seconds, "params": params, "top": top}
+
+
+def divisors(n: int) -> list[int]:
+    """Return the divisors of n in increasing order."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layouts(devices: int, experts: int) -> np.ndarray:
+    """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp."""
+    rows = []
+    for tp in divisors(devices):
+        for cp in divisors(devices // tp):
+            for pp in divisors(devices // (tp * cp)):
+                dp = devices // (tp * cp * pp)
+                mesh = dp * cp * tp
+                for ep in (divisors(mesh) if experts > 1 else [1]):
+                    if experts % ep:
+                        continue
+                    for etp in (divisors(mesh // ep) if experts > 1 else [1]):
+                        rows.append((tp, cp, pp, dp, ep, etp))
+    return np.array(rows, dtype=np.int64).reshape(-1, 6)
+
+
+def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
+                   micro_batches: Sequence[int] = (1, 2, 4, 8),
+                   recompute: Sequence[str] = RECOMPUTE, zero: Sequence[str] = ZERO,
+                   cp_kinds: Sequence[str] = CP_KINDS, vpp: Sequence[int] = (1,),
+                   base: Strategy = Strategy()) -> StrategyGrid:
+    """Return every candidate (valid or not) for `devices` as a grid, grouped by pipeline layout."""
+    rows = _model_layouts(prepared, devices)
+    rows = rows[np.argsort(rows[:, 2], kind="stable")]   # by pp, so a chunk holds few layouts
+    options = [np.asarray(vpp), np.arange(len(rows)), np.asarray(micro_batches),
+               np.asarray([RECOMPUTE.index(r) for r in recompute]),
+               np.asarray([ZERO.index(z) for z in zero]), np.asarray([CP_KINDS.index(k) for k in cp_kinds])]
+    sizes = [len(o) for o in options]
+    flat = np.arange(int(np.prod(sizes)), dtype=np.int64)
+    picked = []
+    for k, option in enumerate(options):   # vpp outermost, then layouts: grouped by (vpp, pp)
+        stride = int(np.prod(sizes[k + 1:]))
+        picked.append(option[(flat // stride) % sizes[k]])
+    vp, row, mb, rc, zr, ck = picked
+    lay = rows[row]
+    keep = (lay[:, 1] > 1) | (ck == CP_KINDS.index(base.cp_kind))  # cp_kind only matters when cp > 1
+    lay, mb, rc, zr, ck, vp = (a[keep] for a in (lay, mb, rc, zr, ck, vp))
+    n = len(lay)
+    template = StrategyGrid.from_strategies([base])
+    arrays = {name: np.broadcast_to(value, (n,)) for name, value in template.arrays.items()}
+    arrays.update(tp=lay[:, 0], cp=lay[:, 1], pp=lay[:, 2], dp=lay[:, 3], ep=lay[:, 4], etp=lay[:, 5],
+                  micro_batch=mb, recompute=rc, zero=zr, cp_kind=ck, vpp=vp,
+                  sp=(lay[:, 0] > 1).astype(np.int64), global_batch=np.broadcast_to(global_batch, (n,)),
+                  seq_len=np.broadcast_to(seq_len, (n,)), num_devices=np.broadcast_to(devices, (n,)),
+                  split_id=np.broadcast_to(0, (n,)), recompute_layers=np.broadcast_to(0, (n,)))
+    return StrategyGrid({k: np.asarray(v, dtype=np.float64 if k == "mfu" else np.int64)
+                         for k, v in arrays.items()}, template.splits, template.devices)
+
+
+def _model_layouts(prepared: Prepared, devices: int) -> np.ndarray:
+    """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths)."""
+    experts = max(c.experts for c in prepared.columns.configs)
+    rows = layouts(devices, experts)
+    probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
+                                     sp=(rows[:, 0] > 1).astype(np.int64))
+    return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
+
+
+def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: int | None = None, *,
+           device: str = "h100", top: int = 10, global_batch: int = 1024, seq_len: int = 4096,
+           micro_batches: Sequence[int] = (1, 2, 4, 8), recompute: Sequence[str] = RECOMPUTE,
+           zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS,
+           vpp: Sequence[int] = (1,), base: Strategy | None = None,
+           progress: bool | None = None) -> SearchResult:
+    """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each."""
+    start = time.perf_counter()
+    prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    base = (base or Strategy()).with_(device=device)
+    capacity = memory_bytes if memory_bytes is not None else get_device(device).memory_bytes
+    grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
+                          micro_batches=micro_batches, recompute=recompute, zero=zero,
+                          cp_kinds=cp_kinds, vpp=vpp, base=base)
+    valid = grid.take(~invalid_mask(prepared.columns, grid))
+    times, peaks = _price_chunks(prepared, valid, progress)
+    fits = np.nonzero(peaks <= capacity)[0]
+    ranked = fits[np.lexsort((peaks[fits], times[fits]))][:top]
+    best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked)
+    return SearchResult(prepared.columns.cost_model.model.name, devices, capacity, len(grid),
+                        len(valid), len(fits), time.perf_counter() - start, best)
+
+
+def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step time, peak bytes) of every candidate, priced CHUNK at a time."""
+    from tqdm import tqdm
+
+    n = len(grid)
+    times, peaks = np.empty(n), np.empty(n)
+    show = sys.stderr.isatty() and n > CHUNK if progress is None else progress
+    with tqdm(total=n, unit="strategy", unit_scale=True, disable=not show, file=sys.stderr,
+              desc="pricing") as bar:
+        for lo in range(0, n, CHUNK):
+            part = slice(lo, min(n, lo + CHUNK))
+            price = price_grid(prepared, grid.take(part))  # type: ignore[arg-type]
+            times[part], peaks[part] = price.step_time_s, price.peak_bytes
+            bar.update(part.stop - part.start)
+    return times, peaks

@@ -1,0 +1,211 @@
+"""Strategies against a model into the reasons they cannot run it, over a grid or for one.
+
+Every rule is one vectorised predicate over the grid's arrays plus the message a
+single strategy gets, so the search's filter and `validate_strategy` can never
+disagree: a strategy is valid iff no predicate flags it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.bind import CostModel
+from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+
+Mask = np.ndarray
+
+
+@attrs.frozen
+class Shape:
+    """The model facts the rules read."""
+
+    heads: tuple[tuple[str, int], ...]        # what tp must divide
+    a2a_heads: tuple[int, ...]                # what tp·cp must divide under all-to-all CP
+    experts: int                              # routed experts (1: dense model)
+    expert_widths: tuple[int, ...]            # what etp must divide
+    tp_widths: tuple[tuple[str, int], ...]    # dense and shared expert widths tp must divide
+    layers: int
+    shard_activations: bool
+
+
+def model_shape(columns: ModelColumns) -> Shape:
+    """Return the facts of a model that strategies are checked against."""
+    heads: dict[tuple[str, int], None] = {}
+    a2a: dict[int, None] = {}
+    widths: dict[tuple[str, int], None] = {}
+    experts, expert_widths = 1, {}
+    for config in columns.configs:
+        counts = head_counts(config)
+        heads.update(dict.fromkeys(counts.items()))
+        a2a[counts.get("attention heads", counts.get("linear-attention value heads", 1))] = None
+        if config.experts > 1:
+            experts = max(experts, config.experts)
+            expert_widths[config.ffn_width] = None
+            if config.shared_experts:
+                widths["shared expert width", config.shared_width] = None
+        elif config.ops.get("ffMM", 0):
+            widths["feed-forward width", config.ffn_width] = None
+    return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
+                 columns.cost_model.model.layers, columns.cost_model.profile.run.shard_activations)
+
+
+@attrs.frozen
+class Rule:
+    """One reason a strategy can be invalid: a vectorised predicate and the message."""
+
+    bad: Callable[[StrategyGrid, Shape], Mask]
+    message: Callable[[Strategy, Shape], str]
+
+
+def _positive(field: str) -> Rule:
+    return Rule(lambda g, _s: getattr(g, field) < 1,
+                lambda s, _sh: f"{field} must be at least 1, got {getattr(s, field)}")
+
+
+def _divides(label: str, count: int) -> Rule:
+    return Rule(lambda g, _s: (g.tp < 1) | (count % np.maximum(g.tp, 1) != 0),
+                lambda s, _sh: f"tp {s.tp} does not divide the {count} {label}")
+
+
+def _tp_width(label: str, width: int) -> Rule:
+    return Rule(lambda g, _s: (g.tp >= 1) & (width % np.maximum(g.tp, 1) != 0),
+                lambda s, _sh: f"tp {s.tp} does not divide the {label} {width}")
+
+
+def _etp_width(width: int) -> Rule:
+    return Rule(lambda g, _s: (g.etp >= 1) & (width % np.maximum(g.etp, 1) != 0),
+                lambda s, _sh: f"etp {s.etp} does not divide the expert width {width}")
+
+
+def _a2a(heads: int) -> Rule:
+    def bad(g: StrategyGrid, _s: Shape) -> Mask:
+        return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.tp * g.cp, 1) != 0)
+    return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
+                                    f"to divide the {heads} heads")
+
+
+def _split_sum(g: StrategyGrid, shape: Shape) -> Mask:
+    sums = np.array([sum(s) if s is not None else shape.layers for s in g.splits])
+    return sums[g.split_id] != shape.layers
+
+
+def _split_len(g: StrategyGrid, _shape: Shape) -> Mask:
+    lens = np.array([len(s) if s is not None else -1 for s in g.splits])
+    return (lens[g.split_id] >= 0) & (lens[g.split_id] != g.pp * g.vpp)
+
+
+def _split_negative(g: StrategyGrid, _shape: Shape) -> Mask:
+    neg = np.array([s is not None and min(s, default=0) < 0 for s in g.splits])
+    return neg[g.split_id]
+
+
+def _sp(g: StrategyGrid, shape: Shape) -> np.ndarray:
+    return np.where(g.sp < 0, int(shape.shard_activations), g.sp)
+
+
+def _batch(g: StrategyGrid) -> np.ndarray:
+    return np.where(g.global_batch > 0, g.global_batch, g.micro_batch * g.dp * g.pp)
+
+
+def _micro_batches(g: StrategyGrid) -> np.ndarray:
+    return _batch(g) // np.maximum(g.micro_batch * g.dp, 1)
+
+
+def _static_rules() -> Iterator[Rule]:
+    for field in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "seq_len",
+                  "param_bytes", "compute_bytes", "softmax_bytes"):
+        yield _positive(field)
+    yield Rule(lambda g, _s: g.recompute < 0,
+               lambda s, _sh: f"recompute '{s.recompute}' is not one of {', '.join(RECOMPUTE)}")
+    yield Rule(lambda g, _s: g.zero < 0,
+               lambda s, _sh: f"zero '{s.zero}' is not one of {', '.join(ZERO)}")
+    yield Rule(lambda g, _s: g.cp_kind < 0,
+               lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
+    yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
+    yield Rule(lambda g, _s: ~((g.mfu > 0) & (g.mfu <= 1)),
+               lambda s, _sh: f"mfu must be in (0, 1], got {s.mfu}")
+    yield Rule(lambda g, _s: g.recompute_layers < 0,
+               lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
+    yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),
+               lambda s, _sh: f"dp·tp·pp·cp = {s.devices}, but the job has {s.num_devices} devices")
+    for field in ("tp", "pp", "dp", "cp"):
+        yield Rule(lambda g, _s, f=field: (g.num_devices > 0) & (getattr(g, f) >= 1)
+                   & (g.num_devices % np.maximum(getattr(g, f), 1) != 0),
+                   lambda s, _sh, f=field: f"{f} {getattr(s, f)} does not divide the "
+                                           f"{s.num_devices} devices")
+    yield Rule(lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % np.maximum(g.ep * g.etp, 1) != 0),
+               lambda s, _sh: f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
+                              f"{s.dp * s.cp * s.tp} (the devices of a stage's expert layers)")
+    yield Rule(lambda g, _s: (g.global_batch > 0) & (g.global_batch % np.maximum(g.micro_batch * g.dp, 1) != 0),
+               lambda s, _sh: f"global batch {s.global_batch} is not a multiple of "
+                              f"micro_batch·dp = {s.micro_batch * s.dp}")
+    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp < 2),
+               lambda s, _sh: f"vpp {s.vpp} needs pipeline parallelism (pp > 1)")
+    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp > 1) & (_micro_batches(g) % np.maximum(g.pp, 1) != 0),
+               lambda s, _sh: f"the interleaved schedule needs the {s.micro_batches} micro-batches "
+                              f"to be a multiple of pp {s.pp}")
+    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 0) & (g.seq_len % np.maximum(2 * g.cp, 1) != 0),
+               lambda s, _sh: f"seq_len {s.seq_len} is not divisible by 2·cp = {2 * s.cp} "
+                              f"(ring attention balances causal chunks)")
+    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 1) & (g.seq_len % np.maximum(g.cp, 1) != 0),
+               lambda s, _sh: f"seq_len {s.seq_len} is not divisible by cp {s.cp}")
+
+
+def _layer_rules(shape: Shape) -> Iterator[Rule]:
+    yield Rule(lambda g, s: (g.split_id == 0) & (g.pp * g.vpp > s.layers),
+               lambda s, sh: f"{s.pp * s.vpp} pipeline chunks (pp·vpp) for {sh.layers} layers: "
+                             f"every chunk needs a layer")
+    yield Rule(_split_len, lambda s, _sh: f"pp_split lists {len(s.pp_split or ())} chunks, but "
+                                          f"pp·vpp = {s.pp * s.vpp}")
+    yield Rule(_split_sum, lambda s, sh: f"pp_split sums to {sum(s.pp_split or ())} layers, but the "
+                                         f"model has {sh.layers}")
+    yield Rule(_split_negative, lambda s, _sh: "pp_split has a negative layer count")
+
+
+def _model_rules(shape: Shape) -> Iterator[Rule]:
+    for label, count in shape.heads:
+        yield _divides(label, count)
+    for heads in shape.a2a_heads:
+        yield _a2a(heads)
+    for label, width in shape.tp_widths:
+        yield _tp_width(label, width)
+    if shape.experts > 1:
+        experts = shape.experts
+        yield Rule(lambda g, _s: (g.ep >= 1) & (experts % np.maximum(g.ep, 1) != 0),
+                   lambda s, _sh: f"ep {s.ep} does not divide the {experts} routed experts")
+        for width in shape.expert_widths:
+            yield _etp_width(width)
+        yield Rule(lambda g, s: (g.tp > 1) & (_sp(g, s) == 0),
+                   lambda s, _sh: f"a MoE model with tp {s.tp} needs sequence parallelism "
+                                  f"(Megatron requires it; pass --sp)")
+    else:
+        yield Rule(lambda g, _s: (g.ep > 1) | (g.etp > 1),
+                   lambda s, _sh: f"ep {s.ep} / etp {s.etp}: the model has no routed experts to shard")
+
+
+def rules(shape: Shape) -> tuple[Rule, ...]:
+    """Return every rule that applies to a model of `shape`."""
+    return (*_static_rules(), *_layer_rules(shape), *_model_rules(shape))
+
+
+def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool = False) -> Mask:
+    """Return, per candidate, whether any rule flags it (model_only: only the model's rules)."""
+    shape = model_shape(columns)
+    bad = np.zeros(len(grid), dtype=bool)
+    for rule in (_model_rules(shape) if model_only else rules(shape)):
+        bad |= rule.bad(grid, shape)
+    return bad
+
+
+def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -> tuple[str, ...]:
+    """Return every reason one strategy cannot run the model, in rule order."""
+    columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
+    shape = model_shape(columns)
+    grid = StrategyGrid.from_strategies([strategy])
+    return tuple(rule.message(strategy, shape) for rule in rules(shape)
+                 if bool(rule.bad(grid, shape)[0]))
+

@@ -1,0 +1,85 @@
+"""Small models and profiles for the estimator tests, built as IR values, and the example specs."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from hpdsl.cost import bind
+from hpdsl.cost.bind import CostModel
+from hpdsl.ir.nodes import KindIR, LayerGroup, LinearDims, ModelIR, MoeDims, ProfileIR, RunFacts
+
+OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
+       "linrec")
+LLAMA_OPS = dict(attMM=4, attBMM=2, ffMM=3, softmax=1, dropout=0, normOp=2, gather=4, headCast=1,
+                 ffAct=1, linrec=0)
+GPT_OPS = dict(attMM=4, attBMM=2, ffMM=2, softmax=1, dropout=2, normOp=2, gather=4, headCast=1,
+               ffAct=1, linrec=0)
+"""A GPT-2/Megatron layer: plain GeLU MLP, two LayerNorms, two hidden dropouts; the score
+softmax keeps its output and (with dropout masks kept) the attention dropout's mask, and the
+dropped-out probabilities A·V reads are the one score-shaped compute-width tensor (headCast)."""
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def profile(ops: dict[str, int] | None = None, *, run: RunFacts = RunFacts(), name: str = "p",
+            ffn: str | None = None) -> ProfileIR:
+    """Return a one-kind profile ("decoder")."""
+    kind = KindIR("decoder", dict(ops or LLAMA_OPS), "full", ffn)
+    return ProfileIR(name, {"decoder": kind}, default="decoder", run=run)
+
+
+def dense_model(*, hidden: int = 256, layers: int = 4, heads: int = 8, kv_heads: int | None = None,
+                ffn_width: int = 1024, vocab: int = 1000, mtp: int = 0, tie: bool = False,
+                ops: dict[str, int] | None = None, run: RunFacts = RunFacts()) -> CostModel:
+    """Return a bound one-kind dense model."""
+    groups = [LayerGroup("decoder", layers)] + ([LayerGroup("decoder", mtp, True)] if mtp else [])
+    model = ModelIR("dense", "p", hidden=hidden, layers=layers, heads=heads, vocab=vocab,
+                    kv_heads=kv_heads or heads, ffn_width=ffn_width, mtp=mtp, tie_embeddings=tie,
+                    groups=tuple(groups))
+    return bind(model, profile(ops, run=run))
+
+
+def moe_model(*, layers: int = 4, first_dense: int = 1, experts: int = 8, top_k: int = 2,
+              shared: int = 1, mtp: int = 1) -> CostModel:
+    """Return a bound DeepSeek-shaped model: dense layers, then MoE layers, then MTP."""
+    kinds = {"dense": KindIR("dense", dict(LLAMA_OPS), "full", "dense"),
+             "moe": KindIR("moe", dict(LLAMA_OPS), "full", "moe")}
+    groups = [LayerGroup("dense", first_dense), LayerGroup("moe", layers - first_dense)]
+    groups += [LayerGroup("moe", mtp, True)] if mtp else []
+    model = ModelIR("moe", "ds", hidden=256, layers=layers, heads=8, vocab=1000, kv_heads=8,
+                    ffn_width=1024, mtp=mtp, first_k_dense=first_dense,
+                    moe=MoeDims(experts, top_k, 128, shared, 128), groups=tuple(groups))
+    return bind(model, ProfileIR("ds", kinds, default="moe"))
+
+
+def hybrid_model(*, pattern: tuple[str, ...] = ("lin", "lin", "lin", "full") * 2,
+                 score_less: bool = False) -> CostModel:
+    """Return a bound Qwen3-Next-shaped model of linear ("lin") and full attention layers.
+
+    With score_less, "lin" is a full-attention kind without score ops instead (attBMM,
+    softmax and headCast 0, nothing else changed): the stack-difference gold.
+    """
+    full = KindIR("full", dict(LLAMA_OPS))
+    lin_ops = dict(LLAMA_OPS, attBMM=0, softmax=0, headCast=0, linrec=0 if score_less else 1)
+    lin = KindIR("lin", lin_ops, "full" if score_less else "linear")
+    groups: list[LayerGroup] = []
+    for kind in pattern:
+        if groups and groups[-1].kind == kind:
+            groups[-1] = LayerGroup(kind, groups[-1].count + 1)
+        else:
+            groups.append(LayerGroup(kind, 1))
+    model = ModelIR("hybrid", "h", hidden=256, layers=len(pattern), heads=8, vocab=1000, kv_heads=2,
+                    head_dim=64, ffn_width=512, qk_norm=True, output_gate=True,
+                    linear=LinearDims(4, 32, 8, 32, 4), groups=tuple(groups))
+    return bind(model, ProfileIR("h", {"full": full, "lin": lin}, default="full"))
+
+
+@cache
+def example(name: str) -> CostModel:
+    """Return an example spec's model, compiled with the standard library and bound."""
+    from hpdsl.api import compile_paths
+
+    registry = compile_paths([EXAMPLES / f"{name}.hpf"]).unwrap()
+    model = registry.models[name]
+    return bind(model, registry.profiles[model.profile])

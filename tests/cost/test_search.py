@@ -1,0 +1,86 @@
+"""The vectorised strategy search: enumeration, filtering, ranking, and the CLI body."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from cost_builders import EXAMPLES, dense_model, example, moe_model
+
+from hpdsl.cost.estimate import estimate
+from hpdsl.cost.pricing import prepare
+from hpdsl.cost.report import search_command
+from hpdsl.cost.search import enumerate_grid, layouts, search
+from hpdsl.cost.strategy import validate_strategy
+from hpdsl.cost.validate import invalid_mask
+
+GIB = 1024**3
+
+
+def test_layouts_factor_the_devices_and_fit_experts_in_the_mesh() -> None:
+    rows = layouts(16, experts=8)
+    tp, cp, pp, dp, ep, etp = rows.T
+    assert np.all(tp * cp * pp * dp == 16)
+    assert np.all((dp * cp * tp) % (ep * etp) == 0)
+    assert np.all(8 % ep == 0)
+    assert len({tuple(r) for r in rows}) == len(rows)
+    assert set(layouts(16, experts=1)[:, 4]) == {1}
+
+
+def test_enumeration_covers_every_choice() -> None:
+    prepared = prepare(moe_model())
+    grid = enumerate_grid(prepared, 8, global_batch=16, seq_len=256)
+    valid = grid.take(~invalid_mask(prepared.columns, grid))
+    assert set(valid.micro_batch.tolist()) == {1, 2, 4, 8}
+    assert set(valid.recompute.tolist()) == {0, 1, 2} and set(valid.zero.tolist()) == {0, 1, 2, 3}
+    assert set(valid.cp_kind[valid.cp > 1].tolist()) == {0, 1}
+    assert np.all(valid.pp[:-1] <= valid.pp[1:])  # sorted by pipeline layout for grouping
+    for i in range(0, len(valid), 97):
+        assert validate_strategy(valid.strategy(i), prepared.columns) == ()
+
+
+def test_search_ranks_fitting_valid_strategies_by_step_time() -> None:
+    result = search(moe_model(), 8, 1 * GIB, global_batch=16, seq_len=256, top=5)
+    assert 0 < len(result.top) <= 5 and result.fitting <= result.valid <= result.enumerated
+    times = [e.step_time_s for e in result.top]
+    assert times == sorted(times)
+    for e in result.top:
+        assert e.memory.peak_bytes <= 1 * GIB
+        assert e.strategy.devices == 8 and validate_strategy(e.strategy, moe_model()) == ()
+
+
+def test_search_agrees_with_pricing_every_candidate_one_at_a_time() -> None:
+    cost_model = dense_model(layers=4)
+    prepared = prepare(cost_model)
+    grid = enumerate_grid(prepared, 4, global_batch=8, seq_len=256, micro_batches=(1, 2))
+    valid = grid.take(~invalid_mask(prepared.columns, grid))
+    scalar = [estimate(prepared, valid.strategy(i)) for i in range(len(valid))]
+    capacity = int(np.median([e.memory.peak_bytes for e in scalar]))
+    fitting = [e for e in scalar if e.memory.peak_bytes <= capacity]
+    best = min(fitting, key=lambda e: (e.step_time_s, e.memory.peak_bytes))
+    result = search(prepared, 4, capacity, global_batch=8, seq_len=256, micro_batches=(1, 2), top=3)
+    assert result.fitting == len(fitting)
+    assert result.top[0].step_time_s == best.step_time_s
+
+
+def test_nothing_fits() -> None:
+    result = search(dense_model(), 2, 1024, global_batch=4, seq_len=128)
+    assert result.top == () and result.fitting == 0
+    code, text = search_command([EXAMPLES / "llama2_7b.hpf"], None, 1, 1.0, global_batch=4)
+    assert code == 0 and "no strategy fits" in text
+
+
+def test_qwen3_next_on_64_devices() -> None:
+    result = search(example("qwen3_next_80b_a3b"), 64, 80 * GIB, top=3)
+    assert len(result.top) == 3 and result.valid > 10_000
+    assert all(e.memory.fits for e in result.top)
+
+
+def test_search_command_json_and_errors() -> None:
+    spec = [EXAMPLES / "mixtral_8x7b.hpf"]
+    code, text = search_command(spec, None, 16, 80, top=2, json=True, micro_batches="1,2")
+    data = json.loads(text)
+    assert code == 0 and len(data["top"]) == 2 and data["devices"] == 16
+    assert data["top"][0]["step_time_s"] <= data["top"][1]["step_time_s"]
+    code, text = search_command(spec, None, 16, 80, micro_batches="one")
+    assert code == 2 and "--micro-batches" in text
