@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -30,6 +31,9 @@ from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
 from hpdsl.loader import Loaded, load_paths, load_sources
 from hpdsl.syntax import parse_text
+
+if TYPE_CHECKING:
+    from hpdsl.cost.bind import CostModel
 
 
 @attrs.frozen
@@ -59,7 +63,8 @@ class CompileResult:
         """Return the registry; raise SpecError carrying every diagnostic if there is none."""
         if self.registry is None:
             count = len(self.errors)
-            raise SpecError(f"the specs have {count} error{'s' * (count != 1)}", self.diagnostics)
+            raise SpecError(f"the specs have {count} error{'s' * (count != 1)}", self.diagnostics,
+                            self.sources)
         return self.registry
 
 
@@ -146,3 +151,23 @@ def _sync_folder(folder: Path) -> None:
 
 __all__ = ["CompileResult", "check", "compile_paths", "compile_sources", "lower", "parse",
            "write_registry", "write_text_atomic"]
+
+
+def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,
+               stdlib: bool = True) -> CostModel:
+    """Compile `paths`, pick `model` (or the only model in scope) and bind it to its profile."""
+    from hpdsl.check.scope import did_you_mean
+    from hpdsl.cost.bind import bind
+
+    registry = compile_paths(paths, stdlib=stdlib).unwrap()
+    models = registry.models
+    if model is None:
+        if len(models) != 1:
+            names = ", ".join(sorted(models)) or "none"
+            raise InputError(f"{len(models)} models are in scope ({names}); choose one with --model")
+        model = next(iter(models))
+    if model not in models:
+        raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
+    spec = models[model]
+    return bind(spec, registry.profiles[spec.profile])
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.diagnostics.diagnostic import Diagnostic
+from hpdsl.diagnostics.span import Source
 
 
 @attrs.frozen(auto_exc=True)
@@ -22,6 +23,7 @@ class SpecError(HpdslError):
     """The specs have errors: carries every diagnostic of the run (syntax errors included)."""
 
     diagnostics: tuple[Diagnostic, ...] = ()
+    sources: dict[str, Source] = attrs.field(factory=dict, eq=False, repr=False)
 
 
 @attrs.frozen(auto_exc=True)

@@ -8,7 +8,7 @@ errors 2, anything else is a bug in hpdsl and exits 3 with a one-line report
 (explain). They import the pipeline when they run, so `hpdsl --help` stays fast.
 """
 
-from hpdsl.cli import build, models, torch  # noqa: F401  (registers the commands)
+from hpdsl.cli import build, cost, models, torch  # noqa: F401  (registers the commands)
 from hpdsl.cli.app import (EXIT_INTERNAL, EXIT_OK, EXIT_SPEC, EXIT_USAGE, emit_json, exit_code,
                            json_option, main, plural, report_diagnostics)
 

@@ -75,7 +75,7 @@ def _fail(ctx: click.Context, error: Exception) -> NoReturn:
         emit_json({"ok": False, "diagnostics": [d.to_json() for d in diagnostics],
                    "error": {"kind": _KINDS[code], "message": message, "details": list(details)}})
     else:
-        report_diagnostics(diagnostics, {})
+        report_diagnostics(diagnostics, getattr(error, "sources", {}))
     click.echo(f"hpdsl: {message}", err=True)
     for line in details:
         click.echo(f"  {line}", err=True)

@@ -1,4 +1,4 @@
-"""`hpdsl stack`, `hpdsl import-hf`, `hpdsl estimate`: models into stacks, parameter counts and prices."""
+"""`hpdsl stack` and `hpdsl import-hf`: models into layer stacks, and HF configs into models."""
 
 from __future__ import annotations
 
@@ -8,30 +8,15 @@ from typing import Any
 
 import click
 
-from hpdsl.cli.app import EXIT_OK, EXIT_SPEC, emit_json, json_option, main, report_diagnostics
+from hpdsl.cli.app import EXIT_OK, emit_json, json_option, main
 from hpdsl.errors import InputError
 
 
 def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool) -> Any:
-    """Compile `paths`, pick one model and bind it; exit 1 with the diagnostics on spec errors."""
-    from hpdsl.api import compile_paths
-    from hpdsl.check.scope import did_you_mean
-    from hpdsl.cost import bind
+    """Compile `paths`, pick one model and bind it (errors go to the group: diagnostics exit 1)."""
+    from hpdsl.api import bind_model
 
-    result = compile_paths(list(paths), stdlib=stdlib)
-    if result.registry is None:
-        report_diagnostics(result.diagnostics, result.sources)
-        raise click.exceptions.Exit(EXIT_SPEC)
-    models = result.registry.models
-    if model is None:
-        if len(models) != 1:
-            names = ", ".join(sorted(models)) or "none"
-            raise InputError(f"{len(models)} models are in scope ({names}); choose one with --model")
-        model = next(iter(models))
-    if model not in models:
-        raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
-    spec = models[model]
-    return bind(spec, result.registry.profiles[spec.profile])
+    return bind_model(paths, model, stdlib=stdlib)
 
 
 spec_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -86,39 +71,3 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
     else:
         click.echo(f"wrote {output}: model {imported.model.name.value} (profile {imported.profile})")
     ctx.exit(EXIT_OK)
-
-
-@main.command("estimate")
-@spec_paths
-@model_option
-@no_stdlib_option
-@json_option
-def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool) -> None:
-    """Count a model's parameters exactly (total, active, MTP, per kind and per group)."""
-    from hpdsl.cost import parameters
-
-    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
-    report = parameters(cost_model)
-    if as_json:
-        emit_json({"model": cost_model.model.name, "profile": cost_model.model.profile,
-                   "params": report.to_json()})
-        return
-    click.echo(render_params(cost_model.model.name, report))
-
-
-def render_params(name: str, report: Any) -> str:
-    """Return the readable parameter table of `hpdsl estimate`."""
-    rows = [("total", report.total), ("active per token", report.active),
-            ("embedding", report.embedding), ("output head", report.output),
-            ("body", report.body), ("MTP (not in total)", report.mtp)]
-    lines = [f"parameters of {name}"]
-    lines += [f"  {label:<20} {value:>18,}  ({value / 1e9:,.2f} B)" for label, value in rows]
-    by_kind: dict[tuple[str | None, bool], list[Any]] = {}
-    for group in report.groups:
-        by_kind.setdefault((group.kind, group.mtp), []).append(group)
-    for (kind, mtp), groups in by_kind.items():
-        layers = sum(g.count for g in groups)
-        label = f"{kind or '-'} x {layers}" + (" (MTP)" if mtp else "")
-        lines.append(f"  {label:<26} {groups[0].per_layer:>16,} per layer "
-                     f"{sum(g.total for g in groups):>18,} in all")
-    return "\n".join(lines)

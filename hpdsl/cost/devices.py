@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.check.scope import did_you_mean
-from hpdsl.errors import HpdslError
+from hpdsl.errors import InputError
 
 GIB = 1024**3
 GB = 1000**3
@@ -34,7 +34,7 @@ class Device:
 
 
 @attrs.frozen(auto_exc=True)
-class UnknownDeviceError(HpdslError):
+class UnknownDeviceError(InputError):
     """A strategy names a device the table does not hold."""
 
 

@@ -1,29 +1,24 @@
 """Estimates and search results into what the CLI prints: a per-stage table, JSON, a PNG plot.
 
-`estimate_command` and `search_command` are the bodies of `hpdsl estimate` and
-`hpdsl search`: they take already-parsed arguments and return (exit code, text),
-so the click layer only declares the flags (ESTIMATE_FLAGS, SEARCH_FLAGS list
-them) and prints. Exit codes follow the CLI contract: 0 ok, 1 spec diagnostics,
-2 usage or I/O (an unknown model or device, an invalid strategy, a plot that
-cannot be written).
+The CLI (hpdsl/cli/cost.py) declares its flags from ESTIMATE_FLAGS and
+SEARCH_FLAGS, builds the Strategy with `strategy_from_flags`, and prints with
+`render_estimate`, `render_search` and `plot_memory`; errors travel to the CLI
+group, which owns exit codes.
 """
 
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hpdsl.cost.bind import CostModel
 from hpdsl.cost.estimate import Estimate
 from hpdsl.cost.search import SearchResult
 from hpdsl.cost.strategy import Strategy
-from hpdsl.errors import HpdslError, InputError, LoadError, SpecError
+from hpdsl.errors import InputError
 
 GIB = 1024**3
-EXIT_OK, EXIT_SPEC, EXIT_USAGE = 0, 1, 2
 
 ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--tp", "tp", int, "tensor-parallel degree"),
@@ -64,63 +59,8 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 
 
 # --------------------------------------------------------------------------
-# Commands
+# Flags
 # --------------------------------------------------------------------------
-
-
-def estimate_command(spec_paths: Sequence[str | Path], model: str | None,
-                     strategy_kwargs: Mapping[str, Any], json: bool = False,
-                     plot: str | Path | None = None, stdlib: bool = True) -> tuple[int, str]:
-    """Price one strategy for a model of the given specs; return (exit code, text to print)."""
-    from hpdsl.cost.estimate import estimate
-
-    try:
-        cost_model = load_model(spec_paths, model, stdlib=stdlib)
-        result = estimate(cost_model, strategy_from_flags(strategy_kwargs))
-        if plot is not None:
-            plot_memory(result, plot)
-    except HpdslError as error:
-        return _failure(error, json)
-    return EXIT_OK, _dumps(result.to_json()) if json else render_estimate(result)
-
-
-def search_command(spec_paths: Sequence[str | Path], model: str | None, devices: int,
-                   memory_gib: float | None = None, *, top: int = 10, json: bool = False,
-                   stdlib: bool = True, device: str = "h100", global_batch: int = 1024,
-                   seq_len: int = 4096, micro_batches: str | Sequence[int] = (1, 2, 4, 8),
-                   vpp: str | Sequence[int] = (1,)) -> tuple[int, str]:
-    """Search the fastest strategies that fit; return (exit code, text to print)."""
-    from hpdsl.cost.search import search
-
-    try:
-        cost_model = load_model(spec_paths, model, stdlib=stdlib)
-        memory = int(memory_gib * GIB) if memory_gib is not None else None
-        result = search(cost_model, devices, memory, device=device, top=top,
-                        global_batch=global_batch, seq_len=seq_len,
-                        micro_batches=_ints(micro_batches, "--micro-batches"), vpp=_ints(vpp, "--vpp"))
-    except HpdslError as error:
-        return _failure(error, json)
-    return EXIT_OK, _dumps(result.to_json()) if json else render_search(result)
-
-
-def load_model(spec_paths: Sequence[str | Path], model: str | None, *, stdlib: bool = True
-               ) -> CostModel:
-    """Compile the specs, pick one model (the only one, or `model`) and bind it."""
-    from hpdsl.api import compile_paths
-    from hpdsl.check.scope import did_you_mean
-    from hpdsl.cost.bind import bind
-
-    registry = compile_paths(list(spec_paths), stdlib=stdlib).unwrap()
-    models = registry.models
-    if model is None:
-        if len(models) != 1:
-            names = ", ".join(sorted(models)) or "none"
-            raise InputError(f"{len(models)} models are in scope ({names}); choose one with --model")
-        model = next(iter(models))
-    if model not in models:
-        raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
-    spec = models[model]
-    return bind(spec, registry.profiles[spec.profile])
 
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
@@ -129,43 +69,20 @@ def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
 
     values = {k: v for k, v in flags.items() if v is not None}
     if isinstance(values.get("pp_split"), str):
-        values["pp_split"] = _ints(values["pp_split"], "--pp-split")
+        values["pp_split"] = parse_ints(values["pp_split"], "--pp-split")
     try:
         return Strategy(**values)
     except TypeError as error:
         raise InvalidStrategyError(f"bad strategy flags: {error}", (str(error),)) from None
 
 
-def _ints(value: str | Sequence[int], flag: str) -> tuple[int, ...]:
+def parse_ints(value: str | Sequence[int], flag: str) -> tuple[int, ...]:
     if not isinstance(value, str):
         return tuple(int(v) for v in value)
     try:
         return tuple(int(part) for part in value.replace(" ", "").split(",") if part)
     except ValueError:
         raise InputError(f"{flag} takes comma-separated whole numbers, got '{value}'") from None
-
-
-def _failure(error: HpdslError, as_json: bool) -> tuple[int, str]:
-    """Return the exit code and report of an error (spec errors with their diagnostics)."""
-    from hpdsl.diagnostics import render_diagnostics
-
-    code = EXIT_SPEC if isinstance(error, SpecError) else EXIT_USAGE
-    details = list(getattr(error, "reasons", ()) or getattr(error, "errors", ()))
-    if as_json:
-        diagnostics = [d.to_json() for d in getattr(error, "diagnostics", ())]
-        kind = "spec" if code == EXIT_SPEC else "usage"
-        return code, _dumps({"ok": False, "diagnostics": diagnostics,
-                             "error": {"kind": kind, "message": str(error), "details": details}})
-    text = f"hpdsl: {error}"
-    if isinstance(error, SpecError):
-        text = render_diagnostics(error.diagnostics, {}) + "\n" + text
-    elif isinstance(error, LoadError):
-        text += "".join(f"\n  {line}" for line in details)
-    return code, text
-
-
-def _dumps(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------

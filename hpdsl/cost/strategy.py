@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
-from hpdsl.errors import HpdslError
+from hpdsl.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recompute: nothing; the score tensors of core attention (Korthikanti et al.); whole layers."""
@@ -34,7 +34,7 @@ CpKind = Literal["ring", "a2a"]
 
 
 @attrs.frozen(auto_exc=True)
-class InvalidStrategyError(HpdslError):
+class InvalidStrategyError(InputError):
     """A strategy cannot run the model: carries every reason."""
 
     reasons: tuple[str, ...] = ()

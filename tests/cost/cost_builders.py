@@ -19,7 +19,8 @@ GPT_OPS = dict(attMM=4, attBMM=2, ffMM=2, softmax=1, dropout=2, normOp=2, gather
 softmax keeps its output and (with dropout masks kept) the attention dropout's mask, and the
 dropped-out probabilities A·V reads are the one score-shaped compute-width tensor (headCast)."""
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
 def profile(ops: dict[str, int] | None = None, *, run: RunFacts = RunFacts(), name: str = "p",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from cost_builders import EXAMPLES, dense_model, example, moe_model
+from cost_builders import EXAMPLES, ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.params import parameters
 from hpdsl.cost.pricing import price_grid
-from hpdsl.cost.report import estimate_command, render_estimate, strategy_from_flags
+from hpdsl.cost.report import render_estimate, strategy_from_flags
 from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid
 
 DEEPSEEK = Strategy(tp=8, pp=8, dp=2, ep=8, sequence_parallel=True, global_batch=256)
@@ -72,33 +75,40 @@ def test_render_shows_every_stage() -> None:
     assert text.count("moe 8") == 5 and "mtp:moe 1" in text and "peak" in text
 
 
-def test_estimate_command_text_json_and_plot(tmp_path) -> None:
-    spec = [EXAMPLES / "llama2_7b.hpf"]
-    code, text = estimate_command(spec, None, {"tp": 2, "dp": 4, "global_batch": 32}, json=False)
-    assert code == 0 and "llama2_7b" in text
+def hpdsl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_estimate_command_text_json_and_plot(tmp_path: Path) -> None:
+    spec = "examples/llama2_7b.hpf"
+    run = hpdsl("estimate", spec, "--tp", "2", "--dp", "4", "--global-batch", "32")
+    assert run.returncode == 0 and "llama2_7b" in run.stdout and "parameters of llama2_7b" in run.stdout
     plot = tmp_path / "memory.png"
-    code, text = estimate_command(spec, None, {"pp": 2}, json=True, plot=plot)
-    assert code == 0 and json.loads(text)["memory"]["per_stage"][1]["stage"] == 1
+    run = hpdsl("estimate", spec, "--pp", "2", "--json", "--plot", str(plot))
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["memory"]["per_stage"][1]["stage"] == 1 and data["params"]["total"] == 6_738_415_616
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_estimate_command_errors() -> None:
-    spec = [EXAMPLES / "llama2_7b.hpf"]
-    code, text = estimate_command(spec, None, {"tp": 3}, json=True)
-    assert code == 2 and "tp 3 does not divide" in json.loads(text)["error"]["details"][0]
-    code, text = estimate_command(spec, "llama3", {}, json=False)
-    assert code == 2 and "no model 'llama3'" in text
-    code, text = estimate_command([EXAMPLES / "missing.hpf"], None, {}, json=False)
-    assert code == 2
-    code, _ = estimate_command([EXAMPLES], None, {}, json=False)
-    assert code == 2  # several models: --model is needed
+    spec = "examples/llama2_7b.hpf"
+    run = hpdsl("estimate", spec, "--tp", "3", "--json")
+    assert run.returncode == 2 and "tp 3 does not divide" in json.loads(run.stdout)["error"]["message"]
+    run = hpdsl("estimate", spec, "--model", "llama3")
+    assert run.returncode == 2 and "no model 'llama3'" in run.stderr
+    assert hpdsl("estimate", "examples/missing.hpf").returncode == 2
+    assert hpdsl("estimate", "examples").returncode == 2  # several models: --model is needed
+    assert hpdsl("estimate", spec, "--device", "tpu9").returncode == 2
 
 
-def test_estimate_command_reports_spec_errors(tmp_path) -> None:
+def test_estimate_command_reports_spec_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.hpf"
     bad.write_text("model m : nosuchprofile { hidden 8 layers 1 heads 1 vocab 8 }\n")
-    code, text = estimate_command([bad], None, {}, json=False)
-    assert code == 1 and "error[" in text
+    run = hpdsl("estimate", "bad.hpf", cwd=tmp_path)
+    assert run.returncode == 1 and "bad.hpf:1:11: error[unknown-profile]" in run.stderr
+    assert "^~~~" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_flags_parse_the_split() -> None:

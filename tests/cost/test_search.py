@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
-from cost_builders import EXAMPLES, dense_model, example, moe_model
+from cost_builders import EXAMPLES, ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare
-from hpdsl.cost.report import search_command
 from hpdsl.cost.search import enumerate_grid, layouts, search
 from hpdsl.cost.strategy import validate_strategy
 from hpdsl.cost.validate import invalid_mask
@@ -66,8 +68,9 @@ def test_search_agrees_with_pricing_every_candidate_one_at_a_time() -> None:
 def test_nothing_fits() -> None:
     result = search(dense_model(), 2, 1024, global_batch=4, seq_len=128)
     assert result.top == () and result.fitting == 0
-    code, text = search_command([EXAMPLES / "llama2_7b.hpf"], None, 1, 1.0, global_batch=4)
-    assert code == 0 and "no strategy fits" in text
+    run = _hpdsl("search", "examples/llama2_7b.hpf", "--devices", "1", "--memory-gib", "1",
+                 "--global-batch", "4")
+    assert run.returncode == 0 and "no strategy fits" in run.stdout
 
 
 def test_qwen3_next_on_64_devices() -> None:
@@ -77,10 +80,17 @@ def test_qwen3_next_on_64_devices() -> None:
 
 
 def test_search_command_json_and_errors() -> None:
-    spec = [EXAMPLES / "mixtral_8x7b.hpf"]
-    code, text = search_command(spec, None, 16, 80, top=2, json=True, micro_batches="1,2")
-    data = json.loads(text)
-    assert code == 0 and len(data["top"]) == 2 and data["devices"] == 16
+    spec = "examples/mixtral_8x7b.hpf"
+    run = _hpdsl("search", spec, "--devices", "16", "--memory-gib", "80", "--top", "2", "--json",
+                 "--micro-batches", "1,2")
+    data = json.loads(run.stdout)
+    assert run.returncode == 0 and len(data["top"]) == 2 and data["devices"] == 16
     assert data["top"][0]["step_time_s"] <= data["top"][1]["step_time_s"]
-    code, text = search_command(spec, None, 16, 80, micro_batches="one")
-    assert code == 2 and "--micro-batches" in text
+    run = _hpdsl("search", spec, "--devices", "16", "--micro-batches", "one")
+    assert run.returncode == 2 and "--micro-batches" in run.stderr
+    assert _hpdsl("search", spec).returncode == 2  # --devices is required
+
+
+def _hpdsl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)

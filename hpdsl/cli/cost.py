@@ -1,0 +1,103 @@
+"""`hpdsl estimate` and `hpdsl search`: a model and a strategy (or a device count) into prices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from hpdsl.cli.app import emit_json, json_option, main
+from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, spec_paths
+from hpdsl.cost.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str, ...] = ()
+           ) -> Callable[[F], F]:
+    """Declare one click option per row of a flag table (unset flags arrive as None)."""
+    def decorate(command: F) -> F:
+        for flag, name, kind, text in reversed(table):
+            if kind is bool:
+                command = click.option(flag, name, default=None, help=text)(command)
+            elif name in required:  # no default at all: click 8.5 skips the check for default=None
+                command = click.option(flag, name, type=kind, required=True, help=text)(command)
+            else:
+                command = click.option(flag, name, type=kind, default=None, help=text)(command)
+        return command
+    return decorate
+
+
+@main.command("estimate")
+@spec_paths
+@model_option
+@no_stdlib_option
+@_flags(ESTIMATE_FLAGS)
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+              help="Draw memory per pipeline stage as stacked bars into this PNG.")
+@json_option
+def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, plot: Path | None,
+                     as_json: bool, **flags: Any) -> None:
+    """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time)."""
+    from hpdsl.cost import parameters
+    from hpdsl.cost.estimate import estimate
+    from hpdsl.cost.report import plot_memory, render_estimate, strategy_from_flags
+
+    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
+    result = estimate(cost_model, strategy_from_flags(flags))
+    if plot is not None:
+        plot_memory(result, plot)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    click.echo(render_params(cost_model.model.name, parameters(cost_model)))
+    click.echo()
+    click.echo(render_estimate(result))
+    if plot is not None:
+        click.echo(f"memory plot: {plot}")
+
+
+@main.command("search")
+@spec_paths
+@model_option
+@no_stdlib_option
+@_flags(SEARCH_FLAGS, required=("devices",))
+@json_option
+def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool,
+                   **flags: Any) -> None:
+    """Price every valid strategy for N devices as arrays; rank those that fit by step time."""
+    from hpdsl.cost.report import GIB, parse_ints, render_search
+    from hpdsl.cost.search import search
+
+    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
+    options = {k: v for k, v in flags.items() if v is not None}
+    devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
+    for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
+        if key in options:
+            options[key] = parse_ints(options[key], flag)
+    memory = int(memory_gib * GIB) if memory_gib is not None else None
+    result = search(cost_model, devices, memory, **options)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo(render_search(result))
+
+
+def render_params(name: str, report: Any) -> str:
+    """Return the readable parameter table: totals, then per kind (per layer and in all)."""
+    rows = [("total", report.total), ("active per token", report.active),
+            ("embedding", report.embedding), ("output head", report.output),
+            ("body", report.body), ("MTP (not in total)", report.mtp)]
+    lines = [f"parameters of {name}"]
+    lines += [f"  {label:<20} {value:>18,}  ({value / 1e9:,.2f} B)" for label, value in rows]
+    by_kind: dict[tuple[str | None, bool], list[Any]] = {}
+    for group in report.groups:
+        by_kind.setdefault((group.kind, group.mtp), []).append(group)
+    for (kind, mtp), groups in by_kind.items():
+        layers = sum(g.count for g in groups)
+        label = f"{kind or '-'} x {layers}" + (" (MTP)" if mtp else "")
+        lines.append(f"  {label:<26} {groups[0].per_layer:>16,} per layer "
+                     f"{sum(g.total for g in groups):>18,} in all")
+    return "\n".join(lines)
