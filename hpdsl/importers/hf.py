@@ -95,6 +95,13 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     cfg: Mapping[str, Any] = text_config if isinstance(text_config, Mapping) else config
     model_type = str(cfg.get("model_type") or config.get("model_type") or "")
     profile, warnings = _pick_profile(model_type, profiles)
+    if cfg is not config:
+        towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
+                        and isinstance(v, Mapping))
+        if towers:
+            warnings.append(f"imported text_config only; {', '.join(towers)} is not part of the model "
+                            "(hpdsl prices the language model; a vision tower is a model of its own "
+                            "with the 'vision' profile)")
     facts = {**profile.facts_for(model_type), **_stated_facts(cfg)}
     fields = _fields(cfg, facts, profile)
     items: list[ast.ModelItem] = [_field(key, fields[key]) for key in FIELD_ORDER if key in fields]

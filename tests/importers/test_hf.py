@@ -58,6 +58,7 @@ def test_composite_configs_read_text_config(profiles) -> None:
     composite = {"model_type": "llava", "text_config": LLAMA, "vision_config": {"hidden_size": 8}}
     imported = import_hf_config(composite, profiles=profiles, name="vl")
     assert imported.profile == "llama2"
+    assert "vision_config" in imported.warnings[0]  # said, not dropped silently
 
 
 def test_hybrid_layer_types_become_a_compact_stack(profiles) -> None:
