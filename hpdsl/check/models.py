@@ -335,6 +335,13 @@ def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blo
                     collector: Collector) -> None:
     """Report kinds in the stack whose flavour needs a block the model does not declare."""
     kinds = profile_kinds(profile)
+    stated = {item.name.value for item in model.items if isinstance(item, ast.Field)}
+    dense = [k for k in used if _runs_dense(kinds[k], kinds, blocks)]
+    if dense and "ffn_width" not in stated:
+        collector.error(_kind_site(model, dense[0]), "missing-field",
+                        f"layers of kind '{dense[0]}' run a dense feed-forward, but the model "
+                        "states no ffn_width", hint="state the dense width: `ffn_width 11008` "
+                        "(HF intermediate_size)")
     for kind in used:
         attention, ffn = kind_flavours(kinds[kind], kinds)
         if ffn == "moe" and "moe" not in blocks:
@@ -348,6 +355,12 @@ def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blo
                             f"'{profile.name.value}'), but the model declares no linear block",
                             hint="declare `linear { key_heads  key_head_dim  value_heads  "
                                  "value_head_dim  conv }`")
+
+
+def _runs_dense(kind: ast.Kind, kinds: dict[str, ast.Kind], blocks: set[str]) -> bool:
+    """Whether a layer of `kind` runs a dense feed-forward (its flavour, else the model's own)."""
+    ffn = kind_flavours(kind, kinds)[1]
+    return ffn == "dense" or (ffn is None and "moe" not in blocks)
 
 
 def _kind_site(model: ast.Model, kind: str) -> Span:

@@ -16,7 +16,7 @@ from hpdsl.resources import stdlib_files
 from hpdsl.syntax import parse_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-DIMS = "hidden 1024  heads 8  vocab 1000"
+DIMS = "hidden 1024  heads 8  vocab 1000  ffn_width 4096"
 LINEAR = "linear { key_heads 8  key_head_dim 64  value_heads 16  value_head_dim 64  conv 4 }"
 
 
@@ -96,14 +96,14 @@ def test_non_positive_field_points_at_the_literal() -> None:
 
 
 def test_missing_fields_are_listed_at_the_model_name() -> None:
-    text = "model m : qwen { hidden 1024  layers 4 }"
+    text = "model m : qwen { hidden 1024  layers 4  ffn_width 4096 }"
     diagnostic = _one(text, "missing-field")
     assert _at(diagnostic, text) == "m"
     assert "'heads'" in diagnostic.message and "'vocab'" in diagnostic.message
 
 
 def test_heads_not_divisible_lists_the_divisors() -> None:
-    text = "model m : qwen { hidden 1024  layers 4  heads 12  kv_heads 5  vocab 1000 }"
+    text = "model m : qwen { hidden 1024  layers 4  heads 12  kv_heads 5  vocab 1000  ffn_width 4096 }"
     diagnostic = _one(text, "heads-not-divisible")
     assert _at(diagnostic, text) == "5"
     assert "1, 2, 3, 4, 6, 12" in (diagnostic.hint or "")
@@ -190,7 +190,7 @@ def test_without_valid_layers_no_stack_is_derived() -> None:
 
 
 def test_many_problems_in_one_model_are_all_reported() -> None:
-    text = ("model m : deepseek { hidden 0  heads 8  kv_heads 3  vocab 1000  layers 4  norm rms\n"
+    text = ("model m : deepseek { hidden 0  heads 8  kv_heads 3  vocab 1000  layers 4  ffn_width 64  norm rms\n"
             "  mla { rope_dim 64 }  stack [dense, moe * 0, moe * 2] }")
     assert sorted(d.code for d in _check(text)) == [
         "heads-not-divisible", "incomplete-block", "missing-moe-dims", "non-positive-field",

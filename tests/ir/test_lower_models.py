@@ -91,24 +91,24 @@ def test_t5_small_counts_both_towers() -> None:
 
 
 def test_unstated_fields_stay_none_and_mtp_is_zero() -> None:
-    model = _lower("model m { hidden 64  layers 2  heads 4  vocab 100 }")
+    model = _lower("model m { hidden 64  layers 2  heads 4  vocab 100  ffn_width 128 }")
     assert model.profile == "default" and model.groups == (g("decoder", 2),)
     assert model.mtp == 0
-    unstated = ("kv_heads", "head_dim", "ffn_width", "max_positions", "first_k_dense",
+    unstated = ("kv_heads", "head_dim", "max_positions", "first_k_dense",
                 "layer_norms", "tie_embeddings", "qk_norm", "output_gate", "qkv_bias", "o_bias",
                 "mlp_bias", "norm_bias", "norm", "mlp", "activation", "moe", "linear", "mla")
     assert {name: getattr(model, name) for name in unstated} == dict.fromkeys(unstated)
 
 
 def test_flags_are_true_and_the_first_statement_wins_in_blocks() -> None:
-    model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100  qk_norm  o_bias false\n"
+    model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100  ffn_width 128  qk_norm  o_bias false\n"
                    "  moe { experts 4  top_k 1  width 32  shared 1  shared_gate } }")
     assert (model.qk_norm, model.o_bias) == (True, False)
     assert model.moe == MoeDims(experts=4, top_k=1, width=32, shared=1, shared_gate=True)
 
 
 def test_layer_types_lower_to_names_and_groups() -> None:
-    text = (f"model m : qwen3_5 {{ hidden 64  layers 5  heads 4  vocab 100  mtp 1\n"
+    text = (f"model m : qwen3_5 {{ hidden 64  layers 5  heads 4  vocab 100  ffn_width 128  mtp 1\n"
             "  linear { key_heads 2  key_head_dim 8  value_heads 4  value_head_dim 8  conv 4 }\n"
             f"  layer_types [{L}, {L}, {F}, {L}, {F}, {L}] }}")
     model = _lower(text)
@@ -118,12 +118,12 @@ def test_layer_types_lower_to_names_and_groups() -> None:
 
 
 def test_unknown_layer_types_lower_to_the_default_kind() -> None:
-    model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100\n"
+    model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100  ffn_width 128\n"
                    "  layer_types [sliding_attention, full_attention] }")
     assert model.groups == (g("decoder", 2),)
 
 
 def test_lower_models_keeps_declaration_order() -> None:
-    scope = _scope("model b { hidden 64  layers 1  heads 4  vocab 100 }\n"
-                   "model a { hidden 64  layers 1  heads 4  vocab 100 }")
+    scope = _scope("model b { hidden 64  layers 1  heads 4  vocab 100  ffn_width 128 }\n"
+                   "model a { hidden 64  layers 1  heads 4  vocab 100  ffn_width 128 }")
     assert list(lower_models(scope)) == ["b", "a"]
