@@ -331,18 +331,87 @@ class Require:
 
 
 @attrs.frozen
+class ParamPath:
+    """`q_proj.weight` or `q_proj`: a parameter, or a submodule holding parameters, of a family's module."""
+
+    parts: tuple[Name, ...]
+    span: Span = _span()
+
+    @property
+    def text(self) -> str:
+        """Return the dotted path."""
+        return ".".join(part.value for part in self.parts)
+
+
+@attrs.frozen
 class Variant:
-    """`variant NAME "path" [default] [when EXPR] [accepts(a, b)]`."""
+    """`variant NAME "path" [default] [when EXPR] [accepts(a, b)] [params(p.q, r)]`."""
 
     name: Name
     path: Literal
     is_default: bool
     when: Expr | None
     accepts: tuple[Name, ...]
+    params: tuple[ParamPath, ...] = ()
     span: Span = _span()
 
 
-FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant]
+# --------------------------------------------------------------------------
+# Tensor-parallel layouts
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class DimSum:
+    """`a + b + ...` in a dims expression."""
+
+    terms: tuple[DimExpr, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class DimProduct:
+    """`a * b / c`: the product of `factors` divided by each of `divisors`."""
+
+    factors: tuple[DimExpr, ...]
+    divisors: tuple[DimExpr, ...] = ()
+    span: Span = _span()
+
+
+DimExpr = Union[Literal, Name, DimSum, DimProduct]
+"""A dims expression: an int literal, a config name, a sum or a product."""
+
+
+@attrs.frozen
+class Placement:
+    """`colwise`, `rowwise`, `replicate`, or `colwise(2)` naming the split tensor dim."""
+
+    name: Name
+    dim: Literal | None = None
+    span: Span = _span()
+
+
+@attrs.frozen
+class LayoutEntry:
+    """`PATH (DIMS) PLACEMENT [by UNIT] [for a, b]`: where one parameter lives on the tp axis."""
+
+    path: ParamPath
+    dims: tuple[DimExpr, ...]
+    placement: Placement
+    unit: DimExpr | None = None
+    variants: tuple[Name, ...] = ()
+    span: Span = _span()
+
+
+@attrs.frozen
+class Layout:
+    """`layout { ... }`: the tensor-parallel placement of every parameter of a family's variants."""
+
+    entries: tuple[LayoutEntry, ...]
+    span: Span = _span()
+
+
+FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant, Layout]
 
 
 @attrs.frozen

@@ -5,8 +5,10 @@ between top-level declarations (consecutive imports stay together); ops, run,
 model and facts blocks and model sub-blocks on one line
 (`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 120 columns,
 then one entry per line; vocabulary meanings and the trailing comments of
-consecutive lines aligned in a column; conditions with the fewest parentheses
-that parse back to the same AST. Blank lines inside blocks are kept where the
+consecutive lines aligned in a column; layout entries one per line, paths and
+(while they fit) dims aligned in columns; a variant past 120 columns continues
+with its params(...) on the next line, indented twice; conditions and dims
+expressions with the fewest parentheses that parse back to the same AST. Blank lines inside blocks are kept where the
 source had them (at most one), never just inside a brace.
 
 Comments are placed by source position. The formatter first lays the AST out as
@@ -132,6 +134,35 @@ def _repeat(repeat: ast.Literal | None) -> str:
     return "" if repeat is None else f" * {format_literal(repeat)}"
 
 
+def format_dim(expr: ast.DimExpr) -> str:
+    """Return a dims expression with the fewest parentheses that parse back to the same AST."""
+    if isinstance(expr, ast.Literal):
+        return format_literal(expr)
+    if isinstance(expr, ast.Name):
+        return expr.value
+    if isinstance(expr, ast.DimSum):
+        # A sum directly inside a sum keeps its parentheses: `a + b + c` is flat.
+        return " + ".join(_dim_operand(t, ast.DimSum) for t in expr.terms)
+    text = " * ".join(_dim_operand(f, (ast.DimSum, ast.DimProduct)) for f in expr.factors)
+    return text + "".join(f" / {_dim_operand(d, (ast.DimSum, ast.DimProduct))}" for d in expr.divisors)
+
+
+def _dim_operand(expr: ast.DimExpr, grouped: type | tuple[type, ...]) -> str:
+    text = format_dim(expr)
+    return f"({text})" if isinstance(expr, grouped) else text
+
+
+def format_dims(dims: Sequence[ast.DimExpr]) -> str:
+    """Return a layout entry's dims as `(a, b * c)`."""
+    return f"({', '.join(format_dim(d) for d in dims)})"
+
+
+def format_placement(placement: ast.Placement) -> str:
+    """Return a placement as `colwise` or `colwise(2)`."""
+    dim = "" if placement.dim is None else f"({format_literal(placement.dim)})"
+    return placement.name.value + dim
+
+
 def _selector_type(type_: ast.SelectorType) -> str:
     if isinstance(type_, ast.BoolType):
         return "bool"
@@ -183,7 +214,6 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ParallelAxis: lambda n: f"parallel {n.axis.value}",
     ast.Selector: lambda n: _selector(n),
     ast.Require: lambda n: _require(n),
-    ast.Variant: lambda n: _variant(n),
     ast.Field: lambda n: _field(n),
     ast.Choice: lambda n: f"{n.key.value} {n.value.value}",
     ast.Stack: lambda n: f"stack {format_stack_list(n.body)}",
@@ -199,7 +229,7 @@ class _Layout:
             ast.Vocabulary: self._vocabulary, ast.Profile: self._named, ast.Family: self._named,
             ast.Kind: self._kind, ast.SettingsBlock: self._settings, ast.OpsBlock: self._ops,
             ast.Model: self._model, ast.Block: self._model_block,
-            ast.LayerTypes: self._layer_types,
+            ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.Variant: self._variant,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -253,6 +283,30 @@ class _Layout:
         inner = [u for op in node.ops for u in self._stmt(
             f"{op.name.value.ljust(width)} {format_literal(op.meaning)}", op.span, depth + 1)]
         return self._wrap("vocabulary", node.span, _after(node.span, 10), inner, depth)
+
+    def _variant(self, node: ast.Variant, depth: int) -> list[_Unit]:
+        # A variant too long for one line continues with its params(...), indented twice.
+        line = _variant(node)
+        params = f"params({', '.join(p.text for p in node.params)})"
+        if node.params and len(INDENT * depth + line) > WIDTH:
+            lines = (line.removesuffix(" " + params), INDENT * 2 + params)
+        else:
+            lines = (line,)
+        return [_Unit(depth, lines, _start(node.span), _end(node.span))]
+
+    def _layout(self, node: ast.Layout, depth: int) -> list[_Unit]:
+        # Paths, dims and placements line up in columns, like a table; the dims column
+        # only while every row still fits the width.
+        rows = [(e.path.text, format_dims(e.dims), _layout_rest(e)) for e in node.entries]
+        path_width = max((len(path) for path, _, _ in rows), default=0)
+        dims_width = max((len(dims) for _, dims, _ in rows), default=0)
+        longest = max((len(rest) for _, _, rest in rows), default=0)
+        if len(INDENT * (depth + 1)) + path_width + dims_width + longest + 2 > WIDTH:
+            dims_width = 0
+        inner = [u for (path, dims, rest), entry in zip(rows, node.entries, strict=True)
+                 for u in self._stmt(f"{path.ljust(path_width)} {dims.ljust(dims_width)} {rest}",
+                                     entry.span, depth + 1)]
+        return self._wrap("layout", node.span, _after(node.span, 6), inner, depth)
 
     def _named(self, node: ast.Profile | ast.Family, depth: int) -> list[_Unit]:
         keyword = "profile" if isinstance(node, ast.Profile) else "family"
@@ -326,6 +380,18 @@ def _variant(node: ast.Variant) -> str:
         parts.append(f"when {format_expr(node.when)}")
     if node.accepts:
         parts.append(f"accepts({', '.join(n.value for n in node.accepts)})")
+    if node.params:
+        parts.append(f"params({', '.join(p.text for p in node.params)})")
+    return " ".join(parts)
+
+
+def _layout_rest(entry: ast.LayoutEntry) -> str:
+    """Return what follows an entry's dims: the placement, `by UNIT`, `for VARIANTS`."""
+    parts = [format_placement(entry.placement)]
+    if entry.unit is not None:
+        parts.append(f"by {format_dim(entry.unit)}")
+    if entry.variants:
+        parts.append(f"for {', '.join(v.value for v in entry.variants)}")
     return " ".join(parts)
 
 

@@ -128,3 +128,34 @@ MODEL_CHOICES: dict[str, tuple[str, ...]] = {
     "activation": ("silu", "gelu", "gelu_tanh", "relu", "relu2"),
 }
 """`norm X`, `mlp X`, `activation X`: closed sets."""
+
+# --------------------------------------------------------------------------
+# Tensor-parallel layouts (a family's `layout { ... }` block)
+# --------------------------------------------------------------------------
+
+PLACEMENTS: dict[str, str] = {
+    "colwise": "split over tp along the output features: dim 0 of a Linear weight [out, in] and of its bias",
+    "rowwise": "split over tp along the input features: dim 1 of a Linear weight [out, in]",
+    "replicate": "whole on every tp rank, which also ends backward with the whole gradient",
+}
+"""The placements a layout entry may give a parameter."""
+
+PLACEMENT_DIMS: dict[str, int] = {"colwise": 0, "rowwise": 1}
+"""The tensor dim a sharded placement splits when the entry names none (`colwise(2)` names one)."""
+
+LAYOUT_AXES = ("cp", "ep", "pp")
+"""Axis sizes a dims expression may read (`experts / ep`); not tp: dims are the shape before tp."""
+
+SLOT_FAMILIES: dict[str, str] = {
+    "attention": "attention",
+    "linear_attention": "gated_delta_net",
+    "mla": "mla",
+    "mlp": "mlp",
+    "experts": "grouped_experts",
+    "shared_experts": "mlp",
+}
+"""The family that fills each slot role of a built layer (hpdsl/slots.py says which roles a layer has).
+
+The torch backend builds each slot through this family unless told otherwise,
+and the layout check proves divisibility for the models whose layers use it.
+"""

@@ -1,7 +1,8 @@
 """AST into diagnostics: every check reports into one collector, raised once.
 
-The order is fixed: names (the scope), profiles, families, models; each check
-module owns one concern and never raises.
+The order is fixed: names (the scope), profiles, families, models, then layouts
+(which judge families against the models, so they run last); each check module
+owns one concern and never raises.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from hpdsl import ast
 from hpdsl.check.families import check_families
+from hpdsl.check.layouts import check_layouts
 from hpdsl.check.models import check_models
 from hpdsl.check.profiles import check_profiles
 from hpdsl.check.scope import Scope, build_scope
@@ -23,6 +25,7 @@ def check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...
     check_profiles(scope, collector)
     check_families(scope, collector)
     check_models(scope, collector)
+    check_layouts(scope, collector)
     return scope, collector.sorted()
 
 

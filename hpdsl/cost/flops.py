@@ -8,16 +8,21 @@ forward; recompute adds the forward of what is recomputed: every op under full
 recompute, the score matmul QKᵀ, softmax and score casts under selective.
 
 FLOPs are linear in the op counts: the difference between two stacks is exactly
-the terms of the ops one lacks.
+the terms of the ops one lacks. `layer_flop_terms` splits a layer's FLOPs term
+by term (the matrix products torch's FlopCounterMode measures apart from the
+elementwise work it does not), and `forward_flops_by_term` prices them for a
+batch, which is how docs/validation.md compares the estimator with built models.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import LayerConfig
-from hpdsl.cost.columns import Column, ModelColumns
+from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.cost.columns import Column, ModelColumns, model_columns
 from hpdsl.cost.context import Ctx
 from hpdsl.cost.memory import attention_widths
 
@@ -27,6 +32,10 @@ DROPOUT = 1.0        # per hidden element (upstream: 3)
 NORM = 10.0          # per element (upstream: 30)
 FF_ACT = 7.0         # per element of the activation's input (upstream: 21)
 BACKWARD = 2.0       # backward FLOPs per forward FLOP
+LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
+
+MATMUL_TERMS = ("attMM", "attBMM", "linrec", "conv", "ffMM", "router", "output")
+"""The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
 
 
 @attrs.frozen
@@ -41,6 +50,10 @@ class FlopCoeffs:
     def per_token(self, seq: float) -> float:
         """Return model-wide forward FLOPs per token at sequence length `seq`."""
         return self.t + self.ts * seq + self.sp
+
+    def __add__(self, other: FlopCoeffs) -> FlopCoeffs:
+        return FlopCoeffs(self.t + other.t, self.ts + other.ts, self.sp + other.sp,
+                          self.sel_ts + other.sel_ts)
 
 
 def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
@@ -64,51 +77,124 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
     return split, 0.0
 
 
-def linear_recurrence(cfg: LayerConfig) -> float:
-    """Return one delta-rule update's forward FLOPs per token.
+def delta_rule_flops(cfg: LayerConfig) -> float:
+    """Return the chunked gated delta rule's matrix-product FLOPs per token (forward).
 
-    Per value head: three d_k×d_v matrix-vector products (state read-out, the
-    delta's prediction, the rank-one update) and the short convolution over q, k, v.
+    Per value head and chunk of C tokens: the state read-out, the state's share of
+    the new values and the state update (three C×d_k×d_v products, 6·d_k·d_v per
+    token), and inside the chunk K·βKᵀ, Q·Kᵀ, the WY products T·(βK) and T·(βV)
+    and the intra-chunk scores times the new values (C·(6·d_k + 4·d_v) per token).
+    The token-by-token recurrence would be 6·d_k·d_v alone, but it is not what
+    trains: FLA's kernels and the reference module run chunks of LINEAR_CHUNK.
     """
-    n_v, d_k, d_v = cfg.lin_value_heads, cfg.lin_key_head_dim, cfg.lin_value_head_dim
-    conv = 2 * cfg.lin_conv * (2 * cfg.lin_key_heads * d_k + n_v * d_v)
-    return 6 * n_v * d_k * d_v + conv
+    d_k, d_v = cfg.lin_key_head_dim, cfg.lin_value_head_dim
+    return cfg.lin_value_heads * (6 * d_k * d_v + LINEAR_CHUNK * (6 * d_k + 4 * d_v))
+
+
+def wy_inverse_flops(cfg: LayerConfig) -> float:
+    """Return the per-token FLOPs of each chunk's unit-triangular inverse (C³/3 per chunk and value head)."""
+    return cfg.lin_value_heads * LINEAR_CHUNK ** 2 / 3
+
+
+def short_conv_flops(cfg: LayerConfig) -> float:
+    """Return the depthwise short convolution over the q, k, v stream: 2·K FLOPs per channel and token."""
+    return 2 * cfg.lin_conv * (2 * cfg.lin_key_heads * cfg.lin_key_head_dim
+                               + cfg.lin_value_heads * cfg.lin_value_head_dim)
+
+
+def linear_recurrence(cfg: LayerConfig) -> float:
+    """Return one linrec unit's forward FLOPs per token: chunked delta rule, its inverses, the convolution."""
+    return delta_rule_flops(cfg) + wy_inverse_flops(cfg) + short_conv_flops(cfg)
+
+
+def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
+    """Return one layer's forward FLOP coefficients term by term; they sum to layer_flop_coeffs.
+
+    attMM the q/k/v/o projections (MLA's latent down-projections replicated, on
+    sp); attBMM QKᵀ and A·V; softmax and headCast the score elementwise work;
+    qkNorm the per-head norms; linrec, linrecSolve and conv the delta rule's
+    products, its triangular inverses and the short convolution; normOp, dropout;
+    ffMM the MLP or the experts' matrices, ffAct their activations; router the
+    router (and a shared expert's gate).
+    """
+    ops, a = cfg.ops, cfg.heads
+    att, bmm, linrec = ops.get("attMM", 0) / 4, ops.get("attBMM", 0), ops.get("linrec", 0)
+    split, replicated = projection_macs(cfg)
+    q_w, _, v_w = attention_widths(cfg)
+    qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
+    softmax = ops.get("softmax", 0) * SOFTMAX * a
+    cast = ops.get("headCast", 0) * HEAD_CAST * a
+    ffn, act, router = _ffn_flops(cfg)
+    return {
+        "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
+        "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
+        "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
+        "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
+        "qkNorm": FlopCoeffs(t=cfg.qk_norms * NORM * (a + cfg.kv_heads) * cfg.head_dim),
+        "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
+        "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
+        "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),
+        "normOp": FlopCoeffs(sp=ops.get("normOp", 0) * NORM * cfg.hidden),
+        "dropout": FlopCoeffs(sp=ops.get("dropout", 0) * DROPOUT * cfg.hidden),
+        "ffMM": FlopCoeffs(t=ffn),
+        "ffAct": FlopCoeffs(t=act),
+        "router": FlopCoeffs(sp=router),
+    }
 
 
 def layer_flop_coeffs(cfg: LayerConfig) -> FlopCoeffs:
     """Return the forward FLOP coefficients of one layer priced with `cfg`."""
-    ops, h, a = cfg.ops, cfg.hidden, cfg.heads
-    att = ops.get("attMM", 0) / 4
-    split, replicated = projection_macs(cfg)
-    q_w, _, v_w = attention_widths(cfg)
-    qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
-    score = ops.get("attBMM", 0) * a * (qk_dim + v_dim)  # QKᵀ and A·V, one unit each
-    elementwise = ops.get("softmax", 0) * SOFTMAX * a + ops.get("headCast", 0) * HEAD_CAST * a
-    t = 2 * att * split + ops.get("linrec", 0) * linear_recurrence(cfg)
-    t += cfg.qk_norms * NORM * (a + cfg.kv_heads) * cfg.head_dim
-    sp = 2 * att * replicated + ops.get("normOp", 0) * NORM * h + ops.get("dropout", 0) * DROPOUT * h
-    ffn_t, ffn_sp = _ffn_flops(cfg)
-    return FlopCoeffs(t=t + ffn_t, ts=score + elementwise, sp=sp + ffn_sp,
-                      sel_ts=ops.get("attBMM", 0) * a * qk_dim + elementwise)  # QKᵀ again
+    return _sum(layer_flop_terms(cfg).values())
 
 
-def _ffn_flops(cfg: LayerConfig) -> tuple[float, float]:
-    """Return (TP-split, replicated) feed-forward FLOPs per token: MLP, or experts and router."""
+def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
+    """Return per-token feed-forward FLOPs: (matrices, activations) split by t, and the replicated router."""
     n_ff, acts, h = cfg.ops.get("ffMM", 0), cfg.ops.get("ffAct", 0), cfg.hidden
-
-    def mlp(width: float) -> float:
-        return n_ff * 2 * h * width + acts * FF_ACT * width
-
     if cfg.experts <= 1:
-        return mlp(cfg.ffn_width), 0.0
-    experts = cfg.top_k * mlp(cfg.ffn_width) + cfg.shared_experts * mlp(cfg.shared_width)
+        return n_ff * 2 * h * cfg.ffn_width, acts * FF_ACT * cfg.ffn_width, 0.0
+    widths = cfg.top_k * cfg.ffn_width + cfg.shared_experts * cfg.shared_width
     router = 2 * h * cfg.experts + (2 * h if cfg.shared_experts and cfg.shared_gate else 0)
-    return experts, router
+    return n_ff * 2 * h * widths, acts * FF_ACT * widths, router
+
+
+def output_flop_terms(hidden: int, vocab: int) -> dict[str, FlopCoeffs]:
+    """Return the output layer's terms: the projection to the vocabulary (vocab-parallel), the final norm."""
+    return {"output": FlopCoeffs(t=2 * hidden * vocab), "normOp": FlopCoeffs(sp=NORM * hidden)}
 
 
 def output_flop_coeffs(hidden: int, vocab: int) -> FlopCoeffs:
     """Return the final norm and the output projection (vocab-parallel)."""
-    return FlopCoeffs(t=2 * hidden * vocab, sp=NORM * hidden)
+    return _sum(output_flop_terms(hidden, vocab).values())
+
+
+def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int
+                          ) -> dict[str, dict[str, float]]:
+    """Return the forward FLOPs of one layer of each body kind and of the output layer, term by term.
+
+    Model-wide (every parallel degree 1) for `batch` sequences of `seq_len`
+    tokens; keys are the pricing columns' names (a kind, "layer" for a model
+    without kinds, "output"). Summed over the stack they give the estimate's
+    forward FLOPs without MTP layers.
+    """
+    columns = model_columns(cost_model)
+    out: dict[str, dict[str, float]] = {}
+    for column in columns.columns:
+        if column.role == "layer":
+            assert column.config is not None
+            terms = layer_flop_terms(column.config)
+        elif column.role == "output":
+            terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab)
+        else:
+            continue
+        out[column.name] = {name: batch * seq_len * c.per_token(seq_len) for name, c in terms.items()}
+    return out
+
+
+def _sum(terms: Iterable[FlopCoeffs]) -> FlopCoeffs:
+    total = FlopCoeffs()
+    for term in terms:
+        total = total + term
+    return total
 
 
 def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:

@@ -22,8 +22,9 @@ import numpy as np
 
 from hpdsl.cost.bind import LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns
-from hpdsl.cost.context import Ctx
+from hpdsl.cost.context import Ctx, context
 from hpdsl.cost.params import mtp_extra
+from hpdsl.cost.strategy import Strategy, StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
 LOGIT_BYTES = 4
@@ -89,7 +90,9 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts) -> ActCoeffs:
     if cfg.attn_kind == "mla":
         latents = cfg.q_lora_rank + cfg.kv_lora_rank
         sp_c += att * latents
-        sp_b += att * b_n * latents
+        # The kv latent and the rotary key come out of one down-projection: the latent
+        # norm keeps that whole output, the rotary part included.
+        sp_b += att * b_n * (latents + cfg.rope_dim)
     t_c += att * (2 if cfg.output_gate else 0) * d_q
     t_c += ops.get("attBMM", 0) / 2 * sum(attention_widths(cfg))
     t_c += ops.get("linrec", 0) * _linear_saved(cfg)
@@ -103,9 +106,13 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts) -> ActCoeffs:
 
 
 def _linear_saved(cfg: LayerConfig) -> float:
-    """Return what one delta-rule update saves per token: conv input, q/k/v, gates, core output."""
+    """Return what one delta-rule update saves per token: conv input, q/k/v, the β and decay inputs.
+
+    The core output (the gated norm's input) is the attMM term's d_q, as the
+    attention output is for full attention; the gate z is its gated term.
+    """
     qkv = 2 * cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
-    return 2 * qkv + 2 * cfg.lin_value_heads + cfg.lin_value_heads * cfg.lin_value_head_dim
+    return 2 * qkv + 2 * cfg.lin_value_heads
 
 
 def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
@@ -117,9 +124,12 @@ def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
     routed_w = cfg.top_k * (wides + acts) * cfg.ffn_width
     shared_w = cfg.shared_experts * (wides + acts) * cfg.shared_width
     # The router keeps the layer input (shared with the shared experts), its logits and
-    # probabilities (E each) and the top-k weights.
+    # probabilities (E each) and the top-k weights. Combining the experts by the routing
+    # weights keeps the k expert outputs (the weights' gradient reads them), and a shared
+    # expert's sigmoid gate keeps the shared output.
     router = h + 2 * cfg.experts + cfg.top_k
-    return ActCoeffs(sp_c=router, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
+    combine = cfg.top_k * h + (h if cfg.shared_experts and cfg.shared_gate else 0)
+    return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
 
 
 def output_act_coeffs(hidden: int, vocab: int, run: RunFacts) -> ActCoeffs:
@@ -203,12 +213,29 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
         body = body + (x.b_c * wide + c.t_b) / x.t
     selective = x.tok * body
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
-        scores = np.where(x.flash, c.flash_b, x.s * (x.b_sm * c.sc_sm + x.b_c * c.sc_c + c.sc_b))
+        # The score tensor A·V reads is a copy of the softmax output only if a cast or
+        # the attention dropout makes one; otherwise it is the softmax output itself.
+        copied = (x.b_sm != x.b_c) | (x.b_d > 0)
+        scores = np.where(x.flash, c.flash_b,
+                          x.s * (x.b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
         none = x.tok * (body + scores / x.t)
     else:
         none = selective
     full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
     return none, selective, full
+
+
+def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
+                           ) -> tuple[float, float, float]:
+    """Return the bytes one layer priced with `cfg` saves per micro-batch under `strategy`: (none, selective, full).
+
+    The same expressions the grid pricing runs, for one strategy: what one rank
+    keeps for the backward of one layer without recompute, under selective and
+    under full recompute.
+    """
+    x = context(StrategyGrid.from_strategies([strategy]), run)
+    none, selective, full = activation(layer_act_coeffs(cfg, run), x)
+    return float(none[0]), float(selective[0]), float(full[0])
 
 
 def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray]:

@@ -69,6 +69,18 @@ CODES: dict[str, str] = {
     "require-unsatisfiable": "no assignment satisfies a family's require constraints",
     "domain-too-large": "the selector and axis domain is too large to check exhaustively",
     "duplicate-argument": "a variant's accepts(...) lists an argument twice",
+    # --- tensor-parallel layouts ------------------------------------------
+    "unknown-placement": "a layout entry's placement is not colwise, rowwise or replicate",
+    "placement-argument": "a replicated parameter names a split dim or a `by` unit",
+    "duplicate-layout-entry": "a layout places one parameter of a variant twice",
+    "duplicate-parameter": "a variant's params(...) lists a parameter twice",
+    "unknown-dim-field": "a dims expression names something that is not a slot-config field or cp, ep, pp",
+    "unknown-variant": "a layout entry's `for` names a variant the family does not declare",
+    "missing-parameters": "a family has a layout but a variant declares no params(...)",
+    "undeclared-parameter": "a layout entry places a parameter none of its variants declares",
+    "unplaced-parameter": "a variant declares a parameter the layout does not place",
+    "shard-dim-out-of-range": "a placement splits a tensor dim the parameter's dims do not have",
+    "shard-not-divisible": "a model's sharded dim does not split over a tp the family allows",
     # --- models and stacks ------------------------------------------------
     "unknown-field": "a model states a field the language does not know",
     "field-type": "a model field has a value of the wrong type",

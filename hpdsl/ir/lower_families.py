@@ -11,6 +11,12 @@ Defaults filled in for selectors that state none:
 - int: the low end of its range, or 0 for an unranged `int`.
 
 A require without a message gets "requires <canonical condition text>".
+
+A layout lowers to one LayoutEntryIR per entry, in source order (every layout
+block of the family, in order), with its split dim filled in (colwise 0,
+rowwise 1, None for replicate) and its variants resolved: the `for` list, or
+every variant whose params(...) declares the path. A family without a layout
+block lowers to `layout=None`.
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ from typing import Literal, TypeVar, cast
 
 from hpdsl import ast
 from hpdsl.ir.conditions import condition_from_ast
-from hpdsl.ir.nodes import FamilyIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
+from hpdsl.ir.layouts import covers, dim_from_ast, sharded_dim
+from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
 from hpdsl.spec import AXES
 
 AxisName = Literal["tp", "cp", "ep", "pp"]
+Placement = Literal["colwise", "rowwise", "replicate"]
 Named = TypeVar("Named", ast.Selector, ast.Variant)
 
 
@@ -33,6 +41,9 @@ def lower_family(family: ast.Family) -> FamilyIR:
     factories = [i for i in items if isinstance(i, ast.Factory)]
     axes = [i.axis.value for i in items if isinstance(i, ast.ParallelAxis)]
     parallel = cast(AxisName, axes[0]) if axes and axes[0] in AXES else None
+    variants = tuple(lower_variant(v) for v in _first_by_name(
+        i for i in items if isinstance(i, ast.Variant)))
+    layouts = [i for i in items if isinstance(i, ast.Layout)]
     return FamilyIR(
         name=family.name.value,
         factory=str(factories[0].path.value) if factories else "",
@@ -40,8 +51,9 @@ def lower_family(family: ast.Family) -> FamilyIR:
         selectors=tuple(lower_selector(s) for s in _first_by_name(
             i for i in items if isinstance(i, ast.Selector))),
         requires=tuple(lower_require(r) for r in items if isinstance(r, ast.Require)),
-        variants=tuple(lower_variant(v) for v in _first_by_name(
-            i for i in items if isinstance(i, ast.Variant))),
+        variants=variants,
+        layout=tuple(lower_layout_entry(e, variants) for layout in layouts for e in layout.entries)
+        if layouts else None,
         source=SourceRef.from_span(family.span),
     )
 
@@ -90,5 +102,26 @@ def lower_variant(variant: ast.Variant) -> VariantIR:
         default=variant.is_default,
         when=None if variant.when is None else condition_from_ast(variant.when),
         accepts=tuple(dict.fromkeys(a.value for a in variant.accepts)),
+        params=tuple(dict.fromkeys(p.text for p in variant.params)),
         source=SourceRef.from_span(variant.span),
+    )
+
+
+def lower_layout_entry(entry: ast.LayoutEntry, variants: tuple[VariantIR, ...]) -> LayoutEntryIR:
+    """Return a layout entry's IR: split dim filled in, the variants it applies to resolved."""
+    placement = entry.placement.name.value
+    explicit = None if entry.placement.dim is None else int(entry.placement.dim.value)
+    path = entry.path.text
+    if entry.variants:
+        applies = tuple(dict.fromkeys(v.value for v in entry.variants))
+    else:
+        applies = tuple(v.name for v in variants if any(covers(p, path) for p in v.params))
+    return LayoutEntryIR(
+        path=path,
+        dims=tuple(dim_from_ast(d) for d in entry.dims),
+        placement=cast(Placement, placement),
+        dim=sharded_dim(placement, explicit),
+        unit=None if entry.unit is None else dim_from_ast(entry.unit),
+        variants=applies,
+        source=SourceRef.from_span(entry.span),
     )

@@ -155,19 +155,62 @@ class RequireIR:
 
 @attrs.frozen
 class VariantIR:
-    """A concrete implementation: import path, selection rule, accepted extra arguments."""
+    """A concrete implementation: import path, selection rule, accepted extra arguments, parameters."""
 
     name: str
     path: str
     default: bool = False
     when: Condition | None = None
     accepts: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    source: SourceRef | None = None
+
+
+DimOp = Literal["int", "name", "sum", "product"]
+
+
+@attrs.frozen
+class DimIR:
+    """A dims expression tree; one class for every node so the JSON form stays flat and tagged.
+
+    - int: `value`;  name: `name` (a slot-config name or cp/ep/pp);
+    - sum: the sum of `operands`;  product: the product of `operands` divided by each of `divisors`.
+    `text` (the canonical form) is filled in at the root.
+    """
+
+    op: DimOp
+    value: int | None = None
+    name: str | None = None
+    operands: tuple[DimIR, ...] = ()
+    divisors: tuple[DimIR, ...] = ()
+    text: str = ""
+
+
+@attrs.frozen
+class LayoutEntryIR:
+    """Where one parameter lives on the tp axis: its dims before tp, placement, split dim and variants.
+
+    `dim` is the tensor dim split over tp (None when replicated); with a `unit`,
+    that dim holds `unit` blocks that stay whole; `variants` are the variants
+    that have the parameter (resolved from `for`, or from their params).
+    """
+
+    path: str
+    dims: tuple[DimIR, ...]
+    placement: Literal["colwise", "rowwise", "replicate"]
+    dim: int | None = None
+    unit: DimIR | None = None
+    variants: tuple[str, ...] = ()
     source: SourceRef | None = None
 
 
 @attrs.frozen
 class FamilyIR:
-    """A module family: public factory, parallel axis, selectors, constraints, variants."""
+    """A module family: public factory, parallel axis, selectors, constraints, variants, tp layout.
+
+    `layout` is None when the family declares none: the backend then leaves its
+    modules as built at any tp (the module handles tp itself, or is replicated).
+    """
 
     name: str
     factory: str
@@ -175,6 +218,7 @@ class FamilyIR:
     selectors: tuple[SelectorIR, ...] = ()
     requires: tuple[RequireIR, ...] = ()
     variants: tuple[VariantIR, ...] = ()
+    layout: tuple[LayoutEntryIR, ...] | None = None
     source: SourceRef | None = None
 
 

@@ -56,6 +56,8 @@ _MISTAKES: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
      ("family f { selector a bool }",)),
     ("a variant names its class as a string: `variant NAME \"package.module:Class\"`", True,
      ("family f { variant v default }",)),
+    ("a layout entry is `PATH (DIMS) PLACEMENT`: write `up_proj.weight (ffn_width, hidden) colwise`",
+     True, ("family f { layout { a colwise } }", "family f { layout { a.b colwise } }")),
     ("the factory is a string: `factory \"package.module:Name\"`", True,
      ("family f { factory x }",)),
     ("the imported path is a string: `import \"other.hpf\"`", True,
@@ -79,7 +81,8 @@ _CONSTRUCTS = {
     "OPS": "the ops block", "STACK": "the stack", "LAYER_TYPES": "layer_types",
     "SELECTOR": "selector", "VARIANT": "variant", "REQUIRE": "a require condition",
     "WHEN": "the when condition", "ACCEPTS": "the accepts list", "IMPORT": "an import",
-    "FACTORY": "the factory", "MODEL_TYPES": "model_types",
+    "FACTORY": "the factory", "MODEL_TYPES": "model_types", "LAYOUT": "the layout block",
+    "PARAMS": "the params list",
 }
 _NAMED = {"PROFILE", "FAMILY", "MODEL", "KIND", "SELECTOR", "VARIANT"}
 _OPENERS = {"_LBRACE": "}", "_LSQB": "]", "_LPAR": ")"}
@@ -183,7 +186,7 @@ def _tree_problems(tree: Tree, file: str) -> Iterator[Diagnostic]:
 def _too_deep(node: Tree, file: str) -> Diagnostic:
     line, col = getattr(node.meta, "line", 1), getattr(node.meta, "column", 1)
     return Diagnostic(Span(file, line, col, line, col + 1), "nesting-too-deep",
-                      f"this condition or stack list nests more than {MAX_NESTING} deep",
+                      f"this condition, stack list or dims expression nests more than {MAX_NESTING} deep",
                       hint="flatten it: name the parts, or use repetition (`* N`)")
 
 

@@ -185,8 +185,9 @@ class ToAst(Transformer):
         is_default = any(part == "default" for part in rest if isinstance(part, str))
         when = next((part for part in rest if isinstance(part, _When)), None)
         accepts = next((part for part in rest if isinstance(part, tuple)), ())
+        params = next((part.paths for part in rest if isinstance(part, _Params)), ())
         return ast.Variant(self._name(name), self._string(path), is_default,
-                           when.expr if when else None, accepts, span=self._span(meta))
+                           when.expr if when else None, accepts, params, span=self._span(meta))
 
     def default_mark(self, meta: Meta, children: list[Token]) -> str:
         return "default"
@@ -196,6 +197,53 @@ class ToAst(Transformer):
 
     def accepts(self, meta: Meta, children: list[Token]) -> tuple[ast.Name, ...]:
         return tuple(self._name(t) for t in children)
+
+    def params(self, meta: Meta, children: list[ast.ParamPath]) -> _Params:
+        return _Params(tuple(children))
+
+    # --- layouts ---------------------------------------------------------
+
+    def layout(self, meta: Meta, children: list[ast.LayoutEntry]) -> ast.Layout:
+        return ast.Layout(tuple(children), span=self._span(meta))
+
+    def layout_entry(self, meta: Meta, children: list[Any]) -> ast.LayoutEntry:
+        path, dims, placement, *rest = children
+        unit = next((part.expr for part in rest if isinstance(part, _Unit)), None)
+        variants = next((part for part in rest if isinstance(part, tuple)), ())
+        return ast.LayoutEntry(path, dims, placement, unit, variants, span=self._span(meta))
+
+    def param_path(self, meta: Meta, children: list[Token]) -> ast.ParamPath:
+        return ast.ParamPath(tuple(self._name(t) for t in children), span=self._span(meta))
+
+    def dims(self, meta: Meta, children: list[Any]) -> tuple[Any, ...]:
+        return tuple(children)
+
+    def placement(self, meta: Meta, children: list[Token]) -> ast.Placement:
+        name, *dim = children
+        return ast.Placement(self._name(name), self._int(dim[0]) if dim else None, span=self._span(meta))
+
+    def shard_unit(self, meta: Meta, children: list[Any]) -> _Unit:
+        return _Unit(children[0])
+
+    def variant_scope(self, meta: Meta, children: list[Token]) -> tuple[ast.Name, ...]:
+        return tuple(self._name(t) for t in children)
+
+    def dim_sum(self, meta: Meta, children: list[Any]) -> ast.DimSum:
+        return ast.DimSum(tuple(children), span=self._span(meta))
+
+    def dim_product(self, meta: Meta, children: list[Any]) -> ast.DimProduct:
+        factors = tuple(c for c in children if not isinstance(c, _Divisor))
+        divisors = tuple(c.expr for c in children if isinstance(c, _Divisor))
+        return ast.DimProduct(factors, divisors, span=self._span(meta))
+
+    def dim_divisor(self, meta: Meta, children: list[Any]) -> _Divisor:
+        return _Divisor(children[0])
+
+    def dim_int(self, meta: Meta, children: list[Token]) -> ast.Literal:
+        return self._int(children[0])
+
+    def dim_name(self, meta: Meta, children: list[Token]) -> ast.Name:
+        return self._name(children[0])
 
     # --- conditions ------------------------------------------------------
 
@@ -268,6 +316,27 @@ class ToAst(Transformer):
 
 class _When:
     """Marks a `when` clause among a variant's optional parts."""
+
+    def __init__(self, expr: Any) -> None:
+        self.expr = expr
+
+
+class _Params:
+    """Marks a `params(...)` list among a variant's optional parts (accepts is a plain tuple)."""
+
+    def __init__(self, paths: tuple[ast.ParamPath, ...]) -> None:
+        self.paths = paths
+
+
+class _Unit:
+    """Marks a `by UNIT` clause among a layout entry's optional parts."""
+
+    def __init__(self, expr: Any) -> None:
+        self.expr = expr
+
+
+class _Divisor:
+    """Marks an operand after `/` inside a product."""
 
     def __init__(self, expr: Any) -> None:
         self.expr = expr

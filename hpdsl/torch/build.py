@@ -5,8 +5,10 @@ constructor with the request's arguments plus, where the constructor names
 them, the builder's own: `config`, `module`, `module_fqn`, `context` and the
 selectors. The module it returns carries a FamilyBuildInfo: the request, the
 resolved variant, a copy of the config, whether it was a direct build or a
-replacement, and where the family is declared. `collect_family_modules` finds
-every built family of a model by identity, and `validate_family_context`
+replacement, where the family is declared, and the tensor-parallel layout
+applied to it (hpdsl/torch/layout.py: verified, then sharded over the mesh's
+tp axis, every parameter's logical shape recorded). `collect_family_modules`
+finds every built family of a model by identity, and `validate_family_context`
 rejects a model whose families were built for another job.
 """
 
@@ -26,6 +28,7 @@ from hpdsl.errors import BuildError, HpdslError, ResolutionError
 from hpdsl.ir.conditions import names_in
 from hpdsl.ir.nodes import FamilyIR, RegistryIR, SourceRef
 from hpdsl.registry import Registry
+from hpdsl.torch.layout import AppliedLayout, apply_layout
 from hpdsl.torch.mesh import JobMesh, axis_sizes_from_context, job_context
 from hpdsl.torch.resolve import (
     DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, describe, explicit_parameters, import_variant,
@@ -42,7 +45,7 @@ _CONSTRUCTOR_ERRORS = (TypeError, ValueError, RuntimeError, NotImplementedError)
 
 @attrs.frozen(hash=False)
 class FamilyBuildInfo:
-    """How a module was built: request, resolved variant, config copy, origin, path and mesh."""
+    """How a module was built: request, resolved variant, config copy, origin, path, mesh and tp layout."""
 
     request: FamilyRequest
     resolved: ResolvedFamily
@@ -51,6 +54,12 @@ class FamilyBuildInfo:
     module_fqn: str
     allowed_prefixes: tuple[str, ...] = DEFAULT_PREFIXES
     mesh: JobMesh | None = attrs.field(default=None, eq=False)
+    layout: AppliedLayout | None = None
+
+    @property
+    def logical_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Return parameter name → shape before tensor parallelism (empty when the family has no layout)."""
+        return {} if self.layout is None else self.layout.logical_shapes
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FamilyBuildInfo:
         # Immutable, and the mesh is borrowed: a copied module shares its provenance.
@@ -189,9 +198,11 @@ def construct_family(request: FamilyRequest, resolved: ResolvedFamily, *, config
         raise BuildError(f"{where}: {name} failed: {exc}") from exc
     if not isinstance(result, nn.Module):
         raise BuildError(f"{where}: {name} returned a {type(result).__name__}, not a torch nn.Module")
+    layout = apply_layout(result, resolved.family, resolved.variant.name, config=config, context=context,
+                          where=f"{where} (variant '{resolved.variant.name}')")
     origin: Literal["direct", "replacement"] = "direct" if module is None else "replacement"
     info = FamilyBuildInfo(request, resolved, copy.deepcopy(config), origin, module_fqn,
-                           tuple(allowed_prefixes), context.get("mesh"))
+                           tuple(allowed_prefixes), context.get("mesh"), layout)
     result.__dict__[_INFO] = info  # plain data: not a submodule, parameter or buffer
     return result
 
@@ -264,6 +275,9 @@ def _validate_boundary(boundary: FamilyBoundary, job: Mapping[str, Any], sizes: 
     info = boundary.info
     where = f"{', '.join(describe(p) for p in boundary.fqns)}: family '{info.resolved.family.name}'"
     built = info.resolved.axis_sizes
+    if info.layout is not None and info.layout.sharded and info.layout.tp != sizes["tp"]:
+        raise BuildError(f"{where} was laid out for tp={info.layout.tp}, but the job has tp={sizes['tp']}; "
+                         "build the model with the job's mesh")
     for axis in _compute_axes(info.resolved.family):
         if built.size(axis) != sizes[axis]:
             raise BuildError(f"{where} was built for {axis}={built.size(axis)}, but the job has "

@@ -2,7 +2,8 @@
 
 This backs `hpdsl explain`: for `layers.17.mixer` it says which family built
 the module, which variant was chosen and by which clause, with which selector
-values and mesh axis sizes, and where in the .hpf files each is declared.
+values and mesh axis sizes, how its parameters are laid out over tp (logical
+and local shapes), and where in the .hpf files each is declared.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def describe_boundary(boundary: FamilyBoundary) -> dict[str, Any]:
         "parallel": resolved.parallel,
         "mesh": resolved.axis_sizes.as_dict(),
         "origin": info.origin,
+        "layout": None if info.layout is None else {
+            "tp": info.layout.tp,
+            "parameters": {p.name: {"placement": p.placement, "dim": p.dim, "logical_shape": list(p.logical_shape),
+                                    "local_shape": list(p.local_shape)} for p in info.layout.parameters},
+        },
         "declared_at": {
             "family": _where(family.source),
             "variant": _where(resolved.variant.source),

@@ -8,13 +8,14 @@ Gated DeltaNet for a linear kind, or MLA when the model has an `mla` block;
 the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts
 and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
-ffMM matrices (3 gated, 2 plain) and normOp norms.
+ffMM matrices (3 gated, 2 plain) and normOp norms. Which role each slot fills
+and the config it is built from come from hpdsl/slots.py, which the layout
+check reads too, and the role's family from hpdsl.spec.SLOT_FAMILIES.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -26,23 +27,19 @@ from hpdsl.cost.bind import CostModel, LayerConfig, bind
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
+from hpdsl.slots import (
+    ModuleConfig, cross_attention_config, layer_shape, mixer_role, shared_expert_config,
+)
+from hpdsl.spec import SLOT_FAMILIES
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
-from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layers import CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MLAttention, MoE
 from hpdsl.torch.modules.common import make_norm
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
-DEFAULT_FAMILIES: Mapping[str, str] = {
-    "attention": "attention",
-    "linear_attention": "gated_delta_net",
-    "mla": "mla",
-    "mlp": "mlp",
-    "experts": "grouped_experts",
-    "shared_experts": "mlp",
-}
-"""The family that fills each slot role, unless build_model is told otherwise."""
+DEFAULT_FAMILIES: Mapping[str, str] = SLOT_FAMILIES
+"""The family that fills each slot role, unless build_model is told otherwise (hpdsl.spec.SLOT_FAMILIES)."""
 
 # Roles the standard registry has no family for yet: built directly from the reference class.
 _DIRECT: Mapping[str, type[nn.Module]] = {"mla": MLAttention}
@@ -72,8 +69,8 @@ class _Builder:
                              "encoder-decoder's decoder layer has")
         cross_attention = None
         if attentions == 2:
-            cross_cfg = attrs.evolve(cfg, causal=False, qk_norm=False)
-            cross_attention = self.family("attention", cross_cfg, f"{fqn}.cross_attention", index)
+            cross_attention = self.family("attention", cross_attention_config(cfg), f"{fqn}.cross_attention",
+                                          index)
         return DecoderLayer(
             mixer_norm=make_norm(cfg, cfg.hidden), mixer=self.mixer(cfg, f"{fqn}.mixer", index),
             cross_norm=make_norm(cfg, cfg.hidden) if cross_attention is not None else None,
@@ -84,16 +81,14 @@ class _Builder:
 
     def mixer(self, cfg: ModuleConfig, fqn: str, index: int) -> nn.Module:
         """Build the attention slot: full attention, linear attention or MLA, as the kind says."""
-        role = {"linear": "linear_attention", "mla": "mla"}.get(cfg.attn_kind, "attention")
-        return self.family(role, cfg, fqn, index)
+        return self.family(mixer_role(cfg), cfg, fqn, index)
 
     def ffn(self, cfg: ModuleConfig, fqn: str) -> nn.Module:
         """Build the feed-forward slot: a dense MLP, or a MoE of routed and shared experts."""
         if cfg.experts <= 1:
             return self.family("mlp", cfg, fqn)
         experts = self.family("experts", cfg, f"{fqn}.experts")
-        shared_cfg = attrs.evolve(cfg, ffn_width=cfg.shared_width)
-        shared = [self.family("shared_experts", shared_cfg, f"{fqn}.shared_experts.{i}")
+        shared = [self.family("shared_experts", shared_expert_config(cfg), f"{fqn}.shared_experts.{i}")
                   for i in range(cfg.shared_experts)]
         return MoE(cfg, experts, shared)
 
@@ -185,8 +180,7 @@ def _position_bias(model: ModelIR, *, bidirectional: bool) -> RelativePositionBi
 
 def _layer_shape(bound: LayerConfig, kind: str | None, model: ModelIR, fqn: str) -> tuple[int, int]:
     """Return (attentions, feed-forward matrices) of a layer; raise BuildError for shapes with no module."""
-    attentions = Fraction(bound.ops.get("attMM", 0), 4)
-    matrices = bound.ops.get("ffMM", 0)
+    attentions, matrices = layer_shape(bound)
     what = f"{fqn}: kind '{kind or model.profile}'"
     if attentions not in (1, 2):
         raise BuildError(f"{what} prices attMM {bound.ops.get('attMM', 0)}; a layer holds one attention "

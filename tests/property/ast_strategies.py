@@ -109,10 +109,24 @@ selector_types = st.one_of(st.builds(ast.BoolType), int_types,
                            st.builds(ast.EnumType, _tuples(names, 1, 4)))
 selectors = st.builds(ast.Selector, names, selector_types, st.none() | literals | names)
 requires = st.builds(ast.Require, exprs, st.none() | string_literals)
+param_paths = st.builds(ast.ParamPath, _tuples(names, 1, 3))
 variants = st.builds(ast.Variant, names, string_literals, st.booleans(), st.none() | exprs,
-                     _tuples(names, max_size=3))
+                     _tuples(names, max_size=3), _tuples(param_paths, max_size=3))
+
+
+def _dim_compound(children: st.SearchStrategy) -> st.SearchStrategy:
+    products = st.builds(ast.DimProduct, _tuples(children, 1, 3), _tuples(children, 0, 2)).filter(
+        lambda p: len(p.factors) + len(p.divisors) >= 2)  # one bare factor is not a product
+    return st.builds(ast.DimSum, _tuples(children, 2, 3)) | products
+
+
+dim_exprs = st.recursive(int_literals | names, _dim_compound, max_leaves=8)
+placements = st.builds(ast.Placement, names, st.none() | int_literals)
+layout_entries = st.builds(ast.LayoutEntry, param_paths, _tuples(dim_exprs, 1, 3), placements,
+                           st.none() | dim_exprs, _tuples(names, max_size=2))
+layouts = st.builds(ast.Layout, _tuples(layout_entries, max_size=4))
 family_items = st.one_of(st.builds(ast.Factory, string_literals),
-                         st.builds(ast.ParallelAxis, names), selectors, requires, variants)
+                         st.builds(ast.ParallelAxis, names), selectors, requires, variants, layouts)
 families = st.builds(ast.Family, names, _tuples(family_items))
 
 # --------------------------------------------------------------------------

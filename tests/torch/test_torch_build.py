@@ -200,8 +200,11 @@ def test_validate_family_context_rejects_models_built_for_other_jobs(stdlib_regi
         validate_family_context(model, {"cp_size": 2})
     with pytest.raises(BuildError, match="experts: family 'grouped_experts' was built for ep=1, but the job has ep=2"):
         validate_family_context(model, {"ep_size": 2})
-    with pytest.raises(BuildError, match="MXFP8 experts require TP=CP=PP=1 .*built as variant 'mxfp8'"):
+    # The attention's heads are split over tp; the experts are replicated, so tp only matters to mxfp8's rule.
+    with pytest.raises(BuildError, match="mixer: family 'attention' was laid out for tp=1, but the job has tp=2"):
         validate_family_context(model, {"tp_size": 2})
+    with pytest.raises(BuildError, match="MXFP8 experts require TP=CP=PP=1 .*built as variant 'mxfp8'"):
+        validate_family_context(model["experts"], {"tp_size": 2})
 
 
 def test_errors_a_constructor_raises_without_the_path_get_it(stdlib_registry) -> None:

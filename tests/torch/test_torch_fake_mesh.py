@@ -17,14 +17,14 @@ from hpdsl.torch.modules import Attention, ExpertParallelExperts, GroupedExperts
 
 @pytest.fixture
 def mesh64():
-    """A fake 64-rank job: tp 4 × cp 4 × ep 4, this process being rank 37."""
+    """A fake 64-rank job: tp 2 × cp 8 × ep 4, this process being rank 37 (tp 1, cp 1, ep 1)."""
     with process_group(64, rank=37, fake=True):
-        yield init_device_mesh("cpu", (4, 4, 4), mesh_dim_names=("tp", "cp", "ep"))
+        yield init_device_mesh("cpu", (2, 8, 4), mesh_dim_names=("tp", "cp", "ep"))
 
 
 def test_resolution_reads_the_mesh(mesh64, stdlib_registry) -> None:
     attention = resolve_family(FamilyRequest(stdlib_registry.family("attention")), mesh=mesh64)
-    assert attention.variant.name == "ring" and attention.axis_sizes.as_dict() == {"tp": 4, "cp": 4, "ep": 4, "pp": 1}
+    assert attention.variant.name == "ring" and attention.axis_sizes.as_dict() == {"tp": 2, "cp": 8, "ep": 4, "pp": 1}
     experts = resolve_family(FamilyRequest(stdlib_registry.family("grouped_experts")), mesh=mesh64)
     assert experts.variant.name == "ep"
     with pytest.raises(ResolutionError, match=r"layers\.1\.ffn\.experts: .*MXFP8 experts require TP=CP=PP=1"):
@@ -35,10 +35,10 @@ def test_resolution_reads_the_mesh(mesh64, stdlib_registry) -> None:
 def test_a_model_built_for_the_mesh_uses_the_parallel_variants(mesh64, small_registry) -> None:
     built = build_model("tiny_moe", mesh64, registry=small_registry)
     layer = built.layers[0]
-    assert type(layer.mixer) is RingAttention and layer.mixer.cp == 4
+    assert type(layer.mixer) is RingAttention and layer.mixer.cp == 8
     experts = layer.ffn.experts
     assert type(experts) is ExpertParallelExperts
-    # Rank 37 is (tp 2, cp 1, ep 1): it holds experts 2 and 3 of 8.
+    # Rank 37 is (tp 1, cp 1, ep 1): it holds experts 2 and 3 of 8.
     assert (experts.ep, experts.ep_rank, experts.first, experts.local) == (4, 1, 2, 2)
     assert tuple(experts.gate_up_proj.shape) == (2, 64, 64)
     assert built.cp_rank == 1
@@ -51,16 +51,18 @@ def test_a_model_built_for_the_mesh_uses_the_parallel_variants(mesh64, small_reg
 def test_validation_rejects_a_model_built_for_another_job(mesh64, small_registry) -> None:
     local = build_model("tiny_moe", registry=small_registry)
     assert type(local.layers[0].mixer) is Attention and type(local.layers[0].ffn.experts) is GroupedExperts
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: family 'attention' was built for cp=1, but the job has cp=4"):
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: family 'attention' was laid out for tp=1, but the job has tp=2"):
         validate_family_context(local, mesh=mesh64)
-    other = init_device_mesh("cpu", (4, 4, 4), mesh_dim_names=("tp", "cp", "ep"))
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: family 'attention' was built for cp=1, but the job has cp=8"):
+        validate_family_context(local, {"cp_size": 8})
+    other = init_device_mesh("cpu", (2, 8, 4), mesh_dim_names=("tp", "cp", "ep"))
     built = build_model("tiny_moe", mesh64, registry=small_registry)
     with pytest.raises(BuildError, match="was built on another job's mesh"):
         validate_family_context(built, mesh=other)
 
 
 def test_modules_without_a_context_parallel_form_refuse_cp(mesh64, small_registry) -> None:
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: ChunkedGatedDeltaNet has no cp-parallel form, but the job has cp=4"):
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: ChunkedGatedDeltaNet has no cp-parallel form, but the job has cp=8"):
         build_model("tiny_qwen3_next", mesh64, registry=small_registry)
     with pytest.raises(BuildError, match=r"layers\.0\.mixer: MLAttention has no cp-parallel form"):
         build_model("tiny_deepseek_v3", mesh64, registry=small_registry)
@@ -68,14 +70,14 @@ def test_modules_without_a_context_parallel_form_refuse_cp(mesh64, small_registr
 
 def test_expert_parallel_needs_the_experts_to_split_evenly(small_registry) -> None:
     with process_group(64, rank=0, fake=True):
-        mesh = init_device_mesh("cpu", (4, 16), mesh_dim_names=("tp", "ep"))
-        with pytest.raises(BuildError, match=r"layers\.0\.ffn\.experts: ExpertParallelExperts: 8 experts cannot be split evenly over ep=16"):
+        mesh = init_device_mesh("cpu", (2, 32), mesh_dim_names=("tp", "ep"))
+        with pytest.raises(BuildError, match=r"layers\.0\.ffn\.experts: ExpertParallelExperts: 8 experts cannot be split evenly over ep=32"):
             build_model("tiny_moe", mesh, registry=small_registry)
 
 
 def test_ep_comes_from_the_expert_mesh(small_registry) -> None:
     with process_group(64, rank=9, fake=True):
-        dense = init_device_mesh("cpu", (16, 4), mesh_dim_names=("dp", "tp"))
+        dense = init_device_mesh("cpu", (32, 2), mesh_dim_names=("dp", "tp"))
         experts = init_device_mesh("cpu", (8, 8), mesh_dim_names=("ep", "etp"))
         built = build_model("tiny_moe", dense, expert_mesh=experts, registry=small_registry)
         module = built.layers[0].ffn.experts

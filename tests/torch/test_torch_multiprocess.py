@@ -1,4 +1,4 @@
-"""A real 4-rank gloo job (cp 2 × ep 2): the built model's loss and gradients equal the unsharded model's."""
+"""A real 4-rank gloo job, run as cp 2 × ep 2 and then ep 2 × tp 2: loss and gradients equal the unsharded model's."""
 
 from __future__ import annotations
 
@@ -11,16 +11,37 @@ import torch_dist_worker
 WORLD = 4
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_cp_and_ep_sharded_model_matches_the_unsharded_one(tmp_path) -> None:
-    store, out = tmp_path / "store", tmp_path / "out"
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[dict]:
+    """Run the job once; return each rank's measurements of both meshes."""
+    root = tmp_path_factory.mktemp("job")
+    store, out = root / "store", root / "out"
     store.mkdir()
     out.mkdir()
     mp.spawn(torch_dist_worker.run, args=(WORLD, str(store), str(out)), nprocs=WORLD, join=True)
-    results = [json.loads((out / f"{rank}.json").read_text()) for rank in range(WORLD)]
-    for result in results:
-        assert result["loss"] == pytest.approx(result["expected"], rel=1e-5)
-        assert result["worst_grad_error"] < 1e-4
-        assert result["local_experts"] == 4  # 8 experts over ep 2
-    assert len({round(r["loss"], 6) for r in results}) == 1
+    return [json.loads((out / f"{rank}.json").read_text()) for rank in range(WORLD)]
+
+
+def _check_matches_reference(runs: list[dict]) -> None:
+    for run in runs:
+        assert run["loss"] == pytest.approx(run["expected"], rel=1e-5)
+        assert run["worst_grad_error"] < 1e-4
+        assert run["local_experts"] == 4  # 8 experts over ep 2
+    assert len({round(r["loss"], 6) for r in runs}) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_cp_and_ep_sharded_model_matches_the_unsharded_one(results) -> None:
+    runs = [r["cp_ep"] for r in results]
+    _check_matches_reference(runs)
+    assert all(r["ring"] and r["dtensors"] == 0 for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_tp_and_ep_sharded_model_matches_the_unsharded_one(results) -> None:
+    runs = [r["tp_ep"] for r in results]
+    _check_matches_reference(runs)
+    # 4 heads with their output gates, 16 wide: 128 rows, 64 on each tp rank.
+    assert all(r["q_proj"] == [[128, 64], [64, 64]] and r["dtensors"] > 0 for r in runs)

@@ -4,7 +4,10 @@
 heads than query heads), optionally normalises queries and keys per head
 (QK-norm) and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
-or the eager reference. `RingAttention` is the cp > 1 variant: every cp rank
+or the eager reference. Under tensor parallelism (families/attention.hpf's
+layout) each rank holds whole heads: the module reads the head count from its
+projections' outputs, takes its heads' share of a position bias, and sums its
+replicated QK norms' gradients over tp. `RingAttention` is the cp > 1 variant: every cp rank
 holds one contiguous chunk of the sequence, computes its own keys and values,
 and all-gathers them over the cp axis, so each query sees the whole prefix.
 """
@@ -19,8 +22,9 @@ from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import JobMesh
-from hpdsl.torch.modules.collectives import gather_along
+from hpdsl.torch.modules.collectives import gather_along, sum_gradients
 from hpdsl.torch.modules.common import attend, causal_mask, context_size, make_norm, rotate
 
 BACKENDS = ("sdpa", "eager")
@@ -45,6 +49,11 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(config.heads * d, h, bias=config.o_bias)
         self.q_norm = make_norm(config, d) if config.qk_norm else None
         self.k_norm = make_norm(config, d) if config.qk_norm else None
+        self.tp: TensorParallel | None = None
+
+    def tensor_parallel_applied(self, tp: TensorParallel) -> None:
+        """Note that the projections were split by heads over tp (hpdsl.torch.layout calls this)."""
+        self.tp = tp
 
     def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
@@ -58,8 +67,14 @@ class Attention(nn.Module):
         k_positions = positions
         if memory is None:
             k, v, k_positions = self.gather_sequence(k, v, positions)
-        mask = self._mask(positions, k_positions, bias, causal=self.config.causal and memory is None)
-        out = attend(q, k, v, mask, backend=self.backend)
+        causal = self.config.causal and memory is None
+        if bias is not None and self.tp is not None and bias.shape[1] != q.shape[2]:
+            bias = bias.chunk(self.tp.size, dim=1)[self.tp.rank]  # this rank's heads
+        if causal and bias is None and k_positions is positions:  # aligned: no mask tensor needed
+            out = attend(q, k, v, None, backend=self.backend, causal=True)
+        else:
+            mask = self._mask(positions, k_positions, bias, causal=causal)
+            out = attend(q, k, v, mask, backend=self.backend)
         if gate is not None:
             out = out * torch.sigmoid(gate)
         return self.o_proj(out.reshape(batch, seq, -1))
@@ -71,27 +86,37 @@ class Attention(nn.Module):
     def _queries(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor | None]:
         batch, seq, _ = x.shape
         d = self.config.head_dim
-        q = self.q_proj(x).view(batch, seq, self.config.heads, -1)
+        # -1 heads: under tp this rank's q_proj holds heads / tp of them, whole.
+        q = self.q_proj(x).view(batch, seq, -1, (2 if self.config.output_gate else 1) * d)
         gate = None
         if self.config.output_gate:
             # Per head: the query, then its gate (the Qwen3-Next layout).
             q, gate = q.split(d, dim=-1)
-            gate = gate.reshape(batch, seq, self.config.heads, d)
+            gate = gate.reshape(batch, seq, -1, d)
+            # Its own storage: what the backward keeps of q (QK-norm's input) must not pin the gate's.
+            q = q.contiguous()
         if self.q_norm is not None:
-            q = self.q_norm(q)
+            q = self._norm(self.q_norm, q)
         if positions is not None:
             q = rotate(q, positions, self.config.rope_theta)
         return q, gate
 
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
         batch, seq, _ = x.shape
-        k = self.k_proj(x).view(batch, seq, self.config.kv_heads, self.config.head_dim)
-        v = self.v_proj(x).view(batch, seq, self.config.kv_heads, self.config.head_dim)
+        k = self.k_proj(x).view(batch, seq, -1, self.config.head_dim)
+        v = self.v_proj(x).view(batch, seq, -1, self.config.head_dim)
         if self.k_norm is not None:
-            k = self.k_norm(k)
+            k = self._norm(self.k_norm, k)
         if positions is not None:
             k = rotate(k, positions, self.config.rope_theta)
         return k, v
+
+    def _norm(self, norm: nn.Module, x: Tensor) -> Tensor:
+        """Apply a per-head norm; under tp it sees only this rank's heads, so its gradients sum over tp."""
+        if self.tp is None:
+            return norm(x)
+        params = {name: sum_gradients(p, self.tp.group) for name, p in norm.named_parameters()}
+        return torch.func.functional_call(norm, params, (x,))
 
     @staticmethod
     def _mask(q_positions: Tensor, k_positions: Tensor, bias: Tensor | None, *, causal: bool) -> Tensor | None:

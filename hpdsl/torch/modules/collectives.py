@@ -1,4 +1,5 @@
-"""Differentiable collectives the parallel variants use: all-gather along a dim, all-to-all by splits.
+"""Differentiable collectives the parallel variants use: all-gather along a dim, all-to-all by splits,
+and an identity whose gradient is summed over a group (for parameters fed a tp shard of the activations).
 
 Written as autograd Functions over the plain c10d calls so they run on every
 backend gloo included (gloo has no reduce-scatter: the all-gather's backward
@@ -50,6 +51,26 @@ class _AllToAll(torch.autograd.Function):
         return out, None, None, None
 
 
+class _SumGradients(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, group: ProcessGroup) -> Tensor:
+        """Return `x` unchanged."""
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        """Sum the gradient over the group."""
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, group=ctx.group)
+        return total, None
+
+
+def sum_gradients(x: Tensor, group: ProcessGroup) -> Tensor:
+    """Return `x` unchanged; in backward, sum its gradient over `group` (Megatron's copy-to-region)."""
+    return _SumGradients.apply(x, group)
+
+
 def gather_along(x: Tensor, group: ProcessGroup, dim: int) -> Tensor:
     """Return every rank's `x` concatenated along `dim` in rank order (equal shapes everywhere)."""
     return _GatherAlong.apply(x, group, dim)
@@ -67,4 +88,4 @@ def exchange_counts(counts: Tensor, group: ProcessGroup) -> Tensor:
     return received
 
 
-__all__ = ["all_to_all", "exchange_counts", "gather_along"]
+__all__ = ["all_to_all", "exchange_counts", "gather_along", "sum_gradients"]

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.modules.fused import fused, rotate
 
 
 class RMSNorm(nn.Module):
@@ -31,10 +32,16 @@ class RMSNorm(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Normalise `x` in float32 and scale it."""
+        """Normalise `x` in float32 and scale it; the backward keeps only `x` (as a fused kernel does)."""
+        if self.bias is None:
+            return fused(self.normalise, x, self.weight)
+        return fused(self.normalise, x, self.weight, self.bias)
+
+    def normalise(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """Return x·rsqrt(mean(x²) + eps)·weight (+ bias), computed in float32."""
         normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        out = normed.to(x.dtype) * self.weight
-        return out if self.bias is None else out + self.bias
+        out = normed.to(x.dtype) * weight
+        return out if bias is None else out + bias
 
 
 LayerNorm = nn.LayerNorm
@@ -65,16 +72,11 @@ def activation(name: str) -> Callable[[Tensor], Tensor]:
         raise BuildError(f"unknown activation '{name}'; expected one of {sorted(_ACTIVATIONS)}") from None
 
 
-def rotate(x: Tensor, positions: Tensor, theta: float) -> Tensor:
-    """Apply rotary position embeddings to `x` [batch, seq, heads, dim] at `positions` [seq]."""
-    dim = x.shape[-1]
-    inverse = 1.0 / (theta ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
-    angles = positions.to(torch.float32)[:, None] * inverse[None, :]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
-    sin = torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
-    first, second = x.float().chunk(2, dim=-1)
-    rotated = torch.cat([-second, first], dim=-1)
-    return (x.float() * cos + rotated * sin).to(x.dtype)
+def activate(act: Callable[[Tensor], Tensor], x: Tensor, up: Tensor | None = None) -> Tensor:
+    """Return act(x), or act(x)·up when gated, keeping only the inputs for the backward (fused)."""
+    if up is None:
+        return fused(act, x)
+    return fused(lambda gate, value: act(gate) * value, x, up)
 
 
 def causal_mask(q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -83,22 +85,41 @@ def causal_mask(q_positions: Tensor, k_positions: Tensor) -> Tensor:
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, backend: str = "sdpa",
-           scale: float | None = None) -> Tensor:
-    """Return attention of q [b, s, h, d] over k, v [b, t, h_kv, d]: grouped heads, SDPA or eager."""
-    heads, kv_heads = q.shape[2], k.shape[2]
-    if heads != kv_heads:
-        k = k.repeat_interleave(heads // kv_heads, dim=2)
-        v = v.repeat_interleave(heads // kv_heads, dim=2)
+           scale: float | None = None, causal: bool = False) -> Tensor:
+    """Return attention of q [b, s, h, d] over k, v [b, t, h_kv, d]: grouped heads, SDPA or eager.
+
+    `causal` lets query i see keys 0..i of an aligned sequence without a mask
+    tensor (a materialised [s, t] mask is one more tensor the backward keeps).
+    Keys and values stay h_kv heads wide: SDPA groups the query heads itself.
+    """
+    if causal and mask is not None:
+        raise ValueError("attend takes a mask or causal=True, not both")
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if backend == "sdpa":
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale,
+                                             enable_gqa=q.shape[1] != k.shape[1])
     else:
-        scores = (q.float() @ k.float().transpose(-1, -2)) * scale
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-        out = (scores.softmax(-1) @ v.float()).to(q.dtype)
+        out = _eager_attention(q, k, v, mask, scale=scale, causal=causal)
     return out.transpose(1, 2)
+
+
+def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float,
+                     causal: bool) -> Tensor:
+    """Return softmax(q·kᵀ·scale + mask)·v in float32 for q [b, h, s, d], k, v [b, h_kv, t, d].
+
+    The numerical reference: it repeats the kv heads and keeps the whole score
+    tensor, so what it saves for the backward is not what a training kernel keeps.
+    """
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if causal:
+        mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return (scores.softmax(-1) @ v.float()).to(q.dtype)
 
 
 def context_size(context: Any, axis: str) -> int:
@@ -114,5 +135,5 @@ def refuse_axis(context: Any, axis: str, what: str, module_fqn: str) -> None:
                          f"but the job has {axis}={size}")
 
 
-__all__ = ["LayerNorm", "RMSNorm", "activation", "attend", "causal_mask", "context_size", "make_norm",
-           "refuse_axis", "rotate"]
+__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size",
+           "make_norm", "refuse_axis", "rotate"]

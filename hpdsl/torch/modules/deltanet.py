@@ -21,15 +21,23 @@ from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.common import RMSNorm, refuse_axis
+from hpdsl.torch.modules.fused import fused
 
 
 class GatedRMSNorm(RMSNorm):
-    """RMSNorm whose output is multiplied by silu(gate)."""
+    """RMSNorm whose output is multiplied by silu(gate); the backward keeps the input and the gate."""
 
     def forward(self, x: Tensor, gate: Tensor | None = None) -> Tensor:  # type: ignore[override]
         """Normalise `x`, scale it, and gate it with silu(`gate`)."""
-        out = super().forward(x)
-        return out if gate is None else out * F.silu(gate.float()).to(out.dtype)
+        if gate is None or self.bias is not None:
+            out = super().forward(x)
+            return out if gate is None else out * F.silu(gate.float()).to(out.dtype)
+        return fused(self.gated, x, gate, self.weight)
+
+    def gated(self, x: Tensor, gate: Tensor, weight: Tensor) -> Tensor:
+        """Return normalise(x)·silu(gate)."""
+        out = self.normalise(x, weight)
+        return out * F.silu(gate.float()).to(out.dtype)
 
 
 class GatedDeltaNet(nn.Module):
@@ -75,20 +83,35 @@ class GatedDeltaNet(nn.Module):
         key_dim, value_dim = c.lin_key_heads * c.lin_key_head_dim, c.lin_value_heads * c.lin_value_head_dim
         qkv, z = self.in_proj_qkvz(x).split([2 * key_dim + value_dim, value_dim], dim=-1)
         b, a = self.in_proj_ba(x).split(c.lin_value_heads, dim=-1)
-        qkv = F.silu(self.conv1d(qkv.transpose(1, 2))[..., :seq]).transpose(1, 2)
+        # Each step keeps only its inputs for the backward, as causal-conv1d and FLA's kernels do.
+        qkv = fused(self.short_convolution, qkv, self.conv1d.weight)
         q, k, v = qkv.split([key_dim, key_dim, value_dim], dim=-1)
+        out = fused(self.gated_delta_rule, q, k, v, b, a, self.A_log, self.dt_bias)
+        out = self.norm(out, z.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim))
+        return self.out_proj(out.reshape(batch, seq, value_dim))
+
+    def short_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
+        """Return silu(causal depthwise convolution of `qkv` [b, s, channels]) as [b, s, channels]."""
+        seq, kernel = qkv.shape[1], weight.shape[-1]
+        mixed = F.conv1d(qkv.transpose(1, 2), weight, padding=kernel - 1, groups=weight.shape[0])
+        return F.silu(mixed[..., :seq]).transpose(1, 2)
+
+    def gated_delta_rule(self, q: Tensor, k: Tensor, v: Tensor, b: Tensor, a: Tensor, a_log: Tensor,
+                         dt_bias: Tensor) -> Tensor:
+        """Return the core output [b, s, n_v, d_v] from the convolved q, k, v and the gate inputs b, a."""
+        c = self.config
+        batch, seq, _ = q.shape
+        dtype = v.dtype
         q = q.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
         k = k.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
         v = v.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim)
         beta = torch.sigmoid(b.float())
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())
+        g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())
         repeat = c.lin_value_heads // c.lin_key_heads
         if repeat > 1:
             q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
         q, k = F.normalize(q.float(), dim=-1, eps=1e-6), F.normalize(k.float(), dim=-1, eps=1e-6)
-        out = self.delta_rule(q, k, v.float(), g, beta).to(x.dtype)
-        out = self.norm(out, z.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim))
-        return self.out_proj(out.reshape(batch, seq, value_dim))
+        return self.delta_rule(q, k, v.float(), g, beta).to(dtype)
 
     def delta_rule(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
         """Return the gated delta rule's output [b, s, h, d_v] for q, k [b, s, h, d_k], g, beta [b, s, h]."""

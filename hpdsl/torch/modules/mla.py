@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.attention import BACKENDS
-from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, refuse_axis, rotate
+from hpdsl.torch.modules.common import RMSNorm, attend, refuse_axis, rotate
 
 
 class MLAttention(nn.Module):
@@ -70,8 +70,7 @@ class MLAttention(nn.Module):
             k_rope = rotate(k_rope, positions, c.rope_theta)
         q = torch.cat([q_nope, q_rope], dim=-1)
         k = torch.cat([k_nope, k_rope], dim=-1)
-        mask = causal_mask(positions, positions) if c.causal else None
-        out = attend(q, k, v, mask, backend=self.backend, scale=c.q_head_dim ** -0.5)
+        out = attend(q, k, v, None, backend=self.backend, scale=c.q_head_dim ** -0.5, causal=c.causal)
         return self.o_proj(out.reshape(batch, seq, -1))
 
 

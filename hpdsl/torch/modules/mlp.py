@@ -2,6 +2,7 @@
 
 Gated: down(act(gate(x)) * up(x)), three matrices. Plain: down(act(up(x))), two.
 Biases, when the model has them, sit on every projection (width each, h on down).
+The activation keeps only its inputs for the backward, as a fused SwiGLU does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
-from hpdsl.torch.modules.common import activation
+from hpdsl.torch.modules.common import activate, activation
 
 
 class MLP(nn.Module):
@@ -35,8 +36,8 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Return the block's output for `x` [..., h]."""
         if self.gate_proj is None:
-            return self.down_proj(self.act(self.up_proj(x)))
-        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+            return self.down_proj(activate(self.act, self.up_proj(x)))
+        return self.down_proj(activate(self.act, self.gate_proj(x), self.up_proj(x)))
 
 
 class GatedMLP(MLP):

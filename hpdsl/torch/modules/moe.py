@@ -12,7 +12,8 @@ Routing weights are applied after the second GEMM, outside the expert math.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -22,7 +23,8 @@ from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.modules.collectives import all_to_all, exchange_counts
-from hpdsl.torch.modules.common import activation, context_size
+from hpdsl.torch.modules.common import activate, activation, context_size
+from hpdsl.torch.modules.fused import fused
 
 
 class MoE(nn.Module):
@@ -138,7 +140,7 @@ class GroupedExperts(nn.Module):
         token = order // indices.shape[1]
         counts = torch.bincount(flat, minlength=self.num_experts)
         out = self.expert_compute(x[token], counts.tolist())
-        return self._combine(x, out, weights, order, token)
+        return self._combine(x, out, weights, order)
 
     def expert_compute(self, rows: Tensor, counts: Sequence[int]) -> Tensor:
         """Run local expert i on the i-th block of `rows` (blocks of `counts` rows, in expert order)."""
@@ -153,10 +155,9 @@ class GroupedExperts(nn.Module):
         if self.up_bias is not None:
             hidden = hidden + self.up_bias[index]
         if self.gated:
-            gate, up = hidden.chunk(2, dim=-1)
-            hidden = self.act(gate) * up
+            hidden = fused(functools.partial(_gated, self.act), hidden)  # keeps [gate | up] only
         else:
-            hidden = self.act(hidden)
+            hidden = activate(self.act, hidden)
         out = self.matmul(hidden, self.down_proj[index])
         return out if self.down_bias is None else out + self.down_bias[index]
 
@@ -165,9 +166,15 @@ class GroupedExperts(nn.Module):
         return x @ weight
 
     @staticmethod
-    def _combine(x: Tensor, out: Tensor, weights: Tensor, order: Tensor, token: Tensor) -> Tensor:
-        scaled = out * weights.reshape(-1)[order, None]
-        return torch.zeros_like(x).index_add(0, token, scaled.to(x.dtype))
+    def _combine(x: Tensor, out: Tensor, weights: Tensor, order: Tensor) -> Tensor:
+        """Return Σ_k weight·output per token from the expert outputs `out` (rows in expert order).
+
+        Every token has exactly k rows, so putting the rows back in token order and
+        summing over k combines them; the backward keeps the k outputs per token (the
+        routing weights' gradient reads them) and the weights, and no scatter source.
+        """
+        rows = out[torch.argsort(order)].unflatten(0, (-1, weights.shape[-1]))
+        return (rows * weights.unsqueeze(-1)).sum(1).to(x.dtype)
 
 
 class ExpertParallelExperts(GroupedExperts):
@@ -208,7 +215,7 @@ class ExpertParallelExperts(GroupedExperts):
         regroup = torch.argsort(torch.repeat_interleave(local_expert, received.reshape(-1)), stable=True)
         computed = self.expert_compute(rows[regroup], received.sum(0).tolist())
         back = all_to_all(computed[torch.argsort(regroup)], receive, send, group)
-        return self._combine(x, back, weights, order, token)
+        return self._combine(x, back, weights, order)
 
 
 class MXFP8GroupedExperts(ExpertParallelExperts):
@@ -245,6 +252,11 @@ def mxfp8_round(x: Tensor, dim: int, block: int = 32) -> Tensor:
     rounded = (blocks / scale).to(torch.float8_e4m3fn).float() * scale
     rounded = rounded.reshape(moved.shape).movedim(-1, dim).to(x.dtype)
     return x + (rounded - x).detach()
+
+
+def _gated(act: Callable[[Tensor], Tensor], both: Tensor) -> Tensor:
+    gate, up = both.chunk(2, dim=-1)
+    return act(gate) * up
 
 
 def _transposed(weight: nn.Parameter) -> nn.Parameter:

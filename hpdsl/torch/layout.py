@@ -1,0 +1,215 @@
+"""A family's tensor-parallel layout (FamilyIR.layout) and a freshly built module into a sharded module.
+
+`apply_layout` runs inside construct_family, right after the variant's
+constructor and before anyone uses the module, in this order:
+
+1. every parameter of the module has a layout entry for the chosen variant and
+   is declared by its params(...) (families without a layout are left alone:
+   such a module handles tp itself or is replicated);
+2. each entry's dims, evaluated on the build config and the job's cp/ep/pp
+   (hpdsl/ir/layouts.py), equal the parameter's shape, wherever the config has
+   every name they read (a replacement built without a config is not checked);
+3. at tp > 1, every sharded parameter's split dim must split
+   (hpdsl.ir.layouts.split_problem, the rule the compiler proves for bounded tp),
+   all checked before any parameter is sharded;
+4. the module is sharded over the mesh's tp axis with DTensor's
+   parallelize_module: an nn.Linear whose weight (and bias) is colwise gets
+   ColwiseParallel, one whose weight is rowwise and bias replicated
+   RowwiseParallel; replicated parameters stay plain tensors;
+5. every submodule defining `tensor_parallel_applied(tp)` is then told
+   (an attention's per-head norms, replicated but fed only this rank's heads,
+   sum their gradients over tp there).
+
+The result, kept in the module's FamilyBuildInfo, records every parameter's
+logical (unsharded) and local shape and its placement. Each rank shards its own
+copy, without a scatter from a source rank: build on the meta device and
+materialise after sharding, or build every rank from the same seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from torch import nn
+from torch.distributed import ProcessGroup
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
+
+from hpdsl.errors import BuildError
+from hpdsl.ir.layouts import covers, declared_params, evaluate_dim, layout_for, render_dims, split_problem, whole
+from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
+from hpdsl.slots import dim_environment
+from hpdsl.spec import LAYOUT_AXES
+from hpdsl.torch.mesh import JobMesh
+
+
+@attrs.frozen(eq=False)
+class TensorParallel:
+    """The tp axis a module was sharded over, as `tensor_parallel_applied` hooks receive it (borrowed)."""
+
+    mesh: DeviceMesh
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TensorParallel:
+        # Borrowed, never copied: a copied module runs on the same job.
+        return self
+
+    @property
+    def group(self) -> ProcessGroup:
+        """Return the tp process group."""
+        return self.mesh.get_group()
+
+    @property
+    def rank(self) -> int:
+        """Return this rank's coordinate on tp."""
+        return self.mesh.get_local_rank()
+
+    @property
+    def size(self) -> int:
+        """Return the tp size."""
+        return self.mesh.size()
+
+
+@attrs.frozen
+class ParameterLayout:
+    """One parameter of a built family module: where it lives on tp, its logical and local shapes."""
+
+    name: str
+    placement: str
+    dim: int | None
+    logical_shape: tuple[int, ...]
+    local_shape: tuple[int, ...]
+
+
+@attrs.frozen
+class AppliedLayout:
+    """The layout a family module was built with: the tp size and every parameter's placement."""
+
+    tp: int
+    parameters: tuple[ParameterLayout, ...]
+
+    @property
+    def logical_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Return parameter name → its shape before tensor parallelism."""
+        return {p.name: p.logical_shape for p in self.parameters}
+
+    @property
+    def sharded(self) -> tuple[ParameterLayout, ...]:
+        """Return the parameters split over tp."""
+        return tuple(p for p in self.parameters if p.dim is not None)
+
+
+def apply_layout(module: nn.Module, family: FamilyIR, variant: str, *, config: Any,
+                 context: Mapping[str, Any], where: str) -> AppliedLayout | None:
+    """Verify `module` against its family's layout, shard it over tp, and return what was applied."""
+    if family.layout is None:
+        return None
+    entries = layout_for(family, variant)
+    params = dict(module.named_parameters())
+    _check_coverage(params, entries, declared_params(family, variant), where, variant)
+    env = {**dim_environment(config), **{a: int(context.get(f"{a}_size", 1)) for a in LAYOUT_AXES}}
+    for name, param in params.items():
+        _check_shape(name, tuple(param.shape), entries[name], env, where)
+    tp = int(context.get("tp_size", 1))
+    logical = {name: tuple(param.shape) for name, param in params.items()}
+    if tp > 1 and any(entries[name].dim is not None for name in params):
+        for name, param in params.items():
+            _check_split(name, tuple(param.shape), entries[name], env, tp, where)
+        _shard(module, params, entries, _tp_mesh(context, tp, where), where)
+    return AppliedLayout(tp, tuple(_record(name, param, entries[name], logical[name])
+                                   for name, param in module.named_parameters()))
+
+
+def _record(name: str, param: nn.Parameter, entry: LayoutEntryIR, logical: tuple[int, ...]) -> ParameterLayout:
+    local = param.to_local() if isinstance(param, DTensor) else param
+    return ParameterLayout(name, entry.placement, entry.dim, logical, tuple(local.shape))
+
+
+# --------------------------------------------------------------------------
+# Verification, before any sharding
+# --------------------------------------------------------------------------
+
+
+def _check_coverage(params: Mapping[str, nn.Parameter], entries: Mapping[str, LayoutEntryIR],
+                    declared: tuple[str, ...], where: str, variant: str) -> None:
+    for name in params:
+        if not any(covers(p, name) for p in declared):
+            raise BuildError(f"{where}: parameter '{name}' of variant '{variant}' is not declared in its "
+                             f"params({', '.join(declared)}); declare it and give it a layout entry")
+        if name not in entries:
+            placed = ", ".join(sorted(entries)) or "none"
+            raise BuildError(f"{where}: parameter '{name}' of variant '{variant}' has no layout entry "
+                             f"(the layout places {placed}); add `{name} (DIMS) colwise|rowwise|replicate`")
+
+
+def _check_shape(name: str, shape: tuple[int, ...], entry: LayoutEntryIR, env: Mapping[str, int],
+                 where: str) -> None:
+    declared = [whole(evaluate_dim(d, env)) for d in entry.dims]
+    if any(d is None for d in declared):
+        return  # the config lacks a name the dims read (a replacement): nothing to compare
+    if tuple(declared) != shape:
+        raise BuildError(f"{where}: parameter '{name}' has shape {shape}, but the layout declares "
+                         f"{render_dims(entry.dims)} = {tuple(declared)}")
+
+
+def _check_split(name: str, shape: tuple[int, ...], entry: LayoutEntryIR, env: Mapping[str, int], tp: int,
+                 where: str) -> None:
+    if entry.dim is None:
+        return
+    unit = None if entry.unit is None else whole(evaluate_dim(entry.unit, env))
+    problem = split_problem(shape[entry.dim], tp, unit)
+    if problem is not None:
+        by = "" if unit is None else f" in {unit} blocks (by {entry.unit.text})"  # type: ignore[union-attr]
+        raise BuildError(f"{where}: cannot shard parameter '{name}' over tp={tp}: its dim {entry.dim} "
+                         f"has size {shape[entry.dim]}{by}, and {problem}")
+
+
+def _tp_mesh(context: Mapping[str, Any], tp: int, where: str) -> DeviceMesh:
+    job: JobMesh | None = context.get("mesh")
+    sub = None if job is None else job.axis_mesh("tp")
+    if sub is None:
+        raise BuildError(f"{where}: sharding over tp={tp} needs the job's DeviceMesh with a 'tp' axis")
+    return sub
+
+
+# --------------------------------------------------------------------------
+# Sharding
+# --------------------------------------------------------------------------
+
+
+def _shard(module: nn.Module, params: Mapping[str, nn.Parameter], entries: Mapping[str, LayoutEntryIR],
+           mesh: DeviceMesh, where: str) -> None:
+    owners = sorted({name.rpartition(".")[0] for name in params if entries[name].dim is not None})
+    plan = {owner: _style(module.get_submodule(owner), owner, entries, where) for owner in owners}
+    for owner, style in plan.items():  # every style is known before the first module is sharded
+        parallelize_module(module.get_submodule(owner), mesh, style)
+    for sub in module.modules():
+        hook = getattr(sub, "tensor_parallel_applied", None)
+        if callable(hook):
+            hook(TensorParallel(mesh))
+
+
+def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], where: str) -> ParallelStyle:
+    """Return the DTensor style that places the parameters of `owner` as its layout entries say."""
+    prefix = f"{path}." if path else ""
+    placed = {name: entries[prefix + name] for name, _ in owner.named_parameters(recurse=False)}
+    weight, bias = placed.get("weight"), placed.get("bias")
+    style: ParallelStyle | None = None
+    if isinstance(owner, nn.Linear) and weight is not None:
+        if weight.dim == 0 and (bias is None or bias.dim == 0):
+            style = ColwiseParallel()
+        elif weight.dim == 1 and (bias is None or bias.dim is None):
+            style = RowwiseParallel()
+    if style is None:
+        found = ", ".join(f"{prefix}{n} {e.placement}" + ("" if e.dim is None else f"({e.dim})")
+                          for n, e in placed.items())
+        raise BuildError(f"{where}: the torch backend shards only nn.Linear modules, as ColwiseParallel (weight "
+                         f"and bias colwise) or RowwiseParallel (weight rowwise, bias replicate); "
+                         f"{path or 'the module'} is a {type(owner).__name__} with {found}")
+    style.src_data_rank = None  # each rank shards its own copy: no scatter from a source rank
+    return style
+
+
+__all__ = ["AppliedLayout", "ParameterLayout", "TensorParallel", "apply_layout"]

@@ -1,0 +1,81 @@
+"""Autograd functions that keep for the backward only what a fused kernel keeps.
+
+Written op by op, a module saves every intermediate autograd needs: an RMSNorm
+its normalised input, a SwiGLU its activation's output, a short convolution its
+pre-activation output, the chunked delta rule every chunk's WY factors. Fused
+kernels (Apex/Transformer Engine norms, Megatron's swiglu, causal-conv1d, FLA's
+chunked gated delta rule) keep their inputs and recompute the rest in the
+backward, and that is what hpdsl's estimator prices (docs/cost-model.md,
+docs/validation.md). `fused(fn, *inputs)` does the same for any function of
+tensors: it saves `inputs` and nothing else and reruns `fn` under autograd in
+the backward. `rotate` keeps not even its input: the backward of a rotation is
+the inverse rotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class _Fused(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, fn: Callable[..., Tensor], *inputs: Tensor) -> Tensor:
+        """Run `fn` (autograd is off in a Function's forward) and keep only its inputs."""
+        ctx.fn = fn
+        ctx.save_for_backward(*inputs)
+        return fn(*inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        """Recompute `fn` from the saved inputs under autograd and return its input gradients."""
+        needs = ctx.needs_input_grad[1:]
+        inputs = tuple(t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs))
+        with torch.enable_grad():
+            out = ctx.fn(*inputs)
+        wanted = [t for t in inputs if t.requires_grad]
+        found = iter(torch.autograd.grad(out, wanted, grad, allow_unused=True) if wanted else ())
+        return (None, *(next(found) if t.requires_grad else None for t in inputs))
+
+
+def fused(fn: Callable[..., Tensor], *inputs: Tensor) -> Tensor:
+    """Return fn(*inputs), saving only `inputs` for the backward (the rest is recomputed there)."""
+    return _Fused.apply(fn, *inputs)
+
+
+def _rotated(x: Tensor, positions: Tensor, theta: float, sign: float) -> Tensor:
+    """Return `x` [batch, seq, heads, dim] rotated by sign·(position·frequency), in float32 math."""
+    dim = x.shape[-1]
+    inverse = 1.0 / (theta ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
+    angles = positions.to(torch.float32)[:, None] * inverse[None, :]
+    cos = torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
+    sin = sign * torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
+    first, second = x.float().chunk(2, dim=-1)
+    rotated = torch.cat([-second, first], dim=-1)
+    return (x.float() * cos + rotated * sin).to(x.dtype)
+
+
+class _Rotation(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, positions: Tensor, theta: float) -> Tensor:
+        """Rotate `x`, keeping only the positions."""
+        ctx.save_for_backward(positions)
+        ctx.theta = theta
+        return _rotated(x, positions, theta, 1.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        """Rotate the gradient back: a rotation's transpose is its inverse."""
+        (positions,) = ctx.saved_tensors
+        return _rotated(grad, positions, ctx.theta, -1.0), None, None
+
+
+def rotate(x: Tensor, positions: Tensor, theta: float) -> Tensor:
+    """Apply rotary position embeddings to `x` [batch, seq, heads, dim] at `positions` [seq]."""
+    return _Rotation.apply(x, positions, theta)
+
+
+__all__ = ["fused", "rotate"]

@@ -1,0 +1,230 @@
+"""Tensor-parallel layouts in the torch backend: verification before sharding, DTensor shards, provenance.
+
+One-process gloo meshes and torch's fake process group (tp 8 in one process);
+the real multi-process run (loss and gradients against the unsharded model) is
+in test_torch_multiprocess.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+from torch_support import ROOT, process_group, shrink
+
+from hpdsl.api import compile_sources
+from hpdsl.diagnostics import Source
+from hpdsl.errors import BuildError
+from hpdsl.registry import Registry
+from hpdsl.torch import (
+    ModuleConfig, build_family, build_model, collect_family_modules, explain_module, get_family_build_info,
+    job_context, materialize,
+)
+from hpdsl.torch.layout import apply_layout
+from hpdsl.torch.modules import Attention, GroupedExperts
+
+CFG = ModuleConfig(hidden=32, heads=4, head_dim=8, kv_heads=2, ffn_width=64)
+
+CUSTOM = """
+family short_mlp {
+  factory "hpdsl.torch.modules:MLP"
+  variant gated "hpdsl.torch.modules:GatedMLP" default params(gate_proj, up_proj)
+  layout {
+    gate_proj.weight (ffn_width, hidden) colwise
+    up_proj.weight   (ffn_width, hidden) colwise
+  }
+}
+family biasless_mlp {
+  factory "hpdsl.torch.modules:MLP"
+  variant gated "hpdsl.torch.modules:GatedMLP" default params(gate_proj, up_proj, down_proj)
+  layout {
+    gate_proj.weight (ffn_width, hidden) colwise
+    up_proj.weight   (ffn_width, hidden) colwise
+    down_proj.weight (hidden, ffn_width) rowwise
+  }
+}
+family square_mlp {
+  factory "hpdsl.torch.modules:MLP"
+  variant gated "hpdsl.torch.modules:GatedMLP" default params(gate_proj, up_proj, down_proj)
+  layout {
+    gate_proj.weight (ffn_width, hidden)    colwise
+    up_proj.weight   (ffn_width, ffn_width) colwise
+    down_proj.weight (hidden, ffn_width)    rowwise
+  }
+}
+family sharded_decay {
+  factory "hpdsl.torch.modules:GatedDeltaNet"
+  variant chunked "hpdsl.torch.modules:ChunkedGatedDeltaNet" default
+      params(in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj)
+  layout {
+    in_proj_qkvz.weight (2 * lin_key_heads * lin_key_head_dim + 2 * lin_value_heads * lin_value_head_dim, hidden) replicate
+    in_proj_ba.weight   (2 * lin_value_heads, hidden) replicate
+    conv1d.weight       (2 * lin_key_heads * lin_key_head_dim + lin_value_heads * lin_value_head_dim, 1, lin_conv) replicate
+    dt_bias             (lin_value_heads) replicate
+    A_log               (lin_value_heads) colwise
+    norm.weight         (lin_value_head_dim) replicate
+    out_proj.weight     (hidden, lin_value_heads * lin_value_head_dim) replicate
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def custom_registry() -> Registry:
+    """Return the standard library plus the hand-made families above (all of which compile)."""
+    return Registry(compile_sources([Source("custom.hpf", CUSTOM)]).unwrap())
+
+
+@pytest.fixture
+def tp8():
+    """A fake 8-rank job with one tp axis of 8, this process being rank 5."""
+    with process_group(8, rank=5, fake=True):
+        yield init_device_mesh("cpu", (8,), mesh_dim_names=("tp",))
+
+
+# --------------------------------------------------------------------------
+# Verification at any tp
+# --------------------------------------------------------------------------
+
+
+def test_every_family_of_a_built_model_records_its_logical_shapes(small_registry) -> None:
+    built = build_model("tiny_qwen3_next", registry=small_registry)
+    boundaries = collect_family_modules(built)
+    assert {b.info.resolved.family.name for b in boundaries} == {"attention", "gated_delta_net", "mlp",
+                                                                 "grouped_experts"}
+    for boundary in boundaries:
+        layout = boundary.info.layout
+        assert layout is not None and layout.tp == 1
+        # Heads and widths split; the Gated DeltaNet and the experts are replicated over tp.
+        assert bool(layout.sharded) == (boundary.info.resolved.family.name in ("attention", "mlp"))
+        actual = {n: tuple(p.shape) for n, p in boundary.module.named_parameters()}
+        assert boundary.info.logical_shapes == actual
+        assert all(p.local_shape == p.logical_shape for p in layout.parameters)
+    q_proj = get_family_build_info(built.layers[3].mixer).layout.parameters[0]  # type: ignore[union-attr]
+    assert (q_proj.name, q_proj.placement, q_proj.dim, q_proj.logical_shape) == ("q_proj.weight", "colwise", 0,
+                                                                                (128, 64))
+
+
+def test_a_parameter_the_variant_does_not_declare_is_rejected(custom_registry) -> None:
+    with pytest.raises(BuildError, match=r"^ffn: family 'short_mlp' \(variant 'gated'\): parameter "
+                                         r"'down_proj.weight' of variant 'gated' is not declared in its "
+                                         r"params\(gate_proj, up_proj\)"):
+        build_family("short_mlp", config=CFG, registry=custom_registry, module_fqn="ffn")
+
+
+def test_a_parameter_without_an_entry_is_rejected(custom_registry) -> None:
+    build_family("biasless_mlp", config=CFG, registry=custom_registry)
+    with pytest.raises(BuildError, match=r"parameter 'gate_proj.bias' of variant 'gated' has no layout entry "
+                                         r"\(the layout places down_proj.weight, gate_proj.weight, up_proj.weight\)"):
+        build_family("biasless_mlp", config=ModuleConfig(hidden=32, ffn_width=64, mlp_bias=True),
+                     registry=custom_registry)
+
+
+def test_declared_dims_must_be_the_module_shape(custom_registry) -> None:
+    with pytest.raises(BuildError, match=r"parameter 'up_proj.weight' has shape \(64, 32\), but the layout "
+                                         r"declares \(ffn_width, ffn_width\) = \(64, 64\)"):
+        build_family("square_mlp", config=CFG, registry=custom_registry)
+
+
+def test_a_one_process_gloo_mesh_builds_and_trains_at_tp_1(small_registry, tmp_path) -> None:
+    with process_group(1, store_dir=tmp_path):
+        mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("tp",))
+        built = materialize(build_model("tiny_dense", mesh, registry=small_registry), "cpu", seed=0)
+        ids = torch.randint(0, 96, (2, 8))
+        F.cross_entropy(built(ids).reshape(-1, 96), ids.reshape(-1)).backward()
+        assert not any(isinstance(p, DTensor) for p in built.parameters())
+        info = get_family_build_info(built.layers[0].mixer)
+        assert info is not None and info.layout is not None and info.layout.tp == 1
+        assert info.logical_shapes["o_proj.bias"] == (64,)  # tiny_dense has biases everywhere
+
+
+# --------------------------------------------------------------------------
+# Sharding at tp 8 (fake process group)
+# --------------------------------------------------------------------------
+
+
+def test_tp_8_shards_heads_and_widths_and_records_both_shapes(tp8, examples_registry) -> None:
+    model = shrink(examples_registry.model("llama3_8b"), per_group=1, groups=1)
+    built = build_model(model, tp8, registry=examples_registry)
+    attention, mlp = built.layers[0].mixer, built.layers[0].ffn
+    shapes = {p.name: (p.logical_shape, p.local_shape, p.placement)
+              for p in get_family_build_info(attention).layout.parameters}  # type: ignore[union-attr]
+    assert shapes["q_proj.weight"] == ((4096, 4096), (512, 4096), "colwise")  # 32 heads: 4 per rank
+    assert shapes["k_proj.weight"] == ((1024, 4096), (128, 4096), "colwise")  # 8 kv heads: 1 per rank
+    assert shapes["o_proj.weight"] == ((4096, 4096), (4096, 512), "rowwise")
+    assert isinstance(attention.q_proj.weight, DTensor) and attention.q_proj.weight.placements == (Shard(0),)
+    assert isinstance(attention.o_proj.weight, DTensor) and attention.o_proj.weight.placements == (Shard(1),)
+    assert attention.tp is not None and (attention.tp.rank, attention.tp.size) == (5, 8)
+    mlp_info = get_family_build_info(mlp)
+    assert mlp_info is not None and mlp_info.logical_shapes["down_proj.weight"] == (4096, 14336)
+    assert tuple(mlp.down_proj.weight.to_local().shape) == (4096, 14336 // 8)
+    assert not isinstance(built.layers[0].mixer_norm.weight, DTensor)  # not a family: replicated
+    story = explain_module(built, "layers.0.mixer")
+    assert story["layout"]["tp"] == 8
+    assert story["layout"]["parameters"]["v_proj.weight"]["local_shape"] == [128, 4096]
+
+
+def test_indivisible_heads_are_rejected_before_anything_is_sharded(tp8, small_registry) -> None:
+    with pytest.raises(BuildError, match=r"^layers\.0\.mixer: family 'attention' \(variant 'local'\): cannot "
+                                         r"shard parameter 'q_proj.weight' over tp=8: its dim 0 has size 64 in 4 "
+                                         r"blocks \(by heads\), and its 4 blocks do not split evenly over tp=8"):
+        build_model("tiny_moe", tp8, registry=small_registry)
+    # 8 heads split, 4 kv heads do not: q_proj, checked first, must still be whole.
+    cfg = ModuleConfig(hidden=64, heads=8, head_dim=8, kv_heads=4)
+    with torch.device("meta"):
+        module = Attention(cfg)
+    with pytest.raises(BuildError, match=r"'k_proj.weight' over tp=8: its dim 0 has size 32 in 4 blocks"):
+        apply_layout(module, small_registry.family("attention"), "local", config=cfg,
+                     context=job_context(tp8, None), where="mixer")
+    assert not any(isinstance(p, DTensor) for p in module.parameters())
+
+
+def test_an_indivisible_width_names_the_module_parameter_size_and_tp(tp8, stdlib_registry) -> None:
+    with pytest.raises(BuildError, match=r"^layers\.2\.ffn: family 'mlp' \(variant 'gated'\): cannot shard "
+                                         r"parameter 'gate_proj.weight' over tp=8: its dim 0 has size 100, and "
+                                         r"100 is not a multiple of tp=8"):
+        with torch.device("meta"):
+            build_family("mlp", config=ModuleConfig(hidden=64, ffn_width=100), mesh=tp8,
+                         registry=stdlib_registry, module_fqn="layers.2.ffn")
+
+
+def test_only_linear_modules_are_sharded(tp8, custom_registry) -> None:
+    cfg = ModuleConfig(hidden=64, lin_key_heads=8, lin_key_head_dim=8, lin_value_heads=8, lin_value_head_dim=8,
+                       lin_conv=4)
+    with pytest.raises(BuildError, match=r"shards only nn\.Linear modules.*the module is a ChunkedGatedDeltaNet "
+                                         r"with dt_bias replicate, A_log colwise\(0\)"):
+        with torch.device("meta"):
+            build_family("sharded_decay", config=cfg, mesh=tp8, registry=custom_registry)
+
+
+def test_sharding_needs_a_mesh_with_a_tp_axis(stdlib_registry) -> None:
+    with pytest.raises(BuildError, match=r"sharding over tp=2 needs the job's DeviceMesh with a 'tp' axis"):
+        build_family("mlp", config=CFG, context={"tp_size": 2}, registry=stdlib_registry)
+    # A fully replicated layout needs no mesh: every rank holds the whole module.
+    experts = build_family("grouped_experts", config=ModuleConfig(hidden=32, ffn_width=16, experts=4),
+                           context={"tp_size": 2}, registry=stdlib_registry)
+    assert get_family_build_info(experts).layout.sharded == ()  # type: ignore[union-attr]
+
+
+def test_a_replacement_is_laid_out_from_its_own_parameters(stdlib_registry) -> None:
+    source = GroupedExperts(ModuleConfig(hidden=32, ffn_width=16, experts=4))
+    replaced = build_family("grouped_experts", module=source, registry=stdlib_registry)
+    info = get_family_build_info(replaced)
+    assert info is not None and info.config is None  # no config: dims cannot be evaluated, coverage still is
+    assert info.logical_shapes == {"gate_up_proj": (4, 32, 32), "down_proj": (4, 16, 32)}
+
+
+def test_explain_on_the_command_line_shows_the_layout() -> None:
+    run = subprocess.run([sys.executable, "-m", "hpdsl.cli", "explain", "examples/llama3_8b.hpf", "--path",
+                          "layers.1.mixer", "--tp", "8", "--json"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180)
+    assert run.returncode == 0, run.stderr
+    parameters = json.loads(run.stdout)["layout"]["parameters"]
+    assert parameters["q_proj.weight"]["logical_shape"] == [4096, 4096]
+    assert parameters["q_proj.weight"]["local_shape"] == [512, 4096]
