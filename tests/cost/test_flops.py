@@ -58,9 +58,13 @@ def test_the_output_layer_costs_two_flops_per_weight_and_token() -> None:
 
 
 def test_linear_attention_recurrence_is_priced() -> None:
+    """The chunked delta rule (chunks of 64): state products, intra-chunk products, inverses, conv."""
     cost_model = hybrid_model()
     cfg = cost_model.kind_config("lin")
-    assert linear_recurrence(cfg) == 6 * 8 * 32 * 32 + 2 * 4 * (2 * 4 * 32 + 8 * 32)
+    n_v, d_k, d_v, chunk = 8, 32, 32, 64
+    delta_rule = n_v * (6 * d_k * d_v + chunk * (6 * d_k + 4 * d_v))
+    assert linear_recurrence(cfg) == pytest.approx(
+        delta_rule + n_v * chunk ** 2 / 3 + 2 * 4 * (2 * 4 * 32 + 8 * 32), rel=1e-12)
     without = hybrid_model(pattern=("full",) * 8)
     assert _forward(cost_model) < _forward(without)  # six linear layers run no s² scores
 

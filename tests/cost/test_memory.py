@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_model
@@ -9,7 +10,7 @@ from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_mod
 from hpdsl.cost.context import context
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.layout import build_layout, even_split, in_flight
-from hpdsl.cost.memory import activation, layer_act_coeffs
+from hpdsl.cost.memory import activation, layer_act_coeffs, layer_activation_bytes
 from hpdsl.cost.params import parameters
 from hpdsl.cost.strategy import Strategy, StrategyGrid
 
@@ -147,3 +148,32 @@ def test_linear_attention_layers_save_less_than_full_ones_without_flash() -> Non
     full = activation(layer_act_coeffs(cost_model.kind_config("full"), run), x)[0][0]
     assert lin < full
     assert LLAMA_OPS["linrec"] == 0 and cost_model.kind_config("lin").ops["linrec"] == 1
+
+
+def test_the_score_tensor_is_copied_only_by_a_cast_or_dropout() -> None:
+    """Without flash, A·V reads the softmax output itself unless a cast or the attention dropout copies it."""
+    cost_model = dense_model()
+    cfg, a, s, b = cost_model.kind_config(None), 8, 1024, 1
+    same = Strategy(seq_len=s, flash_attention=False, compute_bytes=2, softmax_bytes=2)
+    cast = same.with_(softmax_bytes=4)
+    run = cost_model.profile.run
+    no_dropout = layer_activation_bytes(cfg, run, same)[0]
+    with_cast = layer_activation_bytes(cfg, run, cast)[0]
+    with_dropout = layer_activation_bytes(cfg, attrs.evolve(run, dropout_bytes=1), same)[0]
+    scores = b * s * a * s  # score elements of one layer
+    assert with_cast - no_dropout == scores * (4 - 2 + 2)   # fp32 softmax output and its bf16 copy
+    assert with_dropout - no_dropout == scores * (1 + 2)    # the dropout mask and the dropped-out copy
+
+
+def test_moe_combine_keeps_the_expert_outputs_and_the_gated_shared_output() -> None:
+    """k expert outputs per token for the routing weights' gradient; h more under a shared-expert gate."""
+    cost_model = moe_model(top_k=2, mtp=0)
+    cfg = cost_model.kind_config("moe")
+    gated = attrs.evolve(cfg, shared_gate=True)
+    run, strategy = cost_model.profile.run, Strategy(seq_len=128, compute_bytes=2)
+    k2 = layer_activation_bytes(cfg, run, strategy)[0]
+    k4 = layer_activation_bytes(attrs.evolve(cfg, top_k=4), run, strategy)[0]
+    h, w, tokens = 256, 128, 128
+    per_routed_token = h + 3 * w + h  # its input row, gate·up and down inputs, its output
+    assert k4 - k2 == pytest.approx(tokens * 2 * 2 * (per_routed_token + 1), rel=1e-12)  # + a top-k weight
+    assert layer_activation_bytes(gated, run, strategy)[0] - k2 == tokens * 2 * h
