@@ -169,5 +169,5 @@ def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None
     if model not in models:
         raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
     spec = models[model]
-    return bind(spec, registry.profiles[spec.profile])
+    return bind(spec, registry.profiles[spec.profile], families=registry.families)
 

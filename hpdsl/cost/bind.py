@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from hpdsl.ir.nodes import LinearDims, ModelIR, ProfileIR
+from hpdsl.ir.nodes import FamilyIR, LinearDims, ModelIR, ProfileIR
 
 ATTENTION_FIELDS = (
     "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params",
@@ -99,6 +99,8 @@ class CostModel:
     base: LayerConfig
     groups: tuple[CostGroup, ...]
     kinds: dict[str, BoundKind]
+    families: dict[str, FamilyIR] = attrs.field(factory=dict, eq=False, repr=False)
+    """The module families in scope: their requires limit the parallel layouts (cost/validate.py)."""
 
     def layer_kinds(self) -> tuple[str | None, ...]:
         """Return the kind of every layer in model order (MTP layers last)."""
@@ -139,19 +141,25 @@ class MutableLayerConfig:
         return LayerConfig(**self.values)
 
 
-def bind(model: ModelIR, profile: ProfileIR) -> CostModel:
-    """Bind a compiled model to its profile: base config, layer groups and kind fields."""
+def bind(model: ModelIR, profile: ProfileIR, *,
+         families: Mapping[str, FamilyIR] | None = None) -> CostModel:
+    """Bind a compiled model to its profile: base config, layer groups and kind fields.
+
+    With `families` (the registry's), strategies the families' requires refuse are
+    invalid to the estimator too, exactly as the torch backend refuses to build them.
+    """
     base = base_config(model, profile)
     used = list(dict.fromkeys(g.kind for g in model.groups))
+    in_scope = dict(families or {})
     if not _needs_kinds(used, profile):
         groups = (CostGroup(None, model.layers + model.mtp),)
         kinds: dict[str, BoundKind] = {}
         if used:
             kinds[used[0]] = _bound_kind(used[0], used, base, model, profile)
-        return CostModel(model, profile, base, groups, kinds)
+        return CostModel(model, profile, base, groups, kinds, in_scope)
     groups = tuple(CostGroup(g.kind, g.count, g.mtp) for g in model.groups)
     kinds = {name: _bound_kind(name, used, base, model, profile) for name in used}
-    return CostModel(model, profile, base, groups, kinds)
+    return CostModel(model, profile, base, groups, kinds, in_scope)
 
 
 def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:

@@ -15,6 +15,9 @@ import numpy as np
 from hpdsl.cost.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.ir.conditions import evaluate
+from hpdsl.ir.nodes import FamilyIR, RequireIR
+from hpdsl.spec import AXES, SLOT_FAMILIES
 
 Mask = np.ndarray
 
@@ -30,6 +33,7 @@ class Shape:
     tp_widths: tuple[tuple[str, int], ...]    # dense and shared expert widths tp must divide
     layers: int
     shard_activations: bool
+    requires: tuple[tuple[str, FamilyIR, RequireIR], ...] = ()  # (slot path, family, require)
 
 
 def model_shape(columns: ModelColumns) -> Shape:
@@ -49,8 +53,41 @@ def model_shape(columns: ModelColumns) -> Shape:
                 widths["shared expert width", config.shared_width] = None
         elif config.ops.get("ffMM", 0):
             widths["feed-forward width", config.ffn_width] = None
+    cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
-                 columns.cost_model.model.layers, columns.cost_model.profile.run.shard_activations)
+                 cost.model.layers, cost.profile.run.shard_activations, family_requires(cost))
+
+
+def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
+    """Return the requires of every family that builds a slot of the model (none without families)."""
+    from hpdsl.slots import model_slots
+
+    found: dict[tuple[str, str], tuple[str, FamilyIR, RequireIR]] = {}
+    for _kind, slot in model_slots(cost) if cost.families else ():
+        family = cost.families.get(SLOT_FAMILIES.get(slot.role, ""))
+        for require in family.requires if family else ():
+            found.setdefault((family.name, require.message), (slot.role, family, require))
+    return tuple(found.values())
+
+
+def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
+    """A family's require over the grid's axis sizes, with its selectors at their defaults."""
+    defaults = {s.name: s.default for s in family.selectors if s.default is not None}
+
+    def bad(g: StrategyGrid, _s: Shape) -> Mask:
+        axes = np.stack([g.tp, g.cp, g.ep, g.pp], axis=1)
+        rows, inverse = np.unique(axes, axis=0, return_inverse=True)  # few distinct layouts
+        refused = np.array([not evaluate(require.condition, _env(family, defaults, row))
+                            for row in rows], dtype=bool)
+        return refused[inverse.ravel()]
+
+    return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}")
+
+
+def _env(family: FamilyIR, defaults: dict, row: np.ndarray) -> dict:
+    sizes = dict(zip(AXES, (int(v) for v in row)))
+    parallel = family.parallel is not None and sizes[family.parallel] > 1
+    return {**defaults, **sizes, "parallel": parallel}
 
 
 @attrs.frozen
@@ -185,6 +222,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
     else:
         yield Rule(lambda g, _s: (g.ep > 1) | (g.etp > 1),
                    lambda s, _sh: f"ep {s.ep} / etp {s.etp}: the model has no routed experts to shard")
+    for role, family, require in shape.requires:
+        yield _require_rule(role, family, require)
 
 
 def rules(shape: Shape) -> tuple[Rule, ...]:

@@ -62,9 +62,11 @@ def test_validation_rejects_a_model_built_for_another_job(mesh64, small_registry
 
 
 def test_modules_without_a_context_parallel_form_refuse_cp(mesh64, small_registry) -> None:
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: ChunkedGatedDeltaNet has no cp-parallel form, but the job has cp=8"):
+    """The families' requires refuse cp > 1 at resolution, before any module is built."""
+    with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'gated_delta_net': Gated DeltaNet "
+                                              r"has no context-parallel form; use cp = 1 \(declared at "):
         build_model("tiny_qwen3_next", mesh64, registry=small_registry)
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: MLAttention has no cp-parallel form"):
+    with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'mla': MLA has no context-parallel form"):
         build_model("tiny_deepseek_v3", mesh64, registry=small_registry)
 
 

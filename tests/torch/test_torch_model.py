@@ -62,8 +62,8 @@ def test_deepseek_v3_is_dense_then_moe_with_mla(examples_registry) -> None:
     assert [type(layer.ffn) for layer in built.layers] == [GatedMLP, GatedMLP, MoE, MoE]
     assert all(type(layer.mixer) is MLAttention for layer in built.layers)
     assert built.mtp is not None and isinstance(built.mtp[0].layer.ffn, MoE)
-    # No `mla` family is registered yet: MLA is built directly and carries no family provenance.
-    assert get_family_build_info(built.layers[0].mixer) is None
+    info = get_family_build_info(built.layers[0].mixer)  # built through the `mla` family
+    assert info is not None and info.resolved.family.name == "mla"
 
 
 def test_t5_is_an_encoder_decoder_with_cross_attention(examples_registry) -> None:
