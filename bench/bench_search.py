@@ -30,8 +30,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from hpdsl.api import compile_paths  # noqa: E402
-from hpdsl.cost import bind  # noqa: E402
+from hpdsl.api import bind_model  # noqa: E402
 from hpdsl.cost.estimate import estimate  # noqa: E402
 from hpdsl.cost.pricing import Prepared, prepare, price_grid  # noqa: E402
 from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
@@ -68,9 +67,7 @@ def price_all(prepared: Prepared, grid: StrategyGrid) -> None:
 
 def bench_model(name: str, devices: int, scalar: int, repeat: int) -> None:
     """Print the vectorised and scalar rates for one example model."""
-    registry = compile_paths([EXAMPLES / f"{name}.hpf"]).unwrap()
-    spec = registry.models[name]
-    cost_model = bind(spec, registry.profiles[spec.profile])
+    cost_model = bind_model([EXAMPLES / f"{name}.hpf"])  # with the families' layout limits
     prepared = prepare(cost_model)
     grid, enumerated, enumerate_s = grid_for(prepared, devices)
     vector_s = best_of(repeat, lambda: price_all(prepared, grid))
