@@ -5,6 +5,7 @@
     lower(scope, sources) -> RegistryIR              (only for a scope without errors)
     compile_sources / compile_paths -> CompileResult (every stage, every file)
     write_registry(registry, path)                   (atomic)
+    bind_model(paths, model) -> CostModel            (compile, pick a model, bind it)
 
 compile_* collect the syntax errors of every file; a file that does not parse
 is left out of the check, the others are still checked, so one run reports as
