@@ -29,7 +29,6 @@ def lower_models(scope: Scope) -> dict[str, ModelIR]:
 def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
     """Return the IR of one checked model."""
     profile_name = model.profile.value if model.profile else DEFAULT_PROFILE
-    profile = scope.profiles[profile_name]
     stated = stated_fields(model.items)
     known = attrs.fields_dict(ModelIR)
     fields = {name: value for name, value in stated.items() if name in known}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cost_builders import EXAMPLES, ROOT, dense_model, example, moe_model
+from cost_builders import ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.params import parameters

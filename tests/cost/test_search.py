@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
-from cost_builders import EXAMPLES, ROOT, dense_model, example, moe_model
+from cost_builders import ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare

@@ -1,5 +1,8 @@
 """An AST into canonical .hpf text (`hpdsl fmt`), every comment kept.
 
+This module lays statements and blocks out and places the comments; the inline
+forms (literals, conditions, stack lists, layout dims) are in hpdsl/fmt/inline.py.
+
 The canonical form: 2-space indentation, one statement per line, one blank line
 between top-level declarations (consecutive imports stay together); ops, run,
 model and facts blocks and model sub-blocks on one line
@@ -23,7 +26,6 @@ the comments in source order and formatting twice changes nothing.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -31,8 +33,9 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.diagnostics.span import Source, Span
+from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_literal, format_operand,
+                              format_placement, format_selector_type, format_stack_list)
 from hpdsl.syntax.parser import parse_source
-from hpdsl.syntax.transformer import quote
 
 INDENT = "  "
 WIDTH = 120
@@ -41,9 +44,6 @@ Pos = tuple[int, int]
 Role = Literal["open", "stmt", "close"]
 _Line = tuple[str, str | None]  # code, and the trailing comment it ends with
 
-# Binding strength of condition nodes, loosest first (the grammar's precedence).
-_PREC: dict[type, int] = {ast.Implies: 0, ast.AnyOf: 1, ast.AllOf: 2, ast.Negation: 3}
-_ATOM = 4
 
 
 def format_source(source: Source) -> str:
@@ -57,120 +57,6 @@ def format_file(file: ast.File) -> str:
     layout = _Layout([_start(c.span) for c in comments])
     units = [unit for item in file.items for unit in layout.declaration(item)]
     return _Printer(units, comments).text()
-
-
-# --------------------------------------------------------------------------
-# Leaves and conditions
-# --------------------------------------------------------------------------
-
-
-def format_literal(literal: ast.Literal) -> str:
-    """Return a literal as .hpf text that parses back to the same value and kind."""
-    if literal.kind == "string":
-        return quote(str(literal.value))
-    if literal.kind == "bool":
-        return "true" if literal.value else "false"
-    if literal.kind == "float":
-        return _float(float(literal.value))
-    return str(int(literal.value))
-
-
-def _float(value: float) -> str:
-    if math.isnan(value):
-        raise ValueError("NaN has no .hpf literal")
-    if math.isinf(value):
-        # Overflows back to infinity when read: the grammar has no `inf`.
-        return "1.0e999" if value > 0 else "-1.0e999"
-    # The grammar's FLOAT needs digits on both sides of the dot: 1e-05 -> 1.0e-05.
-    mantissa, sep, exponent = repr(value).partition("e")
-    if "." not in mantissa:
-        mantissa += ".0"
-    return mantissa + (sep + exponent if sep else "")
-
-
-def _operand(value: ast.Literal | ast.Name) -> str:
-    return value.value if isinstance(value, ast.Name) else format_literal(value)
-
-
-def format_expr(expr: ast.Expr) -> str:
-    """Return a condition with the fewest parentheses that parse back to the same AST."""
-    if isinstance(expr, ast.Implies):
-        return f"{_sub(expr.premise, 1)} -> {_sub(expr.conclusion, 1)}"
-    if isinstance(expr, ast.AnyOf):
-        # An AnyOf directly inside an AnyOf keeps its parentheses: `a or b or c` is flat.
-        return " or ".join(_sub(e, 2) for e in expr.operands)
-    if isinstance(expr, ast.AllOf):
-        return " and ".join(_sub(e, 3) for e in expr.operands)
-    if isinstance(expr, ast.Negation):
-        return "not " + _sub(expr.operand, 3)
-    if isinstance(expr, ast.Reference):
-        return expr.name.value
-    if isinstance(expr, ast.Constant):
-        return "true" if expr.value else "false"
-    if isinstance(expr, ast.Comparison):
-        return f"{expr.left.value} {expr.op} {_operand(expr.right)}"
-    if isinstance(expr, ast.Membership):
-        return f"{expr.left.value} in ({', '.join(_operand(v) for v in expr.values)})"
-    raise TypeError(f"not a condition node: {expr!r}")
-
-
-def _sub(expr: ast.Expr, least: int) -> str:
-    text = format_expr(expr)
-    return text if _PREC.get(type(expr), _ATOM) >= least else f"({text})"
-
-
-def format_stack_list(stack: ast.StackList) -> str:
-    """Return a stack list as `[linear_attention * 3, full_attention] * 12`."""
-    items = ", ".join(format_stack_list(i) if isinstance(i, ast.StackList) else _stack_kind(i)
-                      for i in stack.items)
-    return f"[{items}]" + _repeat(stack.repeat)
-
-
-def _stack_kind(kind: ast.StackKind) -> str:
-    return kind.kind.value + _repeat(kind.repeat)
-
-
-def _repeat(repeat: ast.Literal | None) -> str:
-    return "" if repeat is None else f" * {format_literal(repeat)}"
-
-
-def format_dim(expr: ast.DimExpr) -> str:
-    """Return a dims expression with the fewest parentheses that parse back to the same AST."""
-    if isinstance(expr, ast.Literal):
-        return format_literal(expr)
-    if isinstance(expr, ast.Name):
-        return expr.value
-    if isinstance(expr, ast.DimSum):
-        # A sum directly inside a sum keeps its parentheses: `a + b + c` is flat.
-        return " + ".join(_dim_operand(t, ast.DimSum) for t in expr.terms)
-    text = " * ".join(_dim_operand(f, (ast.DimSum, ast.DimProduct)) for f in expr.factors)
-    return text + "".join(f" / {_dim_operand(d, (ast.DimSum, ast.DimProduct))}" for d in expr.divisors)
-
-
-def _dim_operand(expr: ast.DimExpr, grouped: type | tuple[type, ...]) -> str:
-    text = format_dim(expr)
-    return f"({text})" if isinstance(expr, grouped) else text
-
-
-def format_dims(dims: Sequence[ast.DimExpr]) -> str:
-    """Return a layout entry's dims as `(a, b * c)`."""
-    return f"({', '.join(format_dim(d) for d in dims)})"
-
-
-def format_placement(placement: ast.Placement) -> str:
-    """Return a placement as `colwise` or `colwise(2)`."""
-    dim = "" if placement.dim is None else f"({format_literal(placement.dim)})"
-    return placement.name.value + dim
-
-
-def _selector_type(type_: ast.SelectorType) -> str:
-    if isinstance(type_, ast.BoolType):
-        return "bool"
-    if isinstance(type_, ast.IntType):
-        if type_.low is None or type_.high is None:
-            return "int"
-        return f"int({format_literal(type_.low)}..{format_literal(type_.high)})"
-    return f"enum({', '.join(v.value for v in type_.values)})"
 
 
 # --------------------------------------------------------------------------
@@ -363,8 +249,8 @@ def _fill(words: Sequence[str], width: int) -> list[str]:
 
 
 def _selector(node: ast.Selector) -> str:
-    text = f"selector {node.name.value}: {_selector_type(node.type)}"
-    return text if node.default is None else f"{text} = {_operand(node.default)}"
+    text = f"selector {node.name.value}: {format_selector_type(node.type)}"
+    return text if node.default is None else f"{text} = {format_operand(node.default)}"
 
 
 def _require(node: ast.Require) -> str:
@@ -491,3 +377,7 @@ def _align(lines: list[_Line]) -> list[str]:
         run = []
         out.append(code)
     return out[:-1]
+
+
+__all__ = ["format_dim", "format_dims", "format_expr", "format_file", "format_literal",
+           "format_placement", "format_source", "format_stack_list"]
