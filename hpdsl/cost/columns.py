@@ -15,6 +15,7 @@ import attrs
 
 from hpdsl.cost.bind import CostModel, LayerConfig
 from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
+from hpdsl.cost.replication import replicated_roles
 
 @attrs.frozen
 class Column:
@@ -25,6 +26,7 @@ class Column:
     kind: str | None = None
     config: LayerConfig | None = None
     params: LayerParams | None = None
+    whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (cost/replication.py)
 
 
 @attrs.frozen(eq=False)
@@ -72,7 +74,8 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 config = cost_model.kind_config(kind)
                 label = kind or "layer"
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
-                                      config, layer_params(config)))
+                                      config, layer_params(config),
+                                      replicated_roles(cost_model, config)))
     columns += [Column("embedding", "embedding"), Column("output", "output")]
     return ModelColumns(cost_model, tuple(columns), tuple(index["layer", k] for k in body_kinds),
                         tuple(index["mtp", k] for k in mtp_kinds), parameters(cost_model))

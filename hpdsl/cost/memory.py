@@ -23,7 +23,7 @@ import numpy as np
 from hpdsl.cost.bind import LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, context
-from hpdsl.cost.params import mtp_extra
+from hpdsl.cost.params import LayerParams, mtp_extra
 from hpdsl.cost.strategy import Strategy, StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
@@ -50,6 +50,9 @@ class ActCoeffs:
     keep_sp_c: float = 0.0  # never recomputed (output-layer part): elements at compute bytes, / sp
     keep_sp_b: float = 0.0  # never recomputed: bytes, / sp
     logit_b: float = 0.0   # never recomputed: logit bytes, divided by t with loss_parallel
+    whole_c: float = 0.0   # elements at compute bytes of a tp-replicated mixer, not divided by t
+    whole_b: float = 0.0   # bytes of a tp-replicated mixer, not divided by t
+    scores_whole: bool = False  # the score terms belong to a tp-replicated mixer: not divided by t
 
 
 @attrs.frozen
@@ -79,8 +82,18 @@ def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
     return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
 
 
-def layer_act_coeffs(cfg: LayerConfig, run: RunFacts) -> ActCoeffs:
-    """Return the activation coefficients of one layer priced with `cfg`."""
+MIXER_ROLES = frozenset({"attention", "linear_attention", "mla"})
+"""Slot roles of a layer's mixer (hpdsl/slots.py)."""
+
+
+def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset()
+                     ) -> ActCoeffs:
+    """Return the activation coefficients of one layer priced with `cfg`.
+
+    When `whole` names the layer's mixer role (its family layout replicates it
+    over tp, hpdsl/cost/replication.py), the mixer's head-split tensors and its
+    scores are kept whole on every tp rank instead of divided by t.
+    """
     ops, h, a = cfg.ops, cfg.hidden, cfg.heads
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = ops.get("attMM", 0) / 4
@@ -99,10 +112,14 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts) -> ActCoeffs:
     t_b = cfg.qk_norms * b_n * (a + cfg.kv_heads) * cfg.head_dim
     softmax, casts = ops.get("softmax", 0), ops.get("headCast", 0)
     ffn = _ffn_act(cfg)
-    return ActCoeffs(
+    coeffs = ActCoeffs(
         sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
         sc_sm=softmax * a, sc_c=casts * a, sc_b=softmax * b_d * a,
         flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h)
+    if MIXER_ROLES & whole:
+        # All the head-split terms above but the FFN's are the mixer's.
+        return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True)
+    return coeffs
 
 
 def _linear_saved(cfg: LayerConfig) -> float:
@@ -147,7 +164,7 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     if column.role == "output":
         return output_act_coeffs(model.hidden, model.vocab, run)
     assert column.config is not None
-    layer = layer_act_coeffs(column.config, run)
+    layer = layer_act_coeffs(column.config, run, whole=column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
@@ -167,14 +184,38 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
         return ParamSplit(tp=report.output, rep=report.final_norms)
     cfg, lp = column.config, column.params
     assert cfg is not None and lp is not None
-    down = mla_down_params(cfg)
-    split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down,
-                       rep=lp.norms + lp.router + down, expert=lp.routed)
+    whole = _whole_params(cfg, lp, column.whole)
+    down = 0.0 if _mixer_whole(column.whole) else mla_down_params(cfg)
+    split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
+                       rep=lp.norms + lp.router + down + whole, expert=lp.routed)
     if column.role == "mtp":
         extra = mtp_extra(cfg)
         eh_proj = 2 * cfg.hidden * cfg.hidden
         split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
     return split
+
+
+def _mixer_whole(whole: frozenset[str]) -> bool:
+    return bool(MIXER_ROLES & whole)
+
+
+def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> float:
+    """Return the non-expert parameters of slots whose layout replicates them (held whole by every tp rank).
+
+    The counts are hpdsl.cost.params' exact ones, slot by slot: the mixer's
+    (all of `attention` for a one-attention layer, half when a cross-attention
+    shares it), the dense MLP's, the shared experts'. Routed experts are
+    ep-sharded, never tp-sharded, whatever their layout says.
+    """
+    total = 0.0
+    if _mixer_whole(whole):
+        attentions = cfg.ops.get("attMM", 0) / 4
+        total += float(lp.attention) / 2 if attentions == 2 else float(lp.attention)
+    if "mlp" in whole:
+        total += float(lp.dense_ffn)
+    if "shared_experts" in whole:
+        total += float(lp.shared)
+    return total
 
 
 def mla_down_params(cfg: LayerConfig) -> float:
@@ -211,6 +252,8 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if c.t_c or c.t_b or c.routed_in:
         wide = c.t_c + x.etp * c.routed_in if c.routed_in else c.t_c
         body = body + (x.b_c * wide + c.t_b) / x.t
+    if c.whole_c or c.whole_b:
+        body = body + x.b_c * c.whole_c + c.whole_b
     selective = x.tok * body
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
@@ -218,7 +261,7 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
         copied = (x.b_sm != x.b_c) | (x.b_d > 0)
         scores = np.where(x.flash, c.flash_b,
                           x.s * (x.b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
-        none = x.tok * (body + scores / x.t)
+        none = x.tok * (body + (scores if c.scores_whole else scores / x.t))
     else:
         none = selective
     full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
