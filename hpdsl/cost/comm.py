@@ -18,7 +18,7 @@ import numpy as np
 from hpdsl.cost.bind import LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx
-from hpdsl.cost.memory import attention_widths
+from hpdsl.cost.memory import MIXER_ROLES, attention_widths
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -28,22 +28,33 @@ class CommCoeffs:
     """Elements per token one forward pass of a column moves, per kind of collective."""
 
     tp: float = 0.0          # all-gathered / reduce-scattered over tp (the op vector's gathers × h)
+    tp_sp: float = 0.0       # all-gathered over tp only under sequence parallelism (a whole mixer's input)
     ring: float = 0.0        # keys and values a ring passes to its neighbour, per step
     a2a: float = 0.0         # q, k, v and the output swapped all-to-all under Ulysses CP
     linear_a2a: float = 0.0  # linear attention's q, k, v and output (all-to-all under any CP)
     ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
+    whole: bool = False      # the mixer runs whole on every tp rank: its cp traffic is not divided by t
 
 
-def layer_comm_coeffs(cfg: LayerConfig) -> CommCoeffs:
-    """Return the communication coefficients of one layer priced with `cfg`."""
+def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> CommCoeffs:
+    """Return the communication coefficients of one layer priced with `cfg`.
+
+    Each mixer accounts for two of the layer's gathers (its input gathered, its
+    output reduced). When `whole` names the mixer role (its family layout
+    replicates it over tp) every tp rank runs it whole: its output needs no
+    reduction, and its input is gathered only from sequence-parallel shards.
+    """
     ops = cfg.ops
     q, k, v = attention_widths(cfg)
     pairs = ops.get("attBMM", 0) / 2
     lin = cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
+    gathers, mixer = ops.get("gather", 0), 0.0
+    if MIXER_ROLES & whole:
+        mixer = min(gathers, 2 * ops.get("attMM", 0) / 4)
     return CommCoeffs(
-        tp=ops.get("gather", 0) * cfg.hidden, ring=pairs * (k + v),
+        tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
         a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=ops.get("linrec", 0) * 2 * lin,
-        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0)
+        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0)
 
 
 def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
@@ -52,7 +63,7 @@ def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
     if column.role in ("embedding", "output"):
         return CommCoeffs(tp=h)
     assert column.config is not None
-    layer = layer_comm_coeffs(column.config)
+    layer = layer_comm_coeffs(column.config, column.whole)
     return attrs.evolve(layer, tp=layer.tp + h) if column.role == "mtp" else layer
 
 
@@ -76,11 +87,14 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds
     zero = np.zeros_like(x.tok)
     per_token = x.b_c * x.tok / x.t
     tp = per_token * c.tp * (x.t - 1) if c.tp else zero
-    ring = np.where(x.ring, per_token * c.ring * (x.cp - 1), 0.0) if c.ring else zero
+    if c.tp_sp:
+        tp = tp + np.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
+    mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
+    ring = np.where(x.ring, mixer * c.ring * (x.cp - 1), 0.0) if c.ring else zero
     a2a = zero
     if c.a2a or c.linear_a2a:
         width = np.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
-        a2a = per_token * width * (x.cp - 1) / x.cp
+        a2a = mixer * width * (x.cp - 1) / x.cp
     # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
     # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
     ep = x.b_c * x.tok / x.sp * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero

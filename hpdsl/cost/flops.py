@@ -24,7 +24,7 @@ import numpy as np
 from hpdsl.cost.bind import CostModel, LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns, model_columns
 from hpdsl.cost.context import Ctx
-from hpdsl.cost.memory import attention_widths
+from hpdsl.cost.memory import MIXER_ROLES, attention_widths
 
 SOFTMAX = 13 / 3     # forward FLOPs per score element (upstream: 13 with the backward)
 HEAD_CAST = 1.0      # per score element (upstream: 3)
@@ -46,14 +46,21 @@ class FlopCoeffs:
     ts: float = 0.0       # per key, divided by t (score work)
     sp: float = 0.0       # divided by sp (replicated across TP unless sequence parallel)
     sel_ts: float = 0.0   # per key: what selective recompute runs again
+    w: float = 0.0        # a tp-replicated mixer's work: every tp rank runs it whole, not divided
+    w_ts: float = 0.0     # per key: a tp-replicated mixer's score work, not divided
+    sel_w_ts: float = 0.0  # per key: what selective recompute runs again of it
 
     def per_token(self, seq: float) -> float:
         """Return model-wide forward FLOPs per token at sequence length `seq`."""
-        return self.t + self.ts * seq + self.sp
+        return self.t + self.ts * seq + self.sp + self.w + self.w_ts * seq
 
     def __add__(self, other: FlopCoeffs) -> FlopCoeffs:
-        return FlopCoeffs(self.t + other.t, self.ts + other.ts, self.sp + other.sp,
-                          self.sel_ts + other.sel_ts)
+        return FlopCoeffs(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
+
+    def whole(self) -> FlopCoeffs:
+        """Return these FLOPs run whole on every tp rank (a mixer its family layout replicates)."""
+        return FlopCoeffs(w=self.t + self.sp + self.w, w_ts=self.ts + self.w_ts,
+                          sel_w_ts=self.sel_ts + self.sel_w_ts)
 
 
 def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
@@ -142,9 +149,22 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     }
 
 
-def layer_flop_coeffs(cfg: LayerConfig) -> FlopCoeffs:
-    """Return the forward FLOP coefficients of one layer priced with `cfg`."""
-    return _sum(layer_flop_terms(cfg).values())
+MIXER_TERMS = ("attMM", "attBMM", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv")
+"""The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
+
+
+def layer_flop_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> FlopCoeffs:
+    """Return the forward FLOP coefficients of one layer priced with `cfg`.
+
+    When `whole` names the layer's mixer role (its family layout replicates it,
+    hpdsl/cost/replication.py), the mixer's terms run whole on every tp rank:
+    they move to the undivided w, w_ts and sel_w_ts. Model-wide FLOPs
+    (per_token, model_forward) are the same either way.
+    """
+    terms = layer_flop_terms(cfg)
+    if MIXER_ROLES & whole:
+        terms = {name: c.whole() if name in MIXER_TERMS else c for name, c in terms.items()}
+    return _sum(terms.values())
 
 
 def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
@@ -205,7 +225,7 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
     if column.role == "output":
         return output_flop_coeffs(model.hidden, model.vocab)
     assert column.config is not None
-    layer = layer_flop_coeffs(column.config)
+    layer = layer_flop_coeffs(column.config, column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
@@ -220,23 +240,31 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
 
 
 def device_forward(c: FlopCoeffs, x: Ctx) -> np.ndarray:
-    """Return one layer's forward FLOPs per micro-batch on one device."""
-    return x.tok * ((c.t + c.ts * x.s) / x.t + c.sp / x.sp)
+    """Return one layer's forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
+    split = x.tok * ((c.t + c.ts * x.s) / x.t + c.sp / x.sp)
+    return split + x.tok * (c.w + c.w_ts * x.s) if c.w or c.w_ts else split
+
+
+def device_scores(c: FlopCoeffs, x: Ctx) -> np.ndarray:
+    """Return one layer's score FLOPs per micro-batch on one device (what hides a ring's transfers)."""
+    return x.tok * c.ts * x.s / x.t + x.tok * c.w_ts * x.s
 
 
 def device_recompute(c: FlopCoeffs, x: Ctx, forward: np.ndarray) -> np.ndarray:
     """Return what the strategy's recompute runs again per micro-batch on one device."""
     selective = x.tok * c.sel_ts * x.s / x.t
+    if c.sel_w_ts:
+        selective = selective + x.tok * c.sel_w_ts * x.s
     return np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
 
 
 def model_forward(c: FlopCoeffs, x: Ctx) -> np.ndarray:
     """Return one layer's model-wide forward FLOPs per sequence."""
-    return x.s * (c.t + c.ts * x.s + c.sp)
+    return x.s * c.per_token(x.s)
 
 
 def model_recompute(c: FlopCoeffs, x: Ctx) -> np.ndarray:
     """Return one layer's model-wide recompute FLOPs per sequence under the strategy."""
     full = model_forward(c, x)
-    selective = x.s * c.sel_ts * x.s
+    selective = x.s * c.sel_ts * x.s + x.s * c.sel_w_ts * x.s
     return np.where(x.recompute == 2, full, np.where(x.recompute == 1, selective, 0.0))

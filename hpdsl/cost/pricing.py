@@ -146,7 +146,7 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
     c = p.flop[j]
     fwd = flop_mod.device_forward(c, x)
     frec = flop_mod.device_recompute(c, x, fwd) if layer else zero
-    score = x.tok * c.ts * x.s / x.t / x.flops if c.ts else zero
+    score = flop_mod.device_scores(c, x) / x.flops if c.ts or c.w_ts else zero
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, np.where(x.recompute >= 1, score, 0.0))
     compute, compute_rec = 3 * fwd / x.flops, frec / x.flops
     values = {

@@ -14,6 +14,7 @@ import numpy as np
 
 from hpdsl.cost.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
+from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import FamilyIR, RequireIR
@@ -34,18 +35,27 @@ class Shape:
     layers: int
     shard_activations: bool
     requires: tuple[tuple[str, FamilyIR, RequireIR], ...] = ()  # (slot path, family, require)
+    cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
 
 
 def model_shape(columns: ModelColumns) -> Shape:
     """Return the facts of a model that strategies are checked against."""
     heads: dict[tuple[str, int], None] = {}
     a2a: dict[int, None] = {}
+    cp_heads: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
     experts, expert_widths = 1, {}
-    for config in columns.configs:
+    for index in columns.layer_columns:
+        column = columns.columns[index]
+        config = column.config
+        assert config is not None
         counts = head_counts(config)
-        heads.update(dict.fromkeys(counts.items()))
-        a2a[counts.get("attention heads", counts.get("linear-attention value heads", 1))] = None
+        swapped = counts.get("attention heads", counts.get("linear-attention value heads", 1))
+        if MIXER_ROLES & column.whole:
+            cp_heads[swapped] = None  # every tp rank holds all the heads: tp need not divide them
+        else:
+            heads.update(dict.fromkeys(counts.items()))
+            a2a[swapped] = None
         if config.experts > 1:
             experts = max(experts, config.experts)
             expert_widths[config.ffn_width] = None
@@ -55,7 +65,8 @@ def model_shape(columns: ModelColumns) -> Shape:
             widths["feed-forward width", config.ffn_width] = None
     cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
-                 cost.model.layers, cost.profile.run.shard_activations, family_requires(cost))
+                 cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
+                 tuple(cp_heads))
 
 
 def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
@@ -122,6 +133,13 @@ def _a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.tp * g.cp, 1) != 0)
     return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
+                                    f"to divide the {heads} heads")
+
+
+def _cp_a2a(heads: int) -> Rule:
+    def bad(g: StrategyGrid, _s: Shape) -> Mask:
+        return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.cp, 1) != 0)
+    return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs cp {s.cp} "
                                     f"to divide the {heads} heads")
 
 
@@ -208,6 +226,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _divides(label, count)
     for heads in shape.a2a_heads:
         yield _a2a(heads)
+    for heads in shape.cp_heads:
+        yield _cp_a2a(heads)
     for label, width in shape.tp_widths:
         yield _tp_width(label, width)
     if shape.experts > 1:

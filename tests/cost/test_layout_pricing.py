@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 import attrs
+import pytest
 from cost_builders import EXAMPLES
 
 from hpdsl.api import bind_model
 from hpdsl.cost.bind import CostModel
 from hpdsl.cost.estimate import estimate
+from hpdsl.cost.flops import MIXER_TERMS, layer_flop_terms
 from hpdsl.cost.params import parameters
 from hpdsl.cost.pricing import prepare
 from hpdsl.cost.replication import replicated_numel
 from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.validate import strategy_reasons
 from hpdsl.slots import layer_slots
 
 
@@ -88,3 +92,52 @@ def test_at_tp_1_families_change_nothing() -> None:
         ours = estimate(with_families(name), strategy)
         bare = estimate(without_families(name), strategy)
         assert ours.memory.peak_bytes == bare.memory.peak_bytes
+
+
+def test_qwen3_next_linear_attention_runs_whole_on_every_tp_rank() -> None:
+    cost_model = with_families("qwen3_next_80b_a3b")
+    strategy = Strategy(tp=2, ep=2, global_batch=1)  # MoE at tp 2: sequence parallel on
+    ours = estimate(cost_model, strategy).flops
+    bare = estimate(without_families("qwen3_next_80b_a3b"), strategy).flops
+    assert ours.total == bare.total  # model FLOPs: the layout does not change them
+    terms = layer_flop_terms(cost_model.kind_config("linear_attention"))
+    mixer = sum(terms[name].per_token(strategy.seq_len) for name in MIXER_TERMS)
+    assert mixer == 67371008 + 5767168 + 65536 + 131072 / 3  # attMM, linrec, conv, linrecSolve
+    # 36 linear-attention layers, forward + backward (3×), 4096 tokens: each tp rank now
+    # runs the other half of the mixer too.
+    assert ours.per_device - bare.per_device == 16201153511424.0
+    assert 36 * 3 * 4096 * mixer / 2 == pytest.approx(16201153511424.0, rel=1e-12)
+
+
+def test_a_whole_mixer_needs_no_tp_reduction_only_its_sequence_parallel_input() -> None:
+    cost_model = with_families("qwen3_next_80b_a3b")
+    prepared = prepare(cost_model)
+    h = cost_model.model.hidden
+    for column, comm in zip(prepared.columns.columns, prepared.comm):
+        if column.name == "linear_attention":
+            assert (comm.tp, comm.tp_sp, comm.whole) == (2 * h, h, True)  # the MoE block's two
+        elif column.name == "full_attention":
+            assert (comm.tp, comm.tp_sp, comm.whole) == (4 * h, 0.0, False)
+    bare = prepare(without_families("qwen3_next_80b_a3b"))
+    assert all(c.tp_sp == 0.0 and not c.whole for c in bare.comm)
+    strategy = Strategy(tp=2, ep=2, global_batch=1)
+    (ours,) = estimate(cost_model, strategy).memory.per_stage
+    (theirs,) = estimate(without_families("qwen3_next_80b_a3b"), strategy).memory.per_stage
+    # Per layer and pass one h-wide reduce-scatter fewer: 2 passes · 2 bytes · 2048 tokens · h · (t−1).
+    assert theirs.communication["tp"] - ours.communication["tp"] == 36 * 2 * 2 * 2048 * h == 603979776
+
+
+def test_tp_need_not_divide_a_replicated_mixers_heads(tmp_path: Path) -> None:
+    source = (EXAMPLES / "qwen3_next_80b_a3b.hpf").read_text()
+    for old, new in (("kv_heads 2 ", "kv_heads 4 "), ("key_heads 16 ", "key_heads 6 "),
+                     ("value_heads 32 ", "value_heads 18 ")):
+        assert old in source
+        source = source.replace(old, new)
+    path = tmp_path / "odd_heads.hpf"
+    path.write_text(source)
+    cost_model = bind_model([path])
+    strategy = Strategy(tp=4, ep=4, global_batch=1, sequence_parallel=True)
+    assert strategy_reasons(strategy, cost_model) == ()  # 16 attention heads, 4 kv heads
+    assert strategy_reasons(strategy, attrs.evolve(cost_model, families={})) == (
+        "tp 4 does not divide the 6 linear-attention key heads",
+        "tp 4 does not divide the 18 linear-attention value heads")
