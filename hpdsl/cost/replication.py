@@ -4,7 +4,7 @@ The families' `layout { ... }` blocks say, parameter by parameter, what a tp
 split shards (colwise, rowwise) and what every tp rank holds whole (replicate);
 the torch backend (hpdsl/torch/layout.py) shards the modules it builds by them.
 The estimator prices from the same layouts: a slot whose family layout
-replicates every one of its parameters (gated_delta_net, mla, grouped_experts as
+replicates every one of its parameters (gated_delta_net, grouped_experts as
 shipped) is priced whole on every tp rank, its parameters, gradients and
 optimizer states not divided by tp and its activations not split either. A
 slot whose layout shards some parameters keeps the built-in split

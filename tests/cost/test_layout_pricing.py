@@ -59,21 +59,23 @@ def test_qwen3_next_linear_attention_is_whole_on_every_tp_rank() -> None:
     assert acts > bare_acts
 
 
-def test_deepseek_v3_mla_is_not_divided_by_tp() -> None:
+def test_deepseek_v3_mla_is_split_by_heads_as_without_families() -> None:
     cost_model = with_families("deepseek_v3")
-    report = parameters(cost_model)
     prepared = prepare(cost_model)
-    for column, split in zip(prepared.columns.columns, prepared.params):
-        if column.role != "layer":
-            continue
-        layer = report.per_kind[column.kind]
-        assert "mla" in column.whole
-        assert split.tp == layer.dense_ffn + layer.shared  # only the MLPs shard over tp
-        assert split.rep == layer.attention + layer.norms + layer.router
-    tp1 = _stage(cost_model, Strategy(tp=1, ep=8, dp=8, global_batch=8))[0]
-    tp8 = _stage(cost_model, Strategy(tp=8, ep=8, dp=1, global_batch=8, sequence_parallel=True))[0]
-    bare8 = _stage(without_families("deepseek_v3"), Strategy(tp=8, ep=8, dp=1, global_batch=8, sequence_parallel=True))[0]
-    assert bare8 < tp8 < tp1
+    assert all("mla" not in column.whole for column in prepared.columns.columns)
+    mixer = layer_slots(cost_model.kind_config("moe"), cost_model.model)[0]
+    sharded, replicated = replicated_numel(cost_model.families["mla"], mixer)
+    # q_a_proj, kv_a_proj_with_mqa and their norms whole; q_b_proj, kv_b_proj, o_proj by heads (no q_proj).
+    h, q_c, kv_c, heads, nope, rope, v = 7168, 1536, 512, 128, 128, 64, 128  # examples/deepseek_v3.hpf
+    assert replicated == q_c * h + q_c + (kv_c + rope) * h + kv_c + h  # o_proj.bias counts, as an entry
+    assert sharded == heads * (nope + rope) * (q_c + h) + heads * (nope + v) * kv_c + h * heads * v
+    strategy = Strategy(tp=8, ep=8, dp=1, global_batch=8, sequence_parallel=True)
+    assert prepared.params == prepare(without_families("deepseek_v3")).params
+    ours, bare = estimate(cost_model, strategy), estimate(without_families("deepseek_v3"), strategy)
+    assert ours.memory.peak_bytes == bare.memory.peak_bytes
+    assert ours.flops.per_device == bare.flops.per_device
+    assert strategy_reasons(attrs.evolve(strategy, tp=256, ep=4), cost_model) == (
+        "tp 256 does not divide the 128 attention heads", "tp 256 does not divide the 128 kv heads")
 
 
 def test_dense_gqa_models_price_alike_with_or_without_families() -> None:

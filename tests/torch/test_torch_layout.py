@@ -170,6 +170,24 @@ def test_tp_8_shards_heads_and_widths_and_records_both_shapes(tp8, examples_regi
     assert story["layout"]["parameters"]["v_proj.weight"]["local_shape"] == [128, 4096]
 
 
+def test_tp_8_splits_mla_by_heads_and_replicates_its_latents(tp8, examples_registry) -> None:
+    model = shrink(examples_registry.model("deepseek_v3"), per_group=1, groups=1)
+    mla = build_model(model, tp8, registry=examples_registry).layers[0].mixer
+    shapes = {p.name: (p.logical_shape, p.local_shape, p.placement)
+              for p in get_family_build_info(mla).layout.parameters}  # type: ignore[union-attr]
+    # 128 heads, 16 per rank: 128 no-position + 64 rotary query dims, 128 key + 128 value dims per head.
+    assert shapes["q_b_proj.weight"] == ((24576, 1536), (3072, 1536), "colwise")
+    assert shapes["kv_b_proj.weight"] == ((32768, 512), (4096, 512), "colwise")
+    assert shapes["o_proj.weight"] == ((7168, 16384), (7168, 2048), "rowwise")
+    assert shapes["q_a_proj.weight"] == ((1536, 7168), (1536, 7168), "replicate")
+    assert shapes["kv_a_proj_with_mqa.weight"] == ((576, 7168), (576, 7168), "replicate")
+    assert isinstance(mla.kv_b_proj.weight, DTensor) and mla.kv_b_proj.weight.placements == (Shard(0),)
+    assert isinstance(mla.o_proj.weight, DTensor) and mla.o_proj.weight.placements == (Shard(1),)
+    assert not any(isinstance(p, DTensor) for p in (mla.q_a_proj.weight, mla.q_a_layernorm.weight,
+                                                    mla.kv_a_proj_with_mqa.weight, mla.kv_a_layernorm.weight))
+    assert mla.tp is not None and (mla.tp.rank, mla.tp.size) == (5, 8)
+
+
 def test_indivisible_heads_are_rejected_before_anything_is_sharded(tp8, small_registry) -> None:
     with pytest.raises(BuildError, match=r"^layers\.0\.mixer: family 'attention' \(variant 'local'\): cannot "
                                          r"shard parameter 'q_proj.weight' over tp=8: its dim 0 has size 64 in 4 "

@@ -1,4 +1,5 @@
-"""A real 4-rank gloo job, run as cp 2 × ep 2 and then ep 2 × tp 2: loss and gradients equal the unsharded model's."""
+"""A real 4-rank gloo job, run as cp 2 × ep 2 and then ep 2 × tp 2 (twice: gated attention, then MLA): loss and
+gradients equal the unsharded model's."""
 
 from __future__ import annotations
 
@@ -44,4 +45,13 @@ def test_tp_and_ep_sharded_model_matches_the_unsharded_one(results) -> None:
     runs = [r["tp_ep"] for r in results]
     _check_matches_reference(runs)
     # 4 heads with their output gates, 16 wide: 128 rows, 64 on each tp rank.
-    assert all(r["q_proj"] == [[128, 64], [64, 64]] and r["dtensors"] > 0 for r in runs)
+    assert all(r["probe"] == [[128, 64], [64, 64]] and r["dtensors"] > 0 for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_mla_split_by_heads_over_tp_matches_the_unsharded_one(results) -> None:
+    runs = [r["mla_tp_ep"] for r in results]
+    _check_matches_reference(runs)
+    # kv_b_proj: 4 kv heads of 16 no-position key + 16 value dims from a 16-wide latent; 2 heads on each tp rank.
+    assert all(r["probe"] == [[128, 16], [64, 16]] and r["dtensors"] > 0 for r in runs)

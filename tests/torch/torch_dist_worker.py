@@ -1,9 +1,11 @@
-"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as two 2 × 2 meshes in turn.
+"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as three 2 × 2 meshes in turn.
 
 - cp 2 × ep 2 on tiny_moe: ring attention over cp, expert parallelism over ep;
 - ep 2 × tp 2 on tiny_qwen3_next: the families' tensor-parallel layouts over tp
   (heads split with the output gate and QK norms, column/row-parallel shared
-  expert, replicated Gated DeltaNet and experts), expert parallelism over ep.
+  expert, replicated Gated DeltaNet and experts), expert parallelism over ep;
+- ep 2 × tp 2 on tiny_deepseek_v3: MLA split by heads over tp (replicated
+  latent down-projections and norms), expert parallelism over ep.
 
 Every rank builds the unsharded reference model and the model for the mesh
 from the same spec, copies the reference weights into its shards, and runs one
@@ -35,13 +37,15 @@ BATCH, SEQ, VOCAB = 4, 16, 96
 
 @attrs.frozen
 class Layout:
-    """One 2 × 2 job: its model, mesh axes, and the axis whose ranks see other tokens of the same data."""
+    """One 2 × 2 job: its model, mesh axes, and the last layer's mixer parameter whose shapes it reports."""
 
     model: str
     axes: tuple[str, str]
+    probe: str = "q_proj.weight"
 
 
-LAYOUTS = {"cp_ep": Layout("tiny_moe", ("cp", "ep")), "tp_ep": Layout("tiny_qwen3_next", ("ep", "tp"))}
+LAYOUTS = {"cp_ep": Layout("tiny_moe", ("cp", "ep")), "tp_ep": Layout("tiny_qwen3_next", ("ep", "tp")),
+           "mla_tp_ep": Layout("tiny_deepseek_v3", ("ep", "tp"), "kv_b_proj.weight")}
 
 
 def run(rank: int, world: int, store_dir: str, out_dir: str) -> None:
@@ -79,7 +83,7 @@ def _run_layout(layout: Layout, mesh: DeviceMesh) -> dict[str, object]:
             "local_experts": sharded.layers[last].ffn.experts.local,
             "ring": isinstance(sharded.layers[last].mixer, RingAttention),
             "dtensors": sum(isinstance(p, DTensor) for p in sharded.parameters()),
-            "q_proj": _shapes(sharded, f"layers.{last}.mixer", "q_proj.weight")}
+            "probe": _shapes(sharded, f"layers.{last}.mixer", layout.probe)}
 
 
 def _coordinate(mesh: DeviceMesh, axis: str) -> tuple[int, int]:

@@ -4,6 +4,11 @@ Queries go through a low-rank latent (q_a_proj, its RMSNorm, q_b_proj) unless
 q_lora_rank is 0 (one q_proj); keys and values share one compressed latent plus
 a rotary key part shared by all heads (kv_a_proj_with_mqa, its RMSNorm,
 kv_b_proj). Each query/key head is a no-position part and a rotary part.
+Under tensor parallelism (families/mla.hpf's layout) each rank holds whole
+heads of the up-projections and o_proj: the module reads the head counts from
+their outputs and sums the shared rotary key's gradient over tp (each rank uses
+it for its heads only). The latents need nothing: the column-parallel
+up-projections already sum their input gradients over tp.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.modules.attention import BACKENDS
+from hpdsl.torch.modules.collectives import sum_gradients
 from hpdsl.torch.modules.common import RMSNorm, attend, refuse_axis, rotate
 
 
@@ -48,6 +55,11 @@ class MLAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
+        self.tp: TensorParallel | None = None
+
+    def tensor_parallel_applied(self, tp: TensorParallel) -> None:
+        """Note that the up-projections and o_proj were split by heads over tp (hpdsl.torch.layout calls this)."""
+        self.tp = tp
 
     def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
@@ -60,11 +72,14 @@ class MLAttention(nn.Module):
             q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
         else:
             q = self.q_proj(x)
-        q_nope, q_rope = q.view(batch, seq, c.heads, -1).split([self.nope, c.rope_dim], dim=-1)
+        # -1 heads: under tp this rank's up-projections hold heads / tp and kv_heads / tp of them.
+        q_nope, q_rope = q.view(batch, seq, -1, c.q_head_dim).split([self.nope, c.rope_dim], dim=-1)
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
-        kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, c.kv_heads, -1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, -1, self.nope + c.head_dim)
         k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
-        k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(batch, seq, c.kv_heads, c.rope_dim)
+        if self.tp is not None:  # every head shares the rotary key; this rank's heads give part of its gradient
+            k_rope = sum_gradients(k_rope, self.tp.group)
+        k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
         if c.rope_dim:
             q_rope = rotate(q_rope, positions, c.rope_theta)
             k_rope = rotate(k_rope, positions, c.rope_theta)
