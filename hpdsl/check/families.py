@@ -20,6 +20,7 @@ from hpdsl import ast
 from hpdsl.check.coverage import family_items, report_coverage
 from hpdsl.check.scope import Scope, did_you_mean, report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span
+from hpdsl.fmt.inline import format_selector_type
 from hpdsl.spec import AXES
 
 RESERVED = (*AXES, "parallel")
@@ -137,7 +138,7 @@ def _check_selector_type(selector: ast.Selector, collector: Collector) -> None:
     if default is not None and not _default_ok(type_, default):
         collector.error(default.span, "selector-default-type",
                         f"the default {_describe(default)} of selector '{selector.name.value}' is "
-                        f"not a value of its type {type_text(type_)}",
+                        f"not a value of its type {format_selector_type(type_)}",
                         hint=_default_hint(type_))
 
 
@@ -174,17 +175,6 @@ def _default_hint(type_: ast.SelectorType) -> str:
     if type_.low is None:
         return "write a whole number"
     return f"write a whole number from {type_.low.value} to {type_.high.value}"  # type: ignore[union-attr]
-
-
-def type_text(type_: ast.SelectorType) -> str:
-    """Return a selector type as it is written: bool, int, int(1..8), enum(a, b)."""
-    if isinstance(type_, ast.BoolType):
-        return "bool"
-    if isinstance(type_, ast.EnumType):
-        return f"enum({', '.join(v.value for v in type_.values)})"
-    if type_.low is None:
-        return "int"
-    return f"int({type_.low.value}..{type_.high.value})"  # type: ignore[union-attr]
 
 
 def _kind_of(type_: ast.SelectorType) -> str:

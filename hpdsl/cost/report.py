@@ -77,6 +77,7 @@ def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
 
 
 def parse_ints(value: str | Sequence[int], flag: str) -> tuple[int, ...]:
+    """Return the whole numbers of a comma-separated flag value; InputError naming the flag otherwise."""
     if not isinstance(value, str):
         return tuple(int(v) for v in value)
     try:

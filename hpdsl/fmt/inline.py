@@ -44,6 +44,7 @@ def _float(value: float) -> str:
 
 
 def format_operand(value: ast.Literal | ast.Name) -> str:
+    """Return the right-hand side of a comparison or a selector default as written."""
     return value.value if isinstance(value, ast.Name) else format_literal(value)
 
 
@@ -119,6 +120,7 @@ def format_placement(placement: ast.Placement) -> str:
 
 
 def format_selector_type(type_: ast.SelectorType) -> str:
+    """Return a selector type as it is written: bool, int, int(1..8), enum(a, b)."""
     if isinstance(type_, ast.BoolType):
         return "bool"
     if isinstance(type_, ast.IntType):
