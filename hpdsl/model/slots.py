@@ -1,0 +1,38 @@
+"""The slots of a built model: which module each is, and which family the standard library binds to it.
+
+A layer holds a mixer (one of the attention slots, chosen by the kind's
+attention flavour and the model's `mla` block), an optional cross-attention,
+a feed-forward block (a dense MLP, or routed experts plus shared experts) and
+a norm before each of them; the model holds an embedding, a final norm and an
+output head. Which family fills a slot is data: `slots { ... }` blocks in .hpf
+(docs/language.md) bind each slot name below to a family.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class SlotSpec:
+    """One slot: its name in `slots { ... }` and what the module filling it does."""
+
+    name: str
+    meaning: str
+    scope: str  # "layer" (once per layer that has it) or "model" (once per model)
+
+
+SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
+    SlotSpec("attention", "full (softmax) self-attention, and an encoder-decoder's cross-attention", "layer"),
+    SlotSpec("linear_attention", "the mixer of a kind with `attention linear`", "layer"),
+    SlotSpec("mla", "the mixer of every layer of a model with an `mla` block", "layer"),
+    SlotSpec("mlp", "the dense feed-forward block", "layer"),
+    SlotSpec("experts", "the routed experts of a MoE feed-forward block", "layer"),
+    SlotSpec("shared_experts", "each shared expert of a MoE feed-forward block", "layer"),
+    SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
+    SlotSpec("embedding", "the token embedding", "model"),
+    SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
+)}
+"""Every slot a `slots { ... }` block may bind, in the order docs list them."""
+
+__all__ = ["SLOTS", "SlotSpec"]
