@@ -35,7 +35,7 @@ model qwen3_next_small : qwen3_5 {
   hidden 128  layers 4  heads 4  kv_heads 2  head_dim 32  vocab 512  ffn_width 256
   tie_embeddings false  qkv_bias false  o_bias false  mlp_bias false
   qk_norm  output_gate  norm rmsnorm  norm_bias false  mlp gated  activation silu
-  moe { experts 8  top_k 2  width 64  shared 1  shared_width 64  shared_gate  router_bias false }
+  moe { experts 8  top_k 2  expert_width 64  shared_experts 1  shared_width 64  shared_gate  router_bias false }
   linear { key_heads 2  key_head_dim 32  value_heads 4  value_head_dim 32  conv 4 }
   stack [linear_attention * 3, full_attention]
   mtp 1
@@ -46,7 +46,7 @@ model deepseek_v3_small : deepseek {
   tie_embeddings false  qkv_bias false  o_bias false  mlp_bias false
   qk_norm false  output_gate false  norm rmsnorm  norm_bias false  mlp gated  activation silu
   mla { q_lora_rank 64  kv_lora_rank 32  rope_dim 16  nope_dim 32  v_head_dim 32 }
-  moe { experts 8  top_k 2  width 64  shared 1  shared_gate false  router_bias false }
+  moe { experts 8  top_k 2  expert_width 64  shared_experts 1  shared_gate false  router_bias false }
 }
 """
 

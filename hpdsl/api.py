@@ -34,7 +34,7 @@ from hpdsl.loader import Loaded, load_paths, load_sources
 from hpdsl.syntax import parse_text
 
 if TYPE_CHECKING:
-    from hpdsl.cost.bind import CostModel
+    from hpdsl.bound.bind import CostModel
 
 
 @attrs.frozen
@@ -158,7 +158,7 @@ def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None
                stdlib: bool = True) -> CostModel:
     """Compile `paths`, pick `model` (or the only model in scope) and bind it to its profile."""
     from hpdsl.check.scope import did_you_mean
-    from hpdsl.cost.bind import bind
+    from hpdsl.bound.bind import bind
 
     registry = compile_paths(paths, stdlib=stdlib).unwrap()
     models = registry.models

@@ -186,7 +186,7 @@ def test_run_length_and_layer_kinds_are_inverse() -> None:
 # --------------------------------------------------------------------------
 
 DIMS = "hidden 1024  heads 8  vocab 1000  ffn_width 4096"
-MOE = "moe { experts 8  top_k 2  width 512  shared 1 }"
+MOE = "moe { experts 8  top_k 2  expert_width 512  shared_experts 1 }"
 LINEAR = "linear { key_heads 8  key_head_dim 64  value_heads 16  value_head_dim 64  conv 4 }"
 
 

@@ -13,7 +13,7 @@ in two passes:
    family's requires allow only finitely many tp values, every sharded dim of
    every entry must split at each tp > 1 at which a variant having the entry is
    selected, for every model whose layers fill a slot with the family
-   (spec.SLOT_FAMILIES, hpdsl/slots.py), evaluated on the very slot configs the
+   (spec.SLOT_FAMILIES, hpdsl/bound/slots.py), evaluated on the very slot configs the
    torch backend builds from. When tp is unbounded the backend checks at build
    time instead, before sharding.
 """
@@ -27,7 +27,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.check.coverage import DOMAIN_LIMIT, Domain, Variable, family_domain, family_items
 from hpdsl.check.scope import Scope, did_you_mean
-from hpdsl.cost.bind import bind
+from hpdsl.bound.bind import bind
 from hpdsl.diagnostics import Collector, Diagnostic, Note, Span
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.layouts import covers, dim_from_ast, evaluate_dim, render_dim, sharded_dim, split_problem, whole
@@ -35,8 +35,10 @@ from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import DEFAULT_PROFILE, lower_model
 from hpdsl.ir.lower_profiles import lower_profile
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
-from hpdsl.slots import DIM_NAMES, Slot, dim_environment, model_slots
-from hpdsl.spec import LAYOUT_AXES, PLACEMENTS, SLOT_FAMILIES
+from hpdsl.bound.config import DIM_NAMES, dim_environment
+from hpdsl.bound.slots import Slot, model_slots
+from hpdsl.model.layouts import LAYOUT_AXES, PLACEMENTS
+from hpdsl.spec import SLOT_FAMILIES
 
 TP_LIMIT = 1024
 """Above this many tp values to try, tp counts as unbounded (the build checks instead)."""

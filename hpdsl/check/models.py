@@ -1,6 +1,6 @@
 """Models into diagnostics: profile, fields, blocks, choices and the layer stack.
 
-Fields are checked against the tables in hpdsl/spec.py; the stack is resolved
+Fields are checked against the field table (hpdsl/model/fields.py); the stack is resolved
 by hpdsl/stack.py, whose problems are reported here, so lowering derives the
 same groups the checks saw. Every check reports and carries on.
 """
@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from hpdsl import ast, spec
+from hpdsl import ast
 from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, profile_default,
                                profile_kinds)
 from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span
-from hpdsl.spec import FieldSpec
+from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
 from hpdsl.stack import StackProblem, keyword_span, model_stack, stack_kind_names
 
 DEFAULT_PROFILE = "default"
 
 # The names a model body may start a statement with, for did-you-mean hints.
-_STATEMENTS = (*spec.MODEL_FIELDS, *spec.MODEL_BLOCKS, *spec.MODEL_CHOICES, "stack", "layer_types")
+_TOP_FIELDS = top_level(kinds=("int", "float", "bool", "string"))
+_STATEMENTS = (*top_level(), *BLOCKS, "stack", "layer_types")
 
 # Problems an explicit stack has whatever the profile: reported even when it is unknown.
 _STRUCTURAL = ("stack-zero-count", "stack-count-mismatch")
@@ -41,7 +42,7 @@ def _models(scope: Scope) -> Iterator[ast.Model]:
 
 def _check_model(model: ast.Model, scope: Scope, collector: Collector) -> None:
     profile = _resolve_profile(model, scope, collector)
-    fields = _check_fields(_of(model.items, ast.Field), spec.MODEL_FIELDS, "model", collector)
+    fields = _check_fields(_of(model.items, ast.Field), _TOP_FIELDS, "model", collector)
     blocks = _check_blocks(model, collector)
     _check_duplicates(model, collector)
     _check_choices(model, collector)
@@ -82,7 +83,7 @@ def _resolve_profile(model: ast.Model, scope: Scope, collector: Collector) -> as
 # --------------------------------------------------------------------------
 
 
-def _check_fields(fields: Iterable[ast.Field], table: dict[str, FieldSpec], where: str,
+def _check_fields(fields: Iterable[ast.Field], table: dict[str, Field], where: str,
                   collector: Collector) -> dict[str, ast.Field]:
     """Report unknown, duplicate, mistyped and too-small fields; return the sound ones by name."""
     sound: dict[str, ast.Field] = {}
@@ -100,10 +101,10 @@ def _check_fields(fields: Iterable[ast.Field], table: dict[str, FieldSpec], wher
     return sound
 
 
-def _unknown_field(name: ast.Name, table: dict[str, FieldSpec], where: str,
+def _unknown_field(name: ast.Name, table: dict[str, Field], where: str,
                    collector: Collector) -> None:
     value = name.value
-    if where == "model" and value in spec.MODEL_BLOCKS:
+    if where == "model" and value in BLOCKS:
         hint = f"'{value}' is a block: write `{value} {{ ... }}`"
     else:
         hint = did_you_mean(value, _STATEMENTS if where == "model" else table)
@@ -120,7 +121,7 @@ def _duplicate(name: ast.Name, first: ast.Name, collector: Collector) -> None:
                     hint="keep one of them", notes=(Note(first.span, "first stated here"),))
 
 
-def _field_sound(field: ast.Field, field_spec: FieldSpec, collector: Collector) -> bool:
+def _field_sound(field: ast.Field, field_spec: Field, collector: Collector) -> bool:
     """Report a field whose value has the wrong type or is below its minimum."""
     name, value = field.name.value, field.value
     wanted = _ARTICLES[field_spec.type]
@@ -153,7 +154,7 @@ def _describe(value: ast.Literal) -> str:
     return f"the {value.kind} `{value.value}`"
 
 
-def _type_hint(name: str, field_spec: FieldSpec) -> str:
+def _type_hint(name: str, field_spec: Field) -> str:
     if field_spec.type == "bool":
         return f"write `{name}` alone for true, or `{name} false`"
     return f"'{name}' is the {field_spec.meaning}"
@@ -164,14 +165,13 @@ def _check_blocks(model: ast.Model, collector: Collector) -> dict[str, dict[str,
     blocks: dict[str, dict[str, ast.Field]] = {}
     for block in _of(model.items, ast.Block):
         name = block.name.value
-        table = spec.MODEL_BLOCKS.get(name)
-        if table is None:
-            hint = (f"'{name}' is a field: write `{name} VALUE`" if name in spec.MODEL_FIELDS
-                    else did_you_mean(name, spec.MODEL_BLOCKS))
+        if name not in BLOCKS:
+            hint = (f"'{name}' is a field: write `{name} VALUE`" if name in _TOP_FIELDS
+                    else did_you_mean(name, BLOCKS))
             collector.error(block.name.span, "unknown-field", f"a model has no block '{name}'",
                             hint=hint)
             continue
-        fields = _check_fields(block.fields, table, name, collector)
+        fields = _check_fields(block.fields, block_fields(name), name, collector)
         blocks.setdefault(name, fields)
         _check_block_complete(block, collector)
     if "moe" in blocks:
@@ -183,12 +183,12 @@ def _check_blocks(model: ast.Model, collector: Collector) -> dict[str, dict[str,
 def _check_block_complete(block: ast.Block, collector: Collector) -> None:
     name = block.name.value
     stated = {field.name.value for field in block.fields}
-    required = spec.REQUIRED_BLOCK_FIELDS.get(name, ())
-    missing = [field for field in required if field not in stated]
+    needed = required(name)
+    missing = [field for field in needed if field not in stated]
     if missing:
         collector.error(block.name.span, "incomplete-block",
                         f"the {name} block lacks {_quoted(missing)}",
-                        hint=f"a {name} block states {_quoted(required)}")
+                        hint=f"a {name} block states {_quoted(needed)}")
 
 
 def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
@@ -204,7 +204,7 @@ def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
 
 def _check_shared(moe: dict[str, ast.Field], collector: Collector) -> None:
     """Report a shared width or gate without shared experts: it would price nothing."""
-    shared = moe.get("shared")
+    shared = moe.get("shared_experts")
     if shared is not None and shared.value is not None and shared.value.value > 0:
         return
     stated = [field for name, field in moe.items() if name in ("shared_width", "shared_gate")
@@ -212,9 +212,9 @@ def _check_shared(moe: dict[str, ast.Field], collector: Collector) -> None:
     if stated:
         collector.error(stated[0].name.span, "missing-shared-count",
                         f"the moe block states '{stated[0].name.value}' but no shared experts "
-                        "(`shared` is 0 or unstated)",
-                        hint="state how many shared experts there are: `shared N` "
-                             "(one expert of shared_width, or N experts of width)")
+                        "(`shared_experts` is 0 or unstated)",
+                        hint="state how many shared experts there are: `shared_experts N` "
+                             "(each shared_width wide, or expert_width when unstated)")
 
 
 def _quoted(names: Iterable[str]) -> str:
@@ -260,7 +260,7 @@ def _check_choices(model: ast.Model, collector: Collector) -> None:
             _duplicate(choice.key, seen[key], collector)
             continue
         seen[key] = choice.key
-        allowed = spec.MODEL_CHOICES[key]
+        allowed = FIELDS[key].choices
         if value not in allowed:
             collector.error(choice.value.span, "unknown-choice",
                             f"'{value}' is not a {key}; the {key} choices are {_quoted(allowed)}",
@@ -269,11 +269,18 @@ def _check_choices(model: ast.Model, collector: Collector) -> None:
 
 def _check_required(model: ast.Model, collector: Collector) -> None:
     stated = {field.name.value for field in _of(model.items, ast.Field)}
-    missing = [name for name in spec.REQUIRED_MODEL_FIELDS if name not in stated]
+    needed = required(None)
+    missing = [name for name in needed if name not in stated]
     if missing:
         collector.error(model.name.span, "missing-field",
                         f"model '{model.name.value}' lacks {_quoted(missing)}",
-                        hint="every model states " + _quoted(spec.REQUIRED_MODEL_FIELDS))
+                        hint="every model states " + _quoted(needed))
+
+
+def small_divisors(n: int, most: int) -> list[int]:
+    """Return the least `most` divisors of n, in time independent of n's size (trial division to a bound)."""
+    found = [d for d in range(1, min(n, 10_000) + 1) if n % d == 0]
+    return found[:most]
 
 
 def _check_heads(fields: dict[str, ast.Field], collector: Collector) -> None:
@@ -282,7 +289,7 @@ def _check_heads(fields: dict[str, ast.Field], collector: Collector) -> None:
         return
     a, n_kv = int(heads.value.value), int(kv_heads.value.value)
     if a % n_kv:
-        divisors = [d for d in range(1, a + 1) if a % d == 0][:12]
+        divisors = small_divisors(a, 12)
         collector.error(kv_heads.value.span, "heads-not-divisible",
                         f"heads {a} is not a multiple of kv_heads {n_kv}",
                         hint="kv_heads must divide heads: one of "
@@ -348,7 +355,7 @@ def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blo
             collector.error(_kind_site(model, kind), "missing-moe-dims",
                             f"the stack has MoE layers (kind '{kind}' of profile "
                             f"'{profile.name.value}'), but the model declares no moe block",
-                            hint="declare `moe { experts E  top_k K  width W }`")
+                            hint="declare `moe { experts E  top_k K  expert_width W }`")
         if attention == "linear" and "linear" not in blocks:
             collector.error(_kind_site(model, kind), "missing-linear-dims",
                             f"the stack has linear-attention layers (kind '{kind}' of profile "

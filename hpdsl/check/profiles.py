@@ -1,15 +1,15 @@
 """Profiles into diagnostics: statements, kinds, op vectors, flavours and settings blocks.
 
 Every profile in scope is checked against the op vocabulary and the closed
-tables of hpdsl.spec. Inheritance is resolved through the helpers of
+tables of hpdsl/model/. Inheritance is resolved through the helpers of
 check.scope, the same ones the lowering uses, so what is checked is what is
 lowered. Nothing here raises: each problem is reported and the check goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TypeVar, Union
 
 import attrs
 
@@ -17,10 +17,13 @@ from hpdsl import ast
 from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, kind_lineage, kind_vector,
                                profile_kinds, report_duplicates)
 from hpdsl.diagnostics import Collector, Note, Span
-from hpdsl.spec import (ATTENTION_FLAVOURS, FFN_FLAVOURS, MODEL_FIELDS, PROFILE_MODEL_FACTS,
-                        RUN_FACTS, FieldSpec)
+from hpdsl.model import ops as OP
+from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, Fact, Field, top_level
+from hpdsl.model.slots import ATTENTION_FLAVOURS, FFN_FLAVOURS
 
-LINEAR_OP = "linrec"
+FieldSpec = Union[Field, Fact]
+
+LINEAR_OP = OP.LINREC
 """The op counting linear-attention state updates; it must agree with the attention flavour."""
 
 _Item = TypeVar("_Item")
@@ -30,7 +33,7 @@ _Item = TypeVar("_Item")
 class _Table:
     """The keys a settings block may state, and the codes its problems are reported under."""
 
-    fields: dict[str, FieldSpec]
+    fields: Mapping[str, FieldSpec]
     unknown: str
     wrong_type: str
     what: str
@@ -39,7 +42,8 @@ class _Table:
 _TABLES = {
     "run": _Table(RUN_FACTS, "unknown-run-fact", "run-fact-type", "run fact"),
     "model": _Table(PROFILE_MODEL_FACTS, "unknown-model-fact", "model-fact-type", "model fact"),
-    "facts": _Table(MODEL_FIELDS, "unknown-hf-fact", "hf-fact-type", "model field"),
+    "facts": _Table(top_level(kinds=("int", "float", "bool", "string")), "unknown-hf-fact", "hf-fact-type",
+                    "model field"),
 }
 
 

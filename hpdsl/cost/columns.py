@@ -13,7 +13,7 @@ from functools import cached_property
 
 import attrs
 
-from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.replication import replicated_roles
 
@@ -84,8 +84,8 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
 def head_counts(config: LayerConfig) -> dict[str, int]:
     """Return the head counts a tensor-parallel degree must divide, by what they are."""
     if config.attn_kind == "linear":
-        return {"linear-attention key heads": config.lin_key_heads,
-                "linear-attention value heads": config.lin_value_heads}
+        return {"linear-attention key heads": config.key_heads,
+                "linear-attention value heads": config.value_heads}
     kv = config.kv_heads
     counts = {"attention heads": config.heads}
     if isinstance(kv, int) or float(kv).is_integer():

@@ -15,10 +15,12 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import LayerConfig
+from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx
 from hpdsl.cost.memory import MIXER_ROLES, attention_widths
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -46,14 +48,14 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     """
     ops = cfg.ops
     q, k, v = attention_widths(cfg)
-    pairs = ops.get("attBMM", 0) / 2
-    lin = cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
-    gathers, mixer = ops.get("gather", 0), 0.0
+    pairs = op_count(ops, OP.ATT_BMM) / 2
+    lin = cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
+    gathers, mixer = op_count(ops, OP.GATHER), 0.0
     if MIXER_ROLES & whole:
-        mixer = min(gathers, 2 * ops.get("attMM", 0) / 4)
+        mixer = min(gathers, 2 * op_count(ops, OP.ATT_MM) / 4)
     return CommCoeffs(
         tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
-        a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=ops.get("linrec", 0) * 2 * lin,
+        a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=op_count(ops, OP.LINREC) * 2 * lin,
         ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0)
 
 

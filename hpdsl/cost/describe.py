@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 
 
 def describe_stack(cost_model: CostModel) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.comm import AXES
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.params import ParamReport

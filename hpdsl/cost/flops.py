@@ -21,10 +21,12 @@ from collections.abc import Iterable
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns, model_columns
 from hpdsl.cost.context import Ctx
 from hpdsl.cost.memory import MIXER_ROLES, attention_widths
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 SOFTMAX = 13 / 3     # forward FLOPs per score element (upstream: 13 with the backward)
 HEAD_CAST = 1.0      # per score element (upstream: 3)
@@ -80,7 +82,7 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
     d_q = a * d_h
     split = gate * h * d_q + 2 * h * cfg.kv_heads * d_h + d_q * h
     if cfg.attn_kind == "linear":
-        split += 2 * h * cfg.lin_value_heads
+        split += 2 * h * cfg.value_heads
     return split, 0.0
 
 
@@ -94,19 +96,19 @@ def delta_rule_flops(cfg: LayerConfig) -> float:
     The token-by-token recurrence would be 6·d_k·d_v alone, but it is not what
     trains: FLA's kernels and the reference module run chunks of LINEAR_CHUNK.
     """
-    d_k, d_v = cfg.lin_key_head_dim, cfg.lin_value_head_dim
-    return cfg.lin_value_heads * (6 * d_k * d_v + LINEAR_CHUNK * (6 * d_k + 4 * d_v))
+    d_k, d_v = cfg.key_head_dim, cfg.value_head_dim
+    return cfg.value_heads * (6 * d_k * d_v + LINEAR_CHUNK * (6 * d_k + 4 * d_v))
 
 
 def wy_inverse_flops(cfg: LayerConfig) -> float:
     """Return the per-token FLOPs of each chunk's unit-triangular inverse (C³/3 per chunk and value head)."""
-    return cfg.lin_value_heads * LINEAR_CHUNK ** 2 / 3
+    return cfg.value_heads * LINEAR_CHUNK ** 2 / 3
 
 
 def short_conv_flops(cfg: LayerConfig) -> float:
     """Return the depthwise short convolution over the q, k, v stream: 2·K FLOPs per channel and token."""
-    return 2 * cfg.lin_conv * (2 * cfg.lin_key_heads * cfg.lin_key_head_dim
-                               + cfg.lin_value_heads * cfg.lin_value_head_dim)
+    return 2 * cfg.conv * (2 * cfg.key_heads * cfg.key_head_dim
+                               + cfg.value_heads * cfg.value_head_dim)
 
 
 def linear_recurrence(cfg: LayerConfig) -> float:
@@ -125,24 +127,24 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     router (and a shared expert's gate).
     """
     ops, a = cfg.ops, cfg.heads
-    att, bmm, linrec = ops.get("attMM", 0) / 4, ops.get("attBMM", 0), ops.get("linrec", 0)
+    att, bmm, linrec = op_count(ops, OP.ATT_MM) / 4, op_count(ops, OP.ATT_BMM), op_count(ops, OP.LINREC)
     split, replicated = projection_macs(cfg)
     q_w, _, v_w = attention_widths(cfg)
     qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
-    softmax = ops.get("softmax", 0) * SOFTMAX * a
-    cast = ops.get("headCast", 0) * HEAD_CAST * a
+    softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
+    cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
     ffn, act, router = _ffn_flops(cfg)
     return {
         "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
         "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
         "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
         "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
-        "qkNorm": FlopCoeffs(t=cfg.qk_norms * NORM * (a + cfg.kv_heads) * cfg.head_dim),
+        "qkNorm": FlopCoeffs(t=int(cfg.qk_norm) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
         "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
         "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
         "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),
-        "normOp": FlopCoeffs(sp=ops.get("normOp", 0) * NORM * cfg.hidden),
-        "dropout": FlopCoeffs(sp=ops.get("dropout", 0) * DROPOUT * cfg.hidden),
+        "normOp": FlopCoeffs(sp=op_count(ops, OP.NORM) * NORM * cfg.hidden),
+        "dropout": FlopCoeffs(sp=op_count(ops, OP.DROPOUT) * DROPOUT * cfg.hidden),
         "ffMM": FlopCoeffs(t=ffn),
         "ffAct": FlopCoeffs(t=act),
         "router": FlopCoeffs(sp=router),
@@ -169,7 +171,7 @@ def layer_flop_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
 
 def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
     """Return per-token feed-forward FLOPs: (matrices, activations) split by t, and the replicated router."""
-    n_ff, acts, h = cfg.ops.get("ffMM", 0), cfg.ops.get("ffAct", 0), cfg.hidden
+    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
     if cfg.experts <= 1:
         return n_ff * 2 * h * cfg.ffn_width, acts * FF_ACT * cfg.ffn_width, 0.0
     widths = cfg.top_k * cfg.ffn_width + cfg.shared_experts * cfg.shared_width

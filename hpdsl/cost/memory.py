@@ -20,12 +20,14 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import LayerConfig
+from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, context
 from hpdsl.cost.params import LayerParams, mtp_extra
 from hpdsl.cost.strategy import Strategy, StrategyGrid
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 LOGIT_BYTES = 4
 """The cross-entropy keeps the logits' softmax in fp32."""
@@ -83,7 +85,7 @@ def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
 
 
 MIXER_ROLES = frozenset({"attention", "linear_attention", "mla"})
-"""Slot roles of a layer's mixer (hpdsl/slots.py)."""
+"""Slot roles of a layer's mixer (hpdsl/bound/slots.py)."""
 
 
 def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset()
@@ -96,10 +98,10 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     """
     ops, h, a = cfg.ops, cfg.hidden, cfg.heads
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
-    att = ops.get("attMM", 0) / 4
+    att = op_count(ops, OP.ATT_MM) / 4
     d_q = a * cfg.head_dim
     sp_c, t_c = att * h, att * d_q
-    sp_b = ops.get("normOp", 0) * b_n * h + ops.get("dropout", 0) * b_d * h
+    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
     if cfg.attn_kind == "mla":
         latents = cfg.q_lora_rank + cfg.kv_lora_rank
         sp_c += att * latents
@@ -107,10 +109,10 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
         # norm keeps that whole output, the rotary part included.
         sp_b += att * b_n * (latents + cfg.rope_dim)
     t_c += att * (2 if cfg.output_gate else 0) * d_q
-    t_c += ops.get("attBMM", 0) / 2 * sum(attention_widths(cfg))
-    t_c += ops.get("linrec", 0) * _linear_saved(cfg)
-    t_b = cfg.qk_norms * b_n * (a + cfg.kv_heads) * cfg.head_dim
-    softmax, casts = ops.get("softmax", 0), ops.get("headCast", 0)
+    t_c += op_count(ops, OP.ATT_BMM) / 2 * sum(attention_widths(cfg))
+    t_c += op_count(ops, OP.LINREC) * _linear_saved(cfg)
+    t_b = int(cfg.qk_norm) * b_n * (a + cfg.kv_heads) * cfg.head_dim
+    softmax, casts = op_count(ops, OP.SOFTMAX), op_count(ops, OP.HEAD_CAST)
     ffn = _ffn_act(cfg)
     coeffs = ActCoeffs(
         sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
@@ -128,13 +130,13 @@ def _linear_saved(cfg: LayerConfig) -> float:
     The core output (the gated norm's input) is the attMM term's d_q, as the
     attention output is for full attention; the gate z is its gated term.
     """
-    qkv = 2 * cfg.lin_key_heads * cfg.lin_key_head_dim + cfg.lin_value_heads * cfg.lin_value_head_dim
-    return 2 * qkv + 2 * cfg.lin_value_heads
+    qkv = 2 * cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
+    return 2 * qkv + 2 * cfg.value_heads
 
 
 def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
     """Return the feed-forward part: dense MLP, or router + routed + shared experts."""
-    n_ff, acts, h = cfg.ops.get("ffMM", 0), cfg.ops.get("ffAct", 0), cfg.hidden
+    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
     halves, wides = _ffn_halves(n_ff)
     if cfg.experts <= 1:
         return ActCoeffs(sp_c=halves * h, t_c=(wides + acts) * cfg.ffn_width)
@@ -209,7 +211,7 @@ def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> f
     """
     total = 0.0
     if _mixer_whole(whole):
-        attentions = cfg.ops.get("attMM", 0) / 4
+        attentions = op_count(cfg.ops, OP.ATT_MM) / 4
         total += float(lp.attention) / 2 if attentions == 2 else float(lp.attention)
     if "mlp" in whole:
         total += float(lp.dense_ffn)
@@ -224,7 +226,7 @@ def mla_down_params(cfg: LayerConfig) -> float:
         return 0.0
     h, dcq, dckv = cfg.hidden, cfg.q_lora_rank, cfg.kv_lora_rank
     query = h * dcq + dcq if dcq else 0
-    return cfg.ops.get("attMM", 0) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv)
+    return op_count(cfg.ops, OP.ATT_MM) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv)
 
 
 def output_copy(columns: ModelColumns) -> float:

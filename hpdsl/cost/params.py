@@ -15,7 +15,9 @@ from typing import Any
 
 import attrs
 
-from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.bound.bind import CostModel, LayerConfig
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 Number = int | float
 
@@ -116,8 +118,8 @@ def parameters(cost_model: CostModel) -> ParamReport:
 
 def layer_params(cfg: LayerConfig) -> LayerParams:
     """Return the exact parameters of one layer priced with `cfg`."""
-    attention = Fraction(cfg.ops.get("attMM", 0), 4) * _projections(cfg) + cfg.attn_extra_params
-    n_ff = cfg.ops.get("ffMM", 0)
+    attention = Fraction(op_count(cfg.ops, OP.ATT_MM), 4) * _projections(cfg) + cfg.attn_extra_params
+    n_ff = op_count(cfg.ops, OP.FF_MM)
     if cfg.experts > 1:
         per_expert = _mlp(n_ff, cfg.hidden, cfg.ffn_width, cfg.mlp_bias)
         router = cfg.hidden * cfg.experts + (cfg.experts if cfg.router_bias else 0)
@@ -165,8 +167,8 @@ def _norm_factor(cfg: LayerConfig) -> int:
 
 
 def _norms(cfg: LayerConfig) -> int:
-    count = cfg.layer_norms if cfg.layer_norms is not None else cfg.ops.get("normOp", 0)
-    return (count * cfg.hidden + cfg.qk_norms * 2 * cfg.head_dim) * _norm_factor(cfg)
+    count = cfg.layer_norms if cfg.layer_norms is not None else op_count(cfg.ops, OP.NORM)
+    return (count * cfg.hidden + int(cfg.qk_norm) * 2 * cfg.head_dim) * _norm_factor(cfg)
 
 
 def _exact(value: Number | Fraction) -> Number:

@@ -20,7 +20,7 @@ import numpy as np
 from hpdsl.cost import comm as comm_mod
 from hpdsl.cost import flops as flop_mod
 from hpdsl.cost import memory as mem
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, model_columns
 from hpdsl.cost.context import Ctx, context
 from hpdsl.cost.layout import Layout, build_layout, in_flight

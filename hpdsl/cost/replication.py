@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hpdsl.cost.bind import CostModel, LayerConfig
+from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import FamilyIR
-from hpdsl.slots import Slot, dim_environment, layer_slots
+from hpdsl.bound.config import dim_environment
+from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.spec import SLOT_FAMILIES
 
 SHARDED_PLACEMENTS = ("colwise", "rowwise")
@@ -62,7 +63,7 @@ def replicated_roles(cost_model: CostModel, config: LayerConfig) -> frozenset[st
     """Return the slot roles of a layer priced with `config` that every tp rank holds whole."""
     if not cost_model.families:
         return frozenset()
-    return frozenset(slot.role for slot in layer_slots(config, cost_model.model)
+    return frozenset(slot.role for slot in layer_slots(config)
                      if slot_replicated(cost_model.families, slot))
 
 

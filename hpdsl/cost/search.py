@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.pricing import Prepared, prepare, price_grid

@@ -12,13 +12,15 @@ from collections.abc import Callable, Iterator
 import attrs
 import numpy as np
 
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.spec import AXES, SLOT_FAMILIES
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 Mask = np.ndarray
 
@@ -61,7 +63,7 @@ def model_shape(columns: ModelColumns) -> Shape:
             expert_widths[config.ffn_width] = None
             if config.shared_experts:
                 widths["shared expert width", config.shared_width] = None
-        elif config.ops.get("ffMM", 0):
+        elif op_count(config.ops, OP.FF_MM):
             widths["feed-forward width", config.ffn_width] = None
     cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
@@ -71,7 +73,7 @@ def model_shape(columns: ModelColumns) -> Shape:
 
 def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
     """Return the requires of every family that builds a slot of the model (none without families)."""
-    from hpdsl.slots import model_slots
+    from hpdsl.bound.slots import model_slots
 
     found: dict[tuple[str, str], tuple[str, FamilyIR, RequireIR]] = {}
     for _kind, slot in model_slots(cost) if cost.families else ():

@@ -21,36 +21,23 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import ProfileIR
+from hpdsl.model.fields import FIELDS, block_fields
 from hpdsl.stack import compress_kinds
 
 ALIASES: dict[str, tuple[str, ...]] = {
-    "hidden": ("hidden_size", "d_model"),
-    "heads": ("num_attention_heads", "num_heads"),
-    "kv_heads": ("num_key_value_heads",),
-    "head_dim": ("head_dim", "d_kv"),
-    "vocab": ("vocab_size",),
-    "ffn_width": ("intermediate_size", "d_ff"),
-    "max_positions": ("max_position_embeddings", "n_positions"),
-    "mtp": ("mtp_depth", "num_nextn_predict_layers", "mtp_num_hidden_layers"),
-    "first_k_dense": ("first_k_dense_replace",),
-    "tie_embeddings": ("tie_word_embeddings",),
-    "qk_norm": ("qk_norm", "use_qk_norm", "qk_layernorm"),
-    "output_gate": ("attn_output_gate",),
-    "mlp_bias": ("mlp_bias",),
-    "position_buckets": ("relative_attention_num_buckets",),
-}
-"""Model field → HF config names, in the order the first populated one wins."""
+    name: field.hf for name, field in FIELDS.items()
+    if field.block is None and field.hf and field.type == "int" and name != "layers"}
+"""Top-level count field → HF config keys, in the order the first stated one wins (hpdsl/model/fields.py)."""
 
-FIELD_ORDER = ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab", "ffn_width",
-               "max_positions", "first_k_dense", "mtp", "position_buckets", "tie_embeddings",
-               "qk_norm", "output_gate", "qkv_bias", "o_bias", "mlp_bias", "norm_bias")
+FLAGS: dict[str, tuple[str, ...]] = {
+    name: field.hf for name, field in FIELDS.items() if field.block is None and field.hf and field.type == "bool"}
+"""Top-level flag field → HF config keys."""
 
-LINEAR_FIELDS = {"key_heads": "linear_num_key_heads", "key_head_dim": "linear_key_head_dim",
-                 "value_heads": "linear_num_value_heads", "value_head_dim": "linear_value_head_dim",
-                 "conv": "linear_conv_kernel_dim"}
-MLA_FIELDS = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
-              "rope_dim": "qk_rope_head_dim", "nope_dim": "qk_nope_head_dim",
-              "v_head_dim": "v_head_dim"}
+FIELD_ORDER = tuple(name for name, field in FIELDS.items() if field.block is None and field.type != "choice")
+"""The order the importer writes top-level fields in: the table's."""
+
+LINEAR_FIELDS = {name: field.hf[0] for name, field in block_fields("linear").items()}
+MLA_FIELDS = {name: field.hf[0] for name, field in block_fields("mla").items()}
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
@@ -138,8 +125,7 @@ def _first(cfg: Mapping[str, Any], names: Sequence[str]) -> Any:
 
 def _stated_facts(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Return the bool facts the config states itself (they beat the profile's facts)."""
-    stated = {key: _first(cfg, ALIASES[key]) for key in ("tie_embeddings", "qk_norm",
-                                                         "output_gate", "mlp_bias")}
+    stated = {key: _first(cfg, names) for key, names in FLAGS.items()}
     bias = cfg.get("attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
@@ -208,21 +194,22 @@ def _choices(cfg: Mapping[str, Any], facts: Mapping[str, Any]) -> list[ast.Choic
 
 
 def _moe(cfg: Mapping[str, Any]) -> ast.Block | None:
-    experts = _first(cfg, ("num_experts", "n_routed_experts", "num_local_experts"))
+    moe = block_fields("moe")
+    experts = _first(cfg, moe["experts"].hf)
     if not experts or experts <= 1:
         return None
     shared_width = cfg.get("shared_expert_intermediate_size")
-    shared = _first(cfg, ("n_shared_experts", "num_shared_experts"))
+    shared = _first(cfg, moe["shared_experts"].hf)
     if shared is None:
         shared = 1 if shared_width else 0
     values: dict[str, Any] = {
         "experts": _whole(experts, "num_experts"),
         "top_k": _whole(cfg.get("num_experts_per_tok") or 1, "num_experts_per_tok"),
-        "width": _whole(_first(cfg, ("moe_intermediate_size", "intermediate_size")),
-                        "moe_intermediate_size"),
+        "expert_width": _whole(_first(cfg, (*moe["expert_width"].hf, "intermediate_size")),
+                               "moe_intermediate_size"),
     }
     if shared:
-        values["shared"] = _whole(shared, "n_shared_experts")
+        values["shared_experts"] = _whole(shared, "n_shared_experts")
     if shared_width:
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
         values.update(shared_width=_whole(shared_width, "shared_expert_intermediate_size"),

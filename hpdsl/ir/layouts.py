@@ -23,7 +23,7 @@ from fractions import Fraction
 
 from hpdsl import ast
 from hpdsl.ir.nodes import DimIR, FamilyIR, LayoutEntryIR
-from hpdsl.spec import PLACEMENT_DIMS
+from hpdsl.model.layouts import PLACEMENT_DIMS
 
 # Binding strength: a sum inside a product, or any compound inside its own kind, needs parentheses.
 _SUM, _PRODUCT, _ATOM = range(3)

@@ -1,7 +1,8 @@
 """Checked models into IR: stated fields, choices and blocks, and the resolved layer groups.
 
-Lowering assumes check_models found no error. What a model does not state stays
-None ("absent is not zero"), except `mtp`, whose absence means no MTP layers.
+Lowering assumes check_models found no error. Block fields are held flat, under
+their own names (hpdsl/model/fields.py). What a model does not state stays None
+("absent is not zero"), except counts whose absence is 0 (`mtp`).
 The groups come from hpdsl/stack.py, the same functions the checks ran.
 """
 
@@ -9,17 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import attrs
-
 from hpdsl import ast
 from hpdsl.check.scope import Scope, profile_default, profile_kinds
-from hpdsl.ir.nodes import LayerGroup, LinearDims, MlaDims, ModelIR, MoeDims, SourceRef
+from hpdsl.ir.nodes import LayerGroup, ModelIR, Scalar, SourceRef
+from hpdsl.model.fields import FIELDS
 from hpdsl.stack import model_stack
 
 DEFAULT_PROFILE = "default"
-
-_BLOCK_TYPES: dict[str, type] = {"moe": MoeDims, "linear": LinearDims, "mla": MlaDims}
-
 
 def lower_models(scope: Scope) -> dict[str, ModelIR]:
     """Return the IR of every checked model in scope, by name, in declaration order."""
@@ -29,19 +26,12 @@ def lower_models(scope: Scope) -> dict[str, ModelIR]:
 def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
     """Return the IR of one checked model."""
     profile_name = model.profile.value if model.profile else DEFAULT_PROFILE
-    stated = stated_fields(model.items)
-    known = attrs.fields_dict(ModelIR)
-    fields = {name: value for name, value in stated.items() if name in known}
-    fields["mtp"] = fields.get("mtp", 0)
-    choices = {item.key.value: item.value.value for item in model.items
-               if isinstance(item, ast.Choice)}
+    fields = {name: value for name, value in model_values(model).items() if name in FIELDS}
     layer_types = next((item for item in model.items if isinstance(item, ast.LayerTypes)), None)
     return ModelIR(
         name=model.name.value,
         profile=profile_name,
         **fields,
-        **{key: value for key, value in choices.items() if key in known},
-        **_blocks(model),
         layer_types=tuple(n.value for n in layer_types.names) if layer_types else None,
         stack_stated=any(isinstance(item, ast.Stack) for item in model.items),
         groups=model_groups(model, scope),
@@ -55,19 +45,25 @@ def model_groups(model: ast.Model, scope: Scope) -> tuple[LayerGroup, ...]:
     return model_stack(model, profile_kinds(profile), profile_default(profile)).groups
 
 
-def stated_fields(fields: Iterable[object]) -> dict[str, int | float | bool | str]:
+def stated_fields(fields: Iterable[object]) -> dict[str, Scalar]:
     """Return the value of every field among `fields`, first statement winning; a flag is true."""
-    values: dict[str, int | float | bool | str] = {}
+    values: dict[str, Scalar] = {}
     for field in fields:
         if isinstance(field, ast.Field) and field.name.value not in values:
             values[field.name.value] = True if field.value is None else field.value.value
     return values
 
 
-def _blocks(model: ast.Model) -> dict[str, MoeDims | LinearDims | MlaDims]:
-    """Return each stated block as its dimensions value, first block of a name winning."""
-    dims: dict[str, MoeDims | LinearDims | MlaDims] = {}
+def model_values(model: ast.Model) -> dict[str, Scalar]:
+    """Return every field, choice and block field a model states, flat, first statement winning."""
+    values: dict[str, Scalar] = stated_fields(model.items)
     for item in model.items:
-        if isinstance(item, ast.Block) and item.name.value not in dims:
-            dims[item.name.value] = _BLOCK_TYPES[item.name.value](**stated_fields(item.fields))
-    return dims
+        if isinstance(item, ast.Choice):
+            values.setdefault(item.key.value, item.value.value)
+    seen: set[str] = set()
+    for item in model.items:
+        if isinstance(item, ast.Block) and item.name.value not in seen:
+            seen.add(item.name.value)
+            for name, value in stated_fields(item.fields).items():
+                values.setdefault(name, value)
+    return values

@@ -8,11 +8,12 @@ and are omitted from registry.json.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 import attrs
 
 from hpdsl.diagnostics.span import Span
+from hpdsl.model.fields import FIELDS, RUN_FACTS, Field, required
 
 SCHEMA_VERSION = 1
 
@@ -58,22 +59,17 @@ class KindIR:
     source: SourceRef | None = None
 
 
-@attrs.frozen
-class RunFacts:
-    """A profile's effective run facts: DEFAULT_RUN overlaid with what it states."""
+if TYPE_CHECKING:
+    class RunFacts:
+        """A profile's effective run facts: every RUN_FACTS row, unstated ones at their default."""
 
-    grad_bytes: int = 4
-    optimizer_state_bytes: int = 4
-    optimizer_states: int = 2
-    main_param_bytes: int = 0
-    norm_bytes: int = 4
-    dropout_bytes: int = 0
-    grad_accumulation: bool = False
-    shard_activations: bool = False
-    loss_parallel: bool = True
-    reshard_params: bool = False
-    deferred_grad_accumulation: bool = False
-    overlapped_grad_reduce: bool = False
+        def __init__(self, **facts: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    RunFacts = attrs.make_class("RunFacts", {
+        fact.name: attrs.field(default=fact.default, type=bool if fact.type == "bool" else int)
+        for fact in RUN_FACTS.values()}, frozen=True, slots=True)
+    RunFacts.__doc__ = "A profile's effective run facts: every RUN_FACTS row, unstated ones at their default."
 
 
 @attrs.frozen
@@ -236,76 +232,44 @@ class LayerGroup:
     mtp: bool = False
 
 
-@attrs.frozen
-class MoeDims:
-    """Mixture-of-experts dimensions."""
-
-    experts: int
-    top_k: int
-    width: int
-    shared: int = 0
-    shared_width: int | None = None
-    shared_gate: bool | None = None
-    router_bias: bool | None = None
+def _model_field(field: Field) -> Any:
+    """Return the attrs field a model field is held in: absent is None, except counts whose absence is 0."""
+    kind = {"int": int, "float": float, "bool": bool}.get(field.type, str)
+    default = field.default if field.type == "int" else None
+    return attrs.field(default=default, type=Optional[kind])  # noqa: UP007 (a runtime type for cattrs)
 
 
-@attrs.frozen
-class LinearDims:
-    """Gated-DeltaNet (linear attention) dimensions."""
+_MODEL_HEAD = {"name": attrs.field(type=str), "profile": attrs.field(type=str)}
+_MODEL_TAIL = {
+    "layer_types": attrs.field(default=None, type=Optional[tuple[str, ...]]),  # noqa: UP007
+    "stack_stated": attrs.field(default=False, type=bool),
+    "groups": attrs.field(default=(), type=tuple[LayerGroup, ...]),
+    "source": attrs.field(default=None, type=Optional[SourceRef]),  # noqa: UP007
+}
 
-    key_heads: int
-    key_head_dim: int
-    value_heads: int
-    value_head_dim: int
-    conv: int
+if TYPE_CHECKING:
+    class ModelIR:
+        """A model: every field of hpdsl.model.fields.FIELDS (None = not stated) and its layer groups."""
+
+        name: str
+        profile: str
+        layer_types: tuple[str, ...] | None
+        stack_stated: bool
+        groups: tuple[LayerGroup, ...]
+        source: SourceRef | None
+
+        def __init__(self, name: str, profile: str, **fields: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    ModelIR = attrs.make_class("ModelIR", {
+        **_MODEL_HEAD, **{name: _model_field(field) for name, field in FIELDS.items()}, **_MODEL_TAIL,
+    }, frozen=True, slots=True)
+    ModelIR.__doc__ = "A model: every field of hpdsl.model.fields.FIELDS (None = not stated) and its layer groups."
 
 
-@attrs.frozen
-class MlaDims:
-    """Multi-head latent attention dimensions."""
-
-    kv_lora_rank: int
-    rope_dim: int
-    nope_dim: int
-    v_head_dim: int
-    q_lora_rank: int = 0
-
-
-@attrs.frozen
-class ModelIR:
-    """A model: dimensions, facts (None = not stated) and its resolved layer groups."""
-
-    name: str
-    profile: str
-    hidden: int
-    layers: int
-    heads: int
-    vocab: int
-    kv_heads: int | None = None
-    head_dim: int | None = None
-    ffn_width: int | None = None
-    max_positions: int | None = None
-    mtp: int = 0
-    first_k_dense: int | None = None
-    layer_norms: int | None = None
-    position_buckets: int | None = None
-    tie_embeddings: bool | None = None
-    qk_norm: bool | None = None
-    output_gate: bool | None = None
-    qkv_bias: bool | None = None
-    o_bias: bool | None = None
-    mlp_bias: bool | None = None
-    norm_bias: bool | None = None
-    norm: str | None = None
-    mlp: str | None = None
-    activation: str | None = None
-    moe: MoeDims | None = None
-    linear: LinearDims | None = None
-    mla: MlaDims | None = None
-    layer_types: tuple[str, ...] | None = None
-    stack_stated: bool = False
-    groups: tuple[LayerGroup, ...] = ()
-    source: SourceRef | None = None
+def block_stated(model: ModelIR, block: str) -> bool:
+    """Return whether a model states block `block` (`moe`, `linear`, `mla`): its required fields are set."""
+    return any(getattr(model, name) is not None for name in required(block))
 
 
 # --------------------------------------------------------------------------

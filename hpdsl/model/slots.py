@@ -35,4 +35,10 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
-__all__ = ["SLOTS", "SlotSpec"]
+ATTENTION_FLAVOURS = ("full", "linear")
+"""A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear linear_attention."""
+
+FFN_FLAVOURS = ("dense", "moe")
+"""A kind's `ffn` flavour: dense fills the mlp slot, moe the experts and shared_experts slots."""
+
+__all__ = ["ATTENTION_FLAVOURS", "FFN_FLAVOURS", "SLOTS", "SlotSpec"]

@@ -27,14 +27,16 @@ import torch
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from hpdsl.cost.bind import CostModel, LayerConfig, bind
+from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.cost.memory import layer_activation_bytes
 from hpdsl.cost.strategy import Strategy
-from hpdsl.ir.nodes import LayerGroup, LinearDims, MlaDims, ModelIR, ProfileIR, RunFacts
+from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM
 from hpdsl.torch.model import build_model, materialize
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 FUSED_ATTENTION = ("flash_attention", "efficient_attention", "cudnn_attention")
 """Attention kernels that keep row statistics instead of the score tensor (the estimator's flash)."""
@@ -93,17 +95,21 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     is kept; MTP layers are dropped (the forward pass does not run them).
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
-    moe = model.moe and attrs.evolve(model.moe, experts=8, top_k=min(model.moe.top_k, 2), width=128,
-                                     shared=min(model.moe.shared, 1),
-                                     shared_width=128 if model.moe.shared else None)
-    linear = model.linear and LinearDims(heads // 2, head_dim, heads, head_dim, model.linear.conv)
-    mla = model.mla and MlaDims(kv_lora_rank=64, rope_dim=32, nope_dim=head_dim, v_head_dim=head_dim,
-                                q_lora_rank=128 if model.mla.q_lora_rank else 0)
+    blocks: dict[str, object] = {}
+    if block_stated(model, "moe"):
+        blocks.update(experts=8, top_k=min(model.top_k, 2), expert_width=128,
+                      shared_experts=min(model.shared_experts, 1),
+                      shared_width=128 if model.shared_experts else None)
+    if block_stated(model, "linear"):
+        blocks.update(key_heads=heads // 2, key_head_dim=head_dim, value_heads=heads, value_head_dim=head_dim)
+    if block_stated(model, "mla"):
+        blocks.update(kv_lora_rank=64, rope_dim=32, nope_dim=head_dim, v_head_dim=head_dim,
+                      q_lora_rank=128 if model.q_lora_rank else 0)
     groups = _few_groups(model.groups, per_group)
     dense = sum(g.count for g in groups if g.kind == "dense")
     return attrs.evolve(
         model, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim, vocab=vocab,
-        ffn_width=ffn_width, moe=moe, linear=linear, mla=mla, mtp=0, groups=groups,
+        ffn_width=ffn_width, **blocks, mtp=0, groups=groups,
         layers=sum(g.count for g in groups), layer_types=None, max_positions=None,
         first_k_dense=dense if model.first_k_dense is not None else None)
 
@@ -215,7 +221,7 @@ def _layer_rows(name: str, path: str, kind: str | None, cfg: LayerConfig, measur
                 terms: dict[str, float], run: RunFacts, strategy: Strategy) -> list[Agreement]:
     """Return one layer's FLOPs and saved-bytes rows (flash priced iff only a fused kernel ran)."""
     part = f"{kind or 'layer'} ({path})"
-    kernels = measured.attention_kernels(path) if cfg.ops.get("attBMM", 0) > 0 else ()
+    kernels = measured.attention_kernels(path) if op_count(cfg.ops, OP.ATT_BMM) > 0 else ()
     strategy = strategy.with_(flash_attention=kernels == ("flash",))
     none, _, _ = layer_activation_bytes(cfg, run, strategy)
     return [Agreement(name, part, "forward FLOPs", measured.flops.get(path, 0.0),

@@ -1,11 +1,12 @@
-"""The config reference modules build from: hpdsl.slots.ModuleConfig, re-exported here for the torch side.
+"""The config reference modules build from: hpdsl.bound.config.ModuleConfig, re-exported for the torch side.
 
-It lives in hpdsl/slots.py (no torch there) because the layout check evaluates
-a family's layout dims against the very configs the backend builds modules from.
+It lives in hpdsl/bound/config.py (no torch there) because the layout check
+evaluates a family's layout dims against the very configs the backend builds
+modules from.
 """
 
 from __future__ import annotations
 
-from hpdsl.slots import ModuleConfig
+from hpdsl.bound.config import ModuleConfig
 
 __all__ = ["ModuleConfig"]

@@ -41,8 +41,8 @@ from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, Ro
 from hpdsl.errors import BuildError
 from hpdsl.ir.layouts import covers, declared_params, evaluate_dim, layout_for, render_dims, split_problem, whole
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
-from hpdsl.slots import dim_environment
-from hpdsl.spec import LAYOUT_AXES
+from hpdsl.bound.config import dim_environment
+from hpdsl.model.layouts import LAYOUT_AXES
 from hpdsl.torch.mesh import JobMesh
 
 

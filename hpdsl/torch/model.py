@@ -1,6 +1,6 @@
 """A compiled model (ModelIR) into a torch model, layer by layer, each slot built through its family.
 
-The model is bound to its profile first (hpdsl.cost.bind): every layer is built
+The model is bound to its profile first (hpdsl.bound.bind): every layer is built
 from the very LayerConfig the estimator prices, so the parameters of the built
 model equal `parameters(bind(model, profile)).total` exactly. A layer's kind
 decides its flavours: the attention slot (`mixer`) holds full attention, a
@@ -9,7 +9,7 @@ the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts
 and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
 ffMM matrices (3 gated, 2 plain) and normOp norms. Which role each slot fills
-and the config it is built from come from hpdsl/slots.py, which the layout
+and the config it is built from come from hpdsl/bound/slots.py, which the layout
 check reads too, and the role's family from hpdsl.spec.SLOT_FAMILIES.
 """
 
@@ -23,11 +23,11 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.cost.bind import CostModel, LayerConfig, bind
+from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
-from hpdsl.slots import (
+from hpdsl.bound.slots import (
     ModuleConfig, cross_attention_config, layer_shape, mixer_role, shared_expert_config,
 )
 from hpdsl.spec import SLOT_FAMILIES
@@ -37,6 +37,8 @@ from hpdsl.torch.mesh import JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MLAttention, MoE
 from hpdsl.torch.modules.common import make_norm
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
 
 DEFAULT_FAMILIES: Mapping[str, str] = SLOT_FAMILIES
 """The family that fills each slot role, unless build_model is told otherwise (hpdsl.spec.SLOT_FAMILIES)."""
@@ -62,7 +64,7 @@ class _Builder:
         """Build the layer `index` of `kind` at path `fqn`."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
         attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
-        cfg = ModuleConfig.from_layer(bound, self.model, gated=matrices == 3, causal=causal)
+        cfg = attrs.evolve(bound, gated=matrices == 3, causal=causal)
         _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
         if attentions == 2 and not cross:
             raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
@@ -140,7 +142,7 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
 
 def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     model = builder.model
-    cfg = ModuleConfig.from_layer(builder.cost.base, model)
+    cfg = builder.cost.base
     embed = nn.Embedding(model.vocab, model.hidden)
     head = None if model.tie_embeddings else nn.Linear(model.hidden, model.vocab, bias=False)
     kinds = {g.kind for g in model.groups}
@@ -195,7 +197,7 @@ def _layer_shape(bound: LayerConfig, kind: str | None, model: ModelIR, fqn: str)
 
 
 def _check_norms(bound: LayerConfig, expected: int, kind: str | None, fqn: str) -> None:
-    count = bound.layer_norms if bound.layer_norms is not None else bound.ops.get("normOp", 0)
+    count = bound.layer_norms if bound.layer_norms is not None else op_count(bound.ops, OP.NORM)
     if count != expected:
         raise BuildError(f"{fqn}: kind '{kind}' prices {count} norms per layer, but its layer has "
                          f"{expected} (one before each attention and one before the feed-forward)")

@@ -14,7 +14,7 @@ from hpdsl.check.layouts import variant_tp_values
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.resources import stdlib_files
-from hpdsl.slots import DIM_NAMES, ModuleConfig
+from hpdsl.bound.config import DIM_NAMES, ModuleConfig
 from hpdsl.spec import SLOT_FAMILIES
 from hpdsl.syntax import parse_source, parse_text
 
@@ -67,7 +67,7 @@ family mlp {
 }
 model ok : p {
   hidden 64  layers 2  heads 4  vocab 10  ffn_width 64
-  moe { experts 4  top_k 1  width 32  shared 1  shared_width 24 }
+  moe { experts 4  top_k 1  expert_width 32  shared_experts 1  shared_width 24 }
   stack [dense, moe]
 }
 """
@@ -105,5 +105,5 @@ def test_the_standard_library_checks_clean_and_every_family_has_a_layout() -> No
 
 def test_dims_read_the_int_and_bool_fields_of_the_slot_config() -> None:
     fields = {f.name: f.type for f in attrs.fields(ModuleConfig)}
-    assert set(DIM_NAMES) == {name for name, type_ in fields.items() if type_ in ("int", "bool")}
+    assert set(DIM_NAMES) == {name for name, type_ in fields.items() if type_ in (int, bool)}
     assert {"hidden", "heads", "head_dim", "kv_heads", "ffn_width", "experts", "output_gate"} <= set(DIM_NAMES)

@@ -70,7 +70,7 @@ def test_unknown_profile_suggests_the_close_one() -> None:
 
 
 def test_unknown_block_field_suggests_the_close_one() -> None:
-    text = f"model m : qwen {{ {DIMS}  layers 4  moe {{ experts 8  topk 2  width 64 }} }}"
+    text = f"model m : qwen {{ {DIMS}  layers 4  moe {{ experts 8  topk 2  expert_width 64 }} }}"
     diagnostics = _check(text)
     assert sorted(d.code for d in diagnostics) == ["incomplete-block", "unknown-field"]
     unknown = next(d for d in diagnostics if d.code == "unknown-field")

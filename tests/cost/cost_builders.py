@@ -5,9 +5,10 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from blocks import linear, mla, moe
 from hpdsl.cost import bind
-from hpdsl.cost.bind import CostModel
-from hpdsl.ir.nodes import KindIR, LayerGroup, LinearDims, ModelIR, MoeDims, ProfileIR, RunFacts
+from hpdsl.bound.bind import CostModel
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, RunFacts
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
        "linrec")
@@ -50,7 +51,7 @@ def moe_model(*, layers: int = 4, first_dense: int = 1, experts: int = 8, top_k:
     groups += [LayerGroup("moe", mtp, True)] if mtp else []
     model = ModelIR("moe", "ds", hidden=256, layers=layers, heads=8, vocab=1000, kv_heads=8,
                     ffn_width=1024, mtp=mtp, first_k_dense=first_dense,
-                    moe=MoeDims(experts, top_k, 128, shared, 128), groups=tuple(groups))
+                    **moe(experts, top_k, 128, shared, 128), groups=tuple(groups))
     return bind(model, ProfileIR("ds", kinds, default="moe"))
 
 
@@ -72,7 +73,7 @@ def hybrid_model(*, pattern: tuple[str, ...] = ("lin", "lin", "lin", "full") * 2
             groups.append(LayerGroup(kind, 1))
     model = ModelIR("hybrid", "h", hidden=256, layers=len(pattern), heads=8, vocab=1000, kv_heads=2,
                     head_dim=64, ffn_width=512, qk_norm=True, output_gate=True,
-                    linear=LinearDims(4, 32, 8, 32, 4), groups=tuple(groups))
+                    **linear(4, 32, 8, 32, 4), groups=tuple(groups))
     return bind(model, ProfileIR("h", {"full": full, "lin": lin}, default="full"))
 
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from blocks import linear, mla, moe
 from hpdsl.cost import bind
-from hpdsl.cost.bind import linear_attention_fields, param_casts
-from hpdsl.ir.nodes import KindIR, LayerGroup, LinearDims, ModelIR, MoeDims, ProfileIR
+from hpdsl.bound.bind import linear_attention_fields
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
 
 OPS = dict.fromkeys(("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather",
                      "headCast", "ffAct", "linrec"), 1)
 
 
 def test_linear_attention_gold() -> None:
-    fields = linear_attention_fields(1024, LinearDims(8, 64, 16, 64, 4))
+    model = ModelIR("m", "p", hidden=1024, layers=1, heads=16, vocab=10, **linear(8, 64, 16, 64, 4))
+    fields = linear_attention_fields(model)
     assert (fields["attn_kind"], fields["heads"], fields["head_dim"]) == ("linear", 16, 64)
     assert fields["kv_heads"] == 8 and fields["output_gate"] is True
-    assert fields["qk_norms"] == 0
+    assert fields["qk_norm"] is False
     assert fields["attn_extra_params"] == 41056  # 40960 + 2·n_v + d_v (domain.md §4.2)
 
 
@@ -22,7 +24,7 @@ def _deepseek_shaped() -> tuple[ModelIR, ProfileIR]:
     profile = ProfileIR("deepseek", {"dense": KindIR("dense", OPS, "full", "dense"),
                                      "moe": KindIR("moe", OPS, "full", "moe")}, default="moe")
     model = ModelIR("ds", "deepseek", hidden=1024, layers=4, heads=8, vocab=100, ffn_width=2816,
-                    mtp=1, first_k_dense=1, moe=MoeDims(8, 2, 512, 1),
+                    mtp=1, first_k_dense=1, **moe(8, 2, 512, 1),
                     groups=(LayerGroup("dense", 1), LayerGroup("moe", 3), LayerGroup("moe", 1, True)))
     return model, profile
 
@@ -50,8 +52,3 @@ def test_one_kind_that_changes_nothing_is_one_group_of_all_layers() -> None:
     assert [(g.kind, g.count, g.mtp) for g in cost.groups] == [(None, 33, False)]
 
 
-def test_param_casts_follow_optimizer_sharding() -> None:
-    ops = {"attMM": 4, "ffMM": 3}
-    assert param_casts(ops, optimizer_sharded=False) == (4, 3)
-    assert param_casts(ops, optimizer_sharded=True) == (0, 0)
-    assert param_casts(ops, optimizer_sharded=True, keeps_param_casts=True) == (4, 3)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from blocks import linear, mla, moe
 from hpdsl.cost import bind
-from hpdsl.ir.nodes import KindIR, LayerGroup, LinearDims, ModelIR, MoeDims, ProfileIR
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct", "linrec")
 positive = st.integers(1, 64)
@@ -38,8 +39,8 @@ def bound_models(draw: st.DrawFn):
         name="m", profile="p", hidden=draw(positive) * 8, layers=sum(c for _, c in body),
         heads=heads, vocab=draw(positive), kv_heads=draw(st.sampled_from([None, 1, heads])),
         ffn_width=draw(positive), mtp=mtp, qk_norm=draw(st.booleans()),
-        moe=MoeDims(draw(st.integers(2, 16)), 2, draw(positive), draw(st.integers(0, 2))),
-        linear=LinearDims(draw(positive), draw(positive), draw(positive), draw(positive), 4),
+        **moe(draw(st.integers(2, 16)), 2, draw(positive), draw(st.integers(0, 2))),
+        **linear(draw(positive), draw(positive), draw(positive), draw(positive), 4),
         groups=tuple(groups))
     profile = ProfileIR("p", profile_kinds, default=draw(st.sampled_from(names)))
     return bind(model, profile)

@@ -10,7 +10,8 @@ from hpdsl.check import check_files
 from hpdsl.check.scope import Scope
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_models import lower_model, lower_models
-from hpdsl.ir.nodes import LayerGroup, LinearDims, MlaDims, ModelIR, MoeDims
+from hpdsl.ir.nodes import LayerGroup, ModelIR, block_stated
+from hpdsl.model.fields import block_fields
 from hpdsl.resources import stdlib_files
 from hpdsl.syntax import parse_source
 
@@ -63,12 +64,11 @@ def test_deepseek_v3_fields_and_blocks() -> None:
     assert (model.hidden, model.layers, model.heads, model.kv_heads, model.vocab) == (
         7168, 61, 128, 128, 129280)
     assert (model.ffn_width, model.first_k_dense, model.mtp) == (18432, 3, 1)
-    assert model.mla == MlaDims(kv_lora_rank=512, rope_dim=64, nope_dim=128, v_head_dim=128,
-                                q_lora_rank=1536)
-    assert model.moe == MoeDims(experts=256, top_k=8, width=2048, shared=1, shared_gate=False,
-                                router_bias=False)
-    assert model.moe.shared_width is None  # unstated: the routed width
-    assert model.linear is None and model.head_dim is None
+    assert _block(model, "mla") == dict(kv_lora_rank=512, rope_dim=64, nope_dim=128, v_head_dim=128,
+                                        q_lora_rank=1536)
+    assert _block(model, "moe") == dict(experts=256, top_k=8, expert_width=2048, shared_experts=1,
+                                        shared_width=None, shared_gate=False, router_bias=False)
+    assert not block_stated(model, "linear") and model.head_dim is None
     assert not model.stack_stated and model.layer_types is None
     assert (model.source.file, model.source.line) == ("examples/deepseek_v3.hpf", 7)
 
@@ -78,10 +78,10 @@ def test_qwen3_next_fields_and_blocks() -> None:
     assert model.stack_stated
     assert (model.qk_norm, model.output_gate, model.tie_embeddings) == (True, True, False)
     assert (model.norm, model.mlp, model.activation) == ("rmsnorm", "gated", "silu")
-    assert model.linear == LinearDims(key_heads=16, key_head_dim=128, value_heads=32,
-                                      value_head_dim=128, conv=4)
-    assert model.moe is not None and model.moe.shared_gate is True
-    assert (model.moe.shared, model.moe.shared_width) == (1, 512)
+    assert _block(model, "linear") == dict(key_heads=16, key_head_dim=128, value_heads=32,
+                                           value_head_dim=128, conv=4)
+    assert block_stated(model, "moe") and model.shared_gate is True
+    assert (model.shared_experts, model.shared_width) == (1, 512)
 
 
 def test_t5_small_counts_both_towers() -> None:
@@ -96,15 +96,17 @@ def test_unstated_fields_stay_none_and_mtp_is_zero() -> None:
     assert model.mtp == 0
     unstated = ("kv_heads", "head_dim", "max_positions", "first_k_dense",
                 "layer_norms", "tie_embeddings", "qk_norm", "output_gate", "qkv_bias", "o_bias",
-                "mlp_bias", "norm_bias", "norm", "mlp", "activation", "moe", "linear", "mla")
+                "mlp_bias", "norm_bias", "norm", "mlp", "activation")
     assert {name: getattr(model, name) for name in unstated} == dict.fromkeys(unstated)
+    assert not any(block_stated(model, block) for block in ("moe", "linear", "mla"))
 
 
 def test_flags_are_true_and_the_first_statement_wins_in_blocks() -> None:
     model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100  ffn_width 128  qk_norm  o_bias false\n"
-                   "  moe { experts 4  top_k 1  width 32  shared 1  shared_gate } }")
+                   "  moe { experts 4  top_k 1  expert_width 32  shared_experts 1  shared_gate } }")
     assert (model.qk_norm, model.o_bias) == (True, False)
-    assert model.moe == MoeDims(experts=4, top_k=1, width=32, shared=1, shared_gate=True)
+    assert _block(model, "moe") == dict(experts=4, top_k=1, expert_width=32, shared_experts=1,
+                                        shared_width=None, shared_gate=True, router_bias=None)
 
 
 def test_layer_types_lower_to_names_and_groups() -> None:
@@ -127,3 +129,7 @@ def test_lower_models_keeps_declaration_order() -> None:
     scope = _scope("model b { hidden 64  layers 1  heads 4  vocab 100  ffn_width 128 }\n"
                    "model a { hidden 64  layers 1  heads 4  vocab 100  ffn_width 128 }")
     assert list(lower_models(scope)) == ["b", "a"]
+
+
+def _block(model: ModelIR, block: str) -> dict[str, object]:
+    return {name: getattr(model, name) for name in block_fields(block)}

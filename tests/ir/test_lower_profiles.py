@@ -11,7 +11,9 @@ from hpdsl.check.scope import Scope
 from hpdsl.ir.lower_profiles import lower_profile, lower_profiles, lower_vocabulary
 from hpdsl.ir.nodes import FactsIR, OpInfo, ProfileIR, RunFacts
 from hpdsl.resources import data_dir
-from hpdsl.spec import DEFAULT_RUN
+from hpdsl.model.fields import RUN_FACTS
+
+DEFAULT_RUN = {name: fact.default for name, fact in RUN_FACTS.items()}
 from hpdsl.syntax import parse_text
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",

@@ -12,17 +12,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from blocks import linear, mla, moe
 from hpdsl.cost import bind
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.flops import HEAD_CAST, SOFTMAX
 from hpdsl.cost.pricing import price_grid
 from hpdsl.cost.strategy import RECOMPUTE, ZERO, Strategy, StrategyGrid, validate_strategy
-from hpdsl.ir.nodes import KindIR, LayerGroup, LinearDims, ModelIR, MoeDims, ProfileIR, RunFacts
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, RunFacts
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
        "linrec")
@@ -41,7 +44,7 @@ class Spec:
     head_dim: int
     layers: int
     hybrid: bool
-    moe: MoeDims | None
+    moe: dict[str, Any] | None
     mtp: int
     run: RunFacts
 
@@ -59,7 +62,7 @@ class Spec:
         groups += [LayerGroup(pattern[-1], self.mtp, True)] if self.mtp else []
         model = ModelIR("m", "p", hidden=self.hidden, layers=len(pattern), heads=self.heads,
                         vocab=512, kv_heads=self.kv_heads, head_dim=self.head_dim, ffn_width=4 * self.hidden,
-                        mtp=self.mtp, moe=self.moe, linear=LinearDims(4, 16, 8, 16, 4),
+                        mtp=self.mtp, **(self.moe or {}), **linear(4, 16, 8, 16, 4),
                         groups=tuple(groups))
         return bind(model, ProfileIR("p", kinds, default="full", run=self.run))
 
@@ -67,15 +70,16 @@ class Spec:
 @st.composite
 def specs(draw: st.DrawFn) -> Spec:
     heads = draw(st.sampled_from([4, 8]))
-    moe = draw(st.none() | st.builds(MoeDims, experts=st.sampled_from([4, 8]),
-                                     top_k=st.integers(1, 2), width=st.sampled_from([32, 64]),
-                                     shared=st.integers(0, 1), shared_width=st.just(32)))
+    moe_block = st.builds(moe, experts=st.sampled_from([4, 8]), top_k=st.integers(1, 2),
+                          expert_width=st.sampled_from([32, 64]), shared_experts=st.integers(0, 1),
+                          shared_width=st.just(32))
+    moe_fields = draw(st.none() | moe_block)
     run = RunFacts(dropout_bytes=draw(st.sampled_from([0, 1])), norm_bytes=draw(st.sampled_from([2, 4])),
                    shard_activations=draw(st.booleans()))
     return Spec(ops={op: draw(st.integers(0, 4)) for op in OPS}, hidden=draw(st.sampled_from([64, 128])),
                 heads=heads, kv_heads=draw(st.sampled_from([heads, 4])),
                 head_dim=draw(st.sampled_from([16, 32])), layers=draw(st.integers(2, 6)),
-                hybrid=draw(st.booleans()), moe=moe, mtp=draw(st.integers(0, 1)), run=run)
+                hybrid=draw(st.booleans()), moe=moe_fields, mtp=draw(st.integers(0, 1)), run=run)
 
 
 @st.composite
@@ -85,15 +89,15 @@ def strategies(draw: st.DrawFn, cost_model: CostModel, *, first_n: bool = True) 
     tp, cp, pp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
     dp = draw(st.sampled_from([1, 2]))
     mesh = dp * cp * tp
-    experts = model.moe.experts if model.moe else 1
+    experts = model.experts or 1
     ep = draw(st.sampled_from([e for e in (1, 2, 4) if experts % e == 0 and mesh % e == 0]))
-    etp = draw(st.sampled_from([1, 2] if model.moe and (mesh // ep) % 2 == 0 else [1]))
+    etp = draw(st.sampled_from([1, 2] if model.experts and (mesh // ep) % 2 == 0 else [1]))
     a2a_ok = model.heads % (tp * cp) == 0
     strategy = Strategy(
         tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
         vpp=draw(st.sampled_from([1, 2] if pp == 2 and model.layers >= 4 else [1])),
         cp_kind=draw(st.sampled_from(["ring", "a2a"] if a2a_ok else ["ring"])),
-        sequence_parallel=True if model.moe and tp > 1 else draw(st.sampled_from([None, True, False])),
+        sequence_parallel=True if model.experts and tp > 1 else draw(st.sampled_from([None, True, False])),
         micro_batch=draw(st.sampled_from([1, 2])), global_batch=BATCH,
         seq_len=draw(st.sampled_from([64, 128])), recompute=draw(st.sampled_from(RECOMPUTE)),
         recompute_layers=draw(st.sampled_from([None, None, 1])) if first_n else None,
@@ -134,7 +138,8 @@ def test_score_less_layers_remove_exactly_their_score_terms(spec: Spec, data: st
     n = spec.layers
     k = data.draw(st.integers(1, n - 1))
     seq = data.draw(st.sampled_from([64, 256]))
-    spec = attrs.evolve(spec, moe=None, hybrid=False, mtp=0)
+    # A full-attention kind counts no delta-rule updates (the checker holds linrec to `attention linear`).
+    spec = attrs.evolve(spec, moe=None, hybrid=False, mtp=0, ops=dict(spec.ops, linrec=0))
     full = spec.build(pattern=("full",) * n)
     mixed = spec.build(pattern=("lin",) * k + ("full",) * (n - k), score_less=True)
     strategy = Strategy(global_batch=BATCH, seq_len=seq)

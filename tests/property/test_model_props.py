@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
 from hpdsl.diagnostics import Source
+from hpdsl.ir.nodes import block_stated
 
 dims = st.integers(-2, 12)
 
@@ -53,8 +54,8 @@ def test_a_clean_model_is_coherent_and_priceable(text: str) -> None:
     assert sum(g.count for g in model.groups if g.mtp) == model.mtp
     kinds = [profile.kinds[g.kind] for g in model.groups]
     if any(k.attention == "linear" for k in kinds):
-        assert model.linear is not None
-    if any(k.ffn == "moe" for k in kinds) or model.moe is not None:
-        assert model.moe is not None and model.moe.width > 0 and model.moe.top_k <= model.moe.experts
+        assert block_stated(model, "linear")
+    if any(k.ffn == "moe" for k in kinds) or block_stated(model, "moe"):
+        assert block_stated(model, "moe") and model.expert_width > 0 and model.top_k <= model.experts
     report = parameters(bind(model, profile))
     assert report.total > 0 and 0 < report.active <= report.total

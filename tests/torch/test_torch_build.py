@@ -19,7 +19,7 @@ from hpdsl.torch.modules import (
 )
 
 CFG = ModuleConfig(hidden=32, heads=4, head_dim=8, kv_heads=2, ffn_width=64, experts=4, top_k=2,
-                   lin_key_heads=2, lin_key_head_dim=8, lin_value_heads=4, lin_value_head_dim=8, lin_conv=4)
+                   key_heads=2, key_head_dim=8, value_heads=4, value_head_dim=8, conv=4)
 FIXTURES = ("torch_fixture_modules.",)
 
 

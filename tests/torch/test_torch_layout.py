@@ -63,13 +63,13 @@ family sharded_decay {
   variant chunked "hpdsl.torch.modules:ChunkedGatedDeltaNet" default
       params(in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj)
   layout {
-    in_proj_qkvz.weight (2 * lin_key_heads * lin_key_head_dim + 2 * lin_value_heads * lin_value_head_dim, hidden) replicate
-    in_proj_ba.weight   (2 * lin_value_heads, hidden) replicate
-    conv1d.weight       (2 * lin_key_heads * lin_key_head_dim + lin_value_heads * lin_value_head_dim, 1, lin_conv) replicate
-    dt_bias             (lin_value_heads) replicate
-    A_log               (lin_value_heads) colwise
-    norm.weight         (lin_value_head_dim) replicate
-    out_proj.weight     (hidden, lin_value_heads * lin_value_head_dim) replicate
+    in_proj_qkvz.weight (2 * key_heads * key_head_dim + 2 * value_heads * value_head_dim, hidden) replicate
+    in_proj_ba.weight   (2 * value_heads, hidden) replicate
+    conv1d.weight       (2 * key_heads * key_head_dim + value_heads * value_head_dim, 1, conv) replicate
+    dt_bias             (value_heads) replicate
+    A_log               (value_heads) colwise
+    norm.weight         (value_head_dim) replicate
+    out_proj.weight     (hidden, value_heads * value_head_dim) replicate
   }
 }
 """
@@ -213,8 +213,8 @@ def test_an_indivisible_width_names_the_module_parameter_size_and_tp(tp8, stdlib
 
 
 def test_only_linear_modules_are_sharded(tp8, custom_registry) -> None:
-    cfg = ModuleConfig(hidden=64, lin_key_heads=8, lin_key_head_dim=8, lin_value_heads=8, lin_value_head_dim=8,
-                       lin_conv=4)
+    cfg = ModuleConfig(hidden=64, key_heads=8, key_head_dim=8, value_heads=8, value_head_dim=8,
+                       conv=4)
     with pytest.raises(BuildError, match=r"shards only nn\.Linear modules.*the module is a ChunkedGatedDeltaNet "
                                          r"with dt_bias replicate, A_log colwise\(0\)"):
         with torch.device("meta"):

@@ -15,8 +15,8 @@ from hpdsl.torch.modules import (
 from hpdsl.torch.modules.deltanet import chunked_delta_rule, recurrent_delta_rule
 from hpdsl.torch.modules.moe import mxfp8_round
 
-GDN = ModuleConfig(hidden=64, lin_key_heads=2, lin_key_head_dim=16, lin_value_heads=4,
-                   lin_value_head_dim=16, lin_conv=4, attn_kind="linear")
+GDN = ModuleConfig(hidden=64, key_heads=2, key_head_dim=16, value_heads=4,
+                   value_head_dim=16, conv=4, attn_kind="linear")
 ATTN = ModuleConfig(hidden=64, heads=4, head_dim=16, kv_heads=2, qk_norm=True, output_gate=True)
 
 

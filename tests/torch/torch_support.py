@@ -29,7 +29,7 @@ model tiny_qwen3_next : qwen3_5 {
   tie_embeddings false
   qkv_bias false  o_bias false  mlp_bias false  qk_norm  output_gate
   norm rmsnorm  norm_bias false  mlp gated  activation silu
-  moe { experts 8  top_k 2  width 32  shared 1  shared_width 32  shared_gate  router_bias false }
+  moe { experts 8  top_k 2  expert_width 32  shared_experts 1  shared_width 32  shared_gate  router_bias false }
   linear { key_heads 2  key_head_dim 16  value_heads 4  value_head_dim 16  conv 4 }
   stack [linear_attention * 3, full_attention]
   mtp 1
@@ -41,7 +41,7 @@ model tiny_deepseek_v3 : deepseek {
   qkv_bias false  o_bias false  mlp_bias false  qk_norm false  output_gate false
   norm rmsnorm  norm_bias false  mlp gated  activation silu
   mla { q_lora_rank 32  kv_lora_rank 16  rope_dim 8  nope_dim 16  v_head_dim 16 }
-  moe { experts 8  top_k 2  width 32  shared 1  shared_gate false  router_bias false }
+  moe { experts 8  top_k 2  expert_width 32  shared_experts 1  shared_gate false  router_bias false }
 }
 // Full attention with QK-norm and MoE in every layer: runs under cp and ep.
 model tiny_moe : qwen {
@@ -49,7 +49,7 @@ model tiny_moe : qwen {
   tie_embeddings false
   qkv_bias false  o_bias false  mlp_bias false  qk_norm  output_gate false
   norm rmsnorm  norm_bias false  mlp gated  activation silu
-  moe { experts 8  top_k 2  width 32  shared 1  shared_width 32  router_bias false }
+  moe { experts 8  top_k 2  expert_width 32  shared_experts 1  shared_width 32  router_bias false }
 }
 // A dense model with biases everywhere and LayerNorm, tied embeddings.
 model tiny_dense : llama2 {

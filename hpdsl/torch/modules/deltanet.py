@@ -49,9 +49,9 @@ class GatedDeltaNet(nn.Module):
                  context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
         super().__init__()
         refuse_axis(context, "cp", type(self).__name__, module_fqn)
-        n_k, d_k = config.lin_key_heads, config.lin_key_head_dim
-        n_v, d_v = config.lin_value_heads, config.lin_value_head_dim
-        if min(n_k, d_k, n_v, d_v, config.lin_conv) < 1:
+        n_k, d_k = config.key_heads, config.key_head_dim
+        n_v, d_v = config.value_heads, config.value_head_dim
+        if min(n_k, d_k, n_v, d_v, config.conv) < 1:
             raise ValueError("a Gated DeltaNet needs positive linear dims (key/value heads and dims, conv)")
         if n_v % n_k:
             raise ValueError(f"{n_v} value heads cannot share {n_k} key heads evenly")
@@ -61,8 +61,8 @@ class GatedDeltaNet(nn.Module):
         h = config.hidden
         self.in_proj_qkvz = nn.Linear(h, 2 * key_dim + 2 * value_dim, bias=False)
         self.in_proj_ba = nn.Linear(h, 2 * n_v, bias=False)
-        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, config.lin_conv, groups=self.conv_dim,
-                                padding=config.lin_conv - 1, bias=False)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, config.conv, groups=self.conv_dim,
+                                padding=config.conv - 1, bias=False)
         self.dt_bias = nn.Parameter(torch.empty(n_v))
         self.A_log = nn.Parameter(torch.empty(n_v))
         self.norm = GatedRMSNorm(d_v, config.norm_eps)
@@ -80,14 +80,14 @@ class GatedDeltaNet(nn.Module):
         """Mix `x` [b, s, h] causally with the gated delta rule; return [b, s, h]."""
         c = self.config
         batch, seq, _ = x.shape
-        key_dim, value_dim = c.lin_key_heads * c.lin_key_head_dim, c.lin_value_heads * c.lin_value_head_dim
+        key_dim, value_dim = c.key_heads * c.key_head_dim, c.value_heads * c.value_head_dim
         qkv, z = self.in_proj_qkvz(x).split([2 * key_dim + value_dim, value_dim], dim=-1)
-        b, a = self.in_proj_ba(x).split(c.lin_value_heads, dim=-1)
+        b, a = self.in_proj_ba(x).split(c.value_heads, dim=-1)
         # Each step keeps only its inputs for the backward, as causal-conv1d and FLA's kernels do.
         qkv = fused(self.short_convolution, qkv, self.conv1d.weight)
         q, k, v = qkv.split([key_dim, key_dim, value_dim], dim=-1)
         out = fused(self.gated_delta_rule, q, k, v, b, a, self.A_log, self.dt_bias)
-        out = self.norm(out, z.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim))
+        out = self.norm(out, z.reshape(batch, seq, c.value_heads, c.value_head_dim))
         return self.out_proj(out.reshape(batch, seq, value_dim))
 
     def short_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
@@ -102,12 +102,12 @@ class GatedDeltaNet(nn.Module):
         c = self.config
         batch, seq, _ = q.shape
         dtype = v.dtype
-        q = q.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
-        k = k.reshape(batch, seq, c.lin_key_heads, c.lin_key_head_dim)
-        v = v.reshape(batch, seq, c.lin_value_heads, c.lin_value_head_dim)
+        q = q.reshape(batch, seq, c.key_heads, c.key_head_dim)
+        k = k.reshape(batch, seq, c.key_heads, c.key_head_dim)
+        v = v.reshape(batch, seq, c.value_heads, c.value_head_dim)
         beta = torch.sigmoid(b.float())
         g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())
-        repeat = c.lin_value_heads // c.lin_key_heads
+        repeat = c.value_heads // c.key_heads
         if repeat > 1:
             q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
         q, k = F.normalize(q.float(), dim=-1, eps=1e-6), F.normalize(k.float(), dim=-1, eps=1e-6)

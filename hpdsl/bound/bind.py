@@ -17,58 +17,22 @@ from typing import Any
 
 import attrs
 
-from hpdsl.ir.nodes import FamilyIR, LinearDims, ModelIR, ProfileIR
+from hpdsl.bound.config import LayerConfig
+from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, block_stated
+from hpdsl.model.fields import FIELDS
 
 ATTENTION_FIELDS = (
-    "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params",
-    "qk_norms", "lin_key_heads", "lin_key_head_dim", "lin_value_heads", "lin_value_head_dim",
-    "lin_conv",
+    "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params", "qk_norm",
+    "key_heads", "key_head_dim", "value_heads", "value_head_dim", "conv",
 )
 """What an attention flavour assigns (upstream: attn_kind, a, dh, n_kv, attn_output_gate,
 attn_extra_p, n_qknorm, lin_n_k, lin_d_k, lin_n_v, lin_d_v, lin_conv)."""
 
 FFN_FIELDS = ("ffn_width", "top_k", "experts", "shared_experts", "shared_width", "shared_gate", "ep")
 """What a feed-forward flavour assigns (upstream: hff, n_chosen_exp, n_exp, n_shared_exp, ep;
-plus the shared experts' width and gate, which upstream folds into n_shared_exp)."""
-
-
-@attrs.frozen
-class LayerConfig:
-    """Everything one layer is priced with; the domain symbol of each field is in brackets."""
-
-    hidden: int                       # h
-    vocab: int                        # v
-    ops: dict[str, int]               # n_<op>, the kind's op vector
-    attn_kind: str                    # full | linear | mla
-    heads: int                        # a
-    head_dim: int                     # d_h
-    kv_heads: int | float             # n_kv (n_k·d_k/d_v for linear kinds, maybe fractional)
-    output_gate: bool                 # attn_output_gate: q projection doubled
-    attn_extra_params: int            # attn_extra_p: linear attention's conv, gates, decay, norm
-    qk_norms: int                     # n_qknorm
-    lin_key_heads: int = 0            # n_k
-    lin_key_head_dim: int = 0         # d_k
-    lin_value_heads: int = 0          # n_v
-    lin_value_head_dim: int = 0       # d_v
-    lin_conv: int = 0                 # K
-    q_lora_rank: int = 0              # d_c^q
-    kv_lora_rank: int = 0             # d_c^kv (0: not MLA)
-    rope_dim: int = 0                 # d_r
-    nope_dim: int = 0                 # qk_nope_head_dim
-    ffn_width: int = 0                # h_ff (h_e in a MoE layer)
-    dense_width: int = 0              # the model's dense width, what a dense kind restores
-    experts: int = 1                  # E
-    top_k: int = 1                    # k
-    shared_experts: int = 0           # E_s
-    shared_width: int = 0             # width of each shared expert
-    shared_gate: bool = False
-    ep: int | None = 1                # 1 for dense layers; None: the strategy's ep
-    qkv_bias: bool = False
-    o_bias: bool = False
-    mlp_bias: bool = False
-    norm_bias: bool = False
-    router_bias: bool = False
-    layer_norms: int | None = None    # norms per layer when not n_normOp
+plus the shared experts' width and gate, which upstream folds into n_shared_exp). In a bound
+layer, `ffn_width` is the width of the layer's feed-forward: the model's `ffn_width` in a dense
+layer, its `expert_width` in a MoE layer."""
 
 
 @attrs.frozen
@@ -166,32 +130,25 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
     """Return the model's config as its profile's default kind leaves it (the snapshot)."""
     default = profile.default or (model.groups[0].kind if model.groups else None)
     ops = dict(profile.kinds[default].ops) if default in profile.kinds else {}
-    mla = model.mla
+    stated = {name: getattr(model, name) for name in FIELDS if getattr(model, name) is not None}
+    mla, moe = block_stated(model, "mla"), block_stated(model, "moe")
     head_dim = model.head_dim or model.hidden // model.heads
-    if mla is not None:
-        head_dim = mla.v_head_dim or profile.v_head_dim or head_dim
-    moe = model.moe
-    return LayerConfig(
-        hidden=model.hidden, vocab=model.vocab, ops=ops,
-        attn_kind="mla" if mla is not None else "full",
-        heads=model.heads, head_dim=head_dim, kv_heads=model.kv_heads or model.heads,
-        output_gate=bool(model.output_gate), attn_extra_params=0,
-        qk_norms=1 if model.qk_norm else 0,
-        q_lora_rank=mla.q_lora_rank if mla else 0, kv_lora_rank=mla.kv_lora_rank if mla else 0,
-        rope_dim=mla.rope_dim if mla else 0, nope_dim=mla.nope_dim if mla else 0,
-        ffn_width=moe.width if moe else (model.ffn_width or 0),
-        dense_width=model.ffn_width or 0,
-        experts=moe.experts if moe else 1, top_k=moe.top_k if moe else 1,
-        shared_experts=moe.shared if moe else 0,
-        shared_width=(moe.shared_width or moe.width) if moe and moe.shared else 0,
-        shared_gate=bool(moe and moe.shared_gate), ep=None if moe else 1,
-        qkv_bias=bool(model.qkv_bias), o_bias=bool(model.o_bias), mlp_bias=bool(model.mlp_bias),
-        norm_bias=bool(model.norm_bias), router_bias=bool(moe and moe.router_bias),
-        layer_norms=model.layer_norms,
-    )
+    if mla:
+        head_dim = model.v_head_dim or profile.v_head_dim or head_dim
+    return LayerConfig(**{
+        **stated,
+        "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim,
+        "kv_heads": model.kv_heads or model.heads,
+        "ffn_width": model.expert_width if moe else (model.ffn_width or 0),
+        "experts": model.experts if moe else 1, "top_k": model.top_k if moe else 1,
+        "shared_experts": model.shared_experts if moe else 0,
+        "shared_width": (model.shared_width or model.expert_width) if moe and model.shared_experts else 0,
+        "ep": None if moe else 1, "gated": (model.mlp or "gated") == "gated",
+        "rope": not model.position_buckets,
+    })
 
 
-def linear_attention_fields(hidden: int, linear: LinearDims) -> dict[str, Any]:
+def linear_attention_fields(model: ModelIR) -> dict[str, Any]:
     """Return the attention fields of a gated-DeltaNet layer (domain.md §2.4 mapping).
 
     The value heads carry the q-side width, the key heads the kv side, the output
@@ -199,27 +156,26 @@ def linear_attention_fields(hidden: int, linear: LinearDims) -> dict[str, Any]:
     stream, the two per-head gate projections, each head's decay and time-step bias
     and the gated output norm's weight are stated apart as extra parameters.
     """
-    n_k, d_k = linear.key_heads, linear.key_head_dim
-    n_v, d_v = linear.value_heads, linear.value_head_dim
+    hidden = model.hidden
+    n_k, d_k = model.key_heads, model.key_head_dim
+    n_v, d_v = model.value_heads, model.value_head_dim
     kv_heads = n_k * d_k / d_v
     return {
         "attn_kind": "linear", "heads": n_v, "head_dim": d_v,
         "kv_heads": int(kv_heads) if kv_heads.is_integer() else kv_heads,
         "output_gate": True,
-        "attn_extra_params": linear.conv * (2 * n_k * d_k + n_v * d_v) + 2 * hidden * n_v + 2 * n_v + d_v,
-        "qk_norms": 0,  # the kernel normalises queries and keys itself, with no weights
-        "lin_key_heads": n_k, "lin_key_head_dim": d_k, "lin_value_heads": n_v,
-        "lin_value_head_dim": d_v, "lin_conv": linear.conv,
+        "attn_extra_params": model.conv * (2 * n_k * d_k + n_v * d_v) + 2 * hidden * n_v + 2 * n_v + d_v,
+        "qk_norm": False,  # the kernel normalises queries and keys itself, with no weights
     }
 
 
 def _ffn_fields(base: LayerConfig, model: ModelIR, flavour: str | None) -> dict[str, Any]:
     if flavour == "dense":
-        return {"ffn_width": base.dense_width, "top_k": 1, "experts": 1, "shared_experts": 0,
+        return {"ffn_width": model.ffn_width or 0, "top_k": 1, "experts": 1, "shared_experts": 0,
                 "ep": 1, "shared_width": 0, "shared_gate": False}
     fields = {name: getattr(base, name) for name in FFN_FIELDS}
-    if flavour == "moe" and model.moe is not None:
-        fields["ffn_width"] = model.moe.width
+    if flavour == "moe" and block_stated(model, "moe"):
+        fields["ffn_width"] = model.expert_width
     return fields
 
 
@@ -228,8 +184,8 @@ def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
     kind = profile.kinds[name]
     fields: dict[str, Any] = {"ops": dict(kind.ops)}
     if any(profile.kinds[k].attention != "full" for k in used):
-        if kind.attention == "linear" and model.linear is not None:
-            fields.update(linear_attention_fields(model.hidden, model.linear))
+        if kind.attention == "linear" and block_stated(model, "linear"):
+            fields.update(linear_attention_fields(model))
         else:
             fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
     if any(profile.kinds[k].ffn is not None for k in used):
@@ -243,10 +199,3 @@ def _needs_kinds(used: list[str], profile: ProfileIR) -> bool:
         return True
     kind = profile.kinds[used[0]]
     return kind.attention != "full" or kind.ffn is not None or kind.name != profile.default
-
-
-def param_casts(ops: Mapping[str, int], *, optimizer_sharded: bool,
-                keeps_param_casts: bool | None = None) -> tuple[int, int]:
-    """Return (n_attParamCast, n_ffParamCast): a cast beside each matmul unless the optimizer shards."""
-    keeps = (not optimizer_sharded) if keeps_param_casts is None else keeps_param_casts
-    return (ops.get("attMM", 0), ops.get("ffMM", 0)) if keeps else (0, 0)

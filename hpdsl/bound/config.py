@@ -1,0 +1,117 @@
+"""The bound layer config: every model field plus what binding and building decide, one record.
+
+A `LayerConfig` holds one layer as the estimator prices it and the torch backend
+builds it: every field of hpdsl/model/fields.py under its own name (a new field
+appears here with no edit), and the BOUND values, which are not stated in a
+model but follow from its profile and kind (the op vector, the attention
+flavour, the expert-parallel degree, ...) or from the slot a module fills (the
+slot's feed-forward width, causality). A module is built from the config of its
+slot, so `ModuleConfig` is the same record. A family's layout dims read these
+names (DIM_NAMES).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import attrs
+
+from hpdsl.model.fields import FIELDS, Field
+
+
+@attrs.frozen
+class Bound:
+    """A value of the bound config that no model states: its type, default and meaning."""
+
+    name: str
+    type: Any
+    default: Any
+    meaning: str
+
+
+BOUND: dict[str, Bound] = {b.name: b for b in (
+    Bound("ops", dict, None, "the kind's op vector (op name → count)"),
+    Bound("attn_kind", str, "full", "the mixer's attention: full, linear or mla"),
+    Bound("attn_extra_params", int, 0, "linear attention's parameters beside its projections "
+                                       "(convolution, gates, decay, output norm)"),
+    Bound("ep", Optional[int], 1, "expert-parallel degree: 1 for dense layers, None for the strategy's"),  # noqa: UP007
+    Bound("gated", bool, True, "the feed-forward is gated (gate·up·down) rather than plain (up·down)"),
+    Bound("causal", bool, True, "the mixer attends only to earlier positions"),
+    Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
+    Bound("rope_theta", float, 10000.0, "the rotary base"),
+    Bound("norm_eps", float, 1e-6, "the normalisations' epsilon"),
+)}
+"""What binding and building add to the model's fields."""
+
+
+def _layer_default(field: Field) -> Any:
+    """Return what a config holds for a field nobody set: its table default, else false or 0.
+
+    A count that may legally be 0 but has no default (`layer_norms`) stays None:
+    there, absent and 0 mean different things.
+    """
+    if field.default is not None:
+        return field.default
+    if field.type == "int" and field.minimum == 0:
+        return None
+    return {"bool": False, "float": 0.0, "string": "", "choice": ""}.get(field.type, 0)
+
+
+def _attribute(field: Field) -> Any:
+    kind = {"int": int, "float": float, "bool": bool}.get(field.type, str)
+    return attrs.field(default=_layer_default(field), type=kind)
+
+
+class _Derived:
+    """What a layer config computes from its values."""
+
+    __slots__ = ()
+
+    @property
+    def q_head_dim(self) -> int:
+        """Return MLA's query/key head dim (no-position part plus rotary part)."""
+        values: Any = self
+        return int((values.nope_dim or values.head_dim) + values.rope_dim)
+
+
+if TYPE_CHECKING:
+    class LayerConfig(_Derived):
+        """One layer's config: every model field and every BOUND value, by name."""
+
+        hidden: int
+        ops: dict[str, int]
+
+        def __init__(self, **values: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    LayerConfig = attrs.make_class("LayerConfig", {
+        "hidden": attrs.field(type=int, kw_only=True),
+        **{name: _attribute(field) for name, field in FIELDS.items() if name != "hidden"},
+        **{b.name: attrs.field(default=b.default, type=b.type, kw_only=True) if b.name != "ops"
+           else attrs.field(factory=dict, type=dict, kw_only=True) for b in BOUND.values()},
+    }, bases=(_Derived,), frozen=True, slots=True, kw_only=True)
+    LayerConfig.__doc__ = "One layer's config: every model field and every BOUND value, by name."
+
+ModuleConfig = LayerConfig
+"""What a module is built from: the config of the slot it fills (one record with LayerConfig)."""
+
+DIM_NAMES: tuple[str, ...] = (
+    *(name for name, field in FIELDS.items() if field.type in ("int", "bool")),
+    *(b.name for b in BOUND.values() if b.type in (int, bool)),
+)
+"""The config names a layout's dims may read: ints as they are, flags as 1 (set) or 0."""
+
+
+def dim_environment(config: object) -> dict[str, int]:
+    """Return the DIM_NAMES values `config` has (a LayerConfig or any object with those attributes)."""
+    env: dict[str, int] = {}
+    for name in DIM_NAMES:
+        value = getattr(config, name, None)
+        if isinstance(value, bool):
+            env[name] = int(value)
+        elif isinstance(value, int):
+            env[name] = value
+    return env
+
+
+__all__ = ["BOUND", "DIM_NAMES", "Bound", "LayerConfig", "ModuleConfig", "dim_environment"]
