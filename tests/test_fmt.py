@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from goldens import compare_golden
 
 from hpdsl import ast
 from hpdsl.diagnostics import Source
@@ -34,10 +35,7 @@ def test_golden(path: Path, update_golden: bool) -> None:
     expected_path = path.with_name(path.name.replace(".in.hpf", ".out.hpf"))
     text = _read(path)
     formatted = format_source(Source(path.name, text))
-    if update_golden:
-        expected_path.write_text(formatted, encoding="utf-8", newline="")
-    assert expected_path.exists(), f"run pytest --update-golden to create {expected_path.name}"
-    assert formatted == _read(expected_path)
+    compare_golden(expected_path, formatted, update_golden)
     # The output is a fixed point, says the same thing and keeps every comment, in order.
     assert format_source(Source(expected_path.name, formatted)) == formatted
     original, again = parse_text(text), parse_text(formatted)

@@ -1,4 +1,7 @@
-"""registry.json: golden snapshots, load_registry, lookups, load errors, the schema, light imports."""
+"""registry.json: goldens and the shipped registry load back; lookups, load errors, schema, imports.
+
+The golden registries themselves are written by tests/test_golden.py.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ from pathlib import Path
 import attrs
 import jsonschema
 import pytest
+from goldens import compile_inputs
 
-from hpdsl.api import compile_paths
 from hpdsl.errors import HpdslError, LoadError, UnknownNameError
 from hpdsl.ir.convert import registry_to_json
 from hpdsl.ir.nodes import SCHEMA_VERSION, FamilyIR
@@ -21,45 +24,36 @@ from hpdsl.registry import Registry, load_registry
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden" / "registry"
 SCHEMA_FILE = REPO / "docs" / "registry.schema.json"
+TINY = GOLDEN / "tiny.json"  # tests/test_golden.py keeps it: registry.json of golden/registry/tiny/
+
+# Every registry.json the golden tests keep: the registry stage's and the IR stage's.
+GOLDEN_REGISTRIES = sorted([*GOLDEN.glob("*.json"), *(GOLDEN.parent / "ir").glob("*.json")])
 
 
-def compare_golden(path: Path, text: str, update: bool) -> None:
-    """Compare `text` with a golden file byte for byte, or rewrite it under --update-golden."""
-    if update:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
-        return
-    assert path.exists(), f"{path} is missing; run pytest --update-golden and review the diff"
-    assert path.read_bytes() == text.encode("utf-8"), (
-        f"{path.name} differs from the compiler's output; if the change is intended, run "
-        "pytest --update-golden and review the diff")
-
-
-def compiled(paths: list[str]) -> str:
-    result = compile_paths(paths)
-    assert result.ok, [f"{d.span.file}:{d.span.line}: {d.code}: {d.message}" for d in result.errors]
-    return registry_to_json(result.unwrap())
+@pytest.fixture(scope="module")
+def shipped() -> str:
+    """Return registry.json of the standard library and every example."""
+    compiled = compile_inputs([REPO / "examples"], stdlib=True)
+    assert compiled.registry is not None, compiled.diagnostics
+    return registry_to_json(compiled.registry)
 
 
 # --------------------------------------------------------------------------
-# Golden registries
+# Golden registries load and write back
 # --------------------------------------------------------------------------
 
 
-def test_standard_library_registry_matches_golden(update_golden: bool) -> None:
-    compare_golden(GOLDEN / "stdlib.json", compiled([]), update_golden)
-
-
-def test_examples_registry_matches_golden(update_golden: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)  # source names (and so the hash) are relative to the working directory
-    compare_golden(GOLDEN / "examples.json", compiled(["examples"]), update_golden)
-
-
-@pytest.mark.parametrize("name", ["stdlib.json", "examples.json"])
-def test_golden_registry_loads_and_writes_back_identically(name: str) -> None:
-    registry = load_registry(GOLDEN / name)
-    assert registry.to_json() == (GOLDEN / name).read_text(encoding="utf-8")
+@pytest.mark.parametrize("path", GOLDEN_REGISTRIES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_golden_registry_loads_and_writes_back_identically(path: Path) -> None:
+    registry = load_registry(path)
+    assert registry.to_json() == path.read_text(encoding="utf-8")
     assert registry.schema_version == SCHEMA_VERSION
+
+
+def test_shipped_registry_loads_and_writes_back_identically(shipped: str, tmp_path: Path) -> None:
+    path = tmp_path / "registry.json"
+    path.write_text(shipped, encoding="utf-8")
+    assert load_registry(path).to_json() == shipped
 
 
 # --------------------------------------------------------------------------
@@ -82,14 +76,18 @@ def test_schema_is_valid_and_closed() -> None:
         assert definition["additionalProperties"] is False, name
 
 
-@pytest.mark.parametrize("name", ["stdlib.json", "examples.json"])
-def test_golden_registry_validates_against_the_schema(name: str) -> None:
-    data = json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("path", GOLDEN_REGISTRIES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_golden_registry_validates_against_the_schema(path: Path) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(registry_schema()).validate(data)
 
 
+def test_shipped_registry_validates_against_the_schema(shipped: str) -> None:
+    jsonschema.Draft202012Validator(registry_schema()).validate(json.loads(shipped))
+
+
 def test_schema_rejects_what_the_converter_rejects() -> None:
-    data = json.loads((GOLDEN / "stdlib.json").read_text(encoding="utf-8"))
+    data = json.loads(TINY.read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(registry_schema())
     profile = next(iter(data["profiles"].values()))
     profile["colour"] = "red"
@@ -106,7 +104,7 @@ def test_schema_rejects_what_the_converter_rejects() -> None:
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
-    return load_registry(GOLDEN / "examples.json")
+    return load_registry(TINY)
 
 
 def test_lookups_return_the_ir(registry: Registry) -> None:
@@ -149,7 +147,7 @@ def test_with_copies_leave_the_original_alone(registry: Registry) -> None:
 
 @pytest.fixture
 def golden_data() -> dict:
-    return json.loads((GOLDEN / "examples.json").read_text(encoding="utf-8"))
+    return json.loads(TINY.read_text(encoding="utf-8"))
 
 
 def load_data(tmp_path: Path, data: object) -> Registry:
@@ -205,7 +203,7 @@ def test_a_bad_schema_version_is_reported_alone(tmp_path: Path, golden_data: dic
 def test_loading_a_registry_imports_neither_lark_nor_torch() -> None:
     code = (
         "import sys, hpdsl\n"
-        f"registry = hpdsl.load_registry({str(GOLDEN / 'examples.json')!r})\n"
+        f"registry = hpdsl.load_registry({str(TINY)!r})\n"
         "assert registry.models, 'no models'\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lark', 'torch'))\n"
         "print(','.join(heavy))\n"
