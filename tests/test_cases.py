@@ -1,6 +1,6 @@
 """The .hpf case files under tests/cases carry their expected diagnostics inline.
 
-A line ending in `// E: code` (or `// W: code` for a warning; several codes
+A line ending in `// E: code` (or `// W: code` for a warning, or both: `// E: a  W: b`; several codes
 separated by commas) expects exactly those diagnostics on that line. A case file
 whose first line is `// hpdsl-test: no-stdlib` is checked alone; the others are
 checked together with the standard profiles and families.
@@ -20,16 +20,17 @@ from hpdsl.resources import stdlib_files
 from hpdsl.syntax import parse_source
 
 CASES = Path(__file__).parent / "cases"
-EXPECT = re.compile(r"(?://|#)\s*([EW]):\s*([a-z0-9, -]+?)\s*$")
+EXPECT = re.compile(r"(?://|#)\s*([EW]:.*)$")
+GROUP = re.compile(r"([EW]):\s*([a-z0-9, -]+?)\s*(?=[EW]:|$)")
 
 
 def _expectations(source: Source) -> set[tuple[int, str, str]]:
     expected = set()
     for number, line in enumerate(source.text.splitlines(), start=1):
         match = EXPECT.search(line)
-        if match:
-            severity = "error" if match.group(1) == "E" else "warning"
-            for code in match.group(2).split(","):
+        for group in GROUP.finditer(match.group(1) if match else ""):
+            severity = "error" if group.group(1) == "E" else "warning"
+            for code in group.group(2).split(","):
                 expected.add((number, severity, code.strip()))
     return expected
 

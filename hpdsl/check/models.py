@@ -13,6 +13,7 @@ from hpdsl import ast
 from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, profile_default,
                                profile_kinds)
 from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span
+from hpdsl.model import ops as OP
 from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
 from hpdsl.stack import StackProblem, keyword_span, model_stack, stack_kind_names
 
@@ -32,6 +33,21 @@ def check_models(scope: Scope, collector: Collector) -> None:
     """Report every problem with the models in scope."""
     for model in _models(scope):
         _check_model(model, scope, collector)
+        _check_priceable(model, scope, collector)
+
+
+def _check_priceable(model: ast.Model, scope: Scope, collector: Collector) -> None:
+    """Report a model whose op vocabulary lacks ops the estimator prices (they would price zero)."""
+    if scope.vocabulary is None:
+        return  # reported once, as no-vocabulary
+    missing, _ = OP.unpriced(scope.op_names)
+    if missing:
+        collector.warning(model.name.span, "unpriced-vocabulary",
+                        f"model '{model.name.value}' is priced with an op vocabulary that lacks "
+                        f"{_quoted(missing)}: its layers would price those as zero",
+                        hint="declare every op the estimator prices (hpdsl/model/ops.py): "
+                             + ", ".join(OP.PRICED),
+                        notes=(Note(scope.vocabulary.span, "the vocabulary is declared here"),))
 
 
 def _models(scope: Scope) -> Iterator[ast.Model]:

@@ -16,6 +16,7 @@ CODES: dict[str, str] = {
     "import-not-found": "an imported file does not exist or cannot be read",
     "import-cycle": "files import each other in a cycle",
     "no-vocabulary": "profiles are declared but no op vocabulary is in scope",
+    "unpriced-vocabulary": "a model is priced with an op vocabulary that lacks ops the estimator prices (they price zero)",
     # --- names ------------------------------------------------------------
     "duplicate-vocabulary": "a second op vocabulary is declared",
     "duplicate-op": "an op is declared twice in the vocabulary",
