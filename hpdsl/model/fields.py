@@ -184,3 +184,20 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 
 __all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar",
            "block_fields", "check_names", "defaults", "required", "top_level"]
+
+
+def render_table() -> str:
+    """Return the Markdown table of every model field that docs/language.md embeds."""
+    rows = ["| field | block | type | meaning | default | HuggingFace keys |", "|---|---|---|---|---|---|"]
+    for field in FIELDS.values():
+        kind = f"{field.type} ≥ {field.minimum}" if field.minimum is not None else field.type
+        if field.choices:
+            kind = " \\| ".join(field.choices)
+        default = "required" if field.required else ("–" if field.default is None else str(field.default).lower())
+        keys = ", ".join(f"`{key}`" for key in field.hf) or "–"
+        rows.append(f"| `{field.name}` | {field.block or '–'} | {kind} | {field.meaning} | {default} | {keys} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_table(), end="")
