@@ -50,7 +50,7 @@ RUN_FACTS: dict[str, FieldSpec] = {
     "deferred_grad_accumulation": _bool("FSDP holds each layer's reduce-scatter output until backward ends"),
     "overlapped_grad_reduce": _bool("gradient reduction overlaps the backward pass"),
 }
-"""The only run facts a profile may state (domain.md §1.5)."""
+"""The only run facts a profile may state (docs/reference.md#run-facts)."""
 
 DEFAULT_RUN: dict[str, int | bool] = {
     "grad_bytes": 4, "optimizer_state_bytes": 4, "optimizer_states": 2, "main_param_bytes": 0,
@@ -62,7 +62,7 @@ DEFAULT_RUN: dict[str, int | bool] = {
 PROFILE_MODEL_FACTS: dict[str, FieldSpec] = {
     "v_head_dim": _int("value head dim the family prices MLA attention with"),
 }
-"""The keys of a profile's `model { }` block (domain.md §1.1)."""
+"""The keys of a profile's `model { }` block (docs/reference.md#op-profiles)."""
 
 MODEL_FIELDS: dict[str, FieldSpec] = {
     "hidden": _int("hidden size h (HF hidden_size)"),
