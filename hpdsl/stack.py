@@ -1,4 +1,6 @@
-"""Layer stacks into layer groups: explicit stacks, layer_types and profile rules (domain.md §2.2).
+"""Layer stacks into layer groups: explicit stacks, layer_types and profile rules.
+
+The derivation rules are docs/reference.md#stack-derivation.
 
 Every function here is pure. Problems come back as StackProblem values rather
 than diagnostics, so the model checks report them and lowering reuses the same
@@ -157,7 +159,7 @@ def explicit_body(body: ast.StackList, layers: int | None) -> StackResult:
 
 
 # --------------------------------------------------------------------------
-# Derived stacks (domain.md §2.2)
+# Derived stacks (docs/reference.md#stack-derivation)
 # --------------------------------------------------------------------------
 
 
@@ -261,7 +263,7 @@ def _first(model: ast.Model, kind: type) -> ast.ModelItem | None:
 def derive_stack(kinds: Collection[str], default: str | None, layers: int, *,
                  layer_types: Sequence[ast.Name] = (), first_k_dense: int = 0,
                  mtp: int = 0) -> StackResult:
-    """Derive the body by the §2.2 rules and append the MTP group."""
+    """Derive the body by the stack-derivation rules and append the MTP group."""
     body = derive_body(kinds, default, layers, layer_types=layer_types, first_k_dense=first_k_dense)
     return with_mtp(body, mtp, kinds, default)
 

@@ -1,4 +1,4 @@
-"""The layer-stack rules (hpdsl/stack.py) against the gold stacks of domain.md §2.5.
+"""The layer-stack rules (hpdsl/stack.py) against the gold stacks of docs/reference.md#reference-stacks.
 
 Each gold stack is stated twice: through the pure functions, with a profile's
 kinds given directly, and as .hpf text checked with the standard profiles.
@@ -36,7 +36,7 @@ def names(*values: str) -> tuple[ast.Name, ...]:
 
 def resolve(profile: tuple[tuple[str, ...], str | None], layers: int, *, types: tuple[str, ...] = (),
             first_k: int = 0, mtp: int = 0) -> StackResult:
-    """Derive a body the §2.2 way and append the MTP group, problems of both kept."""
+    """Derive a body by the stack-derivation rules and append the MTP group, problems of both kept."""
     kinds, default = profile
     return derive_stack(kinds, default, layers, layer_types=names(*types), first_k_dense=first_k,
                         mtp=mtp)
@@ -108,7 +108,7 @@ def test_first_k_dense_is_clamped(first_k: int) -> None:
 
 def test_t5_halves() -> None:
     assert resolve(T5, 24).groups == (g("encoder", 12), g("decoder", 12))
-    assert resolve(T5, 4).groups == (g("encoder", 2), g("decoder", 2))  # t5_small in §2.5
+    assert resolve(T5, 4).groups == (g("encoder", 2), g("decoder", 2))  # t5-small in docs/reference.md#reference-stacks
 
 
 def test_t5_odd_layer_count_is_an_error() -> None:

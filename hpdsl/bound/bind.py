@@ -7,7 +7,7 @@ the *base* config is what the model states after its profile's default kind
 fields it assigns. Whenever any kind of the stack varies a flavour, every kind
 writes that flavour's whole field set (full kinds restore the base values), so
 applying kinds in place, in any order, leaves each layer exactly the config a
-fresh application gives (domain.md §2.4, §7.1).
+fresh application gives (docs/reference.md#kind-binding).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
 
 
 def linear_attention_fields(model: ModelIR) -> dict[str, Any]:
-    """Return the attention fields of a gated-DeltaNet layer (domain.md §2.4 mapping).
+    """Return the attention fields of a gated-DeltaNet layer (docs/reference.md#kind-binding).
 
     The value heads carry the q-side width, the key heads the kv side, the output
     gate is a second q-wide tensor; the short convolution over the projected q, k, v

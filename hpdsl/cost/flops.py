@@ -1,11 +1,12 @@
 """Op counts of a layer kind into forward FLOPs per token, and over a grid into FLOPs per device.
 
-Each op contributes its count times a per-unit cost (domain.md §4.5, corrected as
-docs/cost-model.md says): matmuls at 2 FLOPs per multiply-add, elementwise ops at
-the upstream per-element constants divided by three (upstream folds the forward
-and a backward of twice the forward into one number). The backward is twice the
-forward; recompute adds the forward of what is recomputed: every op under full
-recompute, the score matmul QKᵀ, softmax and score casts under selective.
+Each op contributes its count times a per-unit cost (docs/reference.md#flop-formulas,
+corrected as docs/cost-model.md says): matmuls at 2 FLOPs per multiply-add,
+elementwise ops at the upstream per-element constants divided by three
+(upstream folds the forward and a backward of twice the forward into one
+number). The backward is twice the forward; recompute adds the forward of what
+is recomputed: every op under full recompute, the score matmul QKᵀ, softmax and
+score casts under selective.
 
 FLOPs are linear in the op counts: the difference between two stacks is exactly
 the terms of the ops one lacks. `layer_flop_terms` splits a layer's FLOPs term

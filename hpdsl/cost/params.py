@@ -2,9 +2,9 @@
 
 The counts are exact against the HuggingFace `transformers` implementation of the
 same config (tests/cost/test_params_hf.py builds each on the meta device). They
-follow domain.md §4.2, scaled by the kind's op counts (attMM/4 attentions, ffMM
-matrices per MLP, normOp norms), with three corrections documented in
-docs/cost-model.md: an unstated bias is no bias (not upstream's width-h legacy
+follow docs/reference.md#parameter-formulas, scaled by the kind's op counts
+(attMM/4 attentions, ffMM matrices per MLP, normOp norms), with three corrections
+documented in docs/cost-model.md: an unstated bias is no bias (not upstream's width-h legacy
 bias), the output head has no bias, and a shared expert is priced at its own width.
 """
 

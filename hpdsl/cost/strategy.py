@@ -4,8 +4,8 @@
 array per field (enumerated choices as small integer codes), which is what the
 pricing code reads, so one strategy is simply a grid of length 1. Byte widths
 of gradients, optimizer states, norms and dropout masks come from the profile's
-run facts (domain.md §1.5); the compute, parameter and softmax widths are
-strategy fields (bf16 = 2 bytes by default).
+run facts (docs/reference.md#run-facts); the compute, parameter and softmax
+widths are strategy fields (bf16 = 2 bytes by default).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 The profile comes from the config's `model_type` through the `model_types` the
 profiles declare (never from the model's name); an unknown type falls back to
 `default` with a warning. Facts a config of that type does not state come from
-the profile's `facts` blocks. Field aliases follow domain.md §3.2 (first
-populated alias wins). What the language cannot express is an error naming the
-config field: nothing is dropped silently.
+the profile's `facts` blocks. Field aliases follow
+docs/reference.md#hf-config-fields (first populated alias wins). What the
+language cannot express is an error naming the config field: nothing is dropped
+silently.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Unit tests of binding: the gold values of domain.md §2.5 and §6."""
+"""Unit tests of binding: the gold values of docs/reference.md#kind-binding and
+docs/reference.md#reference-stacks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_linear_attention_gold() -> None:
     assert (fields["attn_kind"], fields["heads"], fields["head_dim"]) == ("linear", 16, 64)
     assert fields["kv_heads"] == 8 and fields["output_gate"] is True
     assert fields["qk_norm"] is False
-    assert fields["attn_extra_params"] == 41056  # 40960 + 2·n_v + d_v (domain.md §4.2)
+    assert fields["attn_extra_params"] == 41056  # 40960 + 2·n_v + d_v (docs/reference.md#parameter-formulas)
 
 
 def _deepseek_shaped() -> tuple[ModelIR, ProfileIR]:

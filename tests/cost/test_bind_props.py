@@ -1,4 +1,7 @@
-"""Binding invariants (domain.md §7.1): kinds applied in place, in any order, give fresh configs."""
+"""Binding invariants: kinds applied in place, in any order, give fresh configs.
+
+See docs/reference.md#binding-is-order-independent.
+"""
 
 from __future__ import annotations
 

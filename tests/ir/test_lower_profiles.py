@@ -1,4 +1,5 @@
-"""The lowered standard profiles equal domain.md §1.2 and §1.3 exactly."""
+"""The lowered standard profiles equal docs/reference.md#profile-op-vectors and
+docs/reference.md#profile-defaults exactly."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "hea
        "linrec")
 DECODER = (4, 2, 3, 1, 0, 2, 4, 1, 1, 0)
 
-# domain.md §1.2: profile -> kind -> (counts in OpCounts order, attention, ffn)
+# docs/reference.md#profile-op-vectors: profile -> kind -> (counts in OpCounts order, attention, ffn)
 TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "default": {"decoder": (DECODER, "full", None)},
     "llama2": {"decoder": (DECODER, "full", None)},
@@ -36,7 +37,7 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "vision": {"encoder": ((4, 2, 2, 1, 0, 2, 4, 1, 1, 0), "full", None)},
 }
 
-# domain.md §1.3: profile -> (default, run overrides, v_head_dim)
+# docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim)
 DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "default": ("decoder", {}, None),
     "llama2": ("decoder", {"grad_bytes": 2, "grad_accumulation": True}, None),

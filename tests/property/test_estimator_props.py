@@ -1,4 +1,5 @@
-"""Invariants of the estimator (domain.md §7 item 7 and the estimator issue's properties).
+"""Invariants of the estimator (docs/reference.md#flops-are-linear-in-the-op-counts and the
+estimator issue's properties).
 
 - lowering any op count never raises FLOPs or memory;
 - the difference between two stacks is exactly the missing ops' terms;

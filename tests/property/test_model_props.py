@@ -1,4 +1,7 @@
-"""Spec coherence (domain.md §7.9): a model that compiles clean is a model the cost side can price."""
+"""Spec coherence: a model that compiles clean is a model the cost side can price.
+
+See docs/reference.md#models-are-coherent.
+"""
 
 from __future__ import annotations
 

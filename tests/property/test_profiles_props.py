@@ -1,4 +1,8 @@
-"""Invariants of op profiles (domain.md §7 items 5 and 6) over generated and shipped profiles."""
+"""Invariants of op profiles over generated and shipped profiles.
+
+See docs/reference.md#op-vectors-are-complete-and-closed and
+docs/reference.md#flavours-are-consistent.
+"""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def _shipped() -> dict[str, ProfileIR]:
 
 
 # --------------------------------------------------------------------------
-# Flavour consistency of the shipped profiles (§7 item 6)
+# Flavour consistency of the shipped profiles (docs/reference.md#flavours-are-consistent)
 # --------------------------------------------------------------------------
 
 
@@ -75,7 +79,7 @@ def test_the_default_is_one_of_the_kinds(name: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Complete, closed op vectors (§7 item 5)
+# Complete, closed op vectors (docs/reference.md#op-vectors-are-complete-and-closed)
 # --------------------------------------------------------------------------
 
 GOOD = st.integers(min_value=0, max_value=16).map(lambda n: ("int", n))

@@ -1,4 +1,5 @@
-"""Invariants of stack derivation and expansion (domain.md §7 items 2 and 3).
+"""Invariants of stack derivation and expansion (docs/reference.md#derived-stacks-cover-the-model,
+docs/reference.md#split-rules).
 
 Derived stacks cover the model exactly, MTP groups come last, no group is empty
 and groups are maximal runs; dense/moe and encoder/decoder splits follow the
