@@ -24,13 +24,13 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.errors import InputError, SpecError
 from hpdsl.ir.convert import registry_to_json
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
 from hpdsl.loader import Loaded, load_paths, load_sources
+from hpdsl.scope import Scope
 from hpdsl.syntax import parse_text
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ __all__ = ["CompileResult", "check", "compile_paths", "compile_sources", "lower"
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,
                stdlib: bool = True) -> CostModel:
     """Compile `paths`, pick `model` (or the only model in scope) and bind it to its profile."""
-    from hpdsl.check.scope import did_you_mean
+    from hpdsl.diagnostics import did_you_mean
     from hpdsl.cost.bind import bind
 
     registry = compile_paths(paths, stdlib=stdlib).unwrap()

@@ -26,15 +26,15 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check.coverage import DOMAIN_LIMIT, Domain, Variable, family_domain, family_items
-from hpdsl.check.scope import Scope, did_you_mean
 from hpdsl.cost.bind import bind
-from hpdsl.diagnostics import Collector, Diagnostic, Note, Span
+from hpdsl.diagnostics import Collector, Diagnostic, Note, Span, did_you_mean
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.layouts import covers, dim_from_ast, evaluate_dim, render_dim, sharded_dim, split_problem, whole
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import DEFAULT_PROFILE, lower_model
 from hpdsl.ir.lower_profiles import lower_profile
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
+from hpdsl.scope import Scope
 from hpdsl.slots import DIM_NAMES, Slot, dim_environment, model_slots
 from hpdsl.spec import LAYOUT_AXES, PLACEMENTS, SLOT_FAMILIES
 

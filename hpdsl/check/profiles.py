@@ -14,9 +14,9 @@ from typing import TypeVar
 import attrs
 
 from hpdsl import ast
-from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, kind_lineage, kind_vector,
-                               profile_kinds, report_duplicates)
-from hpdsl.diagnostics import Collector, Note, Span
+from hpdsl.check.scope import report_duplicates
+from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
+from hpdsl.scope import Scope, kind_flavours, kind_lineage, kind_vector, profile_kinds
 from hpdsl.spec import (ATTENTION_FLAVOURS, FFN_FLAVOURS, MODEL_FIELDS, PROFILE_MODEL_FACTS,
                         RUN_FACTS, FieldSpec)
 

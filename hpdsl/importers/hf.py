@@ -21,7 +21,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.stack import compress_kinds
+from hpdsl.ir.stack import compress_kinds
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "hidden": ("hidden_size", "d_model"),

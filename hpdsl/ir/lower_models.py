@@ -2,7 +2,7 @@
 
 Lowering assumes check_models found no error. What a model does not state stays
 None ("absent is not zero"), except `mtp`, whose absence means no MTP layers.
-The groups come from hpdsl/stack.py, the same functions the checks ran.
+The groups come from hpdsl/ir/stack.py, the same functions the checks ran.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Iterable
 import attrs
 
 from hpdsl import ast
-from hpdsl.check.scope import Scope, profile_default, profile_kinds
 from hpdsl.ir.nodes import LayerGroup, LinearDims, MlaDims, ModelIR, MoeDims, SourceRef
-from hpdsl.stack import model_stack
+from hpdsl.ir.stack import model_stack
+from hpdsl.scope import Scope, profile_default, profile_kinds
 
 DEFAULT_PROFILE = "default"
 

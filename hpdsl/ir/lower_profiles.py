@@ -10,9 +10,8 @@ from __future__ import annotations
 import attrs
 
 from hpdsl import ast
-from hpdsl.check.scope import (Scope, kind_flavours, kind_vector, profile_default,
-                               profile_kinds)
 from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
+from hpdsl.scope import Scope, kind_flavours, kind_vector, profile_default, profile_kinds
 
 
 def lower_vocabulary(scope: Scope) -> tuple[OpInfo, ...]:

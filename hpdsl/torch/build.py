@@ -23,7 +23,7 @@ import attrs
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.check.scope import did_you_mean
+from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import BuildError, HpdslError, ResolutionError
 from hpdsl.ir.conditions import names_in
 from hpdsl.ir.nodes import FamilyIR, RegistryIR, SourceRef

@@ -11,7 +11,7 @@ from hpdsl.api import compile_sources
 from hpdsl.diagnostics import Source
 from hpdsl.fmt import format_source
 from hpdsl.importers.hf import HfImportError, import_hf_config, import_hf_file
-from hpdsl.stack import compress_kinds
+from hpdsl.ir.stack import compress_kinds
 
 LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128, "rms_norm_eps": 1e-6,

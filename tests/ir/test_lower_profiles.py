@@ -7,10 +7,10 @@ from functools import cache
 import pytest
 
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope
 from hpdsl.ir.lower_profiles import lower_profile, lower_profiles, lower_vocabulary
 from hpdsl.ir.nodes import FactsIR, OpInfo, ProfileIR, RunFacts
 from hpdsl.resources import data_dir
+from hpdsl.scope import Scope
 from hpdsl.spec import DEFAULT_RUN
 from hpdsl.syntax import parse_text
 
