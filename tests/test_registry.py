@@ -13,7 +13,6 @@ import pytest
 
 from hpdsl.api import compile_paths
 from hpdsl.errors import HpdslError, LoadError, UnknownNameError
-from hpdsl.ir.convert import registry_to_json
 from hpdsl.ir.nodes import SCHEMA_VERSION, FamilyIR
 from hpdsl.ir.schema import registry_schema, render_schema
 from hpdsl.registry import Registry, load_registry
@@ -36,9 +35,7 @@ def compare_golden(path: Path, text: str, update: bool) -> None:
 
 
 def compiled(paths: list[str]) -> str:
-    result = compile_paths(paths)
-    assert result.ok, [f"{d.span.file}:{d.span.line}: {d.code}: {d.message}" for d in result.errors]
-    return registry_to_json(result.unwrap())
+    return compile_paths(paths).to_json()
 
 
 # --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Every profile in scope is checked against the op vocabulary and the closed
 tables of hpdsl.spec. Inheritance is resolved through the helpers of
-check.scope, the same ones the lowering uses, so what is checked is what is
+hpdsl/scope.py, the same ones the lowering uses, so what is checked is what is
 lowered. Nothing here raises: each problem is reported and the check goes on.
 """
 

@@ -2,7 +2,7 @@
 
 Lowering assumes check_profiles found no error: every kind's vector is complete
 after inheritance and every setting has the type its table asks for. It reads
-inheritance and defaults through check.scope, the helpers the checks used.
+inheritance and defaults through hpdsl/scope.py, the helpers the checks used.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unit tests of check_profiles and of the profile questions check.scope answers."""
+"""Unit tests of check_profiles and of the profile questions hpdsl/scope.py answers."""
 
 from __future__ import annotations
 
