@@ -1,6 +1,6 @@
 """Every example spec, built small and run forward, against the estimator: the tables of docs/validation.md.
 
-For each examples/*.hpf model, `hpdsl.torch.agreement.small_model` keeps its
+For each examples/*.hpf model, `small_model` (bench/agreement.py) keeps its
 structure (profile, kinds, flags, MoE / linear-attention / MLA blocks) at small
 dimensions (hidden 256, 4 heads of 64, two layers per group), `build_model`
 builds it, and one forward pass on CPU tensors measures:
@@ -25,10 +25,9 @@ import time
 from pathlib import Path
 
 import torch
+from agreement import format_table, validation_suite  # bench/agreement.py, beside this script
 
 from hpdsl.api import compile_paths
-from hpdsl.registry import Registry
-from hpdsl.torch.agreement import format_table, validation_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +41,7 @@ def main() -> None:
                         choices=["float32", "bfloat16"])
     args = parser.parse_args()
     torch.set_num_threads(1)
-    registry = Registry(compile_paths([ROOT / "examples"]).unwrap())
+    registry = compile_paths([ROOT / "examples"])
     for name in args.dtype:
         start = time.perf_counter()
         rows = validation_suite(registry, dtype=getattr(torch, name), batch=args.batch,

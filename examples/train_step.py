@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--full-size", action="store_true", help="also build the full-size models on meta")
     args = parser.parse_args()
-    registry = Registry(compile_sources([Source("small.hpf", SMALL_SPECS)]).unwrap())
+    registry = compile_sources([Source("small.hpf", SMALL_SPECS)])
     with tempfile.TemporaryDirectory() as folder:
         store = dist.FileStore(os.path.join(folder, "store"), 1)
         dist.init_process_group("gloo", store=store, rank=0, world_size=1)
@@ -112,7 +112,7 @@ def main() -> None:
         finally:
             dist.destroy_process_group()
     if args.full_size:
-        full_size(Registry(compile_paths([Path(__file__).resolve().parent]).unwrap()))
+        full_size(compile_paths([Path(__file__).resolve().parent]))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,16 @@
     parse(text, name) -> ast.File                    (raises SpecError on bad syntax)
     check(files) -> (Scope, diagnostics)
     lower(scope, sources) -> RegistryIR              (only for a scope without errors)
-    compile_sources / compile_paths -> CompileResult (every stage, every file)
+    compile_sources / compile_paths -> Registry      (raises one SpecError with every diagnostic)
+    check_sources / check_paths -> CompileResult     (the same run, returned rather than raised)
     write_registry(registry, path)                   (atomic)
     bind_model(paths, model) -> CostModel            (compile, pick a model, bind it)
 
-compile_* collect the syntax errors of every file; a file that does not parse
+Every run collects the syntax errors of every file; a file that does not parse
 is left out of the check, the others are still checked, so one run reports as
-much as it can. Warnings do not fail a compilation; any error means no registry.
+much as it can. Warnings do not fail a compilation (a Registry carries them on
+`warnings`); any error means no registry. The CLI uses check_* to print every
+diagnostic itself; a library calls compile_* and catches SpecError.
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.errors import InputError, SpecError
-from hpdsl.ir.convert import registry_to_json
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
 from hpdsl.loader import Loaded, load_paths, load_sources
+from hpdsl.registry import Registry
+from hpdsl.scope import Scope
 from hpdsl.syntax import parse_text
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 class CompileResult:
     """The outcome of one compilation: the registry (None on any error) and every diagnostic."""
 
-    registry: RegistryIR | None
+    registry: Registry | None
     diagnostics: tuple[Diagnostic, ...]
     sources: dict[str, Source]
 
@@ -60,7 +63,7 @@ class CompileResult:
         """Return the diagnostics that do not fail it."""
         return tuple(d for d in self.diagnostics if not d.is_error)
 
-    def unwrap(self) -> RegistryIR:
+    def unwrap(self) -> Registry:
         """Return the registry; raise SpecError carrying every diagnostic if there is none."""
         if self.registry is None:
             count = len(self.errors)
@@ -84,13 +87,23 @@ def lower(scope: Scope, sources: Sequence[Source]) -> RegistryIR:
     return lower_registry(scope, sources)
 
 
-def compile_sources(sources: Sequence[Source], *, stdlib: bool = True) -> CompileResult:
-    """Compile in-memory sources (with their imports and, by default, the standard library)."""
+def compile_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Registry:
+    """Compile in-memory sources (their imports, and by default the standard library); SpecError on errors."""
+    return check_sources(sources, stdlib=stdlib).unwrap()
+
+
+def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> Registry:
+    """Compile .hpf files and folders; SpecError on spec errors, InputError if a path cannot be read."""
+    return check_paths(paths, stdlib=stdlib).unwrap()
+
+
+def check_sources(sources: Sequence[Source], *, stdlib: bool = True) -> CompileResult:
+    """Compile in-memory sources, returning every diagnostic instead of raising on errors."""
     return _compile(load_sources(sources, stdlib=stdlib))
 
 
-def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> CompileResult:
-    """Compile .hpf files and folders; raise InputError if a path cannot be read."""
+def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> CompileResult:
+    """Compile .hpf files and folders, returning every diagnostic; raise InputError on an unreadable path."""
     return _compile(load_paths(paths, stdlib=stdlib))
 
 
@@ -98,7 +111,10 @@ def _compile(loaded: Loaded) -> CompileResult:
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
     diagnostics = collector.sorted()
-    registry = None if collector.has_errors else lower(scope, loaded.sources)
+    registry = None
+    if not collector.has_errors:
+        warnings = tuple(d for d in diagnostics if not d.is_error)
+        registry = Registry(lower(scope, loaded.sources), warnings)
     return CompileResult(registry, diagnostics, {source.name: source for source in loaded.sources})
 
 
@@ -107,9 +123,9 @@ def _compile(loaded: Loaded) -> CompileResult:
 # --------------------------------------------------------------------------
 
 
-def write_registry(registry: RegistryIR, path: str | os.PathLike[str]) -> None:
+def write_registry(registry: Registry, path: str | os.PathLike[str]) -> None:
     """Write registry.json atomically; raise InputError if it cannot be written."""
-    write_text_atomic(Path(path), registry_to_json(registry))
+    write_text_atomic(Path(path), registry.to_json())
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -150,17 +166,17 @@ def _sync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-__all__ = ["CompileResult", "check", "compile_paths", "compile_sources", "lower", "parse",
-           "write_registry", "write_text_atomic"]
+__all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources", "compile_paths",
+           "compile_sources", "lower", "parse", "write_registry", "write_text_atomic"]
 
 
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,
                stdlib: bool = True) -> CostModel:
     """Compile `paths`, pick `model` (or the only model in scope) and bind it to its profile."""
-    from hpdsl.check.scope import did_you_mean
     from hpdsl.bound.bind import bind
+    from hpdsl.diagnostics import did_you_mean
 
-    registry = compile_paths(paths, stdlib=stdlib).unwrap()
+    registry = compile_paths(paths, stdlib=stdlib)
     models = registry.models
     if model is None:
         if len(models) != 1:

@@ -1,4 +1,8 @@
-"""registry.json into an immutable Registry: lookups by name, copies by `with_*`.
+"""A compiled registry: lookups by name, copies by `with_*`, registry.json in and out.
+
+`hpdsl.compile_paths` / `compile_sources` return a Registry (with the
+compilation's warnings on `warnings`); `load_registry` reads one from
+registry.json.
 
 This is the embedding side of hpdsl: it needs neither the grammar (lark) nor
 torch, only the IR and its converter, so a library can load a compiled
@@ -16,6 +20,7 @@ from typing import TypeVar
 
 import attrs
 
+from hpdsl.diagnostics.diagnostic import Diagnostic
 from hpdsl.errors import LoadError, UnknownNameError
 from hpdsl.ir.convert import registry_from_data, registry_to_json
 from hpdsl.ir.nodes import FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
@@ -25,9 +30,14 @@ _T = TypeVar("_T")
 
 @attrs.frozen
 class Registry:
-    """An immutable view over a compiled RegistryIR."""
+    """An immutable view over a compiled RegistryIR, with the warnings its compilation reported.
+
+    `warnings` is empty for a registry loaded from registry.json (the file keeps
+    no diagnostics) and does not take part in equality.
+    """
 
     ir: RegistryIR
+    warnings: tuple[Diagnostic, ...] = attrs.field(default=(), eq=False, repr=False)
 
     # --- reading ---------------------------------------------------------
 
@@ -77,15 +87,15 @@ class Registry:
 
     def with_profile(self, profile: ProfileIR) -> Registry:
         """Return a copy holding `profile`, replacing one of the same name."""
-        return Registry(attrs.evolve(self.ir, profiles={**self.ir.profiles, profile.name: profile}))
+        return attrs.evolve(self, ir=attrs.evolve(self.ir, profiles={**self.ir.profiles, profile.name: profile}))
 
     def with_family(self, family: FamilyIR) -> Registry:
         """Return a copy holding `family`, replacing one of the same name."""
-        return Registry(attrs.evolve(self.ir, families={**self.ir.families, family.name: family}))
+        return attrs.evolve(self, ir=attrs.evolve(self.ir, families={**self.ir.families, family.name: family}))
 
     def with_model(self, model: ModelIR) -> Registry:
         """Return a copy holding `model`, replacing one of the same name."""
-        return Registry(attrs.evolve(self.ir, models={**self.ir.models, model.name: model}))
+        return attrs.evolve(self, ir=attrs.evolve(self.ir, models={**self.ir.models, model.name: model}))
 
     # --- serialising -----------------------------------------------------
 

@@ -125,8 +125,8 @@ class Compiled:
 
 
 def compile_inputs(paths: Sequence[str | Path], *, stdlib: bool = False) -> Compiled:
-    """Compile .hpf files and folders with hpdsl.api.compile_paths."""
-    from hpdsl.api import compile_paths
+    """Compile .hpf files and folders with hpdsl.api.check_paths (every diagnostic, never raising)."""
+    from hpdsl.api import check_paths
 
-    result = compile_paths(list(paths), stdlib=stdlib)
-    return Compiled(result.registry, result.diagnostics, result.sources)
+    result = check_paths(list(paths), stdlib=stdlib)
+    return Compiled(None if result.registry is None else result.registry.ir, result.diagnostics, result.sources)

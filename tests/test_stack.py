@@ -1,4 +1,4 @@
-"""The layer-stack rules (hpdsl/stack.py) against the gold stacks of docs/reference.md#reference-stacks.
+"""The layer-stack rules (hpdsl/ir/stack.py) against the gold stacks of docs/reference.md#reference-stacks.
 
 Each gold stack is stated twice: through the pure functions, with a profile's
 kinds given directly, and as .hpf text checked with the standard profiles.
@@ -10,12 +10,12 @@ import pytest
 
 from hpdsl import ast
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope, profile_default, profile_kinds
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.ir.nodes import LayerGroup
+from hpdsl.ir.stack import (StackResult, append_mtp, derive_stack, expand_stack, layer_kinds,
+                            merge_groups, model_stack, run_length, stack_layer_count)
 from hpdsl.resources import stdlib_files
-from hpdsl.stack import (StackResult, append_mtp, derive_stack, expand_stack, layer_kinds,
-                         merge_groups, model_stack, run_length, stack_layer_count)
+from hpdsl.scope import Scope, profile_default, profile_kinds
 from hpdsl.syntax import parse_source, parse_text
 
 L, F = "linear_attention", "full_attention"

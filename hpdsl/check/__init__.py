@@ -14,8 +14,9 @@ from hpdsl.check.families import check_families
 from hpdsl.check.layouts import check_layouts
 from hpdsl.check.models import check_models
 from hpdsl.check.profiles import check_profiles
-from hpdsl.check.scope import Scope, build_scope
+from hpdsl.check.scope import build_scope
 from hpdsl.diagnostics import Collector, Diagnostic
+from hpdsl.scope import Scope
 
 
 def check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:

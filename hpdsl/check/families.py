@@ -18,9 +18,10 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check.coverage import family_items, report_coverage
-from hpdsl.check.scope import Scope, did_you_mean, report_duplicates
-from hpdsl.diagnostics import Collector, Note, Span
+from hpdsl.check.scope import report_duplicates
+from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.fmt.inline import format_selector_type
+from hpdsl.scope import Scope
 from hpdsl.spec import AXES
 
 RESERVED = (*AXES, "parallel")

@@ -6,7 +6,7 @@ in two passes:
 1. On its own (every family declaration): placements are colwise, rowwise or
    replicate; a replicated parameter names no split dim or unit; the split dim
    exists among the parameter's dims; dims read only slot-config names
-   (hpdsl.slots.DIM_NAMES) and cp, ep, pp; a `for` names declared variants that
+   (hpdsl.bound.config.DIM_NAMES) and cp, ep, pp; a `for` names declared variants that
    declare the path; every variant lists its params(...), and every parameter
    a variant declares is placed exactly once for it.
 2. Against the models in scope (families and models without errors): when the
@@ -26,9 +26,8 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check.coverage import DOMAIN_LIMIT, Domain, Variable, family_domain, family_items
-from hpdsl.check.scope import Scope, did_you_mean
 from hpdsl.bound.bind import bind
-from hpdsl.diagnostics import Collector, Diagnostic, Note, Span
+from hpdsl.diagnostics import Collector, Diagnostic, Note, Span, did_you_mean
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.layouts import covers, dim_from_ast, evaluate_dim, render_dim, sharded_dim, split_problem, whole
 from hpdsl.ir.lower_families import lower_family
@@ -38,6 +37,7 @@ from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
 from hpdsl.bound.config import DIM_NAMES, dim_environment
 from hpdsl.bound.slots import Slot, model_slots
 from hpdsl.model.layouts import LAYOUT_AXES, PLACEMENTS
+from hpdsl.scope import Scope
 from hpdsl.spec import SLOT_FAMILIES
 
 TP_LIMIT = 1024

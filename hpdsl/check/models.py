@@ -1,7 +1,7 @@
 """Models into diagnostics: profile, fields, blocks, choices and the layer stack.
 
 Fields are checked against the field table (hpdsl/model/fields.py); the stack is resolved
-by hpdsl/stack.py, whose problems are reported here, so lowering derives the
+by hpdsl/ir/stack.py, whose problems are reported here, so lowering derives the
 same groups the checks saw. Every check reports and carries on.
 """
 
@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from hpdsl import ast
-from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, profile_default,
-                               profile_kinds)
-from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span
+from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span, did_you_mean
+from hpdsl.ir.stack import StackProblem, keyword_span, model_stack, stack_kind_names
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
-from hpdsl.stack import StackProblem, keyword_span, model_stack, stack_kind_names
+from hpdsl.scope import Scope, kind_flavours, profile_default, profile_kinds
 
 DEFAULT_PROFILE = "default"
 

@@ -2,7 +2,7 @@
 
 Every profile in scope is checked against the op vocabulary and the closed
 tables of hpdsl/model/. Inheritance is resolved through the helpers of
-check.scope, the same ones the lowering uses, so what is checked is what is
+hpdsl/scope.py, the same ones the lowering uses, so what is checked is what is
 lowered. Nothing here raises: each problem is reported and the check goes on.
 """
 
@@ -14,12 +14,12 @@ from typing import TypeVar, Union
 import attrs
 
 from hpdsl import ast
-from hpdsl.check.scope import (Scope, did_you_mean, kind_flavours, kind_lineage, kind_vector,
-                               profile_kinds, report_duplicates)
-from hpdsl.diagnostics import Collector, Note, Span
+from hpdsl.check.scope import report_duplicates
+from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, Fact, Field, top_level
 from hpdsl.model.slots import ATTENTION_FLAVOURS, FFN_FLAVOURS
+from hpdsl.scope import Scope, kind_flavours, kind_lineage, kind_vector, profile_kinds
 
 FieldSpec = Union[Field, Fact]
 

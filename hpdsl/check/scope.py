@@ -1,37 +1,16 @@
-"""The symbol table of one compilation: every top-level declaration by name.
+"""Building the symbol table of one compilation: every top-level declaration by name.
 
-Building it reports duplicates; the other checks look names up here. It also
-answers the questions several checks share (a profile's kinds, flavours and
-default), so each is computed one way.
+Building it reports duplicates; the other checks look names up in the Scope
+(hpdsl/scope.py, with the profile questions they share).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
-
-import attrs
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
-
-
-@attrs.frozen
-class Scope:
-    """Declarations of all files in scope; the first of duplicate names wins."""
-
-    files: tuple[ast.File, ...]
-    vocabulary: ast.Vocabulary | None
-    profiles: dict[str, ast.Profile]
-    families: dict[str, ast.Family]
-    models: dict[str, ast.Model]
-
-    @property
-    def op_names(self) -> tuple[str, ...]:
-        """Return the vocabulary's op names in declaration order (empty without one)."""
-        if self.vocabulary is None:
-            return ()
-        return tuple(dict.fromkeys(op.name.value for op in self.vocabulary.ops))
+from hpdsl.scope import Scope
 
 
 def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
@@ -82,75 +61,3 @@ def report_duplicates(named: Iterable[tuple[str, ast.Name]], collector: Collecto
                             notes=(Note(seen[key].span, "first declared here"),))
         else:
             seen[key] = node
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """Return a hint naming the closest candidates, or listing them all."""
-    options = sorted(set(candidates))
-    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    if not options:
-        return "none are declared"
-    shown = ", ".join(f"'{o}'" for o in options[:12])
-    return f"expected one of {shown}" + (", ..." if len(options) > 12 else "")
-
-
-# --------------------------------------------------------------------------
-# Profile questions shared by the checks
-# --------------------------------------------------------------------------
-
-
-def profile_kinds(profile: ast.Profile) -> dict[str, ast.Kind]:
-    """Return the profile's kinds by name, first declaration winning."""
-    kinds: dict[str, ast.Kind] = {}
-    for item in profile.items:
-        if isinstance(item, ast.Kind):
-            kinds.setdefault(item.name.value, item)
-    return kinds
-
-
-def profile_default(profile: ast.Profile) -> str | None:
-    """Return the default kind: the stated one, else the only kind, else None."""
-    for item in profile.items:
-        if isinstance(item, ast.DefaultKind):
-            return item.kind.value
-    kinds = profile_kinds(profile)
-    return next(iter(kinds)) if len(kinds) == 1 else None
-
-
-def kind_lineage(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> list[ast.Kind]:
-    """Return the kind and its ancestors, nearest first, stopping at a cycle or unknown base."""
-    chain = [kind]
-    seen = {kind.name.value}
-    while chain[-1].base is not None:
-        base = kinds.get(chain[-1].base.value)
-        if base is None or base.name.value in seen:
-            break
-        seen.add(base.name.value)
-        chain.append(base)
-    return chain
-
-
-def kind_flavours(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> tuple[str, str | None]:
-    """Return (attention, ffn) of a kind, inherited from its bases when it states none."""
-    attention: str | None = None
-    ffn: str | None = None
-    for ancestor in kind_lineage(kind, kinds):
-        for item in ancestor.items:
-            if attention is None and isinstance(item, ast.AttentionFlavour):
-                attention = item.value.value
-            if ffn is None and isinstance(item, ast.FfnFlavour):
-                ffn = item.value.value
-    return attention or "full", ffn
-
-
-def kind_vector(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.OpCount]:
-    """Return the op counts a kind has: its bases' overlaid by its own, by op name."""
-    vector: dict[str, ast.OpCount] = {}
-    for ancestor in reversed(kind_lineage(kind, kinds)):
-        for item in ancestor.items:
-            if isinstance(item, ast.OpsBlock):
-                for count in item.counts:
-                    vector[count.op.value] = count
-    return vector

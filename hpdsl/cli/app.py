@@ -4,12 +4,15 @@ Every command is one function under the `main` group. The group maps errors to
 exit codes in one place (`_Group.invoke`), so a command only reports what it
 found and says whether it succeeded: spec diagnostics exit 1, usage and I/O
 errors 2, anything else is a bug in hpdsl and exits 3 with a one-line report
-(the traceback only with HPDSL_DEBUG=1). Commands import the pipeline when they
-run, so `hpdsl --help` stays fast and a new command costs the others nothing.
+(the traceback only with HPDSL_DEBUG=1). The group imports a command's module
+only when that command runs (or `--help` lists it), and commands import the
+pipeline in their bodies, so `hpdsl --help` stays fast and a new command costs
+the others nothing.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -35,6 +38,17 @@ _JSON_KEY = "hpdsl.json"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Command name -> "module:function" of its click command, imported on first use.
+COMMANDS: dict[str, str] = {
+    "compile": "hpdsl.cli.build:compile_command",
+    "fmt": "hpdsl.cli.build:fmt_command",
+    "stack": "hpdsl.cli.models:stack_command",
+    "import-hf": "hpdsl.cli.models:import_hf_command",
+    "estimate": "hpdsl.cli.cost:estimate_command",
+    "search": "hpdsl.cli.cost:search_command",
+    "explain": "hpdsl.cli.torch:explain_command",
+}
+
 
 # --------------------------------------------------------------------------
 # The group: one place for errors and exit codes
@@ -51,7 +65,16 @@ def exit_code(error: BaseException) -> int:
 
 
 class _Group(click.Group):
-    """The hpdsl command group: turns every escaping error into its report and exit code."""
+    """The hpdsl command group: loads commands lazily, turns every escaping error into its exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, _, name = COMMANDS[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -93,8 +116,12 @@ def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
         return (f"internal error (a bug): {type(error).__name__}: {error}",
                 ("please report it with the command you ran and its input files; "
                  f"set {DEBUG_VARIABLE}=1 to see the traceback",))
+    # The message alone: diagnostics and a LoadError's paths are printed in full here,
+    # not in the short list that str() of the error carries.
     if isinstance(error, LoadError):
-        return str(error), error.errors[:20]
+        return error.message, error.errors[:20]
+    if isinstance(error, HpdslError):
+        return error.message, ()
     return str(error), ()
 
 

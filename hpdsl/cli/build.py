@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import click
 
-from hpdsl.cli.app import EXIT_OK, EXIT_SPEC, emit_json, json_option, main, plural, report_diagnostics
+from hpdsl.cli.app import EXIT_OK, EXIT_SPEC, emit_json, json_option, plural, report_diagnostics
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.errors import SpecError
 
@@ -19,7 +19,7 @@ from hpdsl.errors import SpecError
 # --------------------------------------------------------------------------
 
 
-@main.command("compile")
+@click.command("compile")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the registry here (atomically); without it, only check.")
@@ -29,11 +29,11 @@ from hpdsl.errors import SpecError
 def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: Path | None,
                     no_stdlib: bool, as_json: bool) -> None:
     """Check .hpf files and folders (default: the standard library); with -o, write registry.json."""
-    from hpdsl.api import compile_paths, write_registry
+    from hpdsl.api import check_paths, write_registry
 
     if not paths and no_stdlib:
         raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
-    result = compile_paths(list(paths), stdlib=not no_stdlib)
+    result = check_paths(list(paths), stdlib=not no_stdlib)
     written = None
     if result.registry is not None and output is not None:
         write_registry(result.registry, output)
@@ -79,7 +79,7 @@ def _echo_compile_outcome(summary: dict[str, Any], written: str | None, output: 
 # --------------------------------------------------------------------------
 
 
-@main.command("fmt")
+@click.command("fmt")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--check", is_flag=True, help="Change nothing; list the files that would change, exit 1 if any.")
 @click.option("--write", is_flag=True, help="Rewrite the files that would change, in place (atomically).")

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 import click
 
-from hpdsl.cli.app import emit_json, json_option, main
+from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, spec_paths
-from hpdsl.cost.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,7 +30,7 @@ def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str
     return decorate
 
 
-@main.command("estimate")
+@click.command("estimate")
 @spec_paths
 @model_option
 @no_stdlib_option
@@ -43,7 +43,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
     """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time)."""
     from hpdsl.cost import parameters
     from hpdsl.cost.estimate import estimate
-    from hpdsl.cost.report import plot_memory, render_estimate, strategy_from_flags
+    from hpdsl.cli.report import plot_memory, render_estimate, strategy_from_flags
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
     result = estimate(cost_model, strategy_from_flags(flags))
@@ -59,7 +59,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
         click.echo(f"memory plot: {plot}")
 
 
-@main.command("search")
+@click.command("search")
 @spec_paths
 @model_option
 @no_stdlib_option
@@ -68,7 +68,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool,
                    **flags: Any) -> None:
     """Price every valid strategy for N devices as arrays; rank those that fit by step time."""
-    from hpdsl.cost.report import GIB, parse_ints, render_search
+    from hpdsl.cli.report import GIB, parse_ints, render_search
     from hpdsl.cost.search import search
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)

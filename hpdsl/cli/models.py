@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hpdsl.cli.app import EXIT_OK, emit_json, json_option, main
+from hpdsl.cli.app import EXIT_OK, emit_json, json_option
 from hpdsl.errors import InputError
 
 
@@ -25,7 +25,7 @@ no_stdlib_option = click.option("--no-stdlib", is_flag=True,
                                 help="Leave the standard profiles and families out.")
 
 
-@main.command("stack")
+@click.command("stack")
 @spec_paths
 @model_option
 @no_stdlib_option
@@ -41,7 +41,7 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
         click.echo(render_stack(cost_model))
 
 
-@main.command("import-hf")
+@click.command("import-hf")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", help="The model's name (default: the config's folder name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -56,7 +56,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
 
     if not config.is_file():
         raise InputError(f"{config}: no such file")
-    stdlib = compile_sources([], stdlib=True).unwrap()
+    stdlib = compile_sources([], stdlib=True)
     imported = import_hf_file(config, profiles=stdlib.profiles, name=name)
     for warning in imported.warnings:
         click.echo(f"hpdsl: warning: {warning}", err=True)

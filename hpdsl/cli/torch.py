@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from hpdsl.cli.app import emit_json, json_option, main
+from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.models import model_option, no_stdlib_option
 from hpdsl.errors import InputError
 
@@ -24,7 +24,7 @@ def _selector(text: str) -> tuple[str, str, Any]:
     return role, name, value
 
 
-@main.command("explain")
+@click.command("explain")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--path", "module_path", required=True,
               help="The module path in the built model, e.g. layers.17.mixer.")
@@ -62,9 +62,8 @@ def explain_command(paths: tuple[Path, ...], module_path: str, model: str | None
 
 def _registry(paths: tuple[Path, ...], *, stdlib: bool) -> Any:
     from hpdsl.api import compile_paths
-    from hpdsl.registry import Registry
 
-    return Registry(compile_paths(list(paths), stdlib=stdlib).unwrap())
+    return compile_paths(list(paths), stdlib=stdlib)
 
 
 def render_story(story: dict[str, Any]) -> str:

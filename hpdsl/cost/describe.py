@@ -55,7 +55,7 @@ def render_stack(cost_model: CostModel) -> str:
 def _pattern(model: Any) -> str:
     """Return the body as a compact stack (`[a * 3, b] * 12`) and the MTP layers after it."""
     from hpdsl.fmt import format_stack_list
-    from hpdsl.stack import compress_kinds
+    from hpdsl.ir.stack import compress_kinds
 
     body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
     mtp = [g for g in model.groups if g.mtp]

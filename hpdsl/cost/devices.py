@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from hpdsl.check.scope import did_you_mean
+from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import InputError
 
 GIB = 1024**3

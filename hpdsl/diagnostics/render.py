@@ -8,11 +8,17 @@ from hpdsl.diagnostics.diagnostic import Diagnostic
 from hpdsl.diagnostics.span import Source
 
 
+def headline(diagnostic: Diagnostic) -> str:
+    """Return the first line of a diagnostic: `path:line:col: error[code]: message`."""
+    span = diagnostic.span
+    return (f"{span.file}:{span.line}:{span.col}: {diagnostic.severity}[{diagnostic.code}]: "
+            f"{diagnostic.message}")
+
+
 def render_diagnostic(diagnostic: Diagnostic, sources: Mapping[str, Source]) -> str:
     """Render one diagnostic with its source line, caret and hint."""
     span = diagnostic.span
-    lines = [f"{span.file}:{span.line}:{span.col}: {diagnostic.severity}[{diagnostic.code}]: "
-             f"{diagnostic.message}"]
+    lines = [headline(diagnostic)]
     lines += _excerpt(span.file, span.line, span.col, span.end_line, span.end_col, sources)
     if diagnostic.hint:
         lines.append(f"  = hint: {diagnostic.hint}")

@@ -22,8 +22,8 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import ProfileIR
+from hpdsl.ir.stack import compress_kinds
 from hpdsl.model.fields import FIELDS, block_fields
-from hpdsl.stack import compress_kinds
 
 ALIASES: dict[str, tuple[str, ...]] = {
     name: field.hf for name, field in FIELDS.items()

@@ -11,12 +11,12 @@ import hashlib
 import json
 from collections.abc import Iterable
 
-from hpdsl.check.scope import Scope
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import lower_model
 from hpdsl.ir.lower_profiles import lower_profile, lower_vocabulary
 from hpdsl.ir.nodes import SCHEMA_VERSION, RegistryIR
+from hpdsl.scope import Scope
 
 
 def lower_registry(scope: Scope, sources: Iterable[Source]) -> RegistryIR:

@@ -3,7 +3,7 @@
 Lowering assumes check_models found no error. Block fields are held flat, under
 their own names (hpdsl/model/fields.py). What a model does not state stays None
 ("absent is not zero"), except counts whose absence is 0 (`mtp`).
-The groups come from hpdsl/stack.py, the same functions the checks ran.
+The groups come from hpdsl/ir/stack.py, the same functions the checks ran.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hpdsl import ast
-from hpdsl.check.scope import Scope, profile_default, profile_kinds
 from hpdsl.ir.nodes import LayerGroup, ModelIR, Scalar, SourceRef
+from hpdsl.ir.stack import model_stack
 from hpdsl.model.fields import FIELDS
-from hpdsl.stack import model_stack
+from hpdsl.scope import Scope, profile_default, profile_kinds
 
 DEFAULT_PROFILE = "default"
 

@@ -2,7 +2,7 @@
 
 Lowering assumes check_profiles found no error: every kind's vector is complete
 after inheritance and every setting has the type its table asks for. It reads
-inheritance and defaults through check.scope, the helpers the checks used.
+inheritance and defaults through hpdsl/scope.py, the helpers the checks used.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import attrs
 
 from hpdsl import ast
-from hpdsl.check.scope import (Scope, kind_flavours, kind_vector, profile_default,
-                               profile_kinds)
 from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
+from hpdsl.scope import Scope, kind_flavours, kind_vector, profile_default, profile_kinds
 
 
 def lower_vocabulary(scope: Scope) -> tuple[OpInfo, ...]:

@@ -23,10 +23,10 @@ import attrs
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.check.scope import did_you_mean
+from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import BuildError, HpdslError, ResolutionError
 from hpdsl.ir.conditions import names_in
-from hpdsl.ir.nodes import FamilyIR, RegistryIR, SourceRef
+from hpdsl.ir.nodes import FamilyIR, SourceRef
 from hpdsl.registry import Registry
 from hpdsl.torch.layout import AppliedLayout, apply_layout
 from hpdsl.torch.mesh import JobMesh, axis_sizes_from_context, job_context
@@ -35,7 +35,9 @@ from hpdsl.torch.resolve import (
     resolve_family,
 )
 
-RegistryLike = Union[Registry, RegistryIR]
+# What the builders take as `registry` (None: the standard registry). A RegistryIR is no
+# longer accepted: compile_* return a Registry, and `Registry(ir)` wraps a bare one.
+RegistryLike = Registry
 Target = Union[str, FamilyIR, FamilyRequest, Callable[..., Any]]
 
 _INFO = "_hpdsl_family"
@@ -95,14 +97,17 @@ def standard_registry() -> Registry:
     """Return the registry of hpdsl's shipped profiles and families (compiled once)."""
     from hpdsl.api import compile_sources  # the compiler needs lark; only load it when asked
 
-    return Registry(compile_sources([], stdlib=True).unwrap())
+    return compile_sources([], stdlib=True)
 
 
-def as_registry(registry: RegistryLike | None) -> Registry:
-    """Return `registry` as a Registry; None means the standard registry."""
+def as_registry(registry: Registry | None) -> Registry:
+    """Return `registry`, or the standard registry for None; BuildError for anything else."""
     if registry is None:
         return standard_registry()
-    return registry if isinstance(registry, Registry) else Registry(registry)
+    if not isinstance(registry, Registry):
+        raise BuildError(f"registry must be an hpdsl.Registry (from hpdsl.compile_paths, "
+                         f"compile_sources or load_registry), found {type(registry).__name__}")
+    return registry
 
 
 def family_request(target: Target, arguments: Mapping[str, Any], *, registry: RegistryLike | None = None,

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.check.scope import did_you_mean
+from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.nodes import FamilyIR, Scalar, SelectorIR, SourceRef, VariantIR

@@ -1,12 +1,12 @@
-"""Unit tests of check_profiles and of the profile questions check.scope answers."""
+"""Unit tests of check_profiles and of the profile questions hpdsl/scope.py answers."""
 
 from __future__ import annotations
 
 from hpdsl import ast
 from hpdsl.check import check_files
-from hpdsl.check.scope import kind_flavours, kind_vector, profile_default, profile_kinds
 from hpdsl.diagnostics import Diagnostic
 from hpdsl.resources import data_dir
+from hpdsl.scope import kind_flavours, kind_vector, profile_default, profile_kinds
 from hpdsl.syntax import parse_text
 
 VECTOR = "attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"

@@ -82,6 +82,6 @@ def example(name: str) -> CostModel:
     """Return an example spec's model, compiled with the standard library and bound."""
     from hpdsl.api import compile_paths
 
-    registry = compile_paths([EXAMPLES / f"{name}.hpf"]).unwrap()
+    registry = compile_paths([EXAMPLES / f"{name}.hpf"])
     model = registry.models[name]
     return bind(model, registry.profiles[model.profile])

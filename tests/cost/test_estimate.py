@@ -14,7 +14,7 @@ from cost_builders import ROOT, dense_model, example, moe_model
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.params import parameters
 from hpdsl.cost.pricing import price_grid
-from hpdsl.cost.report import render_estimate, strategy_from_flags
+from hpdsl.cli.report import render_estimate, strategy_from_flags
 from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid
 
 DEEPSEEK = Strategy(tp=8, pp=8, dp=2, ep=8, sequence_parallel=True, global_batch=256)

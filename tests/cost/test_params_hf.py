@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from hpdsl.api import compile_sources  # noqa: E402
+from hpdsl.api import check_sources  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_file  # noqa: E402
@@ -53,10 +53,10 @@ def hf_parameter_count(config: object, seq2seq: bool) -> int:
 
 def hpdsl_report(config_path: Path, name: str):
     """Import a config.json, compile it with the standard library, and count its parameters."""
-    stdlib = compile_sources([], stdlib=True)
+    stdlib = check_sources([], stdlib=True)
     assert stdlib.registry is not None
     imported = import_hf_file(config_path, profiles=stdlib.registry.profiles, name=name)
-    result = compile_sources([Source(f"{name}.hpf", imported.text)], stdlib=True)
+    result = check_sources([Source(f"{name}.hpf", imported.text)], stdlib=True)
     assert result.registry is not None, [d.message for d in result.diagnostics]
     model = result.registry.models[name]
     return parameters(bind(model, result.registry.profiles[model.profile]))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hpdsl.api import compile_sources
+from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
 from hpdsl.fmt import format_source
 from hpdsl.importers.hf import HfImportError, import_hf_config, import_hf_file
-from hpdsl.stack import compress_kinds
+from hpdsl.ir.stack import compress_kinds
 
 LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128, "rms_norm_eps": 1e-6,
@@ -20,13 +20,13 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_
 
 @pytest.fixture(scope="module")
 def profiles():
-    result = compile_sources([], stdlib=True)
+    result = check_sources([], stdlib=True)
     assert result.registry is not None
     return result.registry.profiles
 
 
 def _compiles(text: str, name: str):
-    result = compile_sources([Source(f"{name}.hpf", text)], stdlib=True)
+    result = check_sources([Source(f"{name}.hpf", text)], stdlib=True)
     assert result.registry is not None, [d.message for d in result.diagnostics]
     return result.registry.models[name]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_models import lower_model, lower_models
 from hpdsl.ir.nodes import LayerGroup, ModelIR, block_stated
 from hpdsl.model.fields import block_fields
 from hpdsl.resources import stdlib_files
+from hpdsl.scope import Scope
 from hpdsl.syntax import parse_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -8,11 +8,11 @@ from functools import cache
 import pytest
 
 from hpdsl.check import check_files
-from hpdsl.check.scope import Scope
 from hpdsl.ir.lower_profiles import lower_profile, lower_profiles, lower_vocabulary
 from hpdsl.ir.nodes import FactsIR, OpInfo, ProfileIR, RunFacts
 from hpdsl.resources import data_dir
 from hpdsl.model.fields import RUN_FACTS
+from hpdsl.scope import Scope
 
 DEFAULT_RUN = {name: fact.default for name, fact in RUN_FACTS.items()}
 from hpdsl.syntax import parse_text

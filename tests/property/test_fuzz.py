@@ -3,7 +3,7 @@
 Two sources of text: (a) sentences of the grammar (`from_lark`), spaced so most of
 them parse and reach the checks, and raw so tokens run together; (b) the shipped
 .hpf files with characters deleted, inserted or replaced (NUL, non-ASCII, line
-separators, brackets). `compile_sources` must return either a registry or at
+separators, brackets). `check_sources` must return either a registry or at
 least one error, every diagnostic must carry a known code and a position inside
 its text, and no exception of any kind may come out.
 """
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 from lark import Lark
 
-from hpdsl.api import CompileResult, compile_sources
+from hpdsl.api import CompileResult, check_sources
 from hpdsl.diagnostics import CODES, Source, render_diagnostics
 from hpdsl.resources import data_dir
 
@@ -101,7 +101,7 @@ def mutated_files(draw: st.DrawFn) -> Source:
 
 def assert_only_diagnostics(sources: list[Source]) -> CompileResult:
     """Compile; check a registry or an error came back and every diagnostic is well placed."""
-    result = compile_sources(sources, stdlib=True)
+    result = check_sources(sources, stdlib=True)
     assert result.registry is not None or any(d.is_error for d in result.diagnostics)
     for diagnostic in result.diagnostics:
         assert diagnostic.code in CODES, diagnostic

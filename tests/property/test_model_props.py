@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpdsl.api import compile_sources
+from hpdsl.api import check_sources
 from hpdsl.cost import bind, parameters
 from hpdsl.diagnostics import Source
 from hpdsl.ir.nodes import block_stated
@@ -44,7 +44,7 @@ def model_texts(draw: st.DrawFn) -> str:
 
 @given(model_texts())
 def test_a_clean_model_is_coherent_and_priceable(text: str) -> None:
-    result = compile_sources([Source("m.hpf", text)], stdlib=True)
+    result = check_sources([Source("m.hpf", text)], stdlib=True)
     if result.registry is None:
         assert any(d.is_error and d.span.file == "m.hpf" for d in result.diagnostics)
         return

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.ir.nodes import LayerGroup
-from hpdsl.stack import (StackResult, append_mtp, derive_body, derive_stack, expand_stack, layer_kinds,
-                         run_length, stack_layer_count)
+from hpdsl.ir.stack import (StackResult, append_mtp, derive_body, derive_stack, expand_stack, layer_kinds,
+                            run_length, stack_layer_count)
 
 KIND_NAMES = ("a", "b", "c", "dense", "moe", "encoder", "decoder")
 

@@ -6,7 +6,17 @@ could find it as a namespace package, so the check is for `torch.nn`.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# bench/agreement.py (built models measured against the estimator) is a harness, not
+# part of hpdsl: bench/validate_estimator.py prints its rows, test_estimator_agreement.py
+# holds them, both importing it from bench/.
+BENCH = str(Path(__file__).resolve().parents[2] / "bench")
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)
 
 try:
     import torch

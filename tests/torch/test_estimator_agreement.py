@@ -1,6 +1,6 @@
 """The built model agrees with the estimator: parameters, forward FLOPs, bytes saved for backward.
 
-Every example is built at small dimensions (hpdsl.torch.agreement.small_model),
+Every example is built at small dimensions (bench/agreement.py's small_model),
 run forward once on CPU tensors in float32, and measured (FlopCounterMode, saved
 tensor hooks); docs/validation.md is the table these rows make.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from agreement import Agreement, small_model, validation_suite
 from torch_support import examples_registry, parameter_count
 
 from hpdsl.cost import bind, parameters
@@ -16,7 +17,6 @@ from hpdsl.cost.estimate import estimate
 from hpdsl.cost.flops import forward_flops_by_term
 from hpdsl.cost.strategy import Strategy
 from hpdsl.torch import build_model
-from hpdsl.torch.agreement import Agreement, small_model, validation_suite
 from hpdsl.torch.modules.fused import fused, rotate
 
 EXAMPLES = sorted(examples_registry().models)

@@ -40,6 +40,11 @@ def test_a_direct_build_carries_its_provenance(stdlib_registry) -> None:
     assert info.variant_source is not None and info.variant_source.line > info.source.line
 
 
+def test_a_bare_registry_ir_is_refused_with_how_to_wrap_it(stdlib_registry) -> None:
+    with pytest.raises(BuildError, match=r"registry must be an hpdsl.Registry .* found RegistryIR"):
+        build_family("mlp", config=CFG, registry=stdlib_registry.ir)
+
+
 def test_the_config_is_copied_not_shared(stdlib_registry) -> None:
     config = {"hidden": 8}
     module = build_family(custom("torch_fixture_modules:Plain"), config=config, allowed_prefixes=FIXTURES)

@@ -78,7 +78,7 @@ family sharded_decay {
 @pytest.fixture(scope="module")
 def custom_registry() -> Registry:
     """Return the standard library plus the hand-made families above (all of which compile)."""
-    return Registry(compile_sources([Source("custom.hpf", CUSTOM)]).unwrap())
+    return compile_sources([Source("custom.hpf", CUSTOM)])
 
 
 @pytest.fixture

@@ -64,13 +64,13 @@ model tiny_dense : llama2 {
 @functools.lru_cache(maxsize=1)
 def small_registry() -> Registry:
     """Return the registry of the small specs above, standard library included."""
-    return Registry(compile_sources([Source("tiny.hpf", SMALL_SPECS)]).unwrap())
+    return compile_sources([Source("tiny.hpf", SMALL_SPECS)])
 
 
 @functools.lru_cache(maxsize=1)
 def examples_registry() -> Registry:
     """Return the registry of examples/*.hpf, standard library included."""
-    return Registry(compile_paths([ROOT / "examples"]).unwrap())
+    return compile_paths([ROOT / "examples"])
 
 
 def shrink(model: ModelIR, *, per_group: int = 2, groups: int = 4) -> ModelIR:

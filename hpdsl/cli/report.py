@@ -1,9 +1,10 @@
 """Estimates and search results into what the CLI prints: a per-stage table, JSON, a PNG plot.
 
-The CLI (hpdsl/cli/cost.py) declares its flags from ESTIMATE_FLAGS and
-SEARCH_FLAGS, builds the Strategy with `strategy_from_flags`, and prints with
-`render_estimate`, `render_search` and `plot_memory`; errors travel to the CLI
-group, which owns exit codes.
+`hpdsl estimate` and `hpdsl search` (hpdsl/cli/cost.py) declare their flags
+from ESTIMATE_FLAGS and SEARCH_FLAGS, build the Strategy with
+`strategy_from_flags`, and print with `render_estimate`, `render_search` and
+`plot_memory`; errors travel to the CLI group, which owns exit codes. rich and matplotlib are imported only by the
+functions that draw with them.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpdsl.cost.estimate import Estimate
-from hpdsl.cost.search import SearchResult
-from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import InputError
+
+if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
+    from hpdsl.cost.estimate import Estimate
+    from hpdsl.cost.search import SearchResult
+    from hpdsl.cost.strategy import Strategy
 
 GIB = 1024**3
 
@@ -65,7 +68,7 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
     """Return the Strategy the flags state (None values keep the defaults)."""
-    from hpdsl.cost.strategy import InvalidStrategyError
+    from hpdsl.cost.strategy import InvalidStrategyError, Strategy
 
     values = {k: v for k, v in flags.items() if v is not None}
     if isinstance(values.get("pp_split"), str):

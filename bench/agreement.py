@@ -14,7 +14,9 @@ FlopCounterMode (hpdsl.cost.flops.MATMUL_TERMS): it does not see softmax, norms,
 activations, rotary or the delta rule's triangular inverse.
 
 docs/validation.md tabulates the rows (bench/validate_estimator.py prints them)
-and tests/torch/test_estimator_agreement.py holds them to 2% and 10%.
+and tests/torch/test_estimator_agreement.py holds them to 2% and 10%. It is a
+harness, not part of the library: it lives here, and tests/torch/conftest.py
+puts bench/ on the path for the test.
 """
 
 from __future__ import annotations
