@@ -61,6 +61,7 @@ class ModuleConfig:
     rope: bool = True                # False under relative position buckets (T5)
     rope_theta: float = 10000.0
     causal: bool = True
+    vocab: int = 0                   # the embedding's and output head's rows
 
     @classmethod
     def from_layer(cls, layer: LayerConfig, model: ModelIR, *, gated: bool = True,
@@ -80,6 +81,7 @@ class ModuleConfig:
             lin_conv=layer.lin_conv, q_lora_rank=layer.q_lora_rank, kv_lora_rank=layer.kv_lora_rank,
             rope_dim=layer.rope_dim, nope_dim=layer.nope_dim, norm=model.norm or "rmsnorm",
             norm_bias=layer.norm_bias, rope=not model.position_buckets, causal=causal,
+            vocab=layer.vocab,
         )
 
     @property
