@@ -83,6 +83,28 @@ class Vocabulary:
 
 
 # --------------------------------------------------------------------------
+# Slot bindings
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SlotBinding:
+    """`mlp gated_mlp` inside a slots block: a slot and the family that fills it."""
+
+    slot: Name
+    family: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class SlotsBlock:
+    """`slots { ... }`: at top level the defaults, in a profile or kind its overrides."""
+
+    bindings: tuple[SlotBinding, ...]
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
 # Profiles
 # --------------------------------------------------------------------------
 
@@ -129,7 +151,7 @@ class FfnFlavour:
     span: Span = _span()
 
 
-KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour]
+KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, SlotsBlock]
 
 
 @attrs.frozen
@@ -175,7 +197,7 @@ class SettingsBlock:
     span: Span = _span()
 
 
-ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock]
+ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock, SlotsBlock]
 
 
 @attrs.frozen
@@ -502,7 +524,7 @@ class Model:
     span: Span = _span()
 
 
-Declaration = Union[ImportDecl, Vocabulary, Profile, Family, Model]
+Declaration = Union[ImportDecl, Vocabulary, SlotsBlock, Profile, Family, Model]
 
 
 @attrs.frozen

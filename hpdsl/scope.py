@@ -9,6 +9,8 @@ for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import attrs
 
 from hpdsl import ast
@@ -91,3 +93,44 @@ def kind_vector(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.OpC
                 for count in item.counts:
                     vector[count.op.value] = count
     return vector
+
+
+# --------------------------------------------------------------------------
+# Slot bindings: top-level defaults, overlaid by a profile's, then a kind's
+# --------------------------------------------------------------------------
+
+SlotBindings = dict[str, ast.SlotBinding]
+"""The effective binding of each bound slot, by slot name."""
+
+
+def top_level_slots(scope: Scope) -> list[ast.SlotsBlock]:
+    """Return every top-level slots block in scope, in file order."""
+    return [item for file in scope.files for item in file.items if isinstance(item, ast.SlotsBlock)]
+
+
+def _overlay(base: SlotBindings, blocks: Iterable[ast.SlotsBlock], *, first_wins: bool = False,
+             ) -> SlotBindings:
+    bindings = dict(base)
+    for block in blocks:
+        for binding in block.bindings:
+            if not (first_wins and binding.slot.value in bindings):
+                bindings[binding.slot.value] = binding
+    return bindings
+
+
+def default_slots(scope: Scope) -> SlotBindings:
+    """Return the top-level bindings: every profile's defaults (the first binding of a slot wins)."""
+    return _overlay({}, top_level_slots(scope), first_wins=True)
+
+
+def profile_slots(profile: ast.Profile, scope: Scope) -> SlotBindings:
+    """Return a profile's effective bindings: the top-level defaults overlaid by its own blocks."""
+    own = [item for item in profile.items if isinstance(item, ast.SlotsBlock)]
+    return _overlay(default_slots(scope), own)
+
+
+def kind_slots(kind: ast.Kind, kinds: dict[str, ast.Kind], profile: SlotBindings) -> SlotBindings:
+    """Return a kind's effective bindings: the profile's, overlaid by its bases' and then its own."""
+    blocks = [item for ancestor in reversed(kind_lineage(kind, kinds)) for item in ancestor.items
+              if isinstance(item, ast.SlotsBlock)]
+    return _overlay(profile, blocks)

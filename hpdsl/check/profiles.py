@@ -94,7 +94,7 @@ def _keyword(item: object) -> str:
     if isinstance(item, ast.SettingsBlock):
         return item.block
     words = {ast.DefaultKind: "default", ast.ModelTypes: "model_types", ast.OpsBlock: "ops",
-             ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn"}
+             ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.SlotsBlock: "slots"}
     return words[type(item)]
 
 
@@ -215,7 +215,7 @@ def _check_kind_items(kind: ast.Kind, ops: tuple[str, ...], collector: Collector
             first[word] = item
         if isinstance(item, ast.OpsBlock):
             _check_ops_block(item, ops, collector)
-        else:
+        elif not isinstance(item, ast.SlotsBlock):  # checked in check/slots.py
             _check_flavour(item, collector)
 
 

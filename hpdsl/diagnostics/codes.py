@@ -50,6 +50,12 @@ CODES: dict[str, str] = {
     "hf-fact-type": "a profile's facts block gives a value of the wrong type",
     "unknown-model-type": "a profile's facts block names a model_type the profile does not list",
     "flavour-mismatch": "linrec is counted but the attention flavour is not linear, or the reverse",
+    # --- slot bindings ----------------------------------------------------
+    "unknown-slot": "a slots block binds a name that is not a slot",
+    "unknown-family": "a slots block binds a slot to a family that is not declared",
+    "duplicate-slot": "a slot is bound twice in one slots block, or in two top-level slots blocks",
+    "model-slot-in-kind": "a kind binds a slot a model has once (embedding, head)",
+    "unbound-slot": "a profile a model uses leaves a slot without a family",
     # --- families ---------------------------------------------------------
     "missing-factory": "a family names no factory",
     "invalid-import-path": "an import path is not of the form 'package.module:Name'",

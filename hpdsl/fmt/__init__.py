@@ -5,9 +5,10 @@ forms (literals, conditions, stack lists, layout dims) are in hpdsl/fmt/inline.p
 
 The canonical form: 2-space indentation, one statement per line, one blank line
 between top-level declarations (consecutive imports stay together); ops, run,
-model and facts blocks and model sub-blocks on one line
+model and facts blocks, slots blocks and model sub-blocks on one line
 (`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 120 columns,
-then one entry per line; vocabulary meanings and the trailing comments of
+then one entry per line; vocabulary meanings, the families of a slots block laid
+one binding per line and the trailing comments of
 consecutive lines aligned in a column; layout entries one per line, paths and
 (while they fit) dims aligned in columns; a variant past 120 columns continues
 with its params(...) on the next line, indented twice; conditions and dims
@@ -116,6 +117,7 @@ class _Layout:
             ast.Kind: self._kind, ast.SettingsBlock: self._settings, ast.OpsBlock: self._ops,
             ast.Model: self._model, ast.Block: self._model_block,
             ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.Variant: self._variant,
+            ast.SlotsBlock: self._slots,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -169,6 +171,19 @@ class _Layout:
         inner = [u for op in node.ops for u in self._stmt(
             f"{op.name.value.ljust(width)} {format_literal(op.meaning)}", op.span, depth + 1)]
         return self._wrap("vocabulary", node.span, _after(node.span, 10), inner, depth)
+
+    def _slots(self, node: ast.SlotsBlock, depth: int) -> list[_Unit]:
+        # On one line when it fits; else one binding per line, the families in a column.
+        header_end = _after(node.span, 5)
+        pairs = [(b.slot.value, b.family.value) for b in node.bindings]
+        line = f"slots {{ {'  '.join(f'{slot} {family}' for slot, family in pairs)} }}"
+        if (pairs and len(INDENT * depth + line) <= WIDTH
+                and not self._has_comment(header_end, node.span)):
+            return self._stmt(line, node.span, depth)
+        width = max((len(slot) for slot, _ in pairs), default=0)
+        inner = [u for (slot, family), binding in zip(pairs, node.bindings, strict=True)
+                 for u in self._stmt(f"{slot.ljust(width)} {family}", binding.span, depth + 1)]
+        return self._wrap("slots", node.span, header_end, inner, depth)
 
     def _variant(self, node: ast.Variant, depth: int) -> list[_Unit]:
         # A variant too long for one line continues with its params(...), indented twice.

@@ -1,4 +1,4 @@
-"""The op vocabulary and checked profiles into IR: complete vectors, flavours, run and facts.
+"""The op vocabulary and checked profiles into IR: complete vectors, flavours, run, facts and slots.
 
 Lowering assumes check_profiles found no error: every kind's vector is complete
 after inheritance and every setting has the type its table asks for. It reads
@@ -11,7 +11,9 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
-from hpdsl.scope import Scope, kind_flavours, kind_vector, profile_default, profile_kinds
+from hpdsl.model.slots import SLOTS
+from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, profile_default,
+                         profile_kinds, profile_slots)
 
 
 def lower_vocabulary(scope: Scope) -> tuple[OpInfo, ...]:
@@ -30,14 +32,16 @@ def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
     blocks = [item for item in profile.items if isinstance(item, ast.SettingsBlock)]
     model = _settings(blocks, "model")
     v_head_dim = model.get("v_head_dim")
+    slots = profile_slots(profile, scope)
     return ProfileIR(
         name=profile.name.value,
-        kinds={name: _lower_kind(kind, kinds, scope.op_names) for name, kind in kinds.items()},
+        kinds={name: _lower_kind(kind, kinds, scope.op_names, slots) for name, kind in kinds.items()},
         default=profile_default(profile),
         run=attrs.evolve(RunFacts(), **_settings(blocks, "run")),
         v_head_dim=int(v_head_dim) if v_head_dim is not None else None,
         model_types=_model_types(profile),
         facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
+        slots=_families(slots),
         source=SourceRef.from_span(profile.name.span),
     )
 
@@ -47,7 +51,8 @@ def lower_profiles(scope: Scope) -> dict[str, ProfileIR]:
     return {name: lower_profile(profile, scope) for name, profile in scope.profiles.items()}
 
 
-def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]) -> KindIR:
+def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...],
+                profile_bindings: SlotBindings) -> KindIR:
     vector = kind_vector(kind, kinds)
     attention, ffn = kind_flavours(kind, kinds)
     return KindIR(
@@ -57,8 +62,14 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         attention=attention,  # type: ignore[arg-type]  # checked against ATTENTION_FLAVOURS
         ffn=ffn,  # type: ignore[arg-type]  # checked against FFN_FLAVOURS
         base=kind.base.value if kind.base is not None else None,
+        slots=_families(kind_slots(kind, kinds, profile_bindings)),
         source=SourceRef.from_span(kind.name.span),
     )
+
+
+def _families(bindings: SlotBindings) -> dict[str, str]:
+    """Return slot → family in hpdsl.model.slots.SLOTS order, whatever order the source bound them in."""
+    return {slot: bindings[slot].family.value for slot in SLOTS if slot in bindings}
 
 
 def _settings(blocks: list[ast.SettingsBlock], which: str) -> dict[str, Scalar]:

@@ -49,13 +49,19 @@ class OpInfo:
 
 @attrs.frozen
 class KindIR:
-    """A layer kind with its complete op vector (vocabulary order) and flavours."""
+    """A layer kind with its complete op vector (vocabulary order), flavours and slot bindings.
+
+    `slots` maps each bound slot (hpdsl.model.slots.SLOTS) to the family that
+    fills it in this kind's layers: the profile's bindings overlaid by the
+    kind's own, inherited through `from`.
+    """
 
     name: str
     ops: dict[str, int]
     attention: Literal["full", "linear"] = "full"
     ffn: Literal["dense", "moe"] | None = None
     base: str | None = None
+    slots: dict[str, str] = attrs.field(factory=dict)
     source: SourceRef | None = None
 
 
@@ -82,7 +88,12 @@ class FactsIR:
 
 @attrs.frozen
 class ProfileIR:
-    """An op profile: its kinds in declaration order, default kind, run and model facts."""
+    """An op profile: its kinds in declaration order, default kind, run and model facts, slot bindings.
+
+    `slots` maps each bound slot to its family for the profile's model-level
+    slots and its layers: the top-level defaults overlaid by the profile's own
+    block (each kind's effective bindings are in its KindIR).
+    """
 
     name: str
     kinds: dict[str, KindIR]
@@ -91,6 +102,7 @@ class ProfileIR:
     v_head_dim: int | None = None
     model_types: tuple[str, ...] = ()
     facts: tuple[FactsIR, ...] = ()
+    slots: dict[str, str] = attrs.field(factory=dict)
     source: SourceRef | None = None
 
     def facts_for(self, model_type: str) -> dict[str, Scalar]:

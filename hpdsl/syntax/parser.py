@@ -43,6 +43,11 @@ _MISTAKES: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
       "model m { b { a : 1 } }")),
     ("an op count is an op name and a number, without '=' or ':': write `attMM 4`", False,
      ("profile p { kind k { ops { a = 1 } } }", "profile p { kind k { ops { a : 1 } } }")),
+    ("a slot binding is a slot name and a family name, without '=' or ':': write `mlp mlp`", False,
+     ("slots { a = b }", "slots { a : b }", "profile p { slots { a = b } }",
+      "profile p { kind k { slots { a : b } } }")),
+    ("each slot is followed by the family that fills it: write `SLOT FAMILY`, e.g. `mlp mlp`", False,
+     ("slots { a }", "slots { a b c }")),
     ("'->' does not chain: put parentheses around one side, `a -> (b -> c)`", False,
      ("family f { require a -> b -> c }",)),
     ("compare with '==', not '=': `name == value`", False,
@@ -82,7 +87,7 @@ _CONSTRUCTS = {
     "SELECTOR": "selector", "VARIANT": "variant", "REQUIRE": "a require condition",
     "WHEN": "the when condition", "ACCEPTS": "the accepts list", "IMPORT": "an import",
     "FACTORY": "the factory", "MODEL_TYPES": "model_types", "LAYOUT": "the layout block",
-    "PARAMS": "the params list",
+    "PARAMS": "the params list", "SLOTS": "the slots block",
 }
 _NAMED = {"PROFILE", "FAMILY", "MODEL", "KIND", "SELECTOR", "VARIANT"}
 _OPENERS = {"_LBRACE": "}", "_LSQB": "]", "_LPAR": ")"}

@@ -75,6 +75,15 @@ class ToAst(Transformer):
         name, meaning = children
         return ast.OpDecl(self._name(name), self._string(meaning), span=self._span(meta))
 
+    # --- slot bindings ---------------------------------------------------
+
+    def slots_block(self, meta: Meta, children: list[ast.SlotBinding]) -> ast.SlotsBlock:
+        return ast.SlotsBlock(tuple(children), span=self._span(meta))
+
+    def slot_binding(self, meta: Meta, children: list[Token]) -> ast.SlotBinding:
+        slot, family = children
+        return ast.SlotBinding(self._name(slot), self._name(family), span=self._span(meta))
+
     # --- literals --------------------------------------------------------
 
     def int_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:

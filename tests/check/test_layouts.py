@@ -49,6 +49,11 @@ vocabulary {
   attMM "attention projections"
   ffMM  "feed-forward projections"
 }
+// without the standard library, a profile a model uses must bind every slot
+slots {
+  attention mlp  linear_attention mlp  mla mlp  mlp mlp  experts mlp  shared_experts mlp
+  norm mlp  embedding mlp  head mlp
+}
 profile p {
   kind dense {
     ffn dense

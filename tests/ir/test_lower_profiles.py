@@ -10,11 +10,13 @@ import pytest
 from hpdsl.check import check_files
 from hpdsl.ir.lower_profiles import lower_profile, lower_profiles, lower_vocabulary
 from hpdsl.ir.nodes import FactsIR, OpInfo, ProfileIR, RunFacts
+from hpdsl.model.slots import SLOTS
 from hpdsl.resources import data_dir
 from hpdsl.model.fields import RUN_FACTS
 from hpdsl.scope import Scope
 
 DEFAULT_RUN = {name: fact.default for name, fact in RUN_FACTS.items()}
+from hpdsl.spec import SLOT_FAMILIES
 from hpdsl.syntax import parse_text
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
@@ -61,8 +63,9 @@ MODEL_TYPES = {
 
 @cache
 def _scope() -> Scope:
-    files = [parse_text(path.read_text(), path.name)
-             for path in sorted(data_dir("profiles").glob("*.hpf"))]
+    # The families too: the standard slot bindings (profiles/slots.hpf) name them.
+    files = [parse_text(path.read_text(), path.name) for folder in ("profiles", "families")
+             for path in sorted(data_dir(folder).glob("*.hpf"))]
     scope, diagnostics = check_files(files)
     assert diagnostics == ()
     return scope
@@ -144,3 +147,76 @@ def test_lower_profile_of_a_small_spec() -> None:
     assert profile.run == RunFacts(grad_bytes=2)
     assert profile.v_head_dim == 64
     assert profile.facts == (FactsIR(("x",), {"qk_norm": True}),)
+
+
+# --------------------------------------------------------------------------
+# Slot bindings
+# --------------------------------------------------------------------------
+
+STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "mla": "mla",
+                  "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
+                  "norm": "norm", "embedding": "embedding", "head": "output_head"}
+
+
+def test_every_standard_profile_and_kind_binds_every_slot_to_the_standard_family() -> None:
+    assert list(STANDARD_SLOTS) == list(SLOTS)
+    # the layer slots agree with the table the backend reads until it reads these
+    assert {slot: STANDARD_SLOTS[slot] for slot in SLOT_FAMILIES} == SLOT_FAMILIES
+    for profile in _profiles().values():
+        assert profile.slots == STANDARD_SLOTS, profile.name
+        assert all(kind.slots == STANDARD_SLOTS for kind in profile.kinds.values()), profile.name
+
+
+SLOTTED = """
+vocabulary { mm "matmuls" }
+family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }
+family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
+family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
+slots { head f  norm f  embedding f  attention f  linear_attention f }
+slots { mla f  mlp f  experts f  shared_experts f }
+profile p {
+  slots { mlp g  head g }
+  kind base { slots { experts h  norm g }  ops { mm 1 } }
+  kind child from base { slots { norm h  attention g } }
+  kind grandchild from child { }
+  kind plain { ops { mm 2 } }
+}
+profile q { kind only { ops { mm 1 } } }
+"""
+
+
+def _slotted() -> dict[str, ProfileIR]:
+    scope, diagnostics = check_files([parse_text(SLOTTED, "s.hpf")])
+    assert diagnostics == ()
+    return lower_profiles(scope)
+
+
+def test_top_level_bindings_are_every_profiles_defaults_and_a_profile_overrides_them() -> None:
+    defaults = dict.fromkeys(SLOTS, "f")
+    profiles = _slotted()
+    assert profiles["q"].slots == defaults
+    assert profiles["q"].kinds["only"].slots == defaults
+    assert profiles["p"].slots == {**defaults, "mlp": "g", "head": "g"}
+    # SLOTS order, whatever order the blocks bound them in
+    assert list(profiles["p"].slots) == list(SLOTS)
+
+
+def test_a_kind_overrides_its_profile_and_inherits_through_from() -> None:
+    profile = _slotted()["p"]
+    own = {**dict.fromkeys(SLOTS, "f"), "mlp": "g", "head": "g"}
+    assert profile.kinds["plain"].slots == own
+    assert profile.kinds["base"].slots == {**own, "experts": "h", "norm": "g"}
+    # the child's own bindings win over its base's; the rest are inherited
+    assert profile.kinds["child"].slots == {**own, "experts": "h", "norm": "h", "attention": "g"}
+    assert profile.kinds["grandchild"].slots == profile.kinds["child"].slots
+    assert all(list(kind.slots) == list(SLOTS) for kind in profile.kinds.values())
+
+
+def test_a_profile_no_model_uses_lowers_the_slots_it_binds() -> None:
+    text = ('vocabulary { mm "matmuls" }\nfamily f { factory "pkg.mod:F"  variant v "pkg.mod:F" default }\n'
+            'profile p { slots { mlp f } kind k { slots { norm f }  ops { mm 1 } } }')
+    scope, diagnostics = check_files([parse_text(text, "p.hpf")])
+    assert diagnostics == ()
+    profile = lower_profile(scope.profiles["p"], scope)
+    assert profile.slots == {"mlp": "f"}
+    assert profile.kinds["k"].slots == {"mlp": "f", "norm": "f"}

@@ -15,6 +15,7 @@ from functools import cache
 from hypothesis import strategies as st
 
 from hpdsl import ast
+from hpdsl.model.slots import SLOTS
 from hpdsl.resources import data_dir
 
 
@@ -76,18 +77,25 @@ def _compound(children: st.SearchStrategy) -> st.SearchStrategy:
 exprs = st.recursive(atoms, _compound, max_leaves=10)
 
 # --------------------------------------------------------------------------
-# Vocabulary and profiles
+# Vocabulary, slot bindings and profiles
 # --------------------------------------------------------------------------
 
 import_decls = st.builds(ast.ImportDecl, string_literals)
 op_decls = st.builds(ast.OpDecl, names, string_literals)
 vocabularies = st.builds(ast.Vocabulary, _tuples(op_decls, max_size=5))
 
+# Slot and family names are keywords elsewhere (`attention`, `norm`, `mlp`), plain names here.
+slot_names = st.builds(ast.Name, st.sampled_from(sorted(SLOTS))) | names
+family_names = st.builds(ast.Name, st.sampled_from(["attention", "norm", "mlp", "embedding"])) | names
+slot_bindings = st.builds(ast.SlotBinding, slot_names, family_names)
+# Up to 12 bindings, so some blocks pass 120 columns and open up one binding per line.
+slots_blocks = st.builds(ast.SlotsBlock, _tuples(slot_bindings, max_size=12))
+
 settings = st.builds(ast.Setting, names, literals)
 op_counts = st.builds(ast.OpCount, names, literals)
 ops_blocks = st.builds(ast.OpsBlock, _tuples(op_counts, max_size=12))
 kind_items = st.one_of(ops_blocks, st.builds(ast.AttentionFlavour, names),
-                       st.builds(ast.FfnFlavour, names))
+                       st.builds(ast.FfnFlavour, names), slots_blocks)
 kinds = st.builds(ast.Kind, names, st.none() | names, _tuples(kind_items, max_size=3))
 settings_blocks = st.one_of(
     st.builds(ast.SettingsBlock, st.sampled_from(["run", "model"]), _tuples(settings)),
@@ -96,7 +104,7 @@ settings_blocks = st.one_of(
 )
 profile_items = st.one_of(kinds, st.builds(ast.DefaultKind, names),
                           st.builds(ast.ModelTypes, _tuples(string_literals, 1, 3)),
-                          settings_blocks)
+                          settings_blocks, slots_blocks)
 profiles = st.builds(ast.Profile, names, _tuples(profile_items))
 
 # --------------------------------------------------------------------------
@@ -153,5 +161,5 @@ models = st.builds(ast.Model, names, st.none() | names, _tuples(model_items, max
 # Files
 # --------------------------------------------------------------------------
 
-declarations = st.one_of(import_decls, vocabularies, profiles, families, models)
+declarations = st.one_of(import_decls, vocabularies, slots_blocks, profiles, families, models)
 files = st.builds(ast.File, st.just("<generated>"), _tuples(declarations, max_size=4))

@@ -32,8 +32,9 @@ def _vocabulary() -> ast.File:
 
 @cache
 def _shipped() -> dict[str, ProfileIR]:
-    files = [parse_text(path.read_text(), path.name)
-             for path in sorted(data_dir("profiles").glob("*.hpf"))]
+    # with the families the standard slot bindings (profiles/slots.hpf) name
+    files = [parse_text(path.read_text(), path.name) for folder in ("profiles", "families")
+             for path in sorted(data_dir(folder).glob("*.hpf"))]
     scope, diagnostics = check_files(files)
     assert diagnostics == ()
     return lower_profiles(scope)

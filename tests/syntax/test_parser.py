@@ -115,6 +115,35 @@ def test_family_items() -> None:
     )
 
 
+def test_slots_blocks_at_top_level_in_profiles_and_in_kinds() -> None:
+    file = parse_text("""
+        slots { attention attention  norm norm }
+        profile p {
+          slots { mlp gated }
+          kind k from j { slots { experts grouped_experts  head output_head }  ops { a 1 } }
+        }""")
+    top, profile = file.items
+    assert top == ast.SlotsBlock((ast.SlotBinding(N("attention"), N("attention")),
+                                  ast.SlotBinding(N("norm"), N("norm"))))
+    assert profile == ast.Profile(N("p"), (
+        ast.SlotsBlock((ast.SlotBinding(N("mlp"), N("gated")),)),
+        ast.Kind(N("k"), N("j"), (
+            ast.SlotsBlock((ast.SlotBinding(N("experts"), N("grouped_experts")),
+                            ast.SlotBinding(N("head"), N("output_head")))),
+            ast.OpsBlock((ast.OpCount(N("a"), lit(1)),)))),
+    ))
+    assert parse_text("slots {}").items == (ast.SlotsBlock(()),)
+
+
+def test_slot_binding_spans() -> None:
+    (block,) = parse_text("slots {\n  mlp  gated_mlp\n}", "s.hpf").items
+    assert block.span == Span("s.hpf", 1, 1, 3, 2)
+    (binding,) = block.bindings
+    assert _at(binding) == (2, 3, 2, 17)
+    assert _at(binding.slot) == (2, 3, 2, 6)
+    assert _at(binding.family) == (2, 8, 2, 17)
+
+
 def condition(text: str) -> ast.Expr:
     (require,) = body("family f { ... }", f"require {text}")
     return require.condition
@@ -191,6 +220,10 @@ def test_string_escapes() -> None:
 def test_keywords_are_names_where_no_keyword_can_stand() -> None:
     # The contextual lexer reads `kind` as a name inside a model body.
     assert body("model m { ... }", "kind 3") == (ast.Field(N("kind"), lit(3)),)
+    # ... and `attention`, `norm`, `mlp`, `model` as names inside a slots block.
+    (block,) = parse_text("slots { attention norm  mlp model  norm slots }").items
+    assert [(b.slot.value, b.family.value) for b in block.bindings] == [
+        ("attention", "norm"), ("mlp", "model"), ("norm", "slots")]
 
 
 # --------------------------------------------------------------------------
@@ -296,6 +329,9 @@ def assert_reads_as_words(diagnostic: Diagnostic) -> None:
     ("profile p { model m { } }", "syntax-error", (1, 19), "close the profile"),
     ("model m { stack 3 }", "syntax-error", (1, 17), "expected '['"),
     ("family f { selector a: float }", "syntax-error", (1, 24), "expected 'bool', 'enum' or 'int'"),
+    ("slots { mlp = mlp }", "syntax-error", (1, 13), "a slot binding is a slot name and a family name"),
+    ("profile p { slots { mlp } }", "syntax-error", (1, 25), "`SLOT FAMILY`"),
+    ("slots mlp mlp", "syntax-error", (1, 7), "expected '{'"),
 ])
 def test_syntax_errors(text: str, code: str, position: tuple[int, int], hint: str) -> None:
     diagnostic = error(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import attrs
 import pytest
 import torch
 from torch import nn
@@ -15,7 +16,8 @@ from hpdsl.torch import (
     validate_family_context,
 )
 from hpdsl.torch.modules import (
-    Attention, EagerGatedDeltaNet, GatedMLP, GroupedExperts, MLP, MXFP8GroupedExperts, PlainMLP,
+    Attention, EagerGatedDeltaNet, Embedding, GatedMLP, GroupedExperts, LayerNorm, MLP, MXFP8GroupedExperts,
+    OutputHead, PlainMLP, RMSNorm,
 )
 
 CFG = ModuleConfig(hidden=32, heads=4, head_dim=8, kv_heads=2, ffn_width=64, experts=4, top_k=2,
@@ -43,6 +45,38 @@ def test_a_direct_build_carries_its_provenance(stdlib_registry) -> None:
 def test_a_bare_registry_ir_is_refused_with_how_to_wrap_it(stdlib_registry) -> None:
     with pytest.raises(BuildError, match=r"registry must be an hpdsl.Registry .* found RegistryIR"):
         build_family("mlp", config=CFG, registry=stdlib_registry.ir)
+
+
+def test_norm_embedding_and_output_head_families_build_from_a_config(stdlib_registry) -> None:
+    config = attrs.evolve(CFG, vocab=50, norm_bias=True, norm_eps=1e-5)
+    rms = build_family("norm", config=config, registry=stdlib_registry, module_fqn="norm")
+    assert type(rms) is RMSNorm and rms.eps == 1e-5
+    assert {n: tuple(p.shape) for n, p in rms.named_parameters()} == {"weight": (32,), "bias": (32,)}
+    layer = build_family("norm", config=attrs.evolve(config, norm_bias=False), registry=stdlib_registry,
+                         norm="layernorm")
+    assert type(layer) is LayerNorm and layer.bias is None and layer.normalized_shape == (32,)
+    info = get_family_build_info(layer)
+    assert info is not None and info.resolved.variant.name == "layernorm"
+    assert info.logical_shapes == {"weight": (32,)}
+    x = torch.randn(3, 32)
+    torch.testing.assert_close(layer(x), torch.nn.functional.layer_norm(x, (32,), layer.weight, eps=1e-5))
+    embed = build_family("embedding", config=config, registry=stdlib_registry)
+    assert type(embed) is Embedding and tuple(embed.weight.shape) == (50, 32)
+    assert embed(torch.tensor([[0, 49]])).shape == (1, 2, 32)
+    head = build_family("output_head", config=config, registry=stdlib_registry)
+    assert type(head) is OutputHead and head.bias is None and tuple(head.weight.shape) == (50, 32)
+    assert get_family_build_info(head).logical_shapes == {"weight": (50, 32)}  # type: ignore[union-attr]
+    assert head(torch.randn(2, 32)).shape == (2, 50)
+
+
+def test_vocabulary_ends_need_a_vocab_and_norms_keep_their_plain_signature(stdlib_registry) -> None:
+    with pytest.raises(BuildError, match="positive vocab"):
+        build_family("embedding", config=CFG, registry=stdlib_registry)
+    assert RMSNorm(8).eps == 1e-6 and RMSNorm(8).bias is None
+    plain = LayerNorm(8)
+    assert plain.eps == 1e-5 and plain.bias is not None
+    with pytest.raises(TypeError, match="`dim` or a `config`"):
+        RMSNorm()
 
 
 def test_the_config_is_copied_not_shared(stdlib_registry) -> None:

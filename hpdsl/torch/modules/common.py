@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -15,12 +15,32 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.fused import fused, rotate
 
 
-class RMSNorm(nn.Module):
-    """Root-mean-square normalisation over the last dim, with an optional bias."""
+def norm_arguments(config: ModuleConfig | None, dim: int | None, eps: float | None,
+                   bias: bool | None, defaults: tuple[float, bool]) -> tuple[int, float, bool]:
+    """Return a norm's (dim, eps, bias): those given, else the config's (hidden, norm_eps, norm_bias).
 
-    def __init__(self, dim: int, eps: float = 1e-6, *, bias: bool = False) -> None:
+    Without a config, `dim` is required and eps and bias fall back to `defaults`.
+    """
+    if config is None:
+        if dim is None:
+            raise TypeError("a norm needs `dim` or a `config`")
+        return dim, defaults[0] if eps is None else eps, defaults[1] if bias is None else bias
+    return (config.hidden if dim is None else dim, config.norm_eps if eps is None else eps,
+            config.norm_bias if bias is None else bias)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dim, with an optional bias.
+
+    Built as `RMSNorm(dim, eps, bias=...)`, or by the `norm` family from a
+    config (`config=`: over `hidden`, with the model's eps and bias).
+    """
+
+    def __init__(self, dim: int | None = None, eps: float | None = None, *, bias: bool | None = None,
+                 config: ModuleConfig | None = None, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
         super().__init__()
-        self.eps = eps
+        dim, self.eps, bias = norm_arguments(config, dim, eps, bias, (1e-6, False))
         self.weight = nn.Parameter(torch.empty(dim))
         self.bias = nn.Parameter(torch.empty(dim)) if bias else None
         self.reset_parameters()
@@ -44,8 +64,18 @@ class RMSNorm(nn.Module):
         return out if bias is None else out + bias
 
 
-LayerNorm = nn.LayerNorm
-"""torch's LayerNorm (weight, optional bias) is the reference LayerNorm."""
+class LayerNorm(nn.LayerNorm):
+    """torch's LayerNorm (weight, optional bias), also built by the `norm` family from a config.
+
+    `LayerNorm(dim, eps, bias=...)` defaults as torch's does (eps 1e-5, a
+    bias); from a config it normalises `hidden` with the model's eps and bias.
+    """
+
+    def __init__(self, dim: int | None = None, eps: float | None = None, *, bias: bool | None = None,
+                 config: ModuleConfig | None = None, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        dim, eps, bias = norm_arguments(config, dim, eps, bias, (1e-5, True))
+        super().__init__(dim, eps=eps, bias=bias)
 
 
 def make_norm(config: ModuleConfig, dim: int) -> nn.Module:
@@ -136,4 +166,4 @@ def refuse_axis(context: Any, axis: str, what: str, module_fqn: str) -> None:
 
 
 __all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size",
-           "make_norm", "refuse_axis", "rotate"]
+           "make_norm", "norm_arguments", "refuse_axis", "rotate"]

@@ -1,0 +1,147 @@
+"""Slot bindings into diagnostics: slot and family names, repeats, kind scope, completeness.
+
+A `slots { SLOT FAMILY ... }` block binds slots of hpdsl.model.slots.SLOTS to
+families in scope: at the top level (every profile's defaults, each slot bound
+once across all files), in a profile, or in a kind. The effective bindings are
+merged by the helpers of check.scope, the same ones the lowering uses.
+Nothing here raises: each problem is reported and the check goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hpdsl import ast
+from hpdsl.check.models import DEFAULT_PROFILE
+from hpdsl.diagnostics import did_you_mean
+from hpdsl.scope import Scope, profile_slots, top_level_slots
+from hpdsl.diagnostics import Collector, Note
+from hpdsl.model.slots import SLOTS
+from hpdsl.resources import STDLIB_PREFIX
+
+_NO_STDLIB = "keep the standard library in scope (leave out --no-stdlib)"
+
+
+def check_slots(scope: Scope, collector: Collector) -> None:
+    """Report every problem with the slots blocks in scope and every profile left incomplete."""
+    _check_top_level(scope, collector)
+    for profile in scope.profiles.values():
+        for block in _blocks(profile.items):
+            _check_block(block, scope, collector)
+        for kind in (item for item in profile.items if isinstance(item, ast.Kind)):
+            for block in _blocks(kind.items):
+                _check_block(block, scope, collector, kind=kind)
+    _check_complete(scope, collector)
+
+
+def _blocks(items: tuple[object, ...]) -> Iterator[ast.SlotsBlock]:
+    return (item for item in items if isinstance(item, ast.SlotsBlock))
+
+
+# --------------------------------------------------------------------------
+# Each block
+# --------------------------------------------------------------------------
+
+
+def _check_top_level(scope: Scope, collector: Collector) -> None:
+    """Check the top-level blocks: one default binding per slot, across every file."""
+    first: dict[str, tuple[ast.SlotsBlock, ast.SlotBinding]] = {}
+    for block in top_level_slots(scope):
+        for binding in block.bindings:
+            _check_names(binding, scope, collector)
+            slot = binding.slot.value
+            if slot not in first:
+                first[slot] = (block, binding)
+            elif first[slot][0] is block:
+                _twice_in_block(binding, first[slot][1], collector)
+            else:
+                _second_default(binding, first[slot][1], collector)
+
+
+def _second_default(binding: ast.SlotBinding, first: ast.SlotBinding, collector: Collector) -> None:
+    slot = binding.slot.value
+    if first.span.file.startswith(STDLIB_PREFIX):
+        where = f" in the standard library ({first.span.file})"
+        hint = ("override it in a profile's or a kind's slots block, or compile with --no-stdlib "
+                "and state every default binding yourself")
+    else:
+        where = ""
+        hint = "remove one of the two, or override the slot in a profile's or a kind's slots block"
+    collector.error(binding.slot.span, "duplicate-slot",
+                    f"slot '{slot}' already has a default binding{where}; the top-level slots "
+                    "blocks of all files bind each slot once", hint=hint,
+                    notes=(Note(first.span, "the first default binding"),))
+
+
+def _check_block(block: ast.SlotsBlock, scope: Scope, collector: Collector, *,
+                 kind: ast.Kind | None = None) -> None:
+    first: dict[str, ast.SlotBinding] = {}
+    for binding in block.bindings:
+        _check_names(binding, scope, collector)
+        slot = binding.slot.value
+        if slot in first:
+            _twice_in_block(binding, first[slot], collector)
+        first.setdefault(slot, binding)
+        spec = SLOTS.get(slot)
+        if kind is not None and spec is not None and spec.scope == "model":
+            collector.error(binding.slot.span, "model-slot-in-kind",
+                            f"kind '{kind.name.value}' binds slot '{slot}', but a model has one "
+                            f"{slot}, not one per layer",
+                            hint="bind it in the profile's slots block, or at the top level")
+
+
+def _twice_in_block(binding: ast.SlotBinding, first: ast.SlotBinding, collector: Collector) -> None:
+    collector.error(binding.slot.span, "duplicate-slot",
+                    f"slot '{binding.slot.value}' is bound twice in this slots block",
+                    hint="keep one binding", notes=(Note(first.span, "first bound here"),))
+
+
+def _check_names(binding: ast.SlotBinding, scope: Scope, collector: Collector) -> None:
+    slot, family = binding.slot, binding.family
+    if slot.value not in SLOTS:
+        collector.error(slot.span, "unknown-slot", f"'{slot.value}' is not a slot",
+                        hint=did_you_mean(slot.value, SLOTS))
+    if family.value not in scope.families:
+        hint = did_you_mean(family.value, scope.families) if scope.families else (
+            f"declare `family {family.value} {{ ... }}`, or {_NO_STDLIB}")
+        collector.error(family.span, "unknown-family",
+                        f"slot '{slot.value}' is bound to family '{family.value}', which is "
+                        "not declared", hint=hint)
+
+
+# --------------------------------------------------------------------------
+# Completeness
+# --------------------------------------------------------------------------
+
+
+def _check_complete(scope: Scope, collector: Collector) -> None:
+    """Report each profile a model uses that leaves a slot unbound.
+
+    Reported once at the profile, with a note at the first model using it: the
+    fix belongs in the profile (or a top-level block), and a profile no model
+    uses may leave slots open, as a library of kinds priced but never built.
+    """
+    users: dict[str, ast.Model] = {}
+    for model in scope.models.values():
+        users.setdefault(model.profile.value if model.profile else DEFAULT_PROFILE, model)
+    for name, model in users.items():
+        profile = scope.profiles.get(name)
+        if profile is None:
+            continue  # the model check reports the unknown profile
+        bound = profile_slots(profile, scope)
+        missing = [slot for slot in SLOTS if slot not in bound]
+        if not missing:
+            continue
+        if len(missing) == len(SLOTS):
+            what = "binds no slot to a family (no slots block in it or at the top level)"
+        else:
+            listed = ", ".join(f"'{slot}'" for slot in missing)
+            what = f"leaves slot{'s' * (len(missing) > 1)} {listed} without a family"
+        collector.error(profile.name.span, "unbound-slot",
+                        f"profile '{name}' {what}, but model '{model.name.value}' is built from it",
+                        hint=f"bind {'it' if len(missing) == 1 else 'them'} in a `slots {{ ... }}` block in the profile or at the top "
+                             f"level, e.g. `slots {{ {missing[0]} FAMILY }}`, or {_NO_STDLIB}",
+                        notes=(Note(model.name.span, "a model using the profile"),))
+
+
+__all__ = ["check_slots"]

@@ -1,0 +1,42 @@
+"""Reference modules for the `embedding` and `output_head` families: the model's two vocabulary ends.
+
+The embedding maps each token to a row of `hidden`; the head projects hidden
+states onto the vocabulary, without a bias. They subclass torch's Embedding
+and Linear, so their parameters are torch's (`weight`, [vocab, hidden] both)
+and whatever initialises those initialises these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from hpdsl.torch.config import ModuleConfig
+
+
+def _vocab(config: ModuleConfig) -> int:
+    vocab = int(getattr(config, "vocab", 0))
+    if vocab < 1:
+        raise ValueError(f"the vocabulary ends need a positive vocab in the config, found {vocab}")
+    return vocab
+
+
+class Embedding(nn.Embedding):
+    """The token embedding: one row of `hidden` per token of the config's vocab."""
+
+    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        super().__init__(_vocab(config), config.hidden)
+
+
+class OutputHead(nn.Linear):
+    """The output head: hidden states onto the config's vocab, no bias."""
+
+    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        super().__init__(config.hidden, _vocab(config), bias=False)
+
+
+__all__ = ["Embedding", "OutputHead"]
