@@ -16,6 +16,7 @@ import pytest
 from goldens import compile_inputs
 
 from hpdsl.errors import HpdslError, LoadError, UnknownNameError
+from hpdsl.ir.convert import registry_to_json
 from hpdsl.ir.nodes import SCHEMA_VERSION, FamilyIR
 from hpdsl.ir.schema import registry_schema, render_schema
 from hpdsl.registry import Registry, load_registry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hpdsl.api import compile_sources
+from hpdsl.api import check_sources, compile_sources
 from hpdsl.check import check_files
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.ir.convert import registry_from_data, registry_to_json
@@ -31,7 +31,7 @@ def test_two_files_binding_one_slot_at_top_level_is_an_error_naming_both() -> No
 
 
 def test_a_second_default_of_a_standard_slot_names_the_standard_library() -> None:
-    result = compile_sources([Source("user.hpf", "slots { norm norm }\n")])
+    result = check_sources([Source("user.hpf", "slots { norm norm }\n")])
     (error,) = result.errors
     assert (error.code, error.span.file) == ("duplicate-slot", "user.hpf")
     assert "standard library (<hpdsl>/profiles/slots.hpf)" in error.message
@@ -70,7 +70,7 @@ def test_the_registry_carries_the_bindings_and_loads_them_back() -> None:
     vector = "attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"
     text = (FAMILY.replace("family f", "family g") + "profile p { slots { mlp g }\n"
             f"  kind k {{ slots {{ experts g }}  ops {{ {vector} }} }} }}\n")
-    registry = compile_sources([Source("user.hpf", text)]).unwrap()
+    registry = compile_sources([Source("user.hpf", text)]).ir
     data = json.loads(registry_to_json(registry))
     profile = data["profiles"]["p"]
     assert profile["slots"]["mlp"] == "g" and profile["slots"]["head"] == "output_head"
