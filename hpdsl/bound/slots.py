@@ -1,20 +1,23 @@
-"""A bound layer (hpdsl.bound.bind) into its slots: the role each module of the layer fills and its config.
+"""A bound layer into its slots: which slot each module of a layer fills, the family bound to it, its config.
 
 A built layer holds a mixer (full attention, a Gated DeltaNet for a linear
 kind, or MLA when the model has an `mla` block), a cross-attention in an
-encoder-decoder's decoder, and a feed-forward block: a dense MLP, or routed
-experts plus shared experts. Each slot is filled through the family
-spec.SLOT_FAMILIES names for its role, from a ModuleConfig.
+encoder-decoder's decoder, a feed-forward block (a dense MLP, or routed experts
+plus shared experts) and a norm before each; the model holds an embedding, a
+final norm per tower and, unless tied, an output head. The family filling each
+slot is the kind's (or the profile's) binding from `.hpf` `slots { ... }`
+blocks (KindIR.slots, ProfileIR.slots), never Python.
 
 The torch backend (hpdsl/torch/model.py) builds every slot from these
-functions, and the layout check (hpdsl/check/layouts.py) evaluates the layout
-dims of every slot with them, so what the check proves about a model's
-parameters holds for the modules the backend builds. Nothing here imports torch.
+functions, the layout check (hpdsl/check/layouts.py) evaluates the layout dims
+of every slot with them, and the estimator reads each slot's family layout
+(hpdsl/cost/replication.py), so all three see the same modules. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 
 import attrs
@@ -26,11 +29,12 @@ from hpdsl.model import ops
 
 @attrs.frozen
 class Slot:
-    """One module of a layer: its role, its path inside the layer, the config it is built from."""
+    """One module: the slot it fills (its role), its path, the config it is built from, its family."""
 
     role: str
     path: str
     config: ModuleConfig
+    family: str = ""
 
 
 # --------------------------------------------------------------------------
@@ -58,37 +62,63 @@ def shared_expert_config(config: ModuleConfig) -> ModuleConfig:
     return attrs.evolve(config, ffn_width=config.shared_width)
 
 
-def ffn_slots(config: ModuleConfig, path: str = "ffn") -> tuple[Slot, ...]:
+def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ffn") -> tuple[Slot, ...]:
     """Return the feed-forward slots: one MLP, or routed experts and each shared expert."""
     if config.experts <= 1:
-        return (Slot("mlp", path, config),)
+        return (_slot("mlp", path, config, bindings),)
     shared = shared_expert_config(config)
-    return (Slot("experts", f"{path}.experts", config),
-            *(Slot("shared_experts", f"{path}.shared_experts.{i}", shared)
+    return (_slot("experts", f"{path}.experts", config, bindings),
+            *(_slot("shared_experts", f"{path}.shared_experts.{i}", shared, bindings)
               for i in range(config.shared_experts)))
 
 
-def layer_slots(layer: LayerConfig, *, causal: bool = True) -> tuple[Slot, ...]:
+def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
+    """Return the config a layer's modules are built from: the bound layer with its built form."""
+    matrices = ops.ffn_matrices(layer.ops)
+    return attrs.evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal)
+
+
+def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:
     """Return every slot of a layer priced with `layer`; () when its op vector prices no buildable layer."""
     attentions, matrices = layer_shape(layer)
     if attentions not in (1, 2) or matrices not in (0, 2, 3):
         return ()
-    config = attrs.evolve(layer, gated=matrices == 3, causal=causal)
-    slots = [Slot(mixer_role(config), "mixer", config)]
+    config = layer_config(layer, causal=causal)
+    slots = [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
     if attentions == 2:
-        slots.append(Slot("attention", "cross_attention", cross_attention_config(config)))
+        slots += [_slot("norm", "cross_norm", config, bindings),
+                  _slot("attention", "cross_attention", cross_attention_config(config), bindings)]
     if matrices:
-        slots.extend(ffn_slots(config))
+        slots += [_slot("norm", "ffn_norm", config, bindings), *ffn_slots(config, bindings)]
     return tuple(slots)
+
+
+def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
+    """Return which family fills each slot in layers of `kind` (None: the profile's own bindings)."""
+    bound = cost.profile.kinds.get(kind) if kind is not None else None
+    return bound.slots if bound is not None and bound.slots else cost.profile.slots
 
 
 def model_slots(cost: CostModel) -> Iterator[tuple[str | None, Slot]]:
     """Yield (kind, slot) for every slot of every distinct kind of a bound model, in stack order."""
     for kind in dict.fromkeys(cost.layer_kinds()):
         layer = cost.kind_config(kind if kind in cost.kinds else None)
-        for slot in layer_slots(layer):
+        for slot in layer_slots(layer, kind_bindings(cost, kind)):
             yield kind, slot
 
 
-__all__ = ["Slot", "cross_attention_config", "ffn_slots", "layer_shape", "layer_slots", "mixer_role",
-           "model_slots", "shared_expert_config"]
+def end_slots(cost: CostModel) -> tuple[Slot, ...]:
+    """Return the model-level slots: the embedding, the final norm and, unless tied, the output head."""
+    config, bindings = cost.base, cost.profile.slots
+    slots = [_slot("embedding", "embed", config, bindings), _slot("norm", "norm", config, bindings)]
+    if not cost.model.tie_embeddings:
+        slots.append(_slot("head", "head", config, bindings))
+    return tuple(slots)
+
+
+def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str]) -> Slot:
+    return Slot(role, path, config, bindings.get(role, ""))
+
+
+__all__ = ["Slot", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
+           "layer_shape", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]

@@ -13,7 +13,7 @@ in two passes:
    family's requires allow only finitely many tp values, every sharded dim of
    every entry must split at each tp > 1 at which a variant having the entry is
    selected, for every model whose layers fill a slot with the family
-   (spec.SLOT_FAMILIES, hpdsl/bound/slots.py), evaluated on the very slot configs the
+   (the kind's slot bindings, hpdsl/bound/slots.py), evaluated on the very slot configs the
    torch backend builds from. When tp is unbounded the backend checks at build
    time instead, before sharding.
 """
@@ -38,7 +38,6 @@ from hpdsl.bound.config import DIM_NAMES, dim_environment
 from hpdsl.bound.slots import Slot, model_slots
 from hpdsl.model.layouts import LAYOUT_AXES, PLACEMENTS
 from hpdsl.scope import Scope
-from hpdsl.spec import SLOT_FAMILIES
 
 TP_LIMIT = 1024
 """Above this many tp values to try, tp counts as unbounded (the build checks instead)."""
@@ -271,7 +270,7 @@ def _check_divisibility(scope: Scope, collector: Collector) -> None:
         return
     uses = list(_uses(scope, errors))
     for family, ir, tps in bounded:
-        mine = [u for u in uses if SLOT_FAMILIES.get(u.slot.role) == family.name.value]
+        mine = [u for u in uses if u.slot.family == family.name.value]
         entries = [e for layout in family_items(family, ast.Layout) for e in layout.entries]
         for entry, lowered in zip(entries, ir.layout or (), strict=True):
             allowed = sorted({tp for v in lowered.variants for tp in tps.get(v, ())})

@@ -75,7 +75,7 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 label = kind or "layer"
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
                                       config, layer_params(config),
-                                      replicated_roles(cost_model, config)))
+                                      replicated_roles(cost_model, config, kind)))
     columns += [Column("embedding", "embedding"), Column("output", "output")]
     return ModelColumns(cost_model, tuple(columns), tuple(index["layer", k] for k in body_kinds),
                         tuple(index["mtp", k] for k in mtp_kinds), parameters(cost_model))

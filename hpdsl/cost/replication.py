@@ -21,8 +21,7 @@ from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import FamilyIR
 from hpdsl.bound.config import dim_environment
-from hpdsl.bound.slots import Slot, layer_slots
-from hpdsl.spec import SLOT_FAMILIES
+from hpdsl.bound.slots import Slot, kind_bindings, layer_slots
 
 SHARDED_PLACEMENTS = ("colwise", "rowwise")
 """Placements a tp split shards; `replicate` leaves the parameter whole on every tp rank."""
@@ -53,17 +52,17 @@ def replicated_numel(family: FamilyIR, slot: Slot) -> tuple[int, int]:
 
 def slot_replicated(families: Mapping[str, FamilyIR], slot: Slot) -> bool:
     """Return whether the family filling `slot` has a layout that replicates every parameter it places."""
-    family = families.get(SLOT_FAMILIES.get(slot.role, ""))
+    family = families.get(slot.family)
     if family is None or not family.layout:
         return False
     return all(entry.placement not in SHARDED_PLACEMENTS for entry in family.layout)
 
 
-def replicated_roles(cost_model: CostModel, config: LayerConfig) -> frozenset[str]:
-    """Return the slot roles of a layer priced with `config` that every tp rank holds whole."""
+def replicated_roles(cost_model: CostModel, config: LayerConfig, kind: str | None) -> frozenset[str]:
+    """Return the slot roles of a layer of `kind` priced with `config` that every tp rank holds whole."""
     if not cost_model.families:
         return frozenset()
-    return frozenset(slot.role for slot in layer_slots(config)
+    return frozenset(slot.role for slot in layer_slots(config, kind_bindings(cost_model, kind))
                      if slot_replicated(cost_model.families, slot))
 
 

@@ -18,7 +18,8 @@ from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import FamilyIR, RequireIR
-from hpdsl.spec import AXES, SLOT_FAMILIES
+from hpdsl.bound.slots import end_slots, model_slots
+from hpdsl.spec import AXES
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 
@@ -73,11 +74,10 @@ def model_shape(columns: ModelColumns) -> Shape:
 
 def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
     """Return the requires of every family that builds a slot of the model (none without families)."""
-    from hpdsl.bound.slots import model_slots
-
     found: dict[tuple[str, str], tuple[str, FamilyIR, RequireIR]] = {}
-    for _kind, slot in model_slots(cost) if cost.families else ():
-        family = cost.families.get(SLOT_FAMILIES.get(slot.role, ""))
+    slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
+    for slot in slots:
+        family = cost.families.get(slot.family)
         for require in family.requires if family else ():
             found.setdefault((family.name, require.message), (slot.role, family, require))
     return tuple(found.values())

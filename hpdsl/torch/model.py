@@ -10,7 +10,9 @@ and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
 ffMM matrices (3 gated, 2 plain) and normOp norms. Which role each slot fills
 and the config it is built from come from hpdsl/bound/slots.py, which the layout
-check reads too, and the role's family from hpdsl.spec.SLOT_FAMILIES.
+check reads too; the family filling each slot (norms, embedding and head
+included) is the kind's binding from `.hpf` `slots { ... }` blocks, unless the
+caller names another.
 """
 
 from __future__ import annotations
@@ -24,27 +26,22 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
+from hpdsl.bound.config import ModuleConfig
+from hpdsl.bound.slots import Slot, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
 from hpdsl.errors import BuildError
-from hpdsl.ir.nodes import ModelIR
+from hpdsl.ir.nodes import FamilyIR, ModelIR
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
+from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
-from hpdsl.bound.slots import (
-    ModuleConfig, cross_attention_config, layer_shape, mixer_role, shared_expert_config,
-)
-from hpdsl.spec import SLOT_FAMILIES
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
 from hpdsl.torch.layers import CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import JobMesh, as_job_mesh, job_context
-from hpdsl.torch.modules import MLAttention, MoE
-from hpdsl.torch.modules.common import make_norm
+from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
 
-DEFAULT_FAMILIES: Mapping[str, str] = SLOT_FAMILIES
-"""The family that fills each slot role, unless build_model is told otherwise (hpdsl.spec.SLOT_FAMILIES)."""
 
-# Roles the standard registry has no family for yet: built directly from the reference class.
-_DIRECT: Mapping[str, type[nn.Module]] = {"mla": MLAttention}
+_FFN_ROLES = ("mlp", "experts", "shared_experts")
 
 
 @attrs.frozen
@@ -61,58 +58,72 @@ class _Builder:
 
     def layer(self, kind: str | None, fqn: str, index: int, *, causal: bool = True,
               cross: bool = False) -> DecoderLayer:
-        """Build the layer `index` of `kind` at path `fqn`."""
+        """Build the layer `index` of `kind` at path `fqn`, each slot through the family bound to it."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
         attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
-        cfg = attrs.evolve(bound, gated=matrices == 3, causal=causal)
         _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
         if attentions == 2 and not cross:
             raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
                              "encoder-decoder's decoder layer has")
-        cross_attention = None
-        if attentions == 2:
-            cross_attention = self.family("attention", cross_attention_config(cfg), f"{fqn}.cross_attention",
-                                          index)
+        built = {slot.path: self.slot(slot, f"{fqn}.{slot.path}", index)
+                 for slot in layer_slots(bound, self.bindings(kind), causal=causal)
+                 if slot.role not in _FFN_ROLES}  # the feed-forward is assembled by ffn()
+        cfg = layer_config(bound, causal=causal)
         return DecoderLayer(
-            mixer_norm=make_norm(cfg, cfg.hidden), mixer=self.mixer(cfg, f"{fqn}.mixer", index),
-            cross_norm=make_norm(cfg, cfg.hidden) if cross_attention is not None else None,
-            cross_attention=cross_attention,
-            ffn_norm=make_norm(cfg, cfg.hidden) if matrices else None,
-            ffn=self.ffn(cfg, f"{fqn}.ffn") if matrices else None,
+            mixer_norm=built["mixer_norm"], mixer=built["mixer"],
+            cross_norm=built.get("cross_norm"), cross_attention=built.get("cross_attention"),
+            ffn_norm=built.get("ffn_norm"), ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None,
         )
 
-    def mixer(self, cfg: ModuleConfig, fqn: str, index: int) -> nn.Module:
-        """Build the attention slot: full attention, linear attention or MLA, as the kind says."""
-        return self.family(mixer_role(cfg), cfg, fqn, index)
-
-    def ffn(self, cfg: ModuleConfig, fqn: str) -> nn.Module:
+    def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:
         """Build the feed-forward slot: a dense MLP, or a MoE of routed and shared experts."""
+        slots = ffn_slots(cfg, self.bindings(kind))
         if cfg.experts <= 1:
-            return self.family("mlp", cfg, fqn)
-        experts = self.family("experts", cfg, f"{fqn}.experts")
-        shared = [self.family("shared_experts", shared_expert_config(cfg), f"{fqn}.shared_experts.{i}")
-                  for i in range(cfg.shared_experts)]
+            return self.slot(slots[0], fqn)
+        experts, *shared = (self.slot(slot, f"{fqn}.{slot.path.removeprefix('ffn.')}") for slot in slots)
         return MoE(cfg, experts, shared)
 
-    def family(self, role: str, cfg: ModuleConfig, fqn: str, index: int | None = None) -> nn.Module:
-        """Resolve the family of `role` for this job at `fqn` and construct it from `cfg`."""
-        name = self.families.get(role, DEFAULT_FAMILIES[role])
-        if name not in self.registry.families:
-            if role in _DIRECT:
-                return _DIRECT[role](cfg, layer_index=index or 0, context=self.job, module_fqn=fqn)
-            raise BuildError(f"{fqn}: the registry has no family '{name}' for the {role} slot")
-        family = self.registry.families[name]
-        arguments = dict(self.selectors.get(role, {}))
-        if "gating" in {s.name for s in family.selectors}:
-            arguments.setdefault("gating", "gated" if cfg.gated else "plain")
+    def bindings(self, kind: str | None) -> Mapping[str, str]:
+        """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""
+        return {**kind_bindings(self.cost, kind), **self.families}
+
+    def end(self, role: str, fqn: str) -> nn.Module:
+        """Build a model-level slot (embedding, final norm, head) through the family bound to it."""
+        bindings = {**self.cost.profile.slots, **self.families}
+        return self.slot(Slot(role, fqn, self.cost.base, bindings.get(role, "")), fqn)
+
+    def slot(self, slot: Slot, fqn: str, index: int | None = None) -> nn.Module:
+        """Resolve the family bound to `slot` for this job at `fqn` and construct it from the slot's config."""
+        family = self.registry.families.get(slot.family)
+        if family is None:
+            raise BuildError(f"{fqn}: the {slot.role} slot is bound to family '{slot.family}', which the "
+                             f"registry does not hold; bind it in a `slots {{ ... }}` block")
+        arguments = {**config_selectors(family, slot.config), **self.selectors.get(slot.role, {})}
         request = FamilyRequest(family, arguments)
         resolved = resolve_family(request, self.job, module_fqn=fqn, allowed_prefixes=self.allowed_prefixes)
         if index is not None and "layer_index" in resolved.variant.accepts and "layer_index" not in arguments:
             request = request.with_arguments(layer_index=index)
             resolved = resolve_family(request, self.job, module_fqn=fqn,
                                       allowed_prefixes=self.allowed_prefixes)
-        return construct_family(request, resolved, config=cfg, module_fqn=fqn, context=self.job,
+        return construct_family(request, resolved, config=slot.config, module_fqn=fqn, context=self.job,
                                 allowed_prefixes=self.allowed_prefixes)
+
+
+def config_selectors(family: FamilyIR, config: ModuleConfig) -> dict[str, Any]:
+    """Return the family's selectors named like a config field, at the config's value (`norm`, `mlp`).
+
+    A selector that shares a field's name follows the model: the norm family picks
+    LayerNorm for `norm layernorm`, the mlp family its plain form for a 2-matrix
+    feed-forward. An explicit selector from the caller still wins.
+    """
+    chosen: dict[str, Any] = {}
+    for selector in family.selectors:
+        value = getattr(config, selector.name, None)
+        if selector.type == "enum" and value in selector.values:
+            chosen[selector.name] = value
+        elif selector.type == "bool" and isinstance(value, bool):
+            chosen[selector.name] = value
+    return chosen
 
 
 def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = None, *,
@@ -126,12 +137,11 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
     model = reg.model(model_spec) if isinstance(model_spec, str) else model_spec
     job = job_context(as_job_mesh(mesh, expert_mesh), context, where=model.name)
     builder = _Builder(model, bind(model, reg.profile(model.profile)), reg, job,
-                       {**DEFAULT_FAMILIES, **(families or {})}, dict(selectors or {}),
-                       tuple(allowed_prefixes))
-    unknown = sorted(set(builder.selectors) - set(DEFAULT_FAMILIES))
+                       dict(families or {}), dict(selectors or {}), tuple(allowed_prefixes))
+    unknown = sorted((set(builder.selectors) | set(builder.families)) - set(SLOTS))
     if unknown:
-        raise BuildError(f"{model.name}: selectors name unknown slot roles {unknown}; "
-                         f"the roles are {sorted(DEFAULT_FAMILIES)}")
+        raise BuildError(f"{model.name}: families or selectors name unknown slots {unknown}; "
+                         f"the slots are {sorted(SLOTS)}")
     with torch.device(device):
         built = _build(builder, include_mtp)
     if dtype is not None:
@@ -143,8 +153,8 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
 def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     model = builder.model
     cfg = builder.cost.base
-    embed = nn.Embedding(model.vocab, model.hidden)
-    head = None if model.tie_embeddings else nn.Linear(model.hidden, model.vocab, bias=False)
+    embed = builder.end("embedding", "embed")
+    head = None if model.tie_embeddings else builder.end("head", "head")
     kinds = {g.kind for g in model.groups}
     if {"encoder", "decoder"} <= kinds:
         encoder = _tower(builder, cfg, "encoder", causal=False)
@@ -155,7 +165,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
     job_mesh: JobMesh | None = builder.job["mesh"]
     cp_rank = job_mesh.local_rank("cp") if job_mesh is not None and builder.job["cp_size"] > 1 else 0
-    return CausalLM(embed=embed, layers=layers, norm=make_norm(cfg, model.hidden), head=head,
+    return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
                     position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank)
 
 
@@ -163,14 +173,15 @@ def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> 
     kinds = [g.kind for g in builder.model.groups if g.kind == kind and not g.mtp for _ in range(g.count)]
     layers = [builder.layer(k, f"{kind}.layers.{i}", i, causal=causal, cross=kind == "decoder")
               for i, k in enumerate(kinds)]
-    return Tower(layers, make_norm(cfg, cfg.hidden), _position_bias(builder.model, bidirectional=not causal))
+    return Tower(layers, builder.end("norm", f"{kind}.norm"), _position_bias(builder.model, bidirectional=not causal))
 
 
 def _mtp_layers(builder: _Builder, cfg: ModuleConfig, first: int) -> list[nn.Module]:
     kinds = [g.kind for g in builder.model.groups if g.mtp for _ in range(g.count)]
-    return [MTPLayer(embed_norm=make_norm(cfg, cfg.hidden), hidden_norm=make_norm(cfg, cfg.hidden),
+    return [MTPLayer(embed_norm=builder.end("norm", f"mtp.{j}.embed_norm"),
+                     hidden_norm=builder.end("norm", f"mtp.{j}.hidden_norm"),
                      hidden=cfg.hidden, layer=builder.layer(kind, f"mtp.{j}.layer", first + j),
-                     norm=make_norm(cfg, cfg.hidden))
+                     norm=builder.end("norm", f"mtp.{j}.norm"))
             for j, kind in enumerate(kinds)]
 
 
@@ -220,4 +231,4 @@ def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: fl
     return model
 
 
-__all__ = ["DEFAULT_FAMILIES", "build_model", "materialize"]
+__all__ = ["build_model", "config_selectors", "materialize"]

@@ -331,5 +331,5 @@ def test_gated_delta_net_and_mlp_select_by_selector() -> None:
     families = _standard_families()
     assert _select(families["gated_delta_net"], backend="eager") == "eager"
     assert _select(families["gated_delta_net"], backend="chunked") == "chunked"
-    assert _select(families["mlp"], gating="plain", tp=8) == "plain"
-    assert _select(families["mlp"], gating="gated", tp=1) == "gated"
+    assert _select(families["mlp"], mlp="plain", tp=8) == "plain"
+    assert _select(families["mlp"], mlp="gated", tp=1) == "gated"

@@ -15,7 +15,6 @@ from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.resources import stdlib_files
 from hpdsl.bound.config import DIM_NAMES, ModuleConfig
-from hpdsl.spec import SLOT_FAMILIES
 from hpdsl.syntax import parse_source, parse_text
 
 
@@ -105,7 +104,9 @@ def test_the_standard_library_checks_clean_and_every_family_has_a_layout() -> No
     assert not [d for d in diagnostics if d.is_error]
     for family in scope.families.values():
         assert lower_family(family).layout, family.name.value
-    assert set(SLOT_FAMILIES.values()) <= set(scope.families)  # every slot role has its family
+    bound = {b.family.value for item in (i for f in scope.files for i in f.items)
+             if isinstance(item, ast.SlotsBlock) for b in item.bindings}
+    assert bound <= set(scope.families)  # every standard slot binding names a standard family
 
 
 def test_dims_read_the_int_and_bool_fields_of_the_slot_config() -> None:

@@ -18,7 +18,7 @@ from hpdsl.cost.pricing import prepare
 from hpdsl.cost.replication import replicated_numel
 from hpdsl.cost.strategy import Strategy
 from hpdsl.cost.validate import strategy_reasons
-from hpdsl.bound.slots import layer_slots
+from hpdsl.bound.slots import kind_bindings, layer_slots
 
 
 @cache
@@ -46,7 +46,7 @@ def test_qwen3_next_linear_attention_is_whole_on_every_tp_rank() -> None:
     # in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj (HF Qwen3NextGatedDeltaNet)
     gdn = (qkv + n_v * d_v) * h + 2 * n_v * h + qkv * conv + 2 * n_v + d_v + h * n_v * d_v
     assert parameters(cost_model).per_kind["linear_attention"].attention == gdn
-    mixer = layer_slots(cost_model.kind_config("linear_attention"))[0]
+    mixer = layer_slots(cost_model.kind_config("linear_attention"), kind_bindings(cost_model, "linear_attention"))[1]
     assert mixer.role == "linear_attention"
     assert replicated_numel(cost_model.families["gated_delta_net"], mixer) == (0, gdn)
     linear_layers = cost_model.layer_kinds().count("linear_attention")
@@ -63,7 +63,7 @@ def test_deepseek_v3_mla_is_split_by_heads_as_without_families() -> None:
     cost_model = with_families("deepseek_v3")
     prepared = prepare(cost_model)
     assert all("mla" not in column.whole for column in prepared.columns.columns)
-    mixer = layer_slots(cost_model.kind_config("moe"))[0]
+    mixer = layer_slots(cost_model.kind_config("moe"), kind_bindings(cost_model, "moe"))[1]
     sharded, replicated = replicated_numel(cost_model.families["mla"], mixer)
     # q_a_proj, kv_a_proj_with_mqa and their norms whole; q_b_proj, kv_b_proj, o_proj by heads (no q_proj).
     h, q_c, kv_c, heads, nope, rope, v = 7168, 1536, 512, 128, 128, 64, 128  # examples/deepseek_v3.hpf

@@ -89,7 +89,7 @@ def test_the_config_is_copied_not_shared(stdlib_registry) -> None:
 
 
 def test_selectors_pick_the_variant_and_reach_only_constructors_naming_them(stdlib_registry) -> None:
-    plain = build_family("mlp", config=CFG, registry=stdlib_registry, gating="plain")
+    plain = build_family("mlp", config=CFG, registry=stdlib_registry, mlp="plain")
     assert type(plain) is PlainMLP and plain.gate_proj is None
     eager = build_family("attention", config=CFG, registry=stdlib_registry, backend="eager", layer_index=2)
     assert type(eager) is Attention and eager.backend == "eager" and eager.layer_index == 2

@@ -79,7 +79,7 @@ def test_selectors_reach_each_slot_role(small_registry) -> None:
                         selectors={"linear_attention": {"backend": "eager"}, "attention": {"backend": "eager"}})
     assert type(built.layers[0].mixer) is EagerGatedDeltaNet
     assert built.layers[3].mixer.backend == "eager"
-    with pytest.raises(BuildError, match=r"unknown slot roles \['atention'\]"):
+    with pytest.raises(BuildError, match=r"unknown slots \['atention'\]"):
         build_model("tiny_qwen3_next", registry=small_registry, selectors={"atention": {}})
 
 
@@ -95,7 +95,7 @@ def test_every_family_slot_carries_provenance_with_its_path(small_registry) -> N
 
 
 def test_a_family_override_and_a_missing_family(small_registry) -> None:
-    with pytest.raises(BuildError, match=r"layers\.0\.ffn: the registry has no family 'nope' for the mlp slot"):
+    with pytest.raises(BuildError, match=r"layers\.0\.ffn: the mlp slot is bound to family 'nope', which the registry does not hold"):
         build_model("tiny_dense", registry=small_registry, families={"mlp": "nope"})
     with pytest.raises(UnknownNameError, match="no model 'tiny'"):
         build_model("tiny", registry=small_registry)
