@@ -21,6 +21,7 @@ import attrs
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import LayerConfig, ModuleConfig
+from hpdsl.ir.nodes import evolve
 from hpdsl.model import ops
 
 
@@ -50,12 +51,12 @@ def mixer_role(config: ModuleConfig) -> str:
 
 def cross_attention_config(config: ModuleConfig) -> ModuleConfig:
     """Return the config of a decoder layer's cross-attention (not causal, no QK-norm)."""
-    return attrs.evolve(config, causal=False, qk_norm=False)
+    return evolve(config, causal=False, qk_norm=False)
 
 
 def shared_expert_config(config: ModuleConfig) -> ModuleConfig:
     """Return the config of one shared expert: an MLP as wide as the shared width."""
-    return attrs.evolve(config, ffn_width=config.shared_width)
+    return evolve(config, ffn_width=config.shared_width)
 
 
 def ffn_slots(config: ModuleConfig, path: str = "ffn") -> tuple[Slot, ...]:
@@ -73,7 +74,7 @@ def layer_slots(layer: LayerConfig, *, causal: bool = True) -> tuple[Slot, ...]:
     attentions, matrices = layer_shape(layer)
     if attentions not in (1, 2) or matrices not in (0, 2, 3):
         return ()
-    config = attrs.evolve(layer, gated=matrices == 3, causal=causal)
+    config = evolve(layer, gated=matrices == 3, causal=causal)
     slots = [Slot(mixer_role(config), "mixer", config)]
     if attentions == 2:
         slots.append(Slot("attention", "cross_attention", cross_attention_config(config)))

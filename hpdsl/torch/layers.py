@@ -8,6 +8,7 @@ model.py decides that through the families.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -65,7 +66,7 @@ class RelativePositionBias(nn.Module):
 class Tower(nn.Module):
     """A stack of layers with its final norm and, for T5-style models, its position bias."""
 
-    def __init__(self, layers: list[nn.Module], norm: nn.Module,
+    def __init__(self, layers: Sequence[nn.Module], norm: nn.Module,
                  position_bias: RelativePositionBias | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
@@ -99,7 +100,7 @@ class MTPLayer(nn.Module):
 class CausalLM(nn.Module):
     """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
 
-    def __init__(self, *, embed: nn.Embedding, layers: list[nn.Module], norm: nn.Module,
+    def __init__(self, *, embed: nn.Embedding, layers: Sequence[nn.Module], norm: nn.Module,
                  head: nn.Linear | None, position_bias: RelativePositionBias | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0) -> None:
         super().__init__()

@@ -25,7 +25,7 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.errors import BuildError
-from hpdsl.ir.nodes import ModelIR
+from hpdsl.ir.nodes import ModelIR, evolve
 from hpdsl.registry import Registry
 from hpdsl.bound.slots import (
     ModuleConfig, cross_attention_config, layer_shape, mixer_role, shared_expert_config,
@@ -64,7 +64,7 @@ class _Builder:
         """Build the layer `index` of `kind` at path `fqn`."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
         attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
-        cfg = attrs.evolve(bound, gated=matrices == 3, causal=causal)
+        cfg = evolve(bound, gated=matrices == 3, causal=causal)
         _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
         if attentions == 2 and not cross:
             raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
@@ -213,10 +213,10 @@ def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: fl
         for module in model.modules():
             if isinstance(module, (nn.Linear, nn.Conv1d, nn.Embedding)):
                 nn.init.normal_(module.weight, std=std)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif hasattr(module, "reset_parameters"):
-                module.reset_parameters()
+                if (bias := getattr(module, "bias", None)) is not None:
+                    nn.init.zeros_(bias)
+            elif callable(reset := getattr(module, "reset_parameters", None)):
+                reset()
     return model
 
 
