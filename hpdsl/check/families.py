@@ -126,8 +126,8 @@ def _check_selectors(family: ast.Family, collector: Collector) -> dict[str, ast.
 
 def _check_selector_type(selector: ast.Selector, collector: Collector) -> None:
     type_ = selector.type
-    if isinstance(type_, ast.IntType) and type_.low is not None and type_.high is not None \
-            and not _range_ok(type_):
+    if (isinstance(type_, ast.IntType) and type_.low is not None and type_.high is not None
+            and not _range_ok(type_)):
         collector.error(type_.span, "invalid-int-range",
                         f"the range {type_.low.value}..{type_.high.value} is empty: its low end "
                         "is above its high end",
