@@ -33,7 +33,7 @@ from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.cost.memory import layer_activation_bytes
 from hpdsl.cost.strategy import Strategy
-from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated
+from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM
 from hpdsl.torch.model import build_model, materialize
@@ -109,7 +109,7 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
                       q_lora_rank=128 if model.q_lora_rank else 0)
     groups = _few_groups(model.groups, per_group)
     dense = sum(g.count for g in groups if g.kind == "dense")
-    return attrs.evolve(
+    return evolve(
         model, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim, vocab=vocab,
         ffn_width=ffn_width, **blocks, mtp=0, groups=groups,
         layers=sum(g.count for g in groups), layer_types=None, max_positions=None,
@@ -179,8 +179,8 @@ def layer_paths(model: nn.Module, cost_model: CostModel) -> list[tuple[str, str 
     """Return (module path, kind) of every body layer of a built model, in model order."""
     kinds = [g.kind for g in cost_model.groups if not g.mtp for _ in range(g.count)]
     if isinstance(model, Seq2SeqLM):
-        encoder = [k for k in kinds if k == "encoder"]
-        decoder = [k for k in kinds if k == "decoder"]
+        encoder: list[str | None] = [k for k in kinds if k == "encoder"]
+        decoder: list[str | None] = [k for k in kinds if k == "decoder"]
         return ([(f"encoder.layers.{i}", k) for i, k in enumerate(encoder)]
                 + [(f"decoder.layers.{i}", k) for i, k in enumerate(decoder)])
     return [(f"layers.{i}", k) for i, k in enumerate(kinds)]
@@ -208,7 +208,7 @@ def agreement(model: ModelIR, registry: Registry, *, batch: int = 2, seq_len: in
     estimated = forward_flops_by_term(cost, batch=batch, seq_len=seq_len)
     width = torch.finfo(dtype).bits // 8
     # Every width the dtype's; no dropout masks: the reference modules apply no dropout.
-    run = attrs.evolve(profile.run, norm_bytes=width, dropout_bytes=0)
+    run = evolve(profile.run, norm_bytes=width, dropout_bytes=0)
     strategy = Strategy(micro_batch=batch, seq_len=seq_len, compute_bytes=width, softmax_bytes=width,
                         param_bytes=width)
     name = label or model.name

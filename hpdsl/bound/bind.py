@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.config import LayerConfig
-from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, block_stated
+from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, block_stated, evolve
 from hpdsl.model.fields import FIELDS
 
 ATTENTION_FIELDS = (
@@ -74,7 +74,7 @@ class CostModel:
         """Return the config of a layer of `kind` (None: the base config)."""
         if kind is None:
             return self.base
-        return attrs.evolve(self.base, **self.kinds[kind].fields)
+        return evolve(self.base, **self.kinds[kind].fields)
 
     def layer_config(self, index: int) -> LayerConfig:
         """Return layer `index`'s full config."""
@@ -116,7 +116,7 @@ def bind(model: ModelIR, profile: ProfileIR, *,
     used = list(dict.fromkeys(g.kind for g in model.groups))
     in_scope = dict(families or {})
     if not _needs_kinds(used, profile):
-        groups = (CostGroup(None, model.layers + model.mtp),)
+        groups: tuple[CostGroup, ...] = (CostGroup(None, model.layers + model.mtp),)
         kinds: dict[str, BoundKind] = {}
         if used:
             kinds[used[0]] = _bound_kind(used[0], used, base, model, profile)

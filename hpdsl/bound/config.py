@@ -12,7 +12,7 @@ names (DIM_NAMES).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import attrs
 
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 
         hidden: int
         ops: dict[str, int]
+        __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
 
         def __init__(self, **values: Any) -> None: ...
         def __getattr__(self, name: str) -> Any: ...

@@ -24,6 +24,7 @@ import attrs
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import LayerConfig, ModuleConfig
+from hpdsl.ir.nodes import evolve
 from hpdsl.model import ops
 
 
@@ -54,12 +55,12 @@ def mixer_role(config: ModuleConfig) -> str:
 
 def cross_attention_config(config: ModuleConfig) -> ModuleConfig:
     """Return the config of a decoder layer's cross-attention (not causal, no QK-norm)."""
-    return attrs.evolve(config, causal=False, qk_norm=False)
+    return evolve(config, causal=False, qk_norm=False)
 
 
 def shared_expert_config(config: ModuleConfig) -> ModuleConfig:
     """Return the config of one shared expert: an MLP as wide as the shared width."""
-    return attrs.evolve(config, ffn_width=config.shared_width)
+    return evolve(config, ffn_width=config.shared_width)
 
 
 def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ffn") -> tuple[Slot, ...]:
@@ -75,7 +76,7 @@ def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ff
 def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
     """Return the config a layer's modules are built from: the bound layer with its built form."""
     matrices = ops.ffn_matrices(layer.ops)
-    return attrs.evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal)
+    return evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal)
 
 
 def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:

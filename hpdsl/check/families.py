@@ -127,11 +127,12 @@ def _check_selectors(family: ast.Family, collector: Collector) -> dict[str, ast.
 
 def _check_selector_type(selector: ast.Selector, collector: Collector) -> None:
     type_ = selector.type
-    if isinstance(type_, ast.IntType) and not _range_ok(type_):
+    if (isinstance(type_, ast.IntType) and type_.low is not None and type_.high is not None
+            and not _range_ok(type_)):
         collector.error(type_.span, "invalid-int-range",
-                        f"the range {type_.low.value}..{type_.high.value} is empty: its low end "  # type: ignore[union-attr]
+                        f"the range {type_.low.value}..{type_.high.value} is empty: its low end "
                         "is above its high end",
-                        hint=f"write int({type_.high.value}..{type_.low.value})")  # type: ignore[union-attr]
+                        hint=f"write int({type_.high.value}..{type_.low.value})")
     if isinstance(type_, ast.EnumType):
         report_duplicates(((v.value, v) for v in type_.values), collector,
                           "duplicate-enum-value", "enum value")
@@ -154,7 +155,8 @@ def _default_ok(type_: ast.SelectorType, default: ast.Literal | ast.Name) -> boo
         return _enum_member(type_, default)
     if not isinstance(default, ast.Literal) or default.kind != "int":
         return False
-    inside = type_.low is None or int(type_.low.value) <= int(default.value) <= int(type_.high.value)  # type: ignore[union-attr]
+    inside = (type_.low is None or type_.high is None
+              or int(type_.low.value) <= int(default.value) <= int(type_.high.value))
     return inside or not _range_ok(type_)
 
 
@@ -173,9 +175,9 @@ def _default_hint(type_: ast.SelectorType) -> str:
         return "write `= true` or `= false`"
     if isinstance(type_, ast.EnumType):
         return "write one of the enum's values: " + ", ".join(_values(type_))
-    if type_.low is None:
+    if type_.low is None or type_.high is None:
         return "write a whole number"
-    return f"write a whole number from {type_.low.value} to {type_.high.value}"  # type: ignore[union-attr]
+    return f"write a whole number from {type_.low.value} to {type_.high.value}"
 
 
 def _kind_of(type_: ast.SelectorType) -> str:

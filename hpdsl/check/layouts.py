@@ -304,16 +304,16 @@ def _check_entry_splits(entry: ast.LayoutEntry, lowered: LayoutEntryIR, allowed:
                 if (problem := _split(lowered, use, tp)) is not None]
     if not failures:
         return
-    tp, use, (size, unit, problem) = failures[0]
+    tp, use, (size, unit, reason) = failures[0]
     failing = {f[0] for f in failures}
     fine = [1, *(t for t in allowed if t not in failing)]
     dim = lowered.dims[lowered.dim]
-    by = "" if unit is None else f", by {lowered.unit.text} = {unit}"  # type: ignore[union-attr]
+    by = "" if unit is None or lowered.unit is None else f", by {lowered.unit.text} = {unit}"
     unit_fails = unit is not None and size % unit == 0
     span = entry.unit.span if unit_fails and entry.unit is not None else entry.dims[lowered.dim].span
     collector.error(span, "shard-not-divisible",
                     f"at tp={tp}, model '{use.model.name.value}' cannot split dim {lowered.dim} of "
-                    f"'{lowered.path}' ({dim.text} = {size}{by}): {problem}",
+                    f"'{lowered.path}' ({dim.text} = {size}{by}): {reason}",
                     hint=_split_hint([1, *allowed], fine),
                     notes=(Note(use.model.name.span, f"model '{use.model.name.value}' fills slot "
                                                      f"'{use.slot.path}' with this family"
@@ -331,8 +331,10 @@ def _split_hint(allowed: list[int], fine: list[int]) -> str:
 
 def _split(entry: LayoutEntryIR, use: _Use, tp: int) -> tuple[int, int | None, str] | None:
     """Return (size, unit, problem) when the entry's split dim does not split at tp for this slot."""
+    if entry.dim is None:
+        return None  # replicated: nothing splits
     env = dim_environment(use.slot.config)
-    size = whole(evaluate_dim(entry.dims[entry.dim], env))  # type: ignore[index]
+    size = whole(evaluate_dim(entry.dims[entry.dim], env))
     unit = None if entry.unit is None else whole(evaluate_dim(entry.unit, env))
     if size is None or (entry.unit is not None and unit is None):
         return None  # reads an axis size or is not whole: the build checks it

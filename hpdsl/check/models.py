@@ -8,6 +8,7 @@ same groups the checks saw. Every check reports and carries on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from hpdsl import ast
 from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span, did_you_mean
@@ -66,7 +67,7 @@ def _check_model(model: ast.Model, scope: Scope, collector: Collector) -> None:
     _check_stack(model, profile, set(blocks), collector)
 
 
-def _of(items: Iterable[object], kind: type) -> list:
+def _of(items: Iterable[object], kind: type | tuple[type, ...]) -> list[Any]:
     return [item for item in items if isinstance(item, kind)]
 
 
@@ -152,7 +153,8 @@ def _field_sound(field: ast.Field, field_spec: Field, collector: Collector) -> b
                         f"'{name}' takes {wanted}, found {_describe(value)}",
                         hint=_type_hint(name, field_spec))
         return False
-    if field_spec.minimum is not None and value.value < field_spec.minimum:
+    number = value.value
+    if field_spec.minimum is not None and isinstance(number, (int, float)) and number < field_spec.minimum:
         collector.error(value.span, "non-positive-field",
                         f"'{name}' must be at least {field_spec.minimum}, found {value.value}",
                         hint=f"'{name}' is the {field_spec.meaning}")
@@ -210,7 +212,10 @@ def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
     experts, top_k = moe.get("experts"), moe.get("top_k")
     if experts is None or top_k is None or experts.value is None or top_k.value is None:
         return
-    if top_k.value.value > experts.value.value:
+    chosen, available = top_k.value.value, experts.value.value
+    if not isinstance(chosen, (int, float)) or not isinstance(available, (int, float)):
+        return  # a wrong type is reported by the field check
+    if chosen > available:
         collector.error(top_k.value.span, "top-k-exceeds-experts",
                         f"top_k {top_k.value.value} chooses more experts than the "
                         f"{experts.value.value} there are",
@@ -220,7 +225,8 @@ def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
 def _check_shared(moe: dict[str, ast.Field], collector: Collector) -> None:
     """Report a shared width or gate without shared experts: it would price nothing."""
     shared = moe.get("shared_experts")
-    if shared is not None and shared.value is not None and shared.value.value > 0:
+    count = None if shared is None or shared.value is None else shared.value.value
+    if isinstance(count, (int, float)) and count > 0:
         return
     stated = [field for name, field in moe.items() if name in ("shared_width", "shared_gate")
               and (field.value is None or field.value.value is not False)]

@@ -109,7 +109,7 @@ def _statement_key(item: ast.ProfileItem) -> str | None:
         return None
     if isinstance(item, ast.SettingsBlock) and item.block == "facts":
         # facts blocks may repeat, one per set of model_types
-        return "facts " + " ".join(sorted({t.value for t in item.types}))
+        return "facts " + " ".join(sorted({str(t.value) for t in item.types}))
     return _keyword(item)
 
 
@@ -252,7 +252,7 @@ def _check_count(count: ast.OpCount, collector: Collector) -> None:
                         f"the count of '{count.op.value}' must be a whole number, "
                         f"found {_show(literal)}",
                         hint="write a non-negative integer, e.g. 0, 1 or 2")
-    elif literal.value < 0:
+    elif isinstance(literal.value, int) and literal.value < 0:
         collector.error(literal.span, "negative-count",
                         f"the count of '{count.op.value}' is {literal.value}; "
                         "an op runs a non-negative number of times",
@@ -277,7 +277,7 @@ def _check_linear_agreement(kind: ast.Kind, linrec: ast.OpCount | None, attentio
                             collector: Collector) -> None:
     if linrec is None or linrec.count.kind != "int" or attention not in ATTENTION_FLAVOURS:
         return
-    runs = linrec.count.value > 0
+    runs = int(linrec.count.value) > 0
     if runs == (attention == "linear"):
         return
     if runs:
@@ -307,7 +307,7 @@ def _expected(literal: ast.Literal, spec: FieldSpec) -> str | None:
     """Return what `spec` expects when `literal` does not fit it, else None."""
     if spec.type == "int":
         least = spec.minimum
-        fits = literal.kind == "int" and (least is None or literal.value >= least)
+        fits = literal.kind == "int" and (least is None or int(literal.value) >= least)
         return None if fits else ("an integer" + (f" >= {least}" if least is not None else ""))
     if spec.type == "float":
         return None if literal.kind in ("int", "float") else "a number"
@@ -352,7 +352,7 @@ def _check_fact_types(profile: ast.Profile, block: ast.SettingsBlock, listed: se
     for literal in block.types:
         if literal.value in listed:
             continue
-        hint = (did_you_mean(literal.value, listed) if listed
+        hint = (did_you_mean(str(literal.value), listed) if listed
                 else f'list it in the profile: model_types "{literal.value}"')
         lists = f"lists {_kind_list(sorted(listed))} in" if listed else "lists no"
         collector.error(literal.span, "unknown-model-type",
@@ -364,7 +364,7 @@ def _check_fact_overlap(block: ast.SettingsBlock, listed: set[str],
                         stated: dict[tuple[str, str], ast.Name], collector: Collector) -> None:
     """Report a fact stated twice for one model_type across facts blocks."""
     # a block without model_types holds for every model_type the profile lists
-    types = sorted({t.value for t in block.types} or listed or {"*"})
+    types = sorted({str(t.value) for t in block.types} or listed or {"*"})
     for key in dict.fromkeys(s.key.value for s in block.settings):
         node = next(s.key for s in block.settings if s.key.value == key)
         clash = next((t for t in types if (t, key) in stated), None)
@@ -383,9 +383,10 @@ def _check_model_type_claims(profiles: list[ast.Profile], collector: Collector) 
     claimed: dict[str, tuple[str, ast.Literal]] = {}
     for profile in profiles:
         for literal in _listed_types(profile):
-            first = claimed.get(literal.value)
+            model_type = str(literal.value)  # model_types are string literals
+            first = claimed.get(model_type)
             if first is None:
-                claimed[literal.value] = (profile.name.value, literal)
+                claimed[model_type] = (profile.name.value, literal)
                 continue
             owner = ("this profile" if first[0] == profile.name.value
                      else f"profile '{first[0]}'")

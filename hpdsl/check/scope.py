@@ -7,6 +7,7 @@ Building it reports duplicates; the other checks look names up in the Scope
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
@@ -16,8 +17,10 @@ from hpdsl.scope import Scope
 def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
     """Index the declarations of `files`, reporting duplicate names."""
     vocabulary: ast.Vocabulary | None = None
-    tables: dict[type, dict[str, ast.Profile | ast.Family | ast.Model]] = {
-        ast.Profile: {}, ast.Family: {}, ast.Model: {}}
+    profiles: dict[str, ast.Profile] = {}
+    families: dict[str, ast.Family] = {}
+    models: dict[str, ast.Model] = {}
+    tables: dict[type, dict[str, Any]] = {ast.Profile: profiles, ast.Family: families, ast.Model: models}
     codes = {ast.Profile: "duplicate-profile", ast.Family: "duplicate-family",
              ast.Model: "duplicate-model"}
     for file in files:
@@ -31,7 +34,7 @@ def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
                                     hint="remove this one, or compile with --no-stdlib to replace "
                                          "the standard vocabulary",
                                     notes=(Note(vocabulary.span, "the first vocabulary"),))
-            elif type(item) in tables:
+            elif isinstance(item, (ast.Profile, ast.Family, ast.Model)):
                 table = tables[type(item)]
                 name = item.name.value
                 if name in table:
@@ -46,8 +49,7 @@ def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
     if vocabulary is not None:
         report_duplicates(((op.name.value, op.name) for op in vocabulary.ops), collector,
                           "duplicate-op", "op")
-    return Scope(tuple(files), vocabulary, tables[ast.Profile], tables[ast.Family],  # type: ignore[arg-type]
-                 tables[ast.Model])  # type: ignore[arg-type]
+    return Scope(tuple(files), vocabulary, profiles, families, models)
 
 
 def report_duplicates(named: Iterable[tuple[str, ast.Name]], collector: Collector, code: str,

@@ -171,9 +171,10 @@ def render_search(r: SearchResult) -> str:
 def _render(renderable: Any) -> str:
     from rich.console import Console
 
-    console = Console(file=io.StringIO(), width=140, color_system=None, force_terminal=False)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=140, color_system=None, force_terminal=False)
     console.print(renderable)
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    return buffer.getvalue()
 
 
 # --------------------------------------------------------------------------

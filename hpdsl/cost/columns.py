@@ -10,6 +10,7 @@ need (heads per kind, expert counts, widths).
 from __future__ import annotations
 
 from functools import cached_property
+from typing import cast
 
 import attrs
 
@@ -57,7 +58,8 @@ class ModelColumns:
     @cached_property
     def configs(self) -> tuple[LayerConfig, ...]:
         """Return the config of every layer column (body and MTP), in column order."""
-        return tuple(self.columns[i].config for i in self.layer_columns)  # type: ignore[misc]
+        # model_columns gives every body and MTP column its layer's config
+        return tuple(cast(LayerConfig, self.columns[i].config) for i in self.layer_columns)
 
 
 def model_columns(cost_model: CostModel) -> ModelColumns:

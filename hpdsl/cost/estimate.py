@@ -119,8 +119,9 @@ def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
 def estimate_from_price(prepared: Prepared, strategy: Strategy, price: GridPrice, i: int
                         ) -> Estimate:
     """Return candidate `i` of a priced grid (priced with detail) as an Estimate."""
-    assert price.stages is not None and price.stages[i] is not None
+    assert price.stages is not None and price.device_flops is not None and price.communication is not None
     rows = price.stages[i]
+    assert rows is not None
     layout = prepared.layout(strategy.pp, strategy.vpp, strategy.pp_split)
     names = [c.name for c in prepared.columns.columns]
     stages = tuple(

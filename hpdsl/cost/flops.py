@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from typing import TypeVar
+
 import attrs
 import numpy as np
 
@@ -28,6 +30,8 @@ from hpdsl.cost.context import Ctx
 from hpdsl.cost.memory import MIXER_ROLES, attention_widths
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
+
+_Seq = TypeVar("_Seq", float, np.ndarray)
 
 SOFTMAX = 13 / 3     # forward FLOPs per score element (upstream: 13 with the backward)
 HEAD_CAST = 1.0      # per score element (upstream: 3)
@@ -53,7 +57,7 @@ class FlopCoeffs:
     w_ts: float = 0.0     # per key: a tp-replicated mixer's score work, not divided
     sel_w_ts: float = 0.0  # per key: what selective recompute runs again of it
 
-    def per_token(self, seq: float) -> float:
+    def per_token(self, seq: _Seq) -> _Seq:
         """Return model-wide forward FLOPs per token at sequence length `seq`."""
         return self.t + self.ts * seq + self.sp + self.w + self.w_ts * seq
 

@@ -86,7 +86,7 @@ class GridPrice:
     flops_recompute: np.ndarray
     device_flops: np.ndarray | None = None  # per step on the busiest device (with detail)
     communication: dict[str, np.ndarray] | None = None  # bytes per step per device, busiest rank
-    stages: tuple[dict[str, np.ndarray], ...] | None = None  # per candidate, arrays over stages
+    stages: tuple[dict[str, np.ndarray] | None, ...] | None = None  # per candidate, arrays over stages
 
 
 Cols = list[np.ndarray]
@@ -123,8 +123,9 @@ def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
     rows = [_column(p, j, x, *shared) for j in range(p.n_columns)]
     flat = {k: [row[k] for row in rows] for k in attrs.fields_dict(Columnwise)
             if k not in ("parts", "vol", "vol_rec")}
+    params, grads, optimizer = ([row["parts"][k] for row in rows] for k in range(3))
     return Columnwise(
-        parts=tuple([row["parts"][k] for row in rows] for k in range(3)),  # type: ignore[arg-type]
+        parts=(params, grads, optimizer),
         vol={axis: [getattr(row["traffic"], axis) for row in rows] for axis in ("tp", "cp", "ep")},
         vol_rec={axis: [getattr(row["traffic"], f"rec_{axis}") for row in rows]
                  for axis in ("tp", "cp", "ep")},
@@ -332,7 +333,7 @@ def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: 
             for i, row in zip(index, priced.get("stages", ())):
                 stages[i] = row
     return GridPrice(**{k: v for k, v in result.items() if k != "stages"},
-                     stages=tuple(stages) if detail else None)  # type: ignore[arg-type]
+                     stages=tuple(stages) if detail else None)
 
 
 def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray, n: int) -> None:

@@ -149,7 +149,7 @@ def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None
               desc="pricing") as bar:
         for lo in range(0, n, CHUNK):
             part = slice(lo, min(n, lo + CHUNK))
-            price = price_grid(prepared, grid.take(part))  # type: ignore[arg-type]
+            price = price_grid(prepared, grid.take(part))
             times[part], peaks[part] = price.step_time_s, price.peak_bytes
             bar.update(part.stop - part.start)
     return times, peaks

@@ -150,8 +150,8 @@ class StrategyGrid:
             raise TypeError(f"unknown grid fields {sorted(arrays)}; the fields are {list(GRID_FIELDS)}")
         return cls(out)
 
-    def take(self, index: np.ndarray) -> StrategyGrid:
-        """Return the sub-grid at `index` (an integer or boolean array)."""
+    def take(self, index: np.ndarray | slice) -> StrategyGrid:
+        """Return the sub-grid at `index` (an integer or boolean array, or a slice)."""
         return StrategyGrid({k: v[index] for k, v in self.arrays.items()}, self.splits, self.devices)
 
     def strategy(self, i: int) -> Strategy:

@@ -47,7 +47,8 @@ def model_shape(columns: ModelColumns) -> Shape:
     a2a: dict[int, None] = {}
     cp_heads: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
-    experts, expert_widths = 1, {}
+    experts = 1
+    expert_widths: dict[int, None] = {}
     for index in columns.layer_columns:
         column = columns.columns[index]
         config = column.config
@@ -78,7 +79,9 @@ def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], .
     slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
     for slot in slots:
         family = cost.families.get(slot.family)
-        for require in family.requires if family else ():
+        if family is None:
+            continue
+        for require in family.requires:
             found.setdefault((family.name, require.message), (slot.role, family, require))
     return tuple(found.values())
 
@@ -114,6 +117,12 @@ class Rule:
 def _positive(field: str) -> Rule:
     return Rule(lambda g, _s: getattr(g, field) < 1,
                 lambda s, _sh: f"{field} must be at least 1, got {getattr(s, field)}")
+
+
+def _divides_devices(field: str) -> Rule:
+    return Rule(lambda g, _s: (g.num_devices > 0) & (getattr(g, field) >= 1)
+                & (g.num_devices % np.maximum(getattr(g, field), 1) != 0),
+                lambda s, _sh: f"{field} {getattr(s, field)} does not divide the {s.num_devices} devices")
 
 
 def _divides(label: str, count: int) -> Rule:
@@ -190,10 +199,7 @@ def _static_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),
                lambda s, _sh: f"dp·tp·pp·cp = {s.devices}, but the job has {s.num_devices} devices")
     for field in ("tp", "pp", "dp", "cp"):
-        yield Rule(lambda g, _s, f=field: (g.num_devices > 0) & (getattr(g, f) >= 1)
-                   & (g.num_devices % np.maximum(getattr(g, f), 1) != 0),
-                   lambda s, _sh, f=field: f"{f} {getattr(s, f)} does not divide the "
-                                           f"{s.num_devices} devices")
+        yield _divides_devices(field)
     yield Rule(lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % np.maximum(g.ep * g.etp, 1) != 0),
                lambda s, _sh: f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
                               f"{s.dp * s.cp * s.tp} (the devices of a stage's expert layers)")

@@ -189,6 +189,7 @@ class _Layout:
         # A variant too long for one line continues with its params(...), indented twice.
         line = _variant(node)
         params = f"params({', '.join(p.text for p in node.params)})"
+        lines: tuple[str, ...]
         if node.params and len(INDENT * depth + line) > WIDTH:
             lines = (line.removesuffix(" " + params), INDENT * 2 + params)
         else:

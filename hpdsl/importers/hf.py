@@ -277,7 +277,7 @@ def _layer_kinds(cfg: Mapping[str, Any], profile: ProfileIR, layers: int) -> lis
 
 
 def _field(key: str, value: Any) -> ast.Field:
-    kind = "bool" if isinstance(value, bool) else "int"
+    kind: ast.LiteralKind = "bool" if isinstance(value, bool) else "int"
     return ast.Field(ast.Name(key), ast.Literal(value, kind))
 
 

@@ -29,6 +29,7 @@ keeps that order.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -43,10 +44,10 @@ _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = frozenset({"true", "false", "not", "and", "or", "in"})
 
 _COMPARE: dict[str, Callable[[Scalar, Scalar], bool]] = {
-    "<": lambda a, b: a < b,  # type: ignore[operator]
-    "<=": lambda a, b: a <= b,  # type: ignore[operator]
-    ">": lambda a, b: a > b,  # type: ignore[operator]
-    ">=": lambda a, b: a >= b,  # type: ignore[operator]
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 
@@ -116,7 +117,8 @@ def _render(c: Condition) -> tuple[str, int]:
     if c.op == "const":
         return render_value(bool(c.value)), _ATOM
     if c.op == "cmp":
-        return f"{c.name} {c.cmp} {render_value(c.value)}", _ATOM  # type: ignore[arg-type]
+        assert c.value is not None  # a comparison always has its operand (see Condition)
+        return f"{c.name} {c.cmp} {render_value(c.value)}", _ATOM
     if c.op == "in":
         return f"{c.name} in ({', '.join(render_value(v) for v in c.values)})", _ATOM
     if c.op == "not":

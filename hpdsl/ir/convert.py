@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, Union
 import attrs
 import cattrs
 from cattrs.errors import (
+    AttributeValidationNote,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
@@ -135,7 +136,8 @@ def _literal_hook(tp: Any, _: cattrs.Converter) -> Callable[[Any, Any], Any]:
 
 def _note(exc: Exception, index: int | str, tp: Any) -> Exception:
     note = IterableValidationNote(f"Structuring @ {index!r}", index, tp)
-    exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+    # `__notes__` is an attribute of Python 3.11's exceptions; cattrs reads it on 3.10 as well.
+    setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])  # noqa: B010
     return exc
 
 
@@ -183,7 +185,7 @@ def _dict_hook(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
 
 
 def _attrs_hook(cls: type, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    structure = make_dict_structure_fn(cls, conv)
+    structure: Callable[..., Any] = make_dict_structure_fn(cls, conv)
 
     def hook(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
@@ -268,7 +270,7 @@ def error_lines(exc: BaseException, path: str = "$") -> list[str]:
     with_notes, without = exc.group_exceptions()
     lines = []
     for sub, note in with_notes:
-        name = note.name if isinstance(exc, ClassValidationError) else note.index
+        name = note.name if isinstance(note, AttributeValidationNote) else note.index
         sub_path = _key_path(path, name)
         if isinstance(sub, KeyError):
             lines.append(f"{sub_path}: the required key is missing")

@@ -110,16 +110,18 @@ def evaluate_dim(dim: DimIR, env: Mapping[str, int]) -> Fraction | None:
         return None if value is None else Fraction(value)
     operands = [evaluate_dim(d, env) for d in dim.operands]
     divisors = [evaluate_dim(d, env) for d in dim.divisors]
-    if any(v is None for v in (*operands, *divisors)) or any(d == 0 for d in divisors):
+    factors = [v for v in operands if v is not None]
+    nonzero = [d for d in divisors if d is not None and d != 0]
+    if len(factors) < len(operands) or len(nonzero) < len(divisors):
         return None
     if dim.op == "sum":
-        return sum(operands, Fraction(0))  # type: ignore[arg-type]
-    value = Fraction(1)
-    for factor in operands:
-        value *= factor  # type: ignore[operator]
-    for divisor in divisors:
-        value /= divisor  # type: ignore[operator]
-    return value
+        return sum(factors, Fraction(0))
+    product = Fraction(1)
+    for factor in factors:
+        product *= factor
+    for divisor in nonzero:
+        product /= divisor
+    return product
 
 
 def whole(value: Fraction | None) -> int | None:

@@ -8,7 +8,7 @@ and are omitted from registry.json.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, TypeVar, Union, cast
 
 import attrs
 
@@ -18,6 +18,16 @@ from hpdsl.model.fields import FIELDS, RUN_FACTS, Field, required
 SCHEMA_VERSION = 1
 
 Scalar = Union[bool, int, float, str]
+
+_Record = TypeVar("_Record")
+
+
+def evolve(record: _Record, **changes: Any) -> _Record:
+    """Return `record` with `changes`: attrs.evolve for RunFacts, ModelIR and LayerConfig too."""
+    # Those classes are made from field tables, so mypy sees them only as stubs its attrs plugin
+    # does not know; they are attrs classes at run time, and attrs checks `changes` there.
+    changed: _Record = attrs.evolve(cast(Any, record), **changes)
+    return changed
 
 
 @attrs.frozen
@@ -68,6 +78,8 @@ class KindIR:
 if TYPE_CHECKING:
     class RunFacts:
         """A profile's effective run facts: every RUN_FACTS row, unstated ones at their default."""
+
+        __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
 
         def __init__(self, **facts: Any) -> None: ...
         def __getattr__(self, name: str) -> Any: ...
@@ -248,15 +260,20 @@ def _model_field(field: Field) -> Any:
     """Return the attrs field a model field is held in: absent is None, except counts whose absence is 0."""
     kind = {"int": int, "float": float, "bool": bool}.get(field.type, str)
     default = field.default if field.type == "int" else None
-    return attrs.field(default=default, type=Optional[kind])  # noqa: UP007 (a runtime type for cattrs)
+    return attrs.field(default=default, type=_optional(kind))
+
+
+def _optional(kind: Any) -> Any:
+    """Return `Optional[kind]`, the runtime type cattrs reads (attrs' stubs type `type=` as a class)."""
+    return Optional[kind]  # noqa: UP007 (a runtime type for cattrs)
 
 
 _MODEL_HEAD = {"name": attrs.field(type=str), "profile": attrs.field(type=str)}
 _MODEL_TAIL = {
-    "layer_types": attrs.field(default=None, type=Optional[tuple[str, ...]]),  # noqa: UP007
+    "layer_types": attrs.field(default=None, type=_optional(tuple[str, ...])),
     "stack_stated": attrs.field(default=False, type=bool),
     "groups": attrs.field(default=(), type=tuple[LayerGroup, ...]),
-    "source": attrs.field(default=None, type=Optional[SourceRef]),  # noqa: UP007
+    "source": attrs.field(default=None, type=_optional(SourceRef)),
 }
 
 if TYPE_CHECKING:
@@ -269,6 +286,8 @@ if TYPE_CHECKING:
         stack_stated: bool
         groups: tuple[LayerGroup, ...]
         source: SourceRef | None
+
+        __attrs_attrs__: ClassVar[tuple[attrs.Attribute[Any], ...]]
 
         def __init__(self, name: str, profile: str, **fields: Any) -> None: ...
         def __getattr__(self, name: str) -> Any: ...

@@ -95,9 +95,12 @@ def _union_schema(args: tuple[Any, ...], defs: dict[str, Any]) -> dict[str, Any]
     return {"anyOf": [_type_schema(arg, defs) for arg in args]}
 
 
+_FACTORY: Any = type(attrs.Factory(list))  # attrs' stubs type Factory as a function; this is its class
+
+
 def _json_default(default: Any) -> Any:
     """Return a field's default as JSON, or NOTHING when it has none worth stating."""
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+    if isinstance(default, _FACTORY):
         default = default.factory()
     if default is None or isinstance(default, (bool, int, float, str)):
         return default

@@ -222,7 +222,8 @@ def _bad_character(exc: UnexpectedCharacters, source: Source, where: str,
                    accepts: set[str]) -> Diagnostic:
     line, col = max(exc.line, 1), max(exc.column, 1)
     span = Span(source.name, line, col, line, col + 1)
-    char = source.text[exc.pos_in_stream] if exc.pos_in_stream < len(source.text) else "?"
+    pos = exc.pos_in_stream or 0  # lark's class attribute is None; UnexpectedCharacters sets the position
+    char = source.text[pos] if pos < len(source.text) else "?"
     if char == '"':
         return Diagnostic(span, "unexpected-character",
                           f"found a string that is not closed {where}",

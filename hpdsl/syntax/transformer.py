@@ -46,6 +46,8 @@ class ToAst(Transformer):
         return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
 
     def _token_span(self, token: Token) -> Span:
+        if token.line is None or token.column is None or token.end_line is None or token.end_column is None:
+            return Span.point(self.file)  # lark types positions Optional; tokens it lexes have them
         return Span(self.file, token.line, token.column, token.end_line, token.end_column)
 
     def _name(self, token: Token) -> ast.Name:

@@ -269,7 +269,7 @@ def _compute_axes(family: FamilyIR) -> list[str]:
     cp and ep change a module's compute and its collectives (tp and pp change
     only layouts); they matter to a family whose parallel axis or rules read them.
     """
-    read = {family.parallel} if family.parallel else set()
+    read: set[str] = {family.parallel} if family.parallel else set()
     for condition in [*(r.condition for r in family.requires), *(v.when for v in family.variants)]:
         if condition is not None:
             read |= names_in(condition)

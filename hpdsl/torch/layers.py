@@ -8,6 +8,7 @@ model.py decides that through the families.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -65,7 +66,7 @@ class RelativePositionBias(nn.Module):
 class Tower(nn.Module):
     """A stack of layers with its final norm and, for T5-style models, its position bias."""
 
-    def __init__(self, layers: list[nn.Module], norm: nn.Module,
+    def __init__(self, layers: Sequence[nn.Module], norm: nn.Module,
                  position_bias: RelativePositionBias | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
@@ -99,8 +100,8 @@ class MTPLayer(nn.Module):
 class CausalLM(nn.Module):
     """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
 
-    def __init__(self, *, embed: nn.Embedding, layers: list[nn.Module], norm: nn.Module,
-                 head: nn.Linear | None, position_bias: RelativePositionBias | None = None,
+    def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
+                 head: nn.Module | None, position_bias: RelativePositionBias | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0) -> None:
         super().__init__()
         self.embed = embed
@@ -125,7 +126,7 @@ class CausalLM(nn.Module):
 class Seq2SeqLM(nn.Module):
     """Encoder-decoder language model sharing one embedding between the towers."""
 
-    def __init__(self, *, embed: nn.Embedding, encoder: Tower, decoder: Tower, head: nn.Linear | None) -> None:
+    def __init__(self, *, embed: nn.Module, encoder: Tower, decoder: Tower, head: nn.Module | None) -> None:
         super().__init__()
         self.embed, self.encoder, self.decoder, self.head = embed, encoder, decoder, head
 
@@ -138,8 +139,11 @@ class Seq2SeqLM(nn.Module):
         return _logits(out, self.head, self.embed)
 
 
-def _logits(x: Tensor, head: nn.Linear | None, embed: nn.Embedding) -> Tensor:
-    return head(x) if head is not None else x @ embed.weight.t()
+def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module) -> Tensor:
+    if head is not None:
+        return head(x)
+    weight = embed.get_parameter("weight")  # a tied head reads the embedding family's table
+    return x @ weight.t()
 
 
 __all__ = ["CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower"]

@@ -161,7 +161,7 @@ def _check_split(name: str, shape: tuple[int, ...], entry: LayoutEntryIR, env: M
     unit = None if entry.unit is None else whole(evaluate_dim(entry.unit, env))
     problem = split_problem(shape[entry.dim], tp, unit)
     if problem is not None:
-        by = "" if unit is None else f" in {unit} blocks (by {entry.unit.text})"  # type: ignore[union-attr]
+        by = "" if unit is None or entry.unit is None else f" in {unit} blocks (by {entry.unit.text})"
         raise BuildError(f"{where}: cannot shard parameter '{name}' over tp={tp}: its dim {entry.dim} "
                          f"has size {shape[entry.dim]}{by}, and {problem}")
 

@@ -29,7 +29,7 @@ from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.bound.config import ModuleConfig
 from hpdsl.bound.slots import Slot, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
 from hpdsl.errors import BuildError
-from hpdsl.ir.nodes import FamilyIR, ModelIR
+from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 from hpdsl.model.slots import SLOTS
@@ -224,10 +224,10 @@ def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: fl
         for module in model.modules():
             if isinstance(module, (nn.Linear, nn.Conv1d, nn.Embedding)):
                 nn.init.normal_(module.weight, std=std)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif hasattr(module, "reset_parameters"):
-                module.reset_parameters()
+                if (bias := getattr(module, "bias", None)) is not None:
+                    nn.init.zeros_(bias)
+            elif callable(reset := getattr(module, "reset_parameters", None)):
+                reset()
     return model
 
 

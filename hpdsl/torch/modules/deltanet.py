@@ -27,7 +27,7 @@ from hpdsl.torch.modules.fused import fused
 class GatedRMSNorm(RMSNorm):
     """RMSNorm whose output is multiplied by silu(gate); the backward keeps the input and the gate."""
 
-    def forward(self, x: Tensor, gate: Tensor | None = None) -> Tensor:  # type: ignore[override]
+    def forward(self, x: Tensor, gate: Tensor | None = None) -> Tensor:
         """Normalise `x`, scale it, and gate it with silu(`gate`)."""
         if gate is None or self.bias is not None:
             out = super().forward(x)

@@ -96,14 +96,16 @@ class GroupedExperts(nn.Module):
 
     def _adopt(self, module: nn.Module) -> None:
         """Take the weights of an existing experts module (replacement), aliasing or transposing them."""
-        weights = {name: getattr(module, name, None) for name in ("gate_up_proj", "down_proj")}
-        for name, value in weights.items():
+        weights: dict[str, nn.Parameter] = {}
+        for name in ("gate_up_proj", "down_proj"):
+            value = getattr(module, name, None)
             if not isinstance(value, nn.Parameter):
                 found = "none" if value is None else type(value).__name__
                 raise BuildError(f"{self.where}: the source module's '{name}' must be a Parameter, found {found}")
             if value.dim() != 3:
                 raise BuildError(f"{self.where}: the source '{name}' must be 3-D [experts, ...], "
                                  f"found shape {tuple(value.shape)}")
+            weights[name] = value
         if any(getattr(module, n, None) is not None for n in ("gate_up_proj_bias", "down_proj_bias")):
             raise BuildError(f"{self.where}: source experts with biases are not supported")
         gate_up, down = weights["gate_up_proj"], weights["down_proj"]
