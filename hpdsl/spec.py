@@ -10,8 +10,7 @@ from typing import Literal
 
 import attrs
 
-AXES = ("tp", "cp", "ep", "pp")
-"""The mesh axes a family condition may name; `parallel` is the family axis > 1."""
+from hpdsl.model.axes import CONDITION_AXES as AXES  # the mesh axes a family condition may name
 
 ATTENTION_FLAVOURS = ("full", "linear")
 FFN_FLAVOURS = ("dense", "moe")
