@@ -17,7 +17,8 @@ The domain holds only the variables some require or `when` reads:
 Every comparison against constants is constant between consecutive constants,
 so one value per interval (and each constant itself) decides every condition
 the way all the integers it stands for would. `parallel` is not free: it is
-derived from the family axis (size > 1).
+derived from the family axis (size > 1) by hpdsl.model.axes.with_parallel, the
+rule resolution and the estimator read too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from hpdsl.ir.conditions import (
 )
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.nodes import Condition, FamilyIR, Scalar, SelectorIR, VariantIR
-from hpdsl.spec import AXES
+from hpdsl.model.axes import CONDITION_AXES, with_parallel
 
 DOMAIN_LIMIT = 200_000
 """Above this many assignments coverage is not checked (a domain-too-large warning)."""
@@ -71,10 +72,8 @@ class Domain:
         """Yield every assignment, `parallel` derived, in ascending (lexicographic) order."""
         names = [v.name for v in self.variables]
         for values in itertools.product(*(v.values for v in self.variables)):
-            env: dict[str, Scalar] = dict(zip(names, values, strict=True))
-            if self.axis is not None and self.axis in env:
-                env["parallel"] = int(env[self.axis]) > 1
-            yield env
+            # Every selector a condition reads is a variable, so no default is needed.
+            yield with_parallel(dict(zip(names, values, strict=True)), self.axis)
 
 
 @attrs.frozen
@@ -127,7 +126,7 @@ def family_domain(family: FamilyIR) -> Domain:
     variables = [Variable(s.name, _selector_values(s, constants.get(s.name, set())))
                  for s in family.selectors if s.name in used]
     uses_parallel = "parallel" in used and family.parallel is not None
-    for axis in AXES:
+    for axis in CONDITION_AXES:
         derived = uses_parallel and axis == family.parallel
         if axis in used or derived:
             extra = {1, 2} if derived else {1}

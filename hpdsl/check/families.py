@@ -22,7 +22,7 @@ from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.fmt.inline import format_selector_type
 from hpdsl.scope import Scope
-from hpdsl.spec import AXES
+from hpdsl.model.axes import CONDITION_AXES as AXES
 
 RESERVED = (*AXES, "parallel")
 """Names a selector may not take: conditions read them as axis sizes and the parallel flag."""

@@ -10,6 +10,7 @@ import click
 from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.models import model_option, no_stdlib_option
 from hpdsl.errors import InputError
+from hpdsl.model.axes import AxisSizes
 
 
 def _selector(text: str) -> tuple[str, str, Any]:
@@ -51,7 +52,7 @@ def explain_command(paths: tuple[Path, ...], module_path: str, model: str | None
     selectors: dict[str, dict[str, Any]] = {}
     for role, name, value in map(_selector, settings):
         selectors.setdefault(role, {})[name] = value
-    with fake_job({"tp": tp, "cp": cp, "ep": ep}) as mesh:
+    with fake_job(AxisSizes(tp=tp, cp=cp, ep=ep)) as mesh:
         built = build_model(cost.model, mesh, registry=registry, device="meta", selectors=selectors)
         story = explain_module(built, module_path)
     if as_json:

@@ -19,8 +19,8 @@ from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGri
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
-from hpdsl.spec import AXES
 from hpdsl.model import ops as OP
+from hpdsl.model.axes import CONDITION_AXES, AxisSizes, condition_inputs
 from hpdsl.model.ops import count as op_count
 
 Mask = np.ndarray
@@ -88,22 +88,21 @@ def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], .
 
 def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
     """A family's require over the grid's axis sizes, with its selectors at their defaults."""
-    defaults = {s.name: s.default for s in family.selectors if s.default is not None}
 
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
-        axes = np.stack([g.tp, g.cp, g.ep, g.pp], axis=1)
+        axes = np.stack([getattr(g, axis) for axis in CONDITION_AXES], axis=1)
         rows, inverse = np.unique(axes, axis=0, return_inverse=True)  # few distinct layouts
-        refused = np.array([not evaluate(require.condition, _env(family, defaults, row))
-                            for row in rows], dtype=bool)
+        refused = np.array([_refuses(family, require, row) for row in rows], dtype=bool)
         return refused[inverse.ravel()]
 
     return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}")
 
 
-def _env(family: FamilyIR, defaults: dict, row: np.ndarray) -> dict:
-    sizes = dict(zip(AXES, (int(v) for v in row)))
-    parallel = family.parallel is not None and sizes[family.parallel] > 1
-    return {**defaults, **sizes, "parallel": parallel}
+def _refuses(family: FamilyIR, require: RequireIR, row: np.ndarray) -> bool:
+    if (row < 1).any():
+        return False  # not a job at all: the positivity rules report it
+    sizes = AxisSizes(**{axis: int(v) for axis, v in zip(CONDITION_AXES, row, strict=True)})
+    return not evaluate(require.condition, condition_inputs(family, sizes, {}))
 
 
 @attrs.frozen

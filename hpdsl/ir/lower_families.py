@@ -28,7 +28,7 @@ from hpdsl import ast
 from hpdsl.ir.conditions import condition_from_ast
 from hpdsl.ir.layouts import covers, dim_from_ast, sharded_dim
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
-from hpdsl.spec import AXES
+from hpdsl.model.axes import CONDITION_AXES as AXES
 
 AxisName = Literal["tp", "cp", "ep", "pp"]
 Placement = Literal["colwise", "rowwise", "replicate"]

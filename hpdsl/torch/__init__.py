@@ -22,12 +22,14 @@ from hpdsl.torch.build import (
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.explain import explain_module
 from hpdsl.torch.layout import AppliedLayout, ParameterLayout, TensorParallel, apply_layout
-from hpdsl.torch.mesh import AxisSizes, JobMesh, axis_sizes_from_context, axis_sizes_from_mesh, job_context
+from hpdsl.torch.mesh import (
+    AxisSizes, JobContext, JobMesh, axis_sizes_from_context, axis_sizes_from_mesh, job_context,
+)
 from hpdsl.torch.model import build_model, config_selectors, materialize
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, resolve_family
 
 __all__ = ["DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary",
-           "FamilyBuildInfo", "FamilyRequest", "JobMesh", "ModuleConfig", "ParameterLayout", "ResolvedFamily",
+           "FamilyBuildInfo", "FamilyRequest", "JobContext", "JobMesh", "ModuleConfig", "ParameterLayout", "ResolvedFamily",
            "TensorParallel", "apply_layout", "axis_sizes_from_context", "axis_sizes_from_mesh", "build_family",
            "build_model", "collect_family_modules", "config_selectors", "construct_family", "explain_module", "family_request",
            "get_family_build_info", "job_context", "materialize", "resolve_family", "standard_registry",

@@ -29,7 +29,7 @@ from hpdsl.ir.conditions import names_in
 from hpdsl.ir.nodes import FamilyIR, SourceRef
 from hpdsl.registry import Registry
 from hpdsl.torch.layout import AppliedLayout, apply_layout
-from hpdsl.torch.mesh import JobMesh, axis_sizes_from_context, job_context
+from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, job_context
 from hpdsl.torch.resolve import (
     DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, describe, explicit_parameters, import_variant,
     resolve_family,
@@ -167,7 +167,7 @@ def _only_one(what: str, matches: list[FamilyIR], where: str) -> FamilyIR:
 
 def build_family(target: Target, *, config: Any = None, mesh: DeviceMesh | JobMesh | None = None,
                  module: nn.Module | None = None, module_fqn: str = "",
-                 context: Mapping[str, Any] | None = None, registry: RegistryLike | None = None,
+                 context: ContextLike = None, registry: RegistryLike | None = None,
                  allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES, **arguments: Any) -> nn.Module:
     """Resolve a family for the job and construct the chosen variant, provenance attached."""
     where = describe(module_fqn)
@@ -185,12 +185,13 @@ def build_family(target: Target, *, config: Any = None, mesh: DeviceMesh | JobMe
 
 def construct_family(request: FamilyRequest, resolved: ResolvedFamily, *, config: Any = None,
                      module: nn.Module | None = None, module_fqn: str = "",
-                     context: Mapping[str, Any], allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES,
+                     context: ContextLike, allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES,
                      ) -> nn.Module:
     """Construct an already resolved variant and attach its provenance."""
     where = f"{describe(module_fqn)}: family '{resolved.family.name}'"
+    job = job_context(None, context, where=describe(module_fqn))
     name = getattr(resolved.constructor, "__qualname__", repr(resolved.constructor))
-    kwargs = _constructor_arguments(resolved, copy.deepcopy(config), module, module_fqn, context, where)
+    kwargs = _constructor_arguments(resolved, copy.deepcopy(config), module, module_fqn, job, where)
     try:
         result = resolved.constructor(**kwargs)
     except (BuildError, ResolutionError) as exc:
@@ -203,17 +204,17 @@ def construct_family(request: FamilyRequest, resolved: ResolvedFamily, *, config
         raise BuildError(f"{where}: {name} failed: {exc}") from exc
     if not isinstance(result, nn.Module):
         raise BuildError(f"{where}: {name} returned a {type(result).__name__}, not a torch nn.Module")
-    layout = apply_layout(result, resolved.family, resolved.variant.name, config=config, context=context,
+    layout = apply_layout(result, resolved.family, resolved.variant.name, config=config, context=job,
                           where=f"{where} (variant '{resolved.variant.name}')")
     origin: Literal["direct", "replacement"] = "direct" if module is None else "replacement"
     info = FamilyBuildInfo(request, resolved, copy.deepcopy(config), origin, module_fqn,
-                           tuple(allowed_prefixes), context.get("mesh"), layout)
+                           tuple(allowed_prefixes), job.mesh, layout)
     result.__dict__[_INFO] = info  # plain data: not a submodule, parameter or buffer
     return result
 
 
 def _constructor_arguments(resolved: ResolvedFamily, config: Any, module: nn.Module | None,
-                           module_fqn: str, context: Mapping[str, Any], where: str) -> dict[str, Any]:
+                           module_fqn: str, context: JobContext, where: str) -> dict[str, Any]:
     """Return the keywords for the constructor: request arguments, named selectors, runtime values."""
     named = explicit_parameters(resolved.constructor)
     needed = "config" if module is None else "module"
@@ -254,13 +255,12 @@ def collect_family_modules(model: nn.Module) -> tuple[FamilyBoundary, ...]:
     return tuple(boundaries)
 
 
-def validate_family_context(model: nn.Module, context: Mapping[str, Any] | None = None, *,
+def validate_family_context(model: nn.Module, context: ContextLike = None, *,
                             mesh: DeviceMesh | JobMesh | None = None) -> None:
     """Raise BuildError if any family of `model` was built for another job than this one."""
     job = job_context(mesh, context)
-    sizes = axis_sizes_from_context(job)
     for boundary in collect_family_modules(model):
-        _validate_boundary(boundary, job, sizes.as_dict())
+        _validate_boundary(boundary, job)
 
 
 def _compute_axes(family: FamilyIR) -> list[str]:
@@ -276,18 +276,18 @@ def _compute_axes(family: FamilyIR) -> list[str]:
     return [axis for axis in ("cp", "ep") if axis in read]
 
 
-def _validate_boundary(boundary: FamilyBoundary, job: Mapping[str, Any], sizes: dict[str, int]) -> None:
+def _validate_boundary(boundary: FamilyBoundary, job: JobContext) -> None:
     info = boundary.info
     where = f"{', '.join(describe(p) for p in boundary.fqns)}: family '{info.resolved.family.name}'"
     built = info.resolved.axis_sizes
-    if info.layout is not None and info.layout.sharded and info.layout.tp != sizes["tp"]:
-        raise BuildError(f"{where} was laid out for tp={info.layout.tp}, but the job has tp={sizes['tp']}; "
+    if info.layout is not None and info.layout.sharded and info.layout.tp != job.size("tp"):
+        raise BuildError(f"{where} was laid out for tp={info.layout.tp}, but the job has tp={job.size('tp')}; "
                          "build the model with the job's mesh")
     for axis in _compute_axes(info.resolved.family):
-        if built.size(axis) != sizes[axis]:
+        if built.size(axis) != job.size(axis):
             raise BuildError(f"{where} was built for {axis}={built.size(axis)}, but the job has "
-                             f"{axis}={sizes[axis]}; build the model with the job's mesh")
-    if info.mesh is not None and job["mesh"] is not None and not info.mesh.same_job(job["mesh"]):
+                             f"{axis}={job.size(axis)}; build the model with the job's mesh")
+    if info.mesh is not None and job.mesh is not None and not info.mesh.same_job(job.mesh):
         raise BuildError(f"{where} was built on another job's mesh")
     try:
         again = resolve_family(info.request, job, module_fqn=boundary.fqns[0],

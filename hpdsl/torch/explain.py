@@ -14,6 +14,7 @@ from torch import nn
 
 from hpdsl.errors import UnknownNameError
 from hpdsl.ir.nodes import SourceRef
+from hpdsl.model.axes import CONDITION_AXES
 from hpdsl.torch.build import FamilyBoundary, collect_family_modules
 
 
@@ -50,7 +51,7 @@ def describe_boundary(boundary: FamilyBoundary) -> dict[str, Any]:
         "arguments": dict(resolved.arguments),
         "parallel_axis": family.parallel,
         "parallel": resolved.parallel,
-        "mesh": resolved.axis_sizes.as_dict(),
+        "mesh": resolved.axis_sizes.as_dict(CONDITION_AXES),
         "origin": info.origin,
         "layout": None if info.layout is None else {
             "tp": info.layout.tp,

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-MESH_AXES = ("tp", "cp", "ep")  # pp is a schedule, not a mesh axis modules see
+from hpdsl.model.axes import STAGE_MESH_AXES, AxisSizes
 
 
 @contextlib.contextmanager
-def fake_job(axis_sizes: Mapping[str, int]) -> Iterator[DeviceMesh | None]:
-    """Yield a mesh with the axes of size > 1 (None when every axis is 1), in a fake process group."""
-    sizes = {axis: int(axis_sizes.get(axis, 1)) for axis in MESH_AXES if axis_sizes.get(axis, 1) > 1}
+def fake_job(axis_sizes: AxisSizes) -> Iterator[DeviceMesh | None]:
+    """Yield a mesh with the stage axes (tp, cp, ep) of size > 1 (None when all are 1), in a fake process group."""
+    sizes = {axis: axis_sizes.size(axis) for axis in STAGE_MESH_AXES if axis_sizes.active(axis)}
     if not sizes:
         yield None
         return

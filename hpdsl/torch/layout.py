@@ -43,7 +43,7 @@ from hpdsl.ir.layouts import covers, declared_params, evaluate_dim, layout_for, 
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
 from hpdsl.bound.config import dim_environment
 from hpdsl.model.layouts import LAYOUT_AXES
-from hpdsl.torch.mesh import JobMesh
+from hpdsl.torch.mesh import ContextLike, JobContext, job_context
 
 
 @attrs.frozen(eq=False)
@@ -102,22 +102,23 @@ class AppliedLayout:
 
 
 def apply_layout(module: nn.Module, family: FamilyIR, variant: str, *, config: Any,
-                 context: Mapping[str, Any], where: str) -> AppliedLayout | None:
+                 context: ContextLike, where: str) -> AppliedLayout | None:
     """Verify `module` against its family's layout, shard it over tp, and return what was applied."""
     if family.layout is None:
         return None
     entries = layout_for(family, variant)
     params = dict(module.named_parameters())
     _check_coverage(params, entries, declared_params(family, variant), where, variant)
-    env = {**dim_environment(config), **{a: int(context.get(f"{a}_size", 1)) for a in LAYOUT_AXES}}
+    job = job_context(None, context, where=where)
+    env = {**dim_environment(config), **job.sizes.as_dict(LAYOUT_AXES)}
     for name, param in params.items():
         _check_shape(name, tuple(param.shape), entries[name], env, where)
-    tp = int(context.get("tp_size", 1))
+    tp = job.size("tp")
     logical = {name: tuple(param.shape) for name, param in params.items()}
     if tp > 1 and any(entries[name].dim is not None for name in params):
         for name, param in params.items():
             _check_split(name, tuple(param.shape), entries[name], env, tp, where)
-        _shard(module, params, entries, _tp_mesh(context, tp, where), where)
+        _shard(module, params, entries, _tp_mesh(job, tp, where), where)
     return AppliedLayout(tp, tuple(_record(name, param, entries[name], logical[name])
                                    for name, param in module.named_parameters()))
 
@@ -166,9 +167,8 @@ def _check_split(name: str, shape: tuple[int, ...], entry: LayoutEntryIR, env: M
                          f"has size {shape[entry.dim]}{by}, and {problem}")
 
 
-def _tp_mesh(context: Mapping[str, Any], tp: int, where: str) -> DeviceMesh:
-    job: JobMesh | None = context.get("mesh")
-    sub = None if job is None else job.axis_mesh("tp")
+def _tp_mesh(context: JobContext, tp: int, where: str) -> DeviceMesh:
+    sub = None if context.mesh is None else context.mesh.axis_mesh("tp")
     if sub is None:
         raise BuildError(f"{where}: sharding over tp={tp} needs the job's DeviceMesh with a 'tp' axis")
     return sub

@@ -1,53 +1,29 @@
-"""A DeviceMesh and a declared job context into validated axis sizes (tp, cp, ep, pp).
+"""A DeviceMesh and a declared job context into one validated JobContext: the mesh and the axis sizes.
 
 The job's mesh is borrowed, never copied: `JobMesh` pairs the dense
-DeviceMesh with an optional expert mesh, from which the ep axis is read
-when given (expert parallelism often folds data-parallel ranks into its own
-view). A declared context is a mapping in the upstream form: `<axis>_size`
-ints and `<axis>` activity flags. Sizes are validated before any module is
-built, so a job that cannot be met fails here rather than at sharding time.
+DeviceMesh with an optional expert mesh, from which the expert axes (ep, etp)
+are read when given (expert parallelism often folds data-parallel ranks into
+its own view). A declared context is a mapping in the upstream form:
+`<axis>_size` ints and `<axis>` activity flags for the axes of
+hpdsl/model/axes.py, and optionally `mesh`. It is validated into a JobContext
+once, at the public boundary, so a job that cannot be met fails here rather
+than at sharding time; everything past the boundary reads the frozen value.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
+from typing import Any, Union
 
 import attrs
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
 
 from hpdsl.errors import ResolutionError
+from hpdsl.model.axes import EXPERT_AXES, STAGE_MESH_AXES, STRATEGY_AXES, AxisSizeError, AxisSizes
 
-AXES = ("tp", "cp", "ep", "pp")
-"""The mesh axes a family rule may read, in the order parallelisms are applied."""
-
-# pp is the one axis that may be larger than 1 without a mesh axis: pipeline
-# stages are separate meshes, so a stage's own mesh never holds a pp axis.
-_MAY_BE_ABSENT = frozenset({"pp"})
-
-
-@attrs.frozen
-class AxisSizes:
-    """The size of every parallel axis of a job; 1 where the job does not use it."""
-
-    tp: int = 1
-    cp: int = 1
-    ep: int = 1
-    pp: int = 1
-
-    def size(self, axis: str) -> int:
-        """Return the size of `axis` (one of tp, cp, ep, pp)."""
-        return int(getattr(self, axis))
-
-    def active(self, axis: str) -> bool:
-        """Return whether `axis` splits the job (size > 1)."""
-        return self.size(axis) > 1
-
-    def as_dict(self) -> dict[str, int]:
-        """Return {axis: size}, the form conditions read."""
-        return {axis: self.size(axis) for axis in AXES}
+_CONTEXT_KEYS = ("mesh", *(f"{axis}_size" for axis in STRATEGY_AXES), *STRATEGY_AXES)
 
 
 @attrs.frozen(eq=False)
@@ -63,7 +39,7 @@ class JobMesh:
 
     def axis_mesh(self, axis: str) -> DeviceMesh | None:
         """Return the one-axis sub-mesh of `axis`, or None when the mesh has no such axis."""
-        region = self.expert_mesh if axis == "ep" and self.expert_mesh is not None else self.device_mesh
+        region = self._region(axis)
         return region[axis] if axis in axis_names(region) else None
 
     def group(self, axis: str) -> ProcessGroup | None:
@@ -83,8 +59,10 @@ class JobMesh:
 
     def names(self, axis: str) -> tuple[str, ...]:
         """Return the axis names of the mesh `axis` is read from."""
-        region = self.expert_mesh if axis == "ep" and self.expert_mesh is not None else self.device_mesh
-        return axis_names(region)
+        return axis_names(self._region(axis))
+
+    def _region(self, axis: str) -> DeviceMesh:
+        return self.expert_mesh if axis in EXPERT_AXES and self.expert_mesh is not None else self.device_mesh
 
     def same_job(self, other: JobMesh) -> bool:
         """Return whether `other` borrows the very same meshes."""
@@ -111,52 +89,86 @@ def as_job_mesh(mesh: DeviceMesh | JobMesh | None, expert_mesh: DeviceMesh | Non
     raise ResolutionError(f"mesh must be a torch DeviceMesh or an hpdsl JobMesh, found {type(mesh).__name__}")
 
 
-def axis_sizes_from_context(context: Mapping[str, Any] | None, *, where: str = "<root>") -> AxisSizes:
-    """Read and validate the axis sizes a context declares; raise ResolutionError naming `where`."""
-    context = context or {}
-    sizes = {}
-    for axis in AXES:
-        size = context.get(f"{axis}_size")
-        flag = context.get(axis)
-        if size is None:
-            if flag:
-                raise ResolutionError(f"{where}: {axis}_size is required when {axis} is active")
-            size = 1
-        _check_size(axis, size, where)
-        if isinstance(flag, bool) and flag != (size > 1):
-            state = "active" if flag else "inactive"
-            raise ResolutionError(f"{where}: the context marks {axis} {state}, but {axis}_size is {size}")
-        sizes[axis] = size
-    return AxisSizes(**sizes)
-
-
 def axis_sizes_from_mesh(mesh: JobMesh) -> AxisSizes:
-    """Read every axis size from a job mesh (ep from its expert mesh when it has one)."""
-    return AxisSizes(**{axis: mesh.size(axis) for axis in AXES})
+    """Read every axis size from a job mesh (the expert axes from its expert mesh when it has one)."""
+    return AxisSizes(**{axis: mesh.size(axis) for axis in STRATEGY_AXES})
 
 
-def job_context(mesh: DeviceMesh | JobMesh | None, context: Mapping[str, Any] | None,
-                *, where: str = "<root>") -> Mapping[str, Any]:
-    """Merge a mesh and a declared context into one validated, read-only job context.
+@attrs.frozen
+class JobContext:
+    """What a job is to the modules built for it: its axis sizes and its mesh (None: no mesh, one process).
 
-    The result holds the caller's keys, then `<axis>_size` and `<axis>` for every
-    axis and `mesh` (a JobMesh or None). Sizes read from the mesh must agree with
-    the ones the context declares; an axis declared larger than 1 must exist on the
-    mesh (pp excepted); a context carrying another job's mesh is refused.
+    The mesh, when there is one, agrees with the sizes: every axis it holds has
+    its size, and every stage-mesh axis (tp, cp, ep) larger than 1 is on it.
     """
-    result = dict(context or {})
-    job = as_job_mesh(mesh if mesh is not None else _context_mesh(result, where))
+
+    sizes: AxisSizes = AxisSizes()
+    mesh: JobMesh | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.mesh is not None:
+            _check_mesh(self.mesh, self.sizes.as_dict(), "<root>")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> JobContext:
+        # Immutable, and the mesh is borrowed: a copied module runs on the same job.
+        return self
+
+    def size(self, axis: str) -> int:
+        """Return the size of `axis` in this job."""
+        return self.sizes.size(axis)
+
+    def active(self, axis: str) -> bool:
+        """Return whether `axis` splits this job (size > 1)."""
+        return self.sizes.active(axis)
+
+    def local_rank(self, axis: str) -> int:
+        """Return this rank's coordinate along `axis`, 0 without a mesh or when the axis is not split."""
+        return self.mesh.local_rank(axis) if self.mesh is not None and self.active(axis) else 0
+
+
+ContextLike = Union[JobContext, Mapping[str, Any], None]
+"""What the public functions take as `context`: a JobContext, or a mapping in the upstream form."""
+
+
+def job_context(mesh: DeviceMesh | JobMesh | None, context: ContextLike, *, where: str = "<root>") -> JobContext:
+    """Validate a mesh and a declared context into one JobContext; raise ResolutionError naming `where`.
+
+    Sizes read from the mesh must agree with the ones the context declares; an
+    axis declared larger than 1 must exist on the mesh (tp, cp and ep; a stage's
+    mesh never holds pp); a context carrying another job's mesh is refused, and
+    so is a key the context form does not have.
+    """
+    if isinstance(context, JobContext):
+        job = as_job_mesh(mesh)
+        if job is None or (context.mesh is not None and context.mesh.same_job(job)):
+            return context
+        context = {"mesh": context.mesh, **{f"{a}_size": context.size(a) for a in STRATEGY_AXES}}
+    stated = dict(context or {})
+    _check_keys(stated, where)
+    previous = _context_mesh(stated, where)
+    job = as_job_mesh(mesh) if mesh is not None else previous
+    if job is not None and previous is not None and not previous.same_job(job):
+        raise ResolutionError(f"{where}: the context and the mesh belong to different jobs")
+    known = _declared_sizes(stated, where)
     if job is not None:
-        previous = _context_mesh(result, where)
-        if previous is not None and not previous.same_job(job):
-            raise ResolutionError(f"{where}: the context and the mesh belong to different jobs")
-        result.update(_mesh_sizes(job, result, where))
-    sizes = axis_sizes_from_context(result, where=where)
-    for axis in AXES:
-        result[f"{axis}_size"] = sizes.size(axis)
-        result[axis] = sizes.active(axis)
-    result["mesh"] = job
-    return MappingProxyType(result)
+        _check_mesh(job, known, where)
+        known = {**{a: job.size(a) for a in STRATEGY_AXES if a in job.names(a)}, **known}
+    _check_flags(stated, known, where)
+    return JobContext(AxisSizes(**known), job)
+
+
+def axis_sizes_from_context(context: ContextLike, *, where: str = "<root>") -> AxisSizes:
+    """Read and validate the axis sizes a context declares; raise ResolutionError naming `where`."""
+    return job_context(None, context, where=where).sizes
+
+
+def _check_keys(context: Mapping[str, Any], where: str) -> None:
+    for key in context:
+        if key not in _CONTEXT_KEYS:
+            close = difflib.get_close_matches(str(key), _CONTEXT_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ResolutionError(f"{where}: the context has no key {key!r}; it takes <axis>_size and <axis> "
+                                  f"for the axes {', '.join(STRATEGY_AXES)}, and mesh{hint}")
 
 
 def _context_mesh(context: Mapping[str, Any], where: str) -> JobMesh | None:
@@ -166,30 +178,43 @@ def _context_mesh(context: Mapping[str, Any], where: str) -> JobMesh | None:
         raise ResolutionError(f"{where}: the context's {exc.message}") from None
 
 
-def _mesh_sizes(job: JobMesh, context: Mapping[str, Any], where: str) -> dict[str, int]:
-    """Return `<axis>_size` of every axis the mesh has, checked against what the context declares."""
+def _declared_sizes(context: Mapping[str, Any], where: str) -> dict[str, int]:
+    """Return the `<axis>_size` values the context states, each a valid degree."""
     sizes = {}
-    for axis in AXES:
-        stated = context.get(f"{axis}_size")
-        if stated is not None:
-            _check_size(axis, stated, where)
-        if axis in job.names(axis):
-            actual = job.size(axis)
-            if stated is not None and stated != actual:
-                raise ResolutionError(f"{where}: the context declares {axis}_size={stated}, "
-                                      f"but the mesh's {axis!r} axis has size {actual}")
-            sizes[f"{axis}_size"] = actual
-        elif stated is not None and stated > 1 and axis not in _MAY_BE_ABSENT:
-            raise ResolutionError(f"{where}: {axis}_size={stated} needs a mesh axis named "
-                                  f"{axis!r}; the mesh has axes {job.names(axis)!r}")
+    for axis in STRATEGY_AXES:
+        size = context.get(f"{axis}_size")
+        if size is not None:
+            try:
+                AxisSizes(**{axis: size})
+            except AxisSizeError:
+                raise ResolutionError(f"{where}: {axis}_size must be a positive int, found {size!r}") from None
+            sizes[axis] = size
     return sizes
 
 
-def _check_size(axis: str, size: object, where: str) -> None:
-    # `type(...) is int` on purpose: a bool is an int to isinstance, never a size here.
-    if type(size) is not int or size < 1:
-        raise ResolutionError(f"{where}: {axis}_size must be a positive int, found {size!r}")
+def _check_mesh(job: JobMesh, declared: Mapping[str, int], where: str) -> None:
+    """Raise ResolutionError if a declared size disagrees with the mesh, or a split stage axis is missing."""
+    for axis, stated in declared.items():
+        if axis in job.names(axis):
+            actual = job.size(axis)
+            if stated != actual:
+                raise ResolutionError(f"{where}: the context declares {axis}_size={stated}, "
+                                      f"but the mesh's {axis!r} axis has size {actual}")
+        elif stated > 1 and axis in STAGE_MESH_AXES:
+            raise ResolutionError(f"{where}: {axis}_size={stated} needs a mesh axis named "
+                                  f"{axis!r}; the mesh has axes {job.names(axis)!r}")
 
 
-__all__ = ["AXES", "AxisSizes", "JobMesh", "as_job_mesh", "axis_names", "axis_sizes_from_context",
-           "axis_sizes_from_mesh", "job_context"]
+def _check_flags(context: Mapping[str, Any], known: Mapping[str, int], where: str) -> None:
+    """Raise ResolutionError if an `<axis>` flag has no size to go with it or disagrees with its size."""
+    for axis in STRATEGY_AXES:
+        flag, size = context.get(axis), known.get(axis)
+        if flag and size is None:
+            raise ResolutionError(f"{where}: {axis}_size is required when {axis} is active")
+        if isinstance(flag, bool) and flag != ((size or 1) > 1):
+            state = "active" if flag else "inactive"
+            raise ResolutionError(f"{where}: the context marks {axis} {state}, but {axis}_size is {size or 1}")
+
+
+__all__ = ["AxisSizes", "ContextLike", "JobContext", "JobMesh", "as_job_mesh", "axis_names",
+           "axis_sizes_from_context", "axis_sizes_from_mesh", "job_context"]

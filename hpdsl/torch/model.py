@@ -36,7 +36,7 @@ from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
 from hpdsl.torch.layers import CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
-from hpdsl.torch.mesh import JobMesh, as_job_mesh, job_context
+from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
@@ -51,7 +51,7 @@ class _Builder:
     model: ModelIR
     cost: CostModel
     registry: Registry
-    job: Mapping[str, Any]
+    job: JobContext
     families: Mapping[str, str]
     selectors: Mapping[str, Mapping[str, Any]]
     allowed_prefixes: tuple[str, ...]
@@ -128,7 +128,7 @@ def config_selectors(family: FamilyIR, config: ModuleConfig) -> dict[str, Any]:
 
 def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = None, *,
                 registry: RegistryLike | None = None, device: str | torch.device = "meta",
-                dtype: torch.dtype | None = None, context: Mapping[str, Any] | None = None,
+                dtype: torch.dtype | None = None, context: ContextLike = None,
                 expert_mesh: DeviceMesh | None = None, families: Mapping[str, str] | None = None,
                 selectors: Mapping[str, Mapping[str, Any]] | None = None, include_mtp: bool = False,
                 allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES) -> nn.Module:
@@ -163,8 +163,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
     mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
-    job_mesh: JobMesh | None = builder.job["mesh"]
-    cp_rank = job_mesh.local_rank("cp") if job_mesh is not None and builder.job["cp_size"] > 1 else 0
+    cp_rank = builder.job.local_rank("cp")
     return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
                     position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank)
 

@@ -35,7 +35,8 @@ from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.nodes import FamilyIR, Scalar, SelectorIR, SourceRef, VariantIR
-from hpdsl.torch.mesh import AxisSizes, JobMesh, axis_sizes_from_context, job_context
+from hpdsl.model.axes import AxisSizes, condition_inputs
+from hpdsl.torch.mesh import ContextLike, JobMesh, job_context
 
 DEFAULT_PREFIXES: tuple[str, ...] = ("hpdsl.torch.",)
 """Where variant import paths may point unless the embedding library allows more."""
@@ -106,17 +107,16 @@ def describe(module_fqn: str) -> str:
     return module_fqn or "<root>"
 
 
-def resolve_family(request: FamilyRequest, context: Mapping[str, Any] | None = None,
+def resolve_family(request: FamilyRequest, context: ContextLike = None,
                    mesh: DeviceMesh | JobMesh | None = None, *, module_fqn: str = "",
                    allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES) -> ResolvedFamily:
     """Pick exactly one variant of `request`'s family for a job; raise ResolutionError if none fits."""
     where = describe(module_fqn)
     family = request.family
-    sizes = axis_sizes_from_context(job_context(mesh, context, where=where), where=where)
+    sizes = job_context(mesh, context, where=where).sizes
     prefix = f"{where}: family '{family.name}'"
-    selectors, extras = _split_arguments(family, request.arguments, prefix)
-    parallel = family.parallel is not None and sizes.active(family.parallel)
-    env: dict[str, Scalar] = {**selectors, **sizes.as_dict(), "parallel": parallel}
+    explicit, extras = _split_arguments(family, request.arguments, prefix)
+    env = condition_inputs(family, sizes, explicit)
     try:
         _check_requires(family, env, prefix)
         variant = _select_variant(family, env, prefix)
@@ -126,8 +126,9 @@ def resolve_family(request: FamilyRequest, context: Mapping[str, Any] | None = N
         raise ResolutionError(f"{prefix}: {exc.message}") from None
     constructor = import_variant(variant.path, allowed_prefixes, where=f"{prefix}, variant '{variant.name}'")
     _check_constructor(constructor, variant, extras, f"{prefix}, variant '{variant.name}'")
+    selectors = {s.name: env[s.name] for s in family.selectors}
     return ResolvedFamily(family, variant, constructor, MappingProxyType(extras),
-                          MappingProxyType(selectors), sizes, parallel)
+                          MappingProxyType(selectors), sizes, bool(env["parallel"]))
 
 
 # --------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def resolve_family(request: FamilyRequest, context: Mapping[str, Any] | None = N
 
 def _split_arguments(family: FamilyIR, arguments: Mapping[str, Any],
                      prefix: str) -> tuple[dict[str, Scalar], dict[str, Any]]:
-    """Return (every selector's value, the other arguments), selectors typed and defaulted."""
+    """Return (the explicit selectors, typed; the other arguments); every selector left out needs a default."""
     declared = {s.name: s for s in family.selectors}
     selectors: dict[str, Scalar] = {}
     extras: dict[str, Any] = {}
@@ -147,11 +148,9 @@ def _split_arguments(family: FamilyIR, arguments: Mapping[str, Any],
         else:
             extras[name] = copy.deepcopy(value)
     for selector in family.selectors:
-        if selector.name not in selectors:
-            if selector.default is None:
-                raise ResolutionError(f"{prefix}: selector '{selector.name}' has no default; "
-                                      f"state it{_at(selector.source)}")
-            selectors[selector.name] = selector.default
+        if selector.name not in selectors and selector.default is None:
+            raise ResolutionError(f"{prefix}: selector '{selector.name}' has no default; "
+                                  f"state it{_at(selector.source)}")
     return selectors, extras
 
 

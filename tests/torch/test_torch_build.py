@@ -12,8 +12,8 @@ from torch import nn
 from hpdsl.errors import BuildError, ResolutionError
 from hpdsl.ir.nodes import FamilyIR, SelectorIR, VariantIR
 from hpdsl.torch import (
-    FamilyRequest, ModuleConfig, build_family, collect_family_modules, get_family_build_info, materialize,
-    validate_family_context,
+    AxisSizes, FamilyRequest, JobContext, ModuleConfig, build_family, collect_family_modules, get_family_build_info,
+    materialize, validate_family_context,
 )
 from hpdsl.torch.modules import (
     Attention, EagerGatedDeltaNet, Embedding, GatedMLP, GroupedExperts, LayerNorm, MLP, MXFP8GroupedExperts,
@@ -175,7 +175,8 @@ def test_runtime_arguments_reach_only_constructors_naming_them() -> None:
     assert plain.config == 1 and not hasattr(plain, "module_fqn")
     full = build_family(custom("torch_fixture_modules:Everything"), config=1, module_fqn="a.b",
                         context={"tp_size": 2}, allowed_prefixes=FIXTURES, level=4)
-    assert (full.module_fqn, full.context["tp_size"], full.context["tp"], full.level) == ("a.b", 2, True, 4)
+    assert (full.module_fqn, full.context.size("tp"), full.context.active("tp"), full.level) == ("a.b", 2, True, 4)
+    assert full.context == JobContext(AxisSizes(tp=2))
 
 
 def test_mxfp8_experts_check_their_job_and_shapes(stdlib_registry) -> None:

@@ -9,7 +9,7 @@ from torch_support import process_group
 
 from hpdsl.errors import BuildError, ResolutionError
 from hpdsl.torch import (
-    FamilyRequest, JobMesh, build_family, build_model, collect_family_modules, explain_module,
+    AxisSizes, FamilyRequest, JobMesh, build_family, build_model, collect_family_modules, explain_module,
     resolve_family, validate_family_context,
 )
 from hpdsl.torch.modules import Attention, ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts, RingAttention
@@ -24,7 +24,7 @@ def mesh64():
 
 def test_resolution_reads_the_mesh(mesh64, stdlib_registry) -> None:
     attention = resolve_family(FamilyRequest(stdlib_registry.family("attention")), mesh=mesh64)
-    assert attention.variant.name == "ring" and attention.axis_sizes.as_dict() == {"tp": 2, "cp": 8, "ep": 4, "pp": 1}
+    assert attention.variant.name == "ring" and attention.axis_sizes == AxisSizes(tp=2, cp=8, ep=4)
     experts = resolve_family(FamilyRequest(stdlib_registry.family("grouped_experts")), mesh=mesh64)
     assert experts.variant.name == "ep"
     with pytest.raises(ResolutionError, match=r"layers\.1\.ffn\.experts: .*MXFP8 experts require TP=CP=PP=1"):

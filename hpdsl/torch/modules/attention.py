@@ -14,18 +14,15 @@ and all-gathers them over the cp axis, so each query sees the whole prefix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
-from hpdsl.torch.mesh import JobMesh
+from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import attend, causal_mask, context_size, make_norm, rotate
+from hpdsl.torch.modules.common import attend, causal_mask, job_of, make_norm, rotate
 
 BACKENDS = ("sdpa", "eager")
 
@@ -34,7 +31,7 @@ class Attention(nn.Module):
     """Grouped-query attention over the whole local sequence (the `local` variant)."""
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
-                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+                 context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
         if config.kv_heads < 1 or config.heads % config.kv_heads:
             raise ValueError(f"{config.heads} query heads cannot be grouped over {config.kv_heads} kv heads")
@@ -132,15 +129,15 @@ class RingAttention(Attention):
     """Context-parallel attention (the `ring` variant): keys and values all-gathered over the cp axis."""
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
-                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+                 context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__(config, layer_index=layer_index, backend=backend, context=context,
                          module_fqn=module_fqn)
-        mesh: JobMesh | None = (context or {}).get("mesh")
-        self.cp = context_size(context, "cp")
-        if self.cp > 1 and (mesh is None or mesh.axis_mesh("cp") is None):
+        job = job_of(context, module_fqn)
+        self.cp = job.size("cp")
+        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
             raise BuildError(f"{module_fqn or '<root>'}: RingAttention needs the job's mesh with a 'cp' "
                              f"axis to gather keys and values over {self.cp} ranks")
-        self.job = mesh
+        self.job = job.mesh
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and positions of the whole sequence, gathered over cp."""

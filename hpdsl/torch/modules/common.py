@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.mesh import ContextLike, JobContext, job_context
 from hpdsl.torch.modules.fused import fused, rotate
 
 
@@ -152,18 +153,18 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
     return (scores.softmax(-1) @ v.float()).to(q.dtype)
 
 
-def context_size(context: Any, axis: str) -> int:
-    """Return the size of `axis` in a build context (1 without a context)."""
-    return int(context.get(f"{axis}_size", 1)) if context else 1
+def job_of(context: ContextLike, module_fqn: str) -> JobContext:
+    """Return a module's build context as a JobContext (a mapping is validated; None: a one-process job)."""
+    return job_context(None, context, where=module_fqn or "<root>")
 
 
-def refuse_axis(context: Any, axis: str, what: str, module_fqn: str) -> None:
+def refuse_axis(job: JobContext, axis: str, what: str, module_fqn: str) -> None:
     """Raise BuildError if the job splits `axis`, which module `what` has no form for."""
-    size = context_size(context, axis)
+    size = job.size(axis)
     if size > 1:
         raise BuildError(f"{module_fqn or '<root>'}: {what} has no {axis}-parallel form, "
                          f"but the job has {axis}={size}")
 
 
-__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size",
+__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size", "job_of",
            "make_norm", "norm_arguments", "refuse_axis", "rotate"]

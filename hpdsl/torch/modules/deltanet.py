@@ -12,15 +12,13 @@ chunks); both compute in float32.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
-from hpdsl.torch.modules.common import RMSNorm, refuse_axis
+from hpdsl.torch.mesh import ContextLike
+from hpdsl.torch.modules.common import RMSNorm, job_of, refuse_axis
 from hpdsl.torch.modules.fused import fused
 
 
@@ -46,9 +44,9 @@ class GatedDeltaNet(nn.Module):
     kernel = "chunked"
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, chunk_size: int = 64,
-                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+                 context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
-        refuse_axis(context, "cp", type(self).__name__, module_fqn)
+        refuse_axis(job_of(context, module_fqn), "cp", type(self).__name__, module_fqn)
         n_k, d_k = config.key_heads, config.key_head_dim
         n_v, d_v = config.value_heads, config.value_head_dim
         if min(n_k, d_k, n_v, d_v, config.conv) < 1:

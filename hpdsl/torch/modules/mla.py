@@ -13,26 +13,24 @@ up-projections already sum their input gradients over tp.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
+from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
 from hpdsl.torch.modules.collectives import sum_gradients
-from hpdsl.torch.modules.common import RMSNorm, attend, refuse_axis, rotate
+from hpdsl.torch.modules.common import RMSNorm, attend, job_of, refuse_axis, rotate
 
 
 class MLAttention(nn.Module):
     """Multi-head latent attention over the whole local sequence."""
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
-                 context: Mapping[str, Any] | None = None, module_fqn: str = "") -> None:
+                 context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
-        refuse_axis(context, "cp", "MLAttention", module_fqn)
+        refuse_axis(job_of(context, module_fqn), "cp", "MLAttention", module_fqn)
         if config.kv_lora_rank < 1:
             raise ValueError("multi-head latent attention needs a positive kv_lora_rank")
         if config.qk_norm:

@@ -7,12 +7,10 @@ The activation keeps only its inputs for the backward, as a fused SwiGLU does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
+from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.common import activate, activation
 
 
@@ -21,7 +19,7 @@ class MLP(nn.Module):
 
     gated: bool | None = None
 
-    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+    def __init__(self, config: ModuleConfig, *, context: ContextLike = None,
                  module_fqn: str = "") -> None:
         super().__init__()
         gated = config.gated if self.gated is None else self.gated

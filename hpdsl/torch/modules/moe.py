@@ -13,17 +13,16 @@ Routing weights are applied after the second GEMM, outside the expert math.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
-from hpdsl.torch.mesh import JobMesh
+from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh
 from hpdsl.torch.modules.collectives import all_to_all, exchange_counts
-from hpdsl.torch.modules.common import activate, activation, context_size
+from hpdsl.torch.modules.common import activate, activation, job_of
 from hpdsl.torch.modules.fused import fused
 
 
@@ -58,12 +57,12 @@ class GroupedExperts(nn.Module):
     """All routed experts of a layer in grouped tensors (the `local` variant)."""
 
     def __init__(self, config: ModuleConfig | None = None, *, module: nn.Module | None = None,
-                 module_fqn: str = "", context: Mapping[str, Any] | None = None) -> None:
+                 module_fqn: str = "", context: ContextLike = None) -> None:
         super().__init__()
         self.where = f"{module_fqn or '<root>'}: {type(self).__name__}"
         self.act = activation(config.activation if config is not None else "silu")
         self.first, self.local = 0, 0
-        self.setup_parallel(context)
+        self.setup_parallel(job_of(context, module_fqn))
         if module is not None:
             self._adopt(module)
             return
@@ -73,8 +72,8 @@ class GroupedExperts(nn.Module):
 
     # --- construction ----------------------------------------------------
 
-    def setup_parallel(self, context: Mapping[str, Any] | None) -> None:
-        """Read what the variant needs from the build context (nothing: every expert is local)."""
+    def setup_parallel(self, job: JobContext) -> None:
+        """Read what the variant needs from the job (nothing: every expert is local)."""
 
     def experts_here(self, experts: int) -> tuple[int, int]:
         """Return (first expert, number of experts) this rank holds: all of them."""
@@ -182,10 +181,10 @@ class GroupedExperts(nn.Module):
 class ExpertParallelExperts(GroupedExperts):
     """E/ep experts per rank; tokens travel to their experts and back by all-to-all (the `ep` variant)."""
 
-    def setup_parallel(self, context: Mapping[str, Any] | None) -> None:
-        """Read the ep size and this rank's place on the ep axis from the build context."""
-        self.ep = context_size(context, "ep")
-        self.job: JobMesh | None = (context or {}).get("mesh")
+    def setup_parallel(self, job: JobContext) -> None:
+        """Read the ep size and this rank's place on the ep axis from the job."""
+        self.ep = job.size("ep")
+        self.job: JobMesh | None = job.mesh
         if self.ep > 1 and (self.job is None or self.job.axis_mesh("ep") is None):
             raise BuildError(f"{self.where} needs the job's mesh with an 'ep' axis to split experts over "
                              f"{self.ep} ranks")
@@ -226,16 +225,17 @@ class MXFP8GroupedExperts(ExpertParallelExperts):
     block = 32
 
     def __init__(self, config: ModuleConfig | None = None, *, module: nn.Module | None = None,
-                 module_fqn: str = "", context: Mapping[str, Any] | None = None) -> None:
+                 module_fqn: str = "", context: ContextLike = None) -> None:
         where = f"{module_fqn or '<root>'}: {type(self).__name__}"
-        active = [a for a in ("tp", "cp", "pp") if context_size(context, a) > 1]
+        job = job_of(context, module_fqn)
+        active = [a for a in ("tp", "cp", "pp") if job.active(a)]
         if active:
             raise BuildError(f"{where} requires TP=CP=PP=1; active {', '.join(active)}")
-        if context_size(context, "ep") not in (1, 2):
-            raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={context_size(context, 'ep')}")
+        if job.size("ep") not in (1, 2):
+            raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={job.size('ep')}")
         if config is not None and (not config.gated or config.activation != "silu" or config.mlp_bias):
             raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu)")
-        super().__init__(config, module=module, module_fqn=module_fqn, context=context)
+        super().__init__(config, module=module, module_fqn=module_fqn, context=job)
         if self.hidden % self.block or self.width % self.block:
             raise BuildError(f"{where} needs hidden ({self.hidden}) and expert width ({self.width}) "
                              f"divisible by {self.block}")
