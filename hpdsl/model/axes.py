@@ -11,11 +11,15 @@ checker proves about a family is what resolution and the estimator do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
 from hpdsl.errors import HpdslError
-from hpdsl.ir.nodes import FamilyIR, Scalar
+from hpdsl.model.fields import Scalar
+
+if TYPE_CHECKING:  # a type only: the model layer sits below the IR
+    from hpdsl.ir.nodes import FamilyIR
 
 CONDITION_AXES = ("tp", "cp", "ep", "pp")
 """The axes a family condition may name, in the order parallelisms are applied; `parallel` is

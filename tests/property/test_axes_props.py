@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from hpdsl.check.coverage import family_conditions, family_domain
 from hpdsl.cost import bind
-from hpdsl.cost.bind import CostModel
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.strategy import Strategy, validate_strategy
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.convert import structure, unstructure
 from hpdsl.ir.lower_families import lower_family
-from hpdsl.ir.nodes import FamilyIR, KindIR, LayerGroup, ModelIR, MoeDims, ProfileIR
+from hpdsl.ir.nodes import FamilyIR, KindIR, LayerGroup, ModelIR, ProfileIR
 from hpdsl.model.axes import CONDITION_AXES, STRATEGY_AXES, AxisSizeError, AxisSizes, condition_inputs
 from hpdsl.syntax import parse_text
 
@@ -57,7 +57,7 @@ def test_valid_sizes_round_trip(sizes: AxisSizes) -> None:
 def _moe_cost_model() -> CostModel:
     ops = {"attMM": 1, "attBMM": 1, "ffMM": 1, "softmax": 1, "normOp": 1}
     model = ModelIR("m", "p", hidden=4096, layers=4, heads=64, vocab=512, kv_heads=64, head_dim=64,
-                    ffn_width=4096, moe=MoeDims(experts=4096, top_k=2, width=4096),
+                    ffn_width=4096, experts=4096, top_k=2, expert_width=4096,
                     groups=(LayerGroup("full", 4),))
     return bind(model, ProfileIR("p", {"full": KindIR("full", ops)}, default="full"))
 
