@@ -29,8 +29,8 @@ from hpdsl.torch.model import DEFAULT_FAMILIES, build_model, materialize
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, resolve_family
 
 __all__ = ["DEFAULT_FAMILIES", "DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary",
-           "FamilyBuildInfo", "FamilyRequest", "JobContext", "JobMesh", "ModuleConfig", "ParameterLayout", "ResolvedFamily",
-           "TensorParallel", "apply_layout", "axis_sizes_from_context", "axis_sizes_from_mesh", "build_family",
+           "FamilyBuildInfo", "FamilyRequest", "JobContext", "JobMesh", "ModuleConfig", "ParameterLayout",
+           "ResolvedFamily", "TensorParallel", "apply_layout", "axis_sizes_from_context", "axis_sizes_from_mesh", "build_family",
            "build_model", "collect_family_modules", "construct_family", "explain_module", "family_request",
            "get_family_build_info", "job_context", "materialize", "resolve_family", "standard_registry",
            "validate_family_context"]
