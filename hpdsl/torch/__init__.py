@@ -28,9 +28,10 @@ from hpdsl.torch.mesh import (
 from hpdsl.torch.model import build_model, config_selectors, materialize
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, resolve_family
 
-__all__ = ["DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary",
-           "FamilyBuildInfo", "FamilyRequest", "JobContext", "JobMesh", "ModuleConfig", "ParameterLayout", "ResolvedFamily",
+__all__ = ["DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary", "FamilyBuildInfo",
+           "FamilyRequest", "JobContext", "JobMesh", "ModuleConfig", "ParameterLayout", "ResolvedFamily",
            "TensorParallel", "apply_layout", "axis_sizes_from_context", "axis_sizes_from_mesh", "build_family",
-           "build_model", "collect_family_modules", "config_selectors", "construct_family", "explain_module", "family_request",
+           "build_model", "collect_family_modules", "config_selectors", "construct_family", "explain_module",
+           "family_request",
            "get_family_build_info", "job_context", "materialize", "resolve_family", "standard_registry",
            "validate_family_context"]

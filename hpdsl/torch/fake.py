@@ -18,7 +18,7 @@ from hpdsl.model.axes import STAGE_MESH_AXES, AxisSizes
 
 @contextlib.contextmanager
 def fake_job(axis_sizes: AxisSizes) -> Iterator[DeviceMesh | None]:
-    """Yield a mesh with the stage axes (tp, cp, ep) of size > 1 (None when all are 1), in a fake process group."""
+    """Yield a mesh of the stage axes (tp, cp, ep) larger than 1 (None: all are 1) in a fake process group."""
     sizes = {axis: axis_sizes.size(axis) for axis in STAGE_MESH_AXES if axis_sizes.active(axis)}
     if not sizes:
         yield None

@@ -12,8 +12,8 @@ from torch import nn
 from hpdsl.errors import BuildError, ResolutionError
 from hpdsl.ir.nodes import FamilyIR, SelectorIR, VariantIR
 from hpdsl.torch import (
-    AxisSizes, FamilyRequest, JobContext, ModuleConfig, build_family, collect_family_modules, get_family_build_info,
-    materialize, validate_family_context,
+    AxisSizes, FamilyRequest, JobContext, ModuleConfig, build_family, collect_family_modules,
+    get_family_build_info, materialize, validate_family_context,
 )
 from hpdsl.torch.modules import (
     Attention, EagerGatedDeltaNet, Embedding, GatedMLP, GroupedExperts, LayerNorm, MLP, MXFP8GroupedExperts,

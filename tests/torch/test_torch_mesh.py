@@ -51,7 +51,7 @@ def test_job_context_without_a_mesh_is_its_sizes() -> None:
 
 
 def test_a_key_the_context_form_lacks_is_refused() -> None:
-    with pytest.raises(ResolutionError, match=r"layers\.0: the context has no key 'tp_szie'; .*did you mean 'tp_size'"):
+    with pytest.raises(ResolutionError, match=r"layers\.0: the context has no key 'tp_szie'; .*'tp_size'\?"):
         job_context(None, {"tp_szie": 2}, where="layers.0")
 
 
