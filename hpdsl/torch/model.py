@@ -8,7 +8,9 @@ Gated DeltaNet for a linear kind, or MLA when the model has an `mla` block;
 the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts
 and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
-ffMM matrices (3 gated, 2 plain) and normOp norms. Which role each slot fills
+ffMM matrices (3 gated, 2 plain) and normOp norms; a model whose layers these
+cannot hold is refused up front from hpdsl/bound/shape.py's `layer_problems`,
+the very list the checker reports at compile time. Which role each slot fills
 and the config it is built from come from hpdsl/bound/slots.py, which the layout
 check reads too, and the role's family from hpdsl.spec.SLOT_FAMILIES.
 """
@@ -23,7 +25,8 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.bound.bind import CostModel, LayerConfig, bind
+from hpdsl.bound.bind import CostModel, bind
+from hpdsl.bound.shape import layer_problems
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
@@ -37,8 +40,6 @@ from hpdsl.torch.mesh import JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MLAttention, MoE
 from hpdsl.torch.modules.common import make_norm
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
 
 DEFAULT_FAMILIES: Mapping[str, str] = SLOT_FAMILIES
 """The family that fills each slot role, unless build_model is told otherwise (hpdsl.spec.SLOT_FAMILIES)."""
@@ -63,12 +64,8 @@ class _Builder:
               cross: bool = False) -> DecoderLayer:
         """Build the layer `index` of `kind` at path `fqn`."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
-        attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
+        attentions, matrices = layer_shape(bound)  # build_model refused every shape layer_problems names
         cfg = attrs.evolve(bound, gated=matrices == 3, causal=causal)
-        _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
-        if attentions == 2 and not cross:
-            raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
-                             "encoder-decoder's decoder layer has")
         cross_attention = None
         if attentions == 2:
             cross_attention = self.family("attention", cross_attention_config(cfg), f"{fqn}.cross_attention",
@@ -128,6 +125,7 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
     builder = _Builder(model, bind(model, reg.profile(model.profile)), reg, job,
                        {**DEFAULT_FAMILIES, **(families or {})}, dict(selectors or {}),
                        tuple(allowed_prefixes))
+    _refuse_problems(builder.cost)
     unknown = sorted(set(builder.selectors) - set(DEFAULT_FAMILIES))
     if unknown:
         raise BuildError(f"{model.name}: selectors name unknown slot roles {unknown}; "
@@ -180,27 +178,12 @@ def _position_bias(model: ModelIR, *, bidirectional: bool) -> RelativePositionBi
     return RelativePositionBias(model.position_buckets, model.heads, bidirectional=bidirectional)
 
 
-def _layer_shape(bound: LayerConfig, kind: str | None, model: ModelIR, fqn: str) -> tuple[int, int]:
-    """Return (attentions, feed-forward matrices) of a layer; raise BuildError for shapes with no module."""
-    attentions, matrices = layer_shape(bound)
-    what = f"{fqn}: kind '{kind or model.profile}'"
-    if attentions not in (1, 2):
-        raise BuildError(f"{what} prices attMM {bound.ops.get('attMM', 0)}; a layer holds one attention "
-                         "(attMM 4) or self- and cross-attention (attMM 8)")
-    if matrices not in (0, 2, 3):
-        raise BuildError(f"{what} prices ffMM {matrices}; an MLP has 3 matrices (gated) or 2 (plain)")
-    stated = {"gated": 3, "plain": 2}.get(model.mlp or "")
-    if stated is not None and matrices and stated != matrices:
-        raise BuildError(f"{what} prices ffMM {matrices}, but the model's mlp is {model.mlp} "
-                         f"({stated} matrices)")
-    return int(attentions), matrices
-
-
-def _check_norms(bound: LayerConfig, expected: int, kind: str | None, fqn: str) -> None:
-    count = bound.layer_norms if bound.layer_norms is not None else op_count(bound.ops, OP.NORM)
-    if count != expected:
-        raise BuildError(f"{fqn}: kind '{kind}' prices {count} norms per layer, but its layer has "
-                         f"{expected} (one before each attention and one before the feed-forward)")
+def _refuse_problems(cost: CostModel) -> None:
+    """Raise BuildError naming every layer the checker would have reported (hpdsl/bound/shape.py)."""
+    problems = layer_problems(cost)
+    if problems:
+        found = "; ".join(f"{p.message} ({p.code}: {p.hint})" for p in problems)
+        raise BuildError(f"{cost.model.name}: cannot be built as priced: {found}")
 
 
 def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: float = 0.02,
