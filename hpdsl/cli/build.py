@@ -106,7 +106,14 @@ def _echo_compile_outcome(summary: dict[str, Any], written: str | None, output: 
 @click.pass_context
 def fmt_command(ctx: click.Context, paths: tuple[Path, ...], check: bool, write: bool,
                 as_json: bool) -> None:
-    """Print the canonical form of .hpf files (or --check, or --write them in place)."""
+    """Print the canonical form of .hpf files (or --check, or --write them in place).
+
+    \b
+    Examples:
+      hpdsl fmt examples/llama3_8b.hpf
+      hpdsl fmt --check specs/
+      hpdsl fmt --write specs/
+    """
     if check and write:
         raise click.UsageError("--check and --write cannot be used together")
     run = _format_files(paths, write=write)
