@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "search": "hpdsl.cli.cost:search_command",
     "explain": "hpdsl.cli.torch:explain_command",
     "diff": "hpdsl.cli.diff:diff_command",
+    "lsp": "hpdsl.cli.lsp:lsp_command",
 }
 
 
