@@ -1,0 +1,86 @@
+"""`--set FIELD=VALUE` overrides of a compiled model's fields (scaled-down runs of real specs).
+
+Each override names a field of hpdsl/model/fields.py (block fields by their flat
+name: `experts`, `key_heads`) and a value of its type; an unknown field, a value
+of the wrong type, a choice outside its choices or an int under its minimum is an
+InputError naming it. Changing `layers` keeps the first N layers of the body's
+kind sequence (cycling it when N is larger), so a hybrid stack keeps its pattern
+and a first-k-dense model keeps its dense layers first; MTP groups stay.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+
+from hpdsl.errors import InputError
+from hpdsl.ir.nodes import LayerGroup, ModelIR, evolve
+from hpdsl.ir.stack import layer_kinds, run_length
+from hpdsl.model.fields import FIELDS, Field, Scalar
+
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+def parse_sets(pairs: Sequence[str]) -> dict[str, Scalar]:
+    """Return field → typed value of `FIELD=VALUE` pairs; InputError naming a bad pair."""
+    out: dict[str, Scalar] = {}
+    for pair in pairs:
+        name, eq, text = pair.partition("=")
+        name = name.strip().removeprefix("moe.").removeprefix("linear.").removeprefix("mla.")
+        if not eq:
+            raise InputError(f"--set takes FIELD=VALUE, got '{pair}'")
+        field = FIELDS.get(name)
+        if field is None:
+            close = difflib.get_close_matches(name, FIELDS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise InputError(f"--set {pair}: '{name}' is not a model field{hint}")
+        out[name] = _value(field, text.strip(), pair)
+    return out
+
+
+def _value(field: Field, text: str, pair: str) -> Scalar:
+    if field.type == "int":
+        try:
+            number = int(text)
+        except ValueError:
+            raise InputError(f"--set {pair}: {field.name} takes a whole number, got '{text}'") from None
+        if field.minimum is not None and number < field.minimum:
+            raise InputError(f"--set {pair}: {field.name} must be at least {field.minimum}")
+        return number
+    if field.type == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise InputError(f"--set {pair}: {field.name} takes a number, got '{text}'") from None
+    if field.type == "bool":
+        if text.lower() not in _TRUE + _FALSE:
+            raise InputError(f"--set {pair}: {field.name} takes true or false, got '{text}'")
+        return text.lower() in _TRUE
+    if field.choices and text not in field.choices:
+        raise InputError(f"--set {pair}: {field.name} takes one of {', '.join(field.choices)}, got '{text}'")
+    return text
+
+
+def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
+    """Return `model` with the overrides applied (its layer groups follow a new `layers`)."""
+    if not sets:
+        return model
+    for name in sets:
+        block = FIELDS[name].block
+        if block is not None and not any(getattr(model, f) is not None
+                                          for f, spec in FIELDS.items() if spec.block == block and spec.required):
+            raise InputError(f"--set {name}: {model.name} has no `{block} {{ }}` block to set it in")
+    changed = evolve(model, **sets)
+    if "layers" not in sets:
+        return changed
+    body = layer_kinds(g for g in model.groups if not g.mtp)
+    count = int(sets["layers"])
+    kinds = [body[i % len(body)] for i in range(count)]
+    mtp = tuple(g for g in model.groups if g.mtp)
+    groups: tuple[LayerGroup, ...] = (*run_length(kinds), *mtp)
+    dense = sum(1 for k in kinds[:model.first_k_dense or 0] if k == kinds[0]) if model.first_k_dense else None
+    extra = {} if dense is None or "first_k_dense" in sets else {"first_k_dense": min(dense, count)}
+    return evolve(changed, groups=groups, layer_types=None, **extra)
+
+
+__all__ = ["apply_sets", "parse_sets"]

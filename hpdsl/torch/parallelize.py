@@ -1,0 +1,143 @@
+"""A built model and the Strategy the estimator priced into a model parallelised by PyTorch's own engine.
+
+What each strategy field becomes (docs/validation.md, "Training runs"):
+
+- tp, cp, ep: applied when the model is built for the job's mesh (the families'
+  layouts over tp, ring attention over cp, all-to-all experts over ep);
+  `train_mesh` lays the mesh out as (dp_shard, ep, cp, tp), ep carved out of dp
+  as the estimator carves it (etp > 1 is not built yet);
+- dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` reshards parameters
+  after forward (ZeRO-3), `os+grad` keeps them gathered until backward (ZeRO-2).
+  FSDP2 always reduce-scatters gradients, so `os` (ZeRO-1) and `none` under
+  dp > 1 cannot be expressed and are refused. Dense parameters shard over every
+  data-parallel rank (dp·cp, ep included); routed experts over the ranks that
+  hold the same experts, their gradients divided by dp·cp like the dense ones;
+- recompute `full` checkpoints whole layers, `selective` each layer's mixer
+  (the attention slot), the first `recompute_layers` layers when stated, with
+  `torch.utils.checkpoint` (non-reentrant);
+- pp > 1 is refused: pipeline stages are not built yet (issue 13).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.utils.checkpoint import checkpoint
+
+from hpdsl.cost.strategy import Strategy
+from hpdsl.errors import BuildError
+from hpdsl.torch.modules import ExpertParallelExperts
+
+MESH_AXES = ("dp_shard", "ep", "cp", "tp")
+"""The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
+
+_FSDP_ZERO = {"os+grad+params": True, "os+grad": False}
+"""ZeRO level → FSDP2's reshard_after_forward."""
+
+
+def refusals(strategy: Strategy) -> tuple[str, ...]:
+    """Return every reason this backend cannot run `strategy` (empty: it can)."""
+    reasons = []
+    if strategy.pp > 1 or strategy.vpp > 1:
+        reasons.append(f"pp={strategy.pp}, vpp={strategy.vpp}: pipeline parallelism is not built yet "
+                       "(issue 13, 'From plan to running job')")
+    if strategy.etp > 1:
+        reasons.append(f"etp={strategy.etp}: expert tensor parallelism is not built by `train` yet")
+    if strategy.ep > 1 and strategy.dp % strategy.ep:
+        reasons.append(f"ep={strategy.ep} must divide dp={strategy.dp}: this backend carves ep out of dp only")
+    if strategy.dp * strategy.cp > 1 and strategy.zero not in _FSDP_ZERO:
+        reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always "
+                       "reduce-scatters gradients, so it runs only os+grad (reshard_after_forward=False) "
+                       "or os+grad+params (ZeRO-3)")
+    if strategy.recompute not in ("none", "selective", "full"):
+        reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
+    return tuple(reasons)
+
+
+def require_runnable(strategy: Strategy) -> None:
+    """Raise BuildError listing every reason this backend cannot run `strategy`."""
+    reasons = refusals(strategy)
+    if reasons:
+        raise BuildError("the torch backend cannot run this strategy: " + "; ".join(reasons))
+
+
+def train_mesh(strategy: Strategy, device: str = "cpu") -> DeviceMesh:
+    """Return the job's mesh (dp_shard, ep, cp, tp) for `strategy` in the current process group."""
+    require_runnable(strategy)
+    shape = (strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
+    return init_device_mesh(device, shape, mesh_dim_names=MESH_AXES)
+
+
+def coordinates(mesh: DeviceMesh) -> dict[str, int]:
+    """Return this rank's index on every axis of the training mesh."""
+    return {axis: mesh[axis].get_local_rank() for axis in MESH_AXES}
+
+
+def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
+    """Return (this rank's index among the data-parallel groups dp_shard·ep, their count)."""
+    c = coordinates(mesh)
+    return c["dp_shard"] * mesh["ep"].size() + c["ep"], mesh["dp_shard"].size() * mesh["ep"].size()
+
+
+def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh) -> nn.Module:
+    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it."""
+    require_runnable(strategy)
+    _recompute(model, strategy)
+    data = strategy.dp * strategy.cp
+    if data == 1:
+        return model
+    reshard = _FSDP_ZERO[strategy.zero]
+    dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
+    experts = mesh["dp_shard", "cp"]._flatten("efsdp")
+    for module in model.modules():
+        if isinstance(module, ExpertParallelExperts) and module.ep > 1:
+            fully_shard(module, mesh=experts, reshard_after_forward=reshard)
+            _divide(module, float(data))
+    for layer in _layers(model):
+        fully_shard(layer, mesh=dense, reshard_after_forward=reshard)
+    fully_shard(model, mesh=dense, reshard_after_forward=reshard)
+    if dist.get_backend(dense.get_group()) == "gloo":
+        for module in model.modules():  # gloo has neither AVG nor PREMUL_SUM: sum, then divide
+            if isinstance(module, FSDPModule):
+                module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def _divide(module: nn.Module, factor: float) -> None:
+    # The experts' gradients already sum over the ep ranks (all-to-all); average over all dp·cp.
+    assert isinstance(module, FSDPModule)
+    module.set_gradient_divide_factor(factor)
+
+
+def _layers(model: nn.Module) -> list[nn.Module]:
+    layers = getattr(model, "layers", None)
+    return list(layers) if isinstance(layers, nn.ModuleList) else []
+
+
+def _recompute(model: nn.Module, strategy: Strategy) -> None:
+    if strategy.recompute == "none":
+        return
+    layers = _layers(model)
+    count = len(layers) if strategy.recompute_layers is None else min(strategy.recompute_layers, len(layers))
+    for layer in layers[:count]:
+        target = layer if strategy.recompute == "full" else getattr(layer, "mixer", layer)
+        _checkpointed(target)
+
+
+def _checkpointed(module: nn.Module) -> None:
+    """Make `module` recompute its forward in backward (its parameter names stay as they are)."""
+    forward = module.forward
+
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return forward(*args, **kwargs)
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    setattr(module, "forward", run)  # an instance attribute: nn.Module.__call__ finds it first
