@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -171,10 +171,11 @@ __all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources
 
 
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,
-               stdlib: bool = True) -> CostModel:
-    """Compile `paths`, pick `model` (or the only model in scope) and bind it to its profile."""
+               stdlib: bool = True, sets: Mapping[str, Any] | None = None) -> CostModel:
+    """Compile `paths`, pick `model` (or the only model in scope), apply `sets` and bind it to its profile."""
     from hpdsl.bound.bind import bind
     from hpdsl.diagnostics import did_you_mean
+    from hpdsl.ir.overrides import apply_sets
 
     registry = compile_paths(paths, stdlib=stdlib)
     models = registry.models
@@ -185,6 +186,6 @@ def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None
         model = next(iter(models))
     if model not in models:
         raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
-    spec = models[model]
+    spec = apply_sets(models[model], sets or {})
     return bind(spec, registry.profiles[spec.profile], families=registry.families)
 

@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "estimate": "hpdsl.cli.cost:estimate_command",
     "search": "hpdsl.cli.cost:search_command",
     "explain": "hpdsl.cli.torch:explain_command",
+    "train": "hpdsl.cli.train:train_command",
     "diff": "hpdsl.cli.diff:diff_command",
     "lsp": "hpdsl.cli.lsp:lsp_command",
 }

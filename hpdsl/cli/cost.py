@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, spec_paths
+from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, set_option, spec_paths
 from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,23 +35,25 @@ def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str
 @model_option
 @no_stdlib_option
 @_flags(ESTIMATE_FLAGS)
+@set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
 @json_option
-def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, plot: Path | None,
-                     as_json: bool, **flags: Any) -> None:
+def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
+                     plot: Path | None, as_json: bool, **flags: Any) -> None:
     """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time).
 
     \b
     Examples:
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2 --dp 4
       hpdsl estimate examples/mixtral_8x7b.hpf --ep 8 --tp 2 --plot memory.png
+      hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
     """
     from hpdsl.cost import parameters
     from hpdsl.cost.estimate import estimate
     from hpdsl.cli.report import plot_memory, render_estimate, strategy_from_flags
 
-    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
+    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     result = estimate(cost_model, strategy_from_flags(flags))
     if plot is not None:
         plot_memory(result, plot)

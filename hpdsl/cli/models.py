@@ -12,11 +12,16 @@ from hpdsl.cli.app import EXIT_OK, emit_json, json_option
 from hpdsl.errors import InputError
 
 
-def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool) -> Any:
-    """Compile `paths`, pick one model and bind it (errors go to the group: diagnostics exit 1)."""
+def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool, sets: Sequence[str] = ()) -> Any:
+    """Compile `paths`, pick one model, apply `--set` overrides and bind it (diagnostics exit 1)."""
     from hpdsl.api import bind_model
+    from hpdsl.ir.overrides import parse_sets
 
-    return bind_model(paths, model, stdlib=stdlib)
+    return bind_model(paths, model, stdlib=stdlib, sets=parse_sets(sets))
+
+
+set_option = click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE",
+                          help="Override a model field (block fields by name: --set experts=4); repeatable.")
 
 
 spec_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))

@@ -1,0 +1,122 @@
+"""`hpdsl train`: run a strategy for K steps on N CPU processes (gloo) and set what it measures beside the estimate.
+
+The command prices the strategy first (the estimator, in this process), then
+launches `torch.distributed.run` with hpdsl/torch/train.py as the worker and
+reads back each rank's JSON. Training is fp32 on synthetic tokens, so the
+strategy's byte widths default to 4 and its sequence to 32 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from hpdsl.cli.app import emit_json, json_option
+from hpdsl.cli.cost import _flags
+from hpdsl.cli.models import model_option, no_stdlib_option, set_option, spec_paths
+from hpdsl.cli.report import ESTIMATE_FLAGS
+from hpdsl.errors import BuildError, InputError
+
+_FP32 = {"param_bytes": 4, "compute_bytes": 4, "softmax_bytes": 4, "seq_len": 32}
+_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
+
+
+@click.command("train")
+@spec_paths
+@model_option
+@no_stdlib_option
+@_flags(ESTIMATE_FLAGS)
+@set_option
+@click.option("--nproc", type=int, required=True, help="processes to launch (dp·tp·cp of the strategy)")
+@click.option("--steps", type=int, default=3, show_default=True, help="training steps")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the weights and the tokens")
+@click.option("--timeout", "timeout_s", type=int, default=600, show_default=True, help="seconds before giving up")
+@json_option
+def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
+                  nproc: int, steps: int, seed: int, timeout_s: int, as_json: bool, **flags: Any) -> None:
+    """Train a strategy K steps on N CPU processes; print the losses and measured bytes beside the estimate.
+
+    \b
+    Examples:
+      hpdsl train examples/mixtral_8x7b.hpf --dp 4 --ep 2 --zero os+grad+params --nproc 4 \\
+          --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4
+    """
+    from hpdsl.cli.models import load_cost_model
+    from hpdsl.cli.report import strategy_from_flags
+    from hpdsl.cost.estimate import estimate
+    from hpdsl.ir.overrides import parse_sets
+
+    strategy = strategy_from_flags({**_FP32, **{k: v for k, v in flags.items() if v is not None}})
+    _check_runnable(strategy, nproc)
+    parsed = parse_sets(sets)
+    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
+    stage = estimate(cost_model, strategy).memory.per_stage[0]
+    estimated = {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
+                 "optimizer_bytes": stage.optimizer_bytes, "activation_peak_bytes": stage.activation_bytes}
+    config = {"paths": [str(p) for p in paths], "model": cost_model.model.name, "stdlib": not no_stdlib,
+              "sets": parsed, "strategy": attrs.asdict(strategy), "steps": steps, "seed": seed}
+    ranks = _launch(config, nproc, timeout_s)
+    result = {"loss": ranks[0]["loss"], "reference_loss": ranks[0]["reference_loss"],
+              "ranks": [{"rank": r["rank"], "coords": r["coords"], "measured": r["measured"],
+                         "estimated": estimated} for r in ranks]}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(render_train(cost_model.model.name, strategy, result))
+
+
+def _check_runnable(strategy: Any, nproc: int) -> None:
+    from hpdsl.torch.parallelize import refusals
+
+    if nproc != strategy.devices:
+        raise InputError(f"--nproc {nproc} does not match the strategy's dp·tp·pp·cp = {strategy.devices}")
+    if strategy.micro_batches > 1:
+        raise InputError("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
+    reasons = refusals(strategy)
+    if reasons:
+        raise BuildError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
+
+
+def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str, Any]]:
+    """Run the worker on `nproc` gloo processes; return each rank's measurements, rank order."""
+    with tempfile.TemporaryDirectory(prefix="hpdsl-train-") as root:
+        out = Path(root)
+        (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "OMP_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   "-m", "hpdsl.torch.train", str(out / "config.json"), str(out)]
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"the training job ran past --timeout {timeout_s} s") from None
+        if done.returncode != 0:
+            tail = [line for line in done.stderr.splitlines() if "Error" in line][-3:]
+            raise BuildError(f"the training job failed (exit {done.returncode}): " + " | ".join(tail))
+        return [json.loads((out / f"{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
+
+
+def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
+    """Return the readable report: losses per step beside the reference, then bytes per rank."""
+    s = strategy
+    lines = [f"{name}: dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}, zero {s.zero}, recompute {s.recompute}; "
+             f"{len(result['ranks'])} processes (gloo), seq {s.seq_len}, micro-batch {s.micro_batch}, fp32",
+             "step        loss   one process, unsharded"]
+    for step, (loss, ref) in enumerate(zip(result["loss"], result["reference_loss"])):
+        lines.append(f"{step:>4} {loss:>11.6f} {ref:>11.6f}   diff {abs(loss - ref):.1e}")
+    lines.append("rank coords        " + "".join(f"{p.removesuffix('_bytes'):>26}" for p in _PARTS))
+    lines.append(" " * 19 + "".join(f"{'measured / estimated':>26}" for _ in _PARTS))
+    for rank in result["ranks"]:
+        coords = ",".join(str(v) for v in rank["coords"].values())
+        cells = "".join(f"{rank['measured'][p]:>12,} / {rank['estimated'][p]:>11,.0f}" for p in _PARTS)
+        lines.append(f"{rank['rank']:>4} {coords:<13}{cells}")
+    return "\n".join(lines)
