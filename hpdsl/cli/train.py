@@ -76,13 +76,13 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
 def _check_runnable(strategy: Any, nproc: int) -> None:
     from hpdsl.torch.parallelize import refusals
 
+    reasons = refusals(strategy)
+    if reasons:
+        raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
     if nproc != strategy.devices:
         raise InputError(f"--nproc {nproc} does not match the strategy's dp·tp·pp·cp = {strategy.devices}")
     if strategy.micro_batches > 1:
         raise InputError("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
-    reasons = refusals(strategy)
-    if reasons:
-        raise BuildError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
 
 
 def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str, Any]]:
