@@ -71,16 +71,28 @@ def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
                                           for f, spec in FIELDS.items() if spec.block == block and spec.required):
             raise InputError(f"--set {name}: {model.name} has no `{block} {{ }}` block to set it in")
     changed = evolve(model, **sets)
-    if "layers" not in sets:
+    if changed.experts is not None and changed.top_k is not None and changed.top_k > changed.experts:
+        # The one cross-field rule of hpdsl/check/models.py (_check_top_k) a scaled-down run trips.
+        raise InputError(f"--set: top_k {changed.top_k} exceeds experts {changed.experts}; set top_k too")
+    if "layers" not in sets and "mtp" not in sets:
         return changed
     body = layer_kinds(g for g in model.groups if not g.mtp)
-    count = int(sets["layers"])
+    count = int(sets.get("layers", len(body)))
     kinds = [body[i % len(body)] for i in range(count)]
-    mtp = tuple(g for g in model.groups if g.mtp)
-    groups: tuple[LayerGroup, ...] = (*run_length(kinds), *mtp)
+    groups: tuple[LayerGroup, ...] = (*run_length(kinds), *_mtp_groups(model, sets))
     dense = sum(1 for k in kinds[:model.first_k_dense or 0] if k == kinds[0]) if model.first_k_dense else None
     extra = {} if dense is None or "first_k_dense" in sets else {"first_k_dense": min(dense, count)}
     return evolve(changed, groups=groups, layer_types=None, **extra)
+
+
+def _mtp_groups(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[LayerGroup, ...]:
+    """Return the MTP groups, cut (or cycled) to a new `mtp` count when one is set."""
+    mtp = tuple(g for g in model.groups if g.mtp)
+    if "mtp" not in sets:
+        return mtp
+    kinds = layer_kinds(mtp) or [layer_kinds(model.groups)[-1]]
+    wanted = int(sets["mtp"])
+    return tuple(LayerGroup(g.kind, g.count, True) for g in run_length(kinds[i % len(kinds)] for i in range(wanted)))
 
 
 __all__ = ["apply_sets", "parse_sets"]
