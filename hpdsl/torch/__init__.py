@@ -26,6 +26,7 @@ from hpdsl.torch.mesh import (
     AxisSizes, JobContext, JobMesh, axis_sizes_from_context, axis_sizes_from_mesh, job_context,
 )
 from hpdsl.torch.model import build_model, config_selectors, materialize
+from hpdsl.torch.parallelize import parallelize, train_mesh
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, ResolvedFamily, resolve_family
 
 __all__ = ["DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary", "FamilyBuildInfo",
@@ -33,5 +34,5 @@ __all__ = ["DEFAULT_PREFIXES", "AppliedLayout", "AxisSizes", "FamilyBoundary", "
            "TensorParallel", "apply_layout", "axis_sizes_from_context", "axis_sizes_from_mesh", "build_family",
            "build_model", "collect_family_modules", "config_selectors", "construct_family", "explain_module",
            "family_request",
-           "get_family_build_info", "job_context", "materialize", "resolve_family", "standard_registry",
-           "validate_family_context"]
+           "get_family_build_info", "job_context", "materialize", "parallelize", "resolve_family",
+           "standard_registry", "train_mesh", "validate_family_context"]

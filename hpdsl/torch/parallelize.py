@@ -85,13 +85,15 @@ def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
     return c["dp_shard"] * mesh["ep"].size() + c["ep"], mesh["dp_shard"].size() * mesh["ep"].size()
 
 
-def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh) -> nn.Module:
+def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None) -> nn.Module:
     """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it."""
     require_runnable(strategy)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
     if data == 1:
         return model
+    if mesh is None or tuple(mesh.mesh_dim_names or ()) != MESH_AXES:
+        raise BuildError(f"dp·cp={data} needs the job's mesh with axes {MESH_AXES} (train_mesh makes it)")
     reshard = _FSDP_ZERO[strategy.zero]
     dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
     experts = mesh["dp_shard", "cp"]._flatten("efsdp")

@@ -135,3 +135,27 @@ def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
     priced = sum(r["estimated"]["params_bytes"] for r in result["ranks"])
     # Within 0.2%: the shards' local sizes miss 250 of 209,832 values (docs/validation.md).
     assert held == pytest.approx(priced, rel=2e-3)
+
+
+@pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
+def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, layers: int | None) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from hpdsl.torch import build_model, materialize, parallelize
+    from hpdsl.torch.train import saved_activations
+    from torch_support import small_registry
+
+    ids = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(0))
+    runs = []
+    for strategy in (Strategy(), Strategy(recompute=recompute, recompute_layers=layers)):
+        model = parallelize(materialize(build_model("tiny_moe", registry=small_registry()), "cpu", seed=0), strategy)
+        with saved_activations(model) as saved:
+            loss = F.cross_entropy(model(ids).reshape(-1, 96), ids.reshape(-1))
+        loss.backward()
+        runs.append((loss.item(), [p.grad.clone() for p in model.parameters()], saved[0]))
+    (loss, grads, plain), (again, regrads, less) = runs
+    assert again == pytest.approx(loss, rel=1e-6)
+    for grad, regrad in zip(grads, regrads):
+        torch.testing.assert_close(regrad, grad)
+    assert less < plain
