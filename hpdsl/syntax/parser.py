@@ -11,7 +11,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -136,7 +136,21 @@ def parse_text(text: str, name: str = "<string>") -> ast.File:
 
 
 def parse_source(source: Source) -> ast.File:
-    """Parse a Source into an ast.File with its comments; raise SpecError on bad syntax."""
+    """Parse a Source into an ast.File with its comments; raise SpecError on bad syntax.
+
+    Parses are remembered by name and text (the AST is frozen, so sharing it is
+    safe): a language server re-checking after one edit re-parses only the file
+    that changed, not its imports and the standard library.
+    """
+    return _parse_remembered(source.name, source.text)
+
+
+@lru_cache(maxsize=256)
+def _parse_remembered(name: str, text: str) -> ast.File:
+    return _parse(Source(name, text))
+
+
+def _parse(source: Source) -> ast.File:
     parser = _parser()
     _COMMENTS.start()
     try:
