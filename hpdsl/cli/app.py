@@ -60,6 +60,8 @@ SUMMARIES: dict[str, str] = {
     "search": "Price every valid strategy for N devices as arrays; rank those that fit by step time.",
     "explain": ("Say which family, variant, selector clause and mesh sizes built a module, "
                 "and where they are declared."),
+    "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
+    "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion.",
 }
 
 
