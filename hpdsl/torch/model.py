@@ -27,7 +27,8 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import Slot, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
+from hpdsl.bound.slots import (Slot, ffn_slots, kind_bindings, layer_config, layer_norm_count, layer_shape,
+                               layer_slots, positions_config)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model import ops as OP
@@ -61,7 +62,7 @@ class _Builder:
         """Build the layer `index` of `kind` at path `fqn`, each slot through the family bound to it."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
         attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
-        _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
+        _check_norms(bound, layer_norm_count(bound), kind, fqn)
         if attentions == 2 and not cross:
             raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
                              "encoder-decoder's decoder layer has")
@@ -73,6 +74,7 @@ class _Builder:
             mixer_norm=built["mixer_norm"], mixer=built["mixer"],
             cross_norm=built.get("cross_norm"), cross_attention=built.get("cross_attention"),
             ffn_norm=built.get("ffn_norm"), ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None,
+            mixer_post_norm=built.get("mixer_post_norm"), ffn_post_norm=built.get("ffn_post_norm"),
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:
@@ -87,10 +89,10 @@ class _Builder:
         """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""
         return {**kind_bindings(self.cost, kind), **self.families}
 
-    def end(self, role: str, fqn: str) -> nn.Module:
+    def end(self, role: str, fqn: str, config: ModuleConfig | None = None) -> nn.Module:
         """Build a model-level slot (embedding, final norm, head) through the family bound to it."""
         bindings = {**self.cost.profile.slots, **self.families}
-        return self.slot(Slot(role, fqn, self.cost.base, bindings.get(role, "")), fqn)
+        return self.slot(Slot(role, fqn, config or self.cost.base, bindings.get(role, "")), fqn)
 
     def slot(self, slot: Slot, fqn: str, index: int | None = None) -> nn.Module:
         """Resolve the family bound to `slot` for this job at `fqn` and construct it from the slot's config."""
@@ -164,8 +166,11 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
     mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
     cp_rank = builder.job.local_rank("cp")
+    positions = builder.end("embedding", "positions", positions_config(builder.cost)) \
+        if model.learned_positions else None
     return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
-                    position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank)
+                    position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank,
+                    positions=positions)
 
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:
@@ -210,7 +215,8 @@ def _check_norms(bound: LayerConfig, expected: int, kind: str | None, fqn: str) 
     count = bound.layer_norms if bound.layer_norms is not None else op_count(bound.ops, OP.NORM)
     if count != expected:
         raise BuildError(f"{fqn}: kind '{kind}' prices {count} norms per layer, but its layer has "
-                         f"{expected} (one before each attention and one before the feed-forward)")
+                         f"{expected} (one before each attention and one before the feed-forward, "
+                         "and one after each with sandwich_norms)")
 
 
 def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: float = 0.02,
