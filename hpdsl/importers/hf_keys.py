@@ -94,7 +94,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"tie_word_embeddings": False},
     "qwen3_vl_text": {"hidden_act": "silu", "attention_bias": False, "head_dim": 128},
     "deepseek_v2": {"tie_word_embeddings": False, "hidden_act": "silu", "mlp_bias": False,
-                    "first_k_dense_replace": 0, "n_shared_experts": None},
+                    "first_k_dense_replace": 0, "n_shared_experts": 2},
     "deepseek_v3": {"tie_word_embeddings": False, "hidden_act": "silu", "first_k_dense_replace": 3,
                     "n_shared_experts": 1},
     "t5": {"tie_word_embeddings": True, "feed_forward_proj": "relu", "d_kv": 64,
