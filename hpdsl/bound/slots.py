@@ -101,12 +101,6 @@ def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool
     return tuple(slots)
 
 
-def layer_norm_count(layer: LayerConfig) -> int:
-    """Return the norms a built layer holds: one before each attention and the feed-forward, twice
-    that with sandwich norms (one after each too)."""
-    attentions, matrices = layer_shape(layer)
-    return int(attentions + (1 if matrices else 0)) * (2 if layer.sandwich_norms else 1)
-
 
 def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
     """Return which family fills each slot in layers of `kind` (None: the profile's own bindings)."""
@@ -143,4 +137,4 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
 
 
 __all__ = ["Slot", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
-           "layer_norm_count", "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]
+           "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]
