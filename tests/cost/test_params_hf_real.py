@@ -45,8 +45,8 @@ def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
     if not experts:
         return total, None
     top_k = text["num_experts_per_tok"]
-    routed = sum(p.numel() for name, p in params.items() if ".experts." in name or name.endswith(".experts.gate_up_proj")
-                 or ".experts" in name and "shared" not in name)
+    # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
+    routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
     return total, total - routed + routed * top_k // experts
 
 
