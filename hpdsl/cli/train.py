@@ -47,7 +47,7 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     \b
     Examples:
       hpdsl train examples/mixtral_8x7b.hpf --dp 4 --ep 2 --zero os+grad+params --nproc 4 \\
-          --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4
+          --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
     """
     from hpdsl.cli.models import load_cost_model
     from hpdsl.cli.report import strategy_from_flags
@@ -74,7 +74,10 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
 
 
 def _check_runnable(strategy: Any, nproc: int) -> None:
-    from hpdsl.torch.parallelize import refusals
+    try:
+        from hpdsl.torch.parallelize import refusals
+    except ImportError as error:
+        raise InputError(f"hpdsl train needs torch ({error}); install hpdsl[torch]") from None
 
     reasons = refusals(strategy)
     if reasons:
