@@ -133,8 +133,9 @@ def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     held = sum(r["measured"]["params_bytes"] for r in result["ranks"])
     priced = sum(r["estimated"]["params_bytes"] for r in result["ranks"])
-    # Within 0.2%: the shards' local sizes miss 250 of 209,832 values (docs/validation.md).
-    assert held == pytest.approx(priced, rel=2e-3)
+    # Equal in sum; FSDP2 leaves the rows of unevenly split parameters on the first ranks (docs/validation.md).
+    assert held == priced
+    assert max(abs(r["measured"]["params_bytes"] - r["estimated"]["params_bytes"]) for r in result["ranks"]) < 2048
 
 
 @pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
