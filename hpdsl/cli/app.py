@@ -63,6 +63,7 @@ SUMMARIES: dict[str, str] = {
                 "and where they are declared."),
     "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
     "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion.",
+    "train": "Train a strategy K steps on N CPU processes; print the losses and measured bytes beside the estimate.",
 }
 
 
