@@ -55,7 +55,7 @@ def test_qwen3_next_linear_attention_is_whole_on_every_tp_rank() -> None:
     params, acts = _stage(cost_model, strategy)
     bare_params, bare_acts = _stage(without_families("qwen3_next_80b_a3b"), strategy)
     # tp=2 used to halve each linear layer's mixer; now every rank holds it whole.
-    assert params - bare_params == linear_layers * gdn / 2 * strategy.param_bytes
+    assert params - bare_params == linear_layers * gdn / 2 * 2  # bf16 weights
     assert acts > bare_acts
 
 

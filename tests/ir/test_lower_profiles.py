@@ -38,11 +38,12 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "vision": {"encoder": ((4, 2, 2, 1, 0, 2, 4, 1, 1, 0), "full", None)},
 }
 
-# docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim)
+# docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
+# mixtral leave upstream's grad_bytes 2 to the strategy's precision
 DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "default": ("decoder", {}, None),
-    "llama2": ("decoder", {"grad_bytes": 2, "grad_accumulation": True}, None),
-    "mixtral": ("decoder", {"grad_bytes": 2}, None),
+    "llama2": ("decoder", {"grad_accumulation": True}, None),
+    "mixtral": ("decoder", {}, None),
     "pangualpha": ("decoder", {"dropout_bytes": 1}, None),
     "t5": ("encoder", {"dropout_bytes": 1}, None),
     "deepseek": ("moe", {}, 128),
