@@ -200,8 +200,8 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int
 
     Model-wide (every parallel degree 1) for `batch` sequences of `seq_len`
     tokens; keys are the pricing columns' names (a kind, "layer" for a model
-    without kinds, "output"). Summed over the stack they give the estimate's
-    forward FLOPs without MTP layers.
+    without kinds, "output"). Scores over the whole square: summed over the
+    stack they give the estimate's forward FLOPs without flash and MTP layers.
     """
     columns = model_columns(cost_model)
     out: dict[str, dict[str, float]] = {}
