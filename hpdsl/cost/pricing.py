@@ -113,6 +113,7 @@ class Columnwise:
     tau_rec: Cols
     dp_once: Cols        # gradient-reduction bytes once per step
     dp_micro: Cols       # ... per micro-batch
+    tp_once: Cols        # sequence parallelism: tp all-reduce of the replicated parameters' gradients, per step
     fwd: Cols            # executed forward FLOPs per micro-batch
     bwd: Cols            # executed backward FLOPs per micro-batch (2 × forward + the flash recompute)
     rec: Cols
@@ -168,6 +169,7 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
         "tau_rec": compute_rec + traffic.rec_time if layer else zero,
         "dp_once": dense * once_dense + expert * once_expert,
         "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "bwd": bwd, "rec": frec,
+        "tp_once": sp_grad_allreduce(p.params[j].rep, x),
         "model_fwd": model_fwd,
         "model_bwd": flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
         "model_rec": flop_mod.model_recompute(c, x, keys) if layer else zero,
@@ -175,6 +177,19 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
     out: dict[str, Any] = {k: np.broadcast_to(v, x.tok.shape) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out
+
+
+def sp_grad_allreduce(replicated: float, x: Ctx) -> np.ndarray:
+    """Return the bytes one device sends per step to all-reduce replicated parameters' gradients over tp.
+
+    Under sequence parallelism each tp rank computes a replicated parameter's
+    gradient from its own slice of the sequence (norms, the router, MLA's latent
+    projections, a whole mixer, row-parallel biases), so the slices are summed
+    over tp once per step, as Megatron does for its sequence-parallel norms.
+    Without sp every rank saw the whole sequence: nothing to sum.
+    """
+    ring = 2 * (x.t - 1) / x.t
+    return np.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
 
 
 def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
@@ -275,12 +290,14 @@ def _time(g: _Group) -> dict[str, np.ndarray]:
         compute = g.ranks(cw.compute, cw.compute_rec)
         # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
         t_rank = t_rank + np.maximum(0.0, g.ranks(cw.dp_micro) / x.bw_dp[:, None] - compute)
-    once = g.ranks(cw.dp_once)
+    once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
     once_s = once / x.bw_dp[:, None]
     if compute is not None and x.overlapped_grad_reduce:
         once_s = np.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
+    once_s = once_s + tp_once / x.bw_tp[:, None]  # after the backward, before the step: not overlapped
     pipe = (np.cumsum(t_rank, axis=1)[:, -1] + (x.m * v - 1) * t_rank.max(axis=1)) / v
-    return {"time": t_rank, "pp": pp_bytes, "once": once, "step": pipe + once_s.max(axis=1)}
+    return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once,
+            "step": pipe + once_s.max(axis=1)}
 
 
 def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
@@ -290,6 +307,7 @@ def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarra
     m = x.m[:, None]
     params, grads, optim = (g.ranks(part) for part in cw.parts)
     traffic = {axis: m * g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
+    traffic["tp"] = traffic["tp"] + time["tp_once"]
     traffic["pp"] = np.broadcast_to((x.m * time["pp"])[:, None], params.shape)
     traffic["dp"] = time["once"] + m * g.ranks(cw.dp_micro)
     return {"params": params, "grads": grads, "optimizer": optim,
