@@ -46,6 +46,8 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
     ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
+    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
+                                               "4 for an fp32 softmax)"),
     ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""

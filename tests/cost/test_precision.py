@@ -101,3 +101,14 @@ def test_example_estimates_say_what_they_assumed() -> None:
 
 def test_llama_example_binds() -> None:
     assert example("llama2_7b").profile.run.grad_bytes is None  # follows --precision
+
+
+def test_softmax_bytes_is_a_flag_and_counts_without_flash() -> None:
+    def activations(*flags: str) -> float:
+        run = subprocess.run([sys.executable, "-m", "hpdsl.cli", "estimate", "examples/llama2_7b.hpf", "--json",
+                              "--seq-len", "1024", *flags], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)["memory"]["per_stage"][0]["activation_bytes"]
+
+    assert activations("--no-flash", "--softmax-bytes", "4") > activations("--no-flash")
+    assert activations("--softmax-bytes", "4") == activations()  # flash keeps no softmax output
