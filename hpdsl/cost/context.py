@@ -107,7 +107,8 @@ def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, F]:
     """
     out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
     prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
-    for p_code, o_code in {(int(p), int(o)) for p, o in zip(prec, opt)}:
+    pairs = np.unique(prec * len(OPTIMIZER_NAMES) + opt)  # a few codes: no Python loop over candidates
+    for p_code, o_code in (divmod(int(code), len(OPTIMIZER_NAMES)) for code in pairs):
         at = (prec == p_code) & (opt == o_code)
         w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)
         out["grad"][at], out["optimizer"][at] = w.grad, w.optimizer
