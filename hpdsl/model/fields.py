@@ -179,10 +179,13 @@ class Fact:
 
 
 RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
-    Fact("grad_bytes", "int", "bytes per gradient element", 4, 0),
-    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element", 4, 0),
-    Fact("optimizer_states", "int", "optimizer states per parameter", 2, 0),
-    Fact("main_param_bytes", "int", "bytes of the fp32 master copy per parameter", 0, 0),
+    # Unstated (None): from the strategy's precision and optimizer (hpdsl/cost/precision.py).
+    Fact("grad_bytes", "int", "bytes per gradient element (unstated: the precision's)", None, 0),
+    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element (unstated: the optimizer's)",
+         None, 0),
+    Fact("optimizer_states", "int", "optimizer states per parameter (unstated: the optimizer's)", None, 0),
+    Fact("main_param_bytes", "int", "bytes of the master copy per parameter (unstated: the precision's)",
+         None, 0),
     Fact("norm_bytes", "int", "bytes per saved normalisation input element", 4, 0),
     Fact("dropout_bytes", "int", "bytes per dropout-mask element", 0, 0),
     Fact("grad_accumulation", "bool", "gradients take memory even without pipeline parallelism", False),
