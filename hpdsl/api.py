@@ -28,6 +28,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.check import check_files
 from hpdsl.diagnostics import Collector, Diagnostic, Source
+from hpdsl.diagnostics.diagnostic import capped
 from hpdsl.errors import InputError, SpecError
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
@@ -110,7 +111,7 @@ def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True)
 def _compile(loaded: Loaded) -> CompileResult:
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
-    diagnostics = collector.sorted()
+    diagnostics = capped(collector.sorted())
     registry = None
     if not collector.has_errors:
         warnings = tuple(d for d in diagnostics if not d.is_error)

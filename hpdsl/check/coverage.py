@@ -43,7 +43,11 @@ from hpdsl.ir.nodes import Condition, FamilyIR, Scalar, SelectorIR, VariantIR
 from hpdsl.model.axes import CONDITION_AXES, with_parallel
 
 DOMAIN_LIMIT = 200_000
-"""Above this many assignments coverage is not checked (a domain-too-large warning)."""
+"""Above this many assignments coverage is not checked (a domain-too-large error)."""
+
+WORK_LIMIT = 4_000_000
+"""Above this many condition nodes to evaluate (assignments x the size of every require and
+`when`) coverage is not checked either: the analysis stays well under a second."""
 
 Assignment = Mapping[str, Scalar]
 
@@ -174,7 +178,7 @@ def _int_values(constants: set[int], extra: set[int], low: int | None,
 def analyse_coverage(family: FamilyIR, *, limit: int = DOMAIN_LIMIT) -> Coverage:
     """Judge every assignment of the family's domain; report what breaks "exactly one variant"."""
     domain = family_domain(family)
-    if domain.size > limit:
+    if domain.size > limit or domain.size * family_condition_size(family) > WORK_LIMIT:
         return Coverage(domain, too_large=True)
     last_failing = -1
     allowed = False
@@ -198,6 +202,22 @@ def analyse_coverage(family: FamilyIR, *, limit: int = DOMAIN_LIMIT) -> Coverage
     unreachable = tuple(v.name for v in family.variants if not v.default and v.name not in reached)
     found = tuple(Overlap(a, b, env) for (a, b), env in overlaps.items())
     return Coverage(domain, overlaps=found, gap=gap, unreachable=unreachable)
+
+
+def family_condition_size(family: FamilyIR) -> int:
+    """Return how many condition nodes judging one assignment evaluates, at most."""
+    whens = (v.when for v in family.variants if v.when is not None)
+    return max(1, sum(condition_size(c) for c in (*(r.condition for r in family.requires), *whens)))
+
+
+def condition_size(condition: Condition) -> int:
+    """Return the number of nodes of a condition tree (an `in` counts each value)."""
+    total, todo = 0, [condition]
+    while todo:  # iterative: conditions may nest up to the parser's limit
+        node = todo.pop()
+        total += 1 + len(node.values or ())
+        todo.extend(node.operands)
+    return total
 
 
 # --------------------------------------------------------------------------
@@ -244,10 +264,14 @@ def report_coverage(family: ast.Family, collector: Collector) -> None:
     ir = lower_family(family)
     result = analyse_coverage(ir)
     if result.too_large:
-        collector.warning(family.name.span, "domain-too-large",
-                          f"the selectors and axes of '{family.name.value}' take {result.size:,} "
-                          f"combinations, more than {DOMAIN_LIMIT:,}; overlaps and gaps are not checked",
-                          hint="narrow int selector ranges or compare them with fewer constants")
+        # An error, not a warning: a family whose coverage is unproven could hide an
+        # overlap or a gap that only shows when a request resolves (docs/language.md).
+        collector.error(family.name.span, "domain-too-large",
+                        f"the selectors and axes of '{family.name.value}' take {result.size:,} "
+                        f"combinations, too many to check against its conditions (at most "
+                        f"{DOMAIN_LIMIT:,} combinations, {WORK_LIMIT:,} condition evaluations)",
+                        hint="use fewer selectors, narrow int selector ranges or compare them "
+                             "with fewer constants; split a large family in two")
     elif result.unsatisfiable is not None:
         _report_unsatisfiable(family, result.unsatisfiable, collector)
     else:
