@@ -32,7 +32,7 @@ from hpdsl.diagnostics.diagnostic import capped
 from hpdsl.errors import InputError, SpecError
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
-from hpdsl.loader import Loaded, load_paths, load_sources
+from hpdsl.loader import ImportPolicy, Loaded, load_paths, load_sources
 from hpdsl.registry import Registry
 from hpdsl.scope import Scope
 from hpdsl.syntax import parse_text
@@ -88,24 +88,34 @@ def lower(scope: Scope, sources: Sequence[Source]) -> RegistryIR:
     return lower_registry(scope, sources)
 
 
-def compile_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Registry:
+_PROJECT = ImportPolicy()
+
+
+def compile_sources(sources: Sequence[Source], *, stdlib: bool = True,
+                    imports: ImportPolicy = _PROJECT) -> Registry:
     """Compile in-memory sources (their imports, and by default the standard library); SpecError on errors."""
-    return check_sources(sources, stdlib=stdlib).unwrap()
+    return check_sources(sources, stdlib=stdlib, imports=imports).unwrap()
 
 
-def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> Registry:
+def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
+                  imports: ImportPolicy = _PROJECT) -> Registry:
     """Compile .hpf files and folders; SpecError on spec errors, InputError if a path cannot be read."""
-    return check_paths(paths, stdlib=stdlib).unwrap()
+    return check_paths(paths, stdlib=stdlib, imports=imports).unwrap()
 
 
-def check_sources(sources: Sequence[Source], *, stdlib: bool = True) -> CompileResult:
-    """Compile in-memory sources, returning every diagnostic instead of raising on errors."""
-    return _compile(load_sources(sources, stdlib=stdlib))
+def check_sources(sources: Sequence[Source], *, stdlib: bool = True,
+                  imports: ImportPolicy = _PROJECT) -> CompileResult:
+    """Compile in-memory sources, returning every diagnostic instead of raising on errors.
+
+    `imports` says where imports may lead beyond the project (loader.ImportPolicy).
+    """
+    return _compile(load_sources(sources, stdlib=stdlib, imports=imports))
 
 
-def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> CompileResult:
+def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
+                imports: ImportPolicy = _PROJECT) -> CompileResult:
     """Compile .hpf files and folders, returning every diagnostic; raise InputError on an unreadable path."""
-    return _compile(load_paths(paths, stdlib=stdlib))
+    return _compile(load_paths(paths, stdlib=stdlib, imports=imports))
 
 
 def _compile(loaded: Loaded) -> CompileResult:

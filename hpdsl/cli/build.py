@@ -24,16 +24,24 @@ from hpdsl.errors import SpecError
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the registry here (atomically); without it, only check.")
 @click.option("--no-stdlib", is_flag=True, help="Leave the standard profiles and families out.")
+@click.option("--import-path", "import_paths", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A folder imports may also read from (repeatable).")
+@click.option("--allow-any-import", is_flag=True,
+              help="Let imports read any .hpf file, outside the project too.")
 @json_option
 @click.pass_context
 def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: Path | None,
-                    no_stdlib: bool, as_json: bool) -> None:
+                    no_stdlib: bool, import_paths: tuple[Path, ...], allow_any_import: bool,
+                    as_json: bool) -> None:
     """Check .hpf files and folders (default: the standard library); with -o, write registry.json."""
     from hpdsl.api import check_paths, write_registry
+    from hpdsl.loader import ImportPolicy
 
     if not paths and no_stdlib:
         raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
-    result = check_paths(list(paths), stdlib=not no_stdlib)
+    policy = ImportPolicy(import_paths, anywhere=allow_any_import)
+    result = check_paths(list(paths), stdlib=not no_stdlib, imports=policy)
     written = None
     if result.registry is not None and output is not None:
         write_registry(result.registry, output)

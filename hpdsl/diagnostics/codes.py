@@ -18,6 +18,7 @@ CODES: dict[str, str] = {
     "too-many-diagnostics": "a file has more problems than are shown; the rest are left out",
     "import-not-found": "an imported file does not exist or cannot be read",
     "import-cycle": "files import each other in a cycle",
+    "import-outside-project": "an import leads outside the project's folders, the standard library and the search paths",
     "no-vocabulary": "profiles are declared but no op vocabulary is in scope",
     "unpriced-vocabulary": "a model is priced with an op vocabulary that lacks ops the estimator prices (they price zero)",
     # --- names ------------------------------------------------------------
@@ -77,7 +78,8 @@ CODES: dict[str, str] = {
     "variant-gap": "some selector and axis assignment matches no variant",
     "variant-unreachable": "no allowed assignment selects this variant",
     "require-unsatisfiable": "no assignment satisfies a family's require constraints",
-    "domain-too-large": "the selector and axis domain is too large to check within the work budget (an error: coverage would be unproven)",
+    "domain-too-large": ("the selector and axis domain is too large to check within the work "
+                         "budget (an error: coverage would be unproven)"),
     "duplicate-argument": "a variant's accepts(...) lists an argument twice",
     # --- tensor-parallel layouts ------------------------------------------
     "unknown-placement": "a layout entry's placement is not colwise, rowwise or replicate",
