@@ -18,8 +18,9 @@ diagnostic itself; a library calls compile_* and catches SpecError.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,32 +135,103 @@ def _compile(loaded: Loaded) -> CompileResult:
 # --------------------------------------------------------------------------
 
 
-def write_registry(registry: Registry, path: str | os.PathLike[str]) -> None:
-    """Write registry.json atomically; raise InputError if it cannot be written."""
-    write_text_atomic(Path(path), registry.to_json())
+def write_registry(registry: Registry, path: str | os.PathLike[str], *,
+                   inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Write registry.json atomically; raise InputError if it cannot or must not be written there."""
+    target = output_target(path, inputs)
+    if target.suffix == ".hpf":
+        raise InputError(f"cannot write the registry to '{os.fspath(path)}': it is named as a .hpf "
+                         "source; give a .json path")
+    write_text_atomic(target, registry.to_json())
+
+
+def output_target(given: str | os.PathLike[str],
+                  inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Return `given` as a path to replace; raise InputError where replacing it would destroy something.
+
+    Refused: a trailing '/' (a folder was meant), an existing node that is not a regular
+    file (a device, a FIFO, a folder, a symbolic link: replacing it would not write
+    through it), and any of `inputs` (the run's own sources).
+    """
+    text = os.fspath(given)
+    if text.endswith(("/", os.sep)):
+        raise InputError(f"cannot write '{text}': it ends in '/', so it names a folder, not a file")
+    path = Path(text)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"cannot write '{text}': {(exc.strerror or str(exc)).lower()}") from None
+    if stat.S_ISLNK(mode):
+        raise InputError(f"cannot write '{text}': it is a symbolic link; name the file it points "
+                         f"to ({os.path.realpath(path)}) to write there")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"cannot write '{text}': it exists and is not a regular file")
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise InputError(f"cannot write '{text}': it is an input of this run, and writing "
+                             "would destroy it")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` all at once: the old file stays whole if anything fails."""
+    temp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
-    try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException as exc:
-        Path(temp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
-        raise
+        temp = None
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    finally:
+        if temp is not None:  # every failure path, KeyboardInterrupt included
+            Path(temp).unlink(missing_ok=True)
     _sync_folder(path.parent)
+
+
+def rewrite_source(path: Path, text: str) -> Path:
+    """Rewrite an existing source file with `text`, through a symlink, keeping its permissions and links.
+
+    The file the path resolves to is written: atomically when it has one name, in
+    place (after the text is fully rendered) when it has hard links, so every name
+    keeps seeing it. A read-only file is refused. Returns the file written.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        info = target.stat()
+    except OSError as exc:
+        raise InputError(f"cannot rewrite '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"cannot rewrite '{path}': it is not a regular file")
+    if not info.st_mode & 0o222:
+        raise InputError(f"cannot rewrite '{path}': it is read-only; make it writable to format it")
+    if info.st_nlink == 1:
+        write_text_atomic(target, text)
+        return target
+    try:
+        with open(target, "r+", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.truncate()
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as exc:
+        raise InputError(f"cannot rewrite '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    return target
 
 
 def _sync_folder(folder: Path) -> None:
@@ -178,7 +250,8 @@ def _sync_folder(folder: Path) -> None:
 
 
 __all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources", "compile_paths",
-           "compile_sources", "lower", "parse", "write_registry", "write_text_atomic"]
+           "compile_sources", "lower", "output_target", "parse", "rewrite_source", "write_registry",
+           "write_text_atomic"]
 
 
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,

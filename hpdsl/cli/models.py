@@ -44,14 +44,14 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
 @click.command("import-hf")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", help="The model's name (default: the config's folder name).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the .hpf here (atomically) instead of printing it.")
 @json_option
 @click.pass_context
-def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: Path | None,
+def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: str | None,
                       as_json: bool) -> None:
     """Turn a HuggingFace config.json into a model .hpf."""
-    from hpdsl.api import compile_sources, write_text_atomic
+    from hpdsl.api import compile_sources, output_target, write_text_atomic
     from hpdsl.importers.hf import import_hf_file
 
     if not config.is_file():
@@ -61,7 +61,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
     for warning in imported.warnings:
         click.echo(f"hpdsl: warning: {warning}", err=True)
     if output is not None:
-        write_text_atomic(output, imported.text)
+        write_text_atomic(output_target(output, [config]), imported.text)
     if as_json:
         emit_json({"ok": True, "model": imported.model.name.value, "profile": imported.profile,
                    "warnings": list(imported.warnings), "output": str(output) if output else None,
