@@ -126,7 +126,7 @@ def _compile(loaded: Loaded) -> CompileResult:
     registry = None
     if not collector.has_errors:
         warnings = tuple(d for d in diagnostics if not d.is_error)
-        registry = Registry(lower(scope, loaded.sources), warnings)
+        registry = Registry(lower_registry(scope, loaded.sources, loaded.stable_names()), warnings)
     return CompileResult(registry, diagnostics, {source.name: source for source in loaded.sources})
 
 

@@ -33,7 +33,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.errors import InputError, SpecError
-from hpdsl.resources import STDLIB_FOLDERS, data_dir, stdlib_files
+from hpdsl.resources import STDLIB_FOLDERS, STDLIB_PREFIX, data_dir, stdlib_files
 from hpdsl.syntax import parse_source
 
 SUFFIX = ".hpf"
@@ -49,6 +49,20 @@ class Loaded:
     sources: tuple[Source, ...]
     files: tuple[ast.File, ...]
     diagnostics: tuple[Diagnostic, ...]
+    paths: dict[str, Path] = attrs.field(factory=dict)
+
+    def stable_names(self) -> dict[str, str]:
+        """Return each source's name as registry.json records it: the same wherever it is compiled.
+
+        Standard-library files keep `<hpdsl>/...`; the others are named relative to
+        the common folder of them all (resolved), so a copy of the project in another
+        folder, or reached through a symlink, compiles to the same bytes.
+        """
+        own = {name: path for name, path in self.paths.items() if not name.startswith(STDLIB_PREFIX)}
+        if not own:
+            return {}
+        root = Path(os.path.commonpath([path.parent for path in own.values()]))
+        return {name: path.relative_to(root).as_posix() for name, path in own.items()}
 
 
 # --------------------------------------------------------------------------
@@ -214,7 +228,8 @@ class _Loader:
         order = [*self._stdlib_roots(), *roots] if stdlib else roots
         for key, source in order:
             self._visit(key, source)
-        return Loaded(tuple(self.sources), tuple(self.files), self.collector.sorted())
+        return Loaded(tuple(self.sources), tuple(self.files), self.collector.sorted(),
+                      {name: key for key, name in self.names.items()})
 
     def _stdlib_roots(self) -> list[tuple[Path, Source]]:
         roots = []
