@@ -83,27 +83,6 @@ class CostModel:
             raise IndexError(f"layer {index} is outside the model's {len(kinds)} layers")
         return self.kind_config(kinds[index])
 
-    def mutable_config(self) -> MutableLayerConfig:
-        """Return a mutable view on the base config, for consumers that apply kinds in place."""
-        return MutableLayerConfig(self, attrs.asdict(self.base, recurse=False))
-
-
-@attrs.define
-class MutableLayerConfig:
-    """A config that kinds are applied to in place, layer after layer, as upstream's memory path does."""
-
-    cost_model: CostModel
-    values: dict[str, Any]
-
-    def apply(self, kind: str | None) -> None:
-        """Make this config a layer of `kind`, in place (None leaves it as it is)."""
-        if kind is not None:
-            self.values.update(self.cost_model.kinds[kind].fields)
-
-    def freeze(self) -> LayerConfig:
-        """Return the current state as a frozen LayerConfig."""
-        return LayerConfig(**self.values)
-
 
 def bind(model: ModelIR, profile: ProfileIR, *,
          families: Mapping[str, FamilyIR] | None = None) -> CostModel:

@@ -1,36 +1,51 @@
-"""AST into diagnostics: every check reports into one collector, raised once.
+"""AST into diagnostics, then the IR of what checked clean into more: one collector, ordered passes.
 
-The order is fixed: names (the scope), profiles, families, slot bindings (which
-name families), models, then layouts
-(which judge families against the models, so they run last); each check module
-owns one concern and never raises.
+1. AST passes, in a fixed order: names (the scope), profiles, families, slot
+   bindings (which name families), models, layouts on their own. Each owns one
+   concern and never raises.
+2. The declarations without errors are lowered and bound (clean.py); nothing
+   else is, so lowering may assume the checks passed.
+3. IR passes over what is clean, each handing the next what it left clean:
+   layer shapes against the torch backend's rules (shapes.py), then layout
+   divisibility over the models (divisibility.py). They report through the
+   IR's source references.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hpdsl import ast
+from hpdsl.check.clean import Clean, lower_clean
+from hpdsl.check.divisibility import check_divisibility
 from hpdsl.check.families import check_families
 from hpdsl.check.layouts import check_layouts
 from hpdsl.check.models import check_models
 from hpdsl.check.profiles import check_profiles
 from hpdsl.check.scope import build_scope
+from hpdsl.check.shapes import check_shapes
 from hpdsl.check.slots import check_slots
 from hpdsl.diagnostics import Collector, Diagnostic
 from hpdsl.scope import Scope
+
+AST_PASSES: tuple[Callable[[Scope, Collector], None], ...] = (
+    check_profiles, check_families, check_slots, check_models, check_layouts)
+"""The checks of the AST, in order."""
+
+IR_PASSES: tuple[Callable[[Clean, Collector], Clean], ...] = (check_shapes, check_divisibility)
+"""The checks of the clean IR, in order; each returns what it left clean for the next."""
 
 
 def check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:
     """Check parsed files together; return the scope and every diagnostic, sorted."""
     collector = Collector()
     scope = build_scope(files, collector)
-    check_profiles(scope, collector)
-    check_families(scope, collector)
-    check_slots(scope, collector)
-    check_models(scope, collector)
-    check_layouts(scope, collector)
+    for check in AST_PASSES:
+        check(scope, collector)
+    clean = lower_clean(scope, collector.diagnostics)
+    for judge in IR_PASSES:
+        clean = judge(clean, collector)
     return scope, collector.sorted()
 
 
-__all__ = ["check_files"]
+__all__ = ["AST_PASSES", "IR_PASSES", "check_files"]

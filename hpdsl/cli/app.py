@@ -47,6 +47,8 @@ COMMANDS: dict[str, str] = {
     "estimate": "hpdsl.cli.cost:estimate_command",
     "search": "hpdsl.cli.cost:search_command",
     "explain": "hpdsl.cli.torch:explain_command",
+    "diff": "hpdsl.cli.diff:diff_command",
+    "lsp": "hpdsl.cli.lsp:lsp_command",
 }
 
 
@@ -128,7 +130,16 @@ def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
 @click.group(cls=_Group)
 @click.version_option(package_name="hpdsl", prog_name="hpdsl")
 def main() -> None:
-    """hpdsl: check and compile .hpf specs of model families, profiles and models."""
+    """hpdsl: check and compile .hpf specs of model families, profiles and models.
+
+    \b
+    Examples:
+      hpdsl compile examples/                  check every spec in a folder
+      hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2
+      hpdsl diff old.hpf new.hpf               what a change does to parameters and FLOPs
+      hpdsl lsp                                the language server, for editors
+      eval "$(hpdsl completion bash)"          shell completion
+    """
 
 
 # --------------------------------------------------------------------------
@@ -163,3 +174,27 @@ def report_diagnostics(diagnostics: Sequence[Diagnostic], sources: Mapping[str, 
 def plural(count: int, word: str, words: str | None = None) -> str:
     """Return "1 model" or "3 models" (or the given plural)."""
     return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+# --------------------------------------------------------------------------
+# hpdsl completion: click's shell completion, as a script to source
+# --------------------------------------------------------------------------
+
+COMPLETE_VARIABLE = "_HPDSL_COMPLETE"
+
+
+@main.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_command(shell: str) -> None:
+    """Print the shell-completion script for bash, zsh or fish (click's).
+
+    \b
+    Examples:
+      eval "$(hpdsl completion bash)"        # in ~/.bashrc
+      hpdsl completion fish > ~/.config/fish/completions/hpdsl.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    completion = get_completion_class(shell)
+    assert completion is not None  # every shell the Choice allows has a class
+    click.echo(completion(main, {}, "hpdsl", COMPLETE_VARIABLE).source())

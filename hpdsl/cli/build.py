@@ -29,12 +29,22 @@ from hpdsl.errors import SpecError
               help="A folder imports may also read from (repeatable).")
 @click.option("--allow-any-import", is_flag=True,
               help="Let imports read any .hpf file, outside the project too.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]),
+              default="text", show_default=True,
+              help="text on stderr, one JSON object (as --json), or a SARIF 2.1.0 log on stdout.")
 @json_option
 @click.pass_context
 def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | None,
                     no_stdlib: bool, import_paths: tuple[Path, ...], allow_any_import: bool,
-                    as_json: bool) -> None:
-    """Check .hpf files and folders (default: the standard library); with -o, write registry.json."""
+                    output_format: str, as_json: bool) -> None:
+    """Check .hpf files and folders (default: the standard library); with -o, write registry.json.
+
+    \b
+    Examples:
+      hpdsl compile examples/llama3_8b.hpf
+      hpdsl compile specs/ -o registry.json
+      hpdsl compile --format sarif specs/ > hpdsl.sarif
+    """
     from hpdsl.api import check_paths, output_target, write_registry
     from hpdsl.loader import ImportPolicy, expand_paths
 
@@ -49,13 +59,22 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | N
         write_registry(result.registry, output, inputs=expand_paths(paths))
         written = str(output)
     summary = _compile_summary(result)
-    if as_json:
+    if output_format == "sarif":
+        _emit_sarif(result)
+    elif as_json or output_format == "json":
         emit_json({"ok": result.ok, "diagnostics": [d.to_json() for d in result.diagnostics],
                    "output": written, "summary": summary})
     else:
         report_diagnostics(result.diagnostics, result.sources)
         _echo_compile_outcome(summary, written, output, ok=result.ok)
     ctx.exit(EXIT_OK if result.ok else EXIT_SPEC)
+
+
+def _emit_sarif(result: Any) -> None:
+    import hpdsl
+    from hpdsl.diagnostics.sarif import to_sarif
+
+    emit_json(to_sarif(result.diagnostics, version=hpdsl.__version__, root=Path.cwd()))
 
 
 def _compile_summary(result: Any) -> dict[str, Any]:
@@ -97,7 +116,14 @@ def _echo_compile_outcome(summary: dict[str, Any], written: str | None, output: 
 @click.pass_context
 def fmt_command(ctx: click.Context, paths: tuple[Path, ...], check: bool, write: bool,
                 as_json: bool) -> None:
-    """Print the canonical form of .hpf files (or --check, or --write them in place)."""
+    """Print the canonical form of .hpf files (or --check, or --write them in place).
+
+    \b
+    Examples:
+      hpdsl fmt examples/llama3_8b.hpf
+      hpdsl fmt --check specs/
+      hpdsl fmt --write specs/
+    """
     if check and write:
         raise click.UsageError("--check and --write cannot be used together")
     run = _format_files(paths, write=write)

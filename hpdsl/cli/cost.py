@@ -40,7 +40,13 @@ def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str
 @json_option
 def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, plot: Path | None,
                      as_json: bool, **flags: Any) -> None:
-    """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time)."""
+    """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time).
+
+    \b
+    Examples:
+      hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2 --dp 4
+      hpdsl estimate examples/mixtral_8x7b.hpf --ep 8 --tp 2 --plot memory.png
+    """
     from hpdsl.cost import parameters
     from hpdsl.cost.estimate import estimate
     from hpdsl.cli.report import plot_memory, render_estimate, strategy_from_flags
@@ -67,7 +73,13 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @json_option
 def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool,
                    **flags: Any) -> None:
-    """Price every valid strategy for N devices as arrays; rank those that fit by step time."""
+    """Price every valid strategy for N devices as arrays; rank those that fit by step time.
+
+    \b
+    Examples:
+      hpdsl search examples/llama3_8b.hpf --devices 64
+      hpdsl search examples/deepseek_v3.hpf --devices 2048 --top 5 --json
+    """
     from hpdsl.cli.report import GIB, parse_ints, render_search
     from hpdsl.cost.search import search
 

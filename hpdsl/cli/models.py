@@ -31,7 +31,13 @@ no_stdlib_option = click.option("--no-stdlib", is_flag=True,
 @no_stdlib_option
 @json_option
 def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool) -> None:
-    """Print a model's layer groups and, per kind, the fields it binds."""
+    """Print a model's layer groups and, per kind, the fields it binds.
+
+    \b
+    Examples:
+      hpdsl stack examples/qwen3_next_80b_a3b.hpf
+      hpdsl stack examples/deepseek_v3.hpf --json
+    """
     from hpdsl.cost.describe import describe_stack, render_stack
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
@@ -50,7 +56,13 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
 @click.pass_context
 def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: str | None,
                       as_json: bool) -> None:
-    """Turn a HuggingFace config.json into a model .hpf."""
+    """Turn a HuggingFace config.json into a model .hpf.
+
+    \b
+    Examples:
+      hpdsl import-hf path/to/Llama-3-8B/config.json
+      hpdsl import-hf config.json --name my_model -o my_model.hpf
+    """
     from hpdsl.api import compile_sources, output_target, write_text_atomic
     from hpdsl.importers.hf import import_hf_file
 

@@ -39,7 +39,12 @@ def _selector(text: str) -> tuple[str, str, Any]:
 @json_option
 def explain_command(paths: tuple[Path, ...], module_path: str, model: str | None, tp: int, cp: int,
                     ep: int, settings: tuple[str, ...], no_stdlib: bool, as_json: bool) -> None:
-    """Say which family, variant, selector clause and mesh sizes built a module, and where they are declared."""
+    """Say which family, variant, selector clause and mesh sizes built a module, and where they are declared.
+
+    \b
+    Examples:
+      hpdsl explain examples/deepseek_v3.hpf --path layers.5.ffn.experts --ep 8
+    """
     try:
         from hpdsl.torch import build_model, explain_module
         from hpdsl.torch.fake import fake_job

@@ -14,12 +14,12 @@ submodule it has already loaded).
 
 from __future__ import annotations
 
-from hpdsl.bound.bind import BoundKind, CostGroup, CostModel, LayerConfig, MutableLayerConfig, bind
+from hpdsl.bound.bind import BoundKind, CostGroup, CostModel, LayerConfig, bind
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.search import SearchResult, search
 from hpdsl.cost.strategy import InvalidStrategyError, Strategy
 
 __all__ = ["BoundKind", "CostGroup", "CostModel", "Estimate", "InvalidStrategyError", "LayerConfig",
-           "LayerParams", "MutableLayerConfig", "ParamReport", "SearchResult", "Strategy", "bind",
+           "LayerParams", "ParamReport", "SearchResult", "Strategy", "bind",
            "estimate", "layer_params", "parameters", "search"]

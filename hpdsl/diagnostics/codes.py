@@ -114,6 +114,15 @@ CODES: dict[str, str] = {
     "odd-encoder-decoder": "an encoder/decoder stack needs an even layer count",
     "layer-types-too-short": "layer_types lists fewer layers than the model has",
     "layer-types-unknown-kind": "layer_types names a kind the profile lacks (priced as the default)",
+    # --- layers the backend builds (hpdsl/bound/shape.py) -----------------
+    "layer-attentions": "a kind prices an attention count no layer holds (attMM neither 4 nor 8)",
+    "cross-attention-outside-decoder": "a kind prices two attentions outside an encoder-decoder's decoder",
+    "ffn-matrices": "a kind prices a feed-forward count no block has (ffMM neither 0, 2 nor 3)",
+    "mlp-form-mismatch": "the model's mlp gated|plain disagrees with its layers' ffMM (3 gated, 2 plain)",
+    "norm-count-mismatch": "a layer's norms (layer_norms, else normOp) are not one per attention and feed-forward",
+    "value-heads-not-divisible": "linear attention's value heads are not a multiple of its key heads",
+    "mla-qk-norm": "a model with an mla block states qk_norm, which MLA has no place for",
+    "encoder-decoder-stack": "an encoder-decoder has layers neither tower holds (other kinds, MTP)",
 }
 
 

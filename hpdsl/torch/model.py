@@ -8,7 +8,9 @@ Gated DeltaNet for a linear kind, or MLA when the model has an `mla` block;
 the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts
 and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
-ffMM matrices (3 gated, 2 plain) and normOp norms. Which role each slot fills
+ffMM matrices (3 gated, 2 plain) and normOp norms; a model whose layers these
+cannot hold is refused up front from hpdsl/bound/shape.py's `layer_problems`,
+the very list the checker reports at compile time. Which role each slot fills
 and the config it is built from come from hpdsl/bound/slots.py, which the layout
 check reads too; the family filling each slot (norms, embedding and head
 included) is the kind's binding from `.hpf` `slots { ... }` blocks, unless the
@@ -25,13 +27,12 @@ import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from hpdsl.bound.bind import CostModel, LayerConfig, bind
+from hpdsl.bound.bind import CostModel, bind
+from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
 from hpdsl.bound.slots import Slot, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
@@ -56,15 +57,10 @@ class _Builder:
     selectors: Mapping[str, Mapping[str, Any]]
     allowed_prefixes: tuple[str, ...]
 
-    def layer(self, kind: str | None, fqn: str, index: int, *, causal: bool = True,
-              cross: bool = False) -> DecoderLayer:
+    def layer(self, kind: str | None, fqn: str, index: int, *, causal: bool = True) -> DecoderLayer:
         """Build the layer `index` of `kind` at path `fqn`, each slot through the family bound to it."""
         bound = self.cost.kind_config(kind if kind in self.cost.kinds else None)
-        attentions, matrices = _layer_shape(bound, kind, self.model, fqn)
-        _check_norms(bound, attentions + (1 if matrices else 0), kind, fqn)
-        if attentions == 2 and not cross:
-            raise BuildError(f"{fqn}: kind '{kind}' prices two attentions (attMM 8), which only an "
-                             "encoder-decoder's decoder layer has")
+        attentions, matrices = layer_shape(bound)  # build_model refused every shape layer_problems names
         built = {slot.path: self.slot(slot, f"{fqn}.{slot.path}", index)
                  for slot in layer_slots(bound, self.bindings(kind), causal=causal)
                  if slot.role not in _FFN_ROLES}  # the feed-forward is assembled by ffn()
@@ -138,6 +134,7 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
     job = job_context(as_job_mesh(mesh, expert_mesh), context, where=model.name)
     builder = _Builder(model, bind(model, reg.profile(model.profile)), reg, job,
                        dict(families or {}), dict(selectors or {}), tuple(allowed_prefixes))
+    _refuse_problems(builder.cost)
     unknown = sorted((set(builder.selectors) | set(builder.families)) - set(SLOTS))
     if unknown:
         raise BuildError(f"{model.name}: families or selectors name unknown slots {unknown}; "
@@ -170,7 +167,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:
     kinds = [g.kind for g in builder.model.groups if g.kind == kind and not g.mtp for _ in range(g.count)]
-    layers = [builder.layer(k, f"{kind}.layers.{i}", i, causal=causal, cross=kind == "decoder")
+    layers = [builder.layer(k, f"{kind}.layers.{i}", i, causal=causal)
               for i, k in enumerate(kinds)]
     return Tower(layers, builder.end("norm", f"{kind}.norm"), _position_bias(builder.model, bidirectional=not causal))
 
@@ -190,27 +187,12 @@ def _position_bias(model: ModelIR, *, bidirectional: bool) -> RelativePositionBi
     return RelativePositionBias(model.position_buckets, model.heads, bidirectional=bidirectional)
 
 
-def _layer_shape(bound: LayerConfig, kind: str | None, model: ModelIR, fqn: str) -> tuple[int, int]:
-    """Return (attentions, feed-forward matrices) of a layer; raise BuildError for shapes with no module."""
-    attentions, matrices = layer_shape(bound)
-    what = f"{fqn}: kind '{kind or model.profile}'"
-    if attentions not in (1, 2):
-        raise BuildError(f"{what} prices attMM {bound.ops.get('attMM', 0)}; a layer holds one attention "
-                         "(attMM 4) or self- and cross-attention (attMM 8)")
-    if matrices not in (0, 2, 3):
-        raise BuildError(f"{what} prices ffMM {matrices}; an MLP has 3 matrices (gated) or 2 (plain)")
-    stated = {"gated": 3, "plain": 2}.get(model.mlp or "")
-    if stated is not None and matrices and stated != matrices:
-        raise BuildError(f"{what} prices ffMM {matrices}, but the model's mlp is {model.mlp} "
-                         f"({stated} matrices)")
-    return int(attentions), matrices
-
-
-def _check_norms(bound: LayerConfig, expected: int, kind: str | None, fqn: str) -> None:
-    count = bound.layer_norms if bound.layer_norms is not None else op_count(bound.ops, OP.NORM)
-    if count != expected:
-        raise BuildError(f"{fqn}: kind '{kind}' prices {count} norms per layer, but its layer has "
-                         f"{expected} (one before each attention and one before the feed-forward)")
+def _refuse_problems(cost: CostModel) -> None:
+    """Raise BuildError naming every layer the checker would have reported (hpdsl/bound/shape.py)."""
+    problems = layer_problems(cost)
+    if problems:
+        found = "; ".join(f"{p.message} ({p.code}: {p.hint})" for p in problems)
+        raise BuildError(f"{cost.model.name}: cannot be built as priced: {found}")
 
 
 def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: float = 0.02,

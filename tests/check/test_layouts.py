@@ -10,7 +10,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check import check_files
-from hpdsl.check.layouts import variant_tp_values
+from hpdsl.check.divisibility import variant_tp_values
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.resources import stdlib_files
@@ -70,7 +70,7 @@ family mlp {
   }
 }
 model ok : p {
-  hidden 64  layers 2  heads 4  vocab 10  ffn_width 64
+  hidden 64  layers 2  heads 4  vocab 10  ffn_width 64  layer_norms 2
   moe { experts 4  top_k 1  expert_width 32  shared_experts 1  shared_width 24 }
   stack [dense, moe]
 }

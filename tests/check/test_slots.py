@@ -13,8 +13,8 @@ from hpdsl.syntax import parse_text
 
 FAMILY = 'family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }\n'
 ALL = "slots { " + "  ".join(f"{slot} f" for slot in SLOTS) + " }\n"
-MODEL = "model m : p { ffn_width 64  hidden 64  layers 1  heads 4  vocab 10 }\n"
-PROFILE = 'vocabulary { mm "matmuls" }\nprofile p { kind k { ops { mm 1 } } }\n'
+MODEL = "model m : p { ffn_width 64  hidden 64  layers 1  heads 4  vocab 10  layer_norms 1 }\n"
+PROFILE = 'vocabulary { attMM "projections" }\nprofile p { kind k { ops { attMM 4 } } }\n'
 
 
 def _errors(*texts: str) -> list[Diagnostic]:

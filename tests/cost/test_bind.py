@@ -6,7 +6,7 @@ from __future__ import annotations
 from blocks import linear, mla, moe
 from hpdsl.cost import bind
 from hpdsl.bound.bind import linear_attention_fields
-from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, evolve
 
 OPS = dict.fromkeys(("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather",
                      "headCast", "ffAct", "linrec"), 1)
@@ -37,10 +37,10 @@ def test_dense_and_moe_kinds_write_complete_ffn_fields() -> None:
         {"ffn_width": 2816, "top_k": 1, "experts": 1, "shared_experts": 0, "ep": 1}
     assert {k: moe[k] for k in ("ffn_width", "top_k", "experts", "shared_experts", "ep")} == \
         {"ffn_width": 512, "top_k": 2, "experts": 8, "shared_experts": 1, "ep": None}
-    state = cost.mutable_config()
+    state = cost.base
     for kind in ("dense", "moe", "dense"):
-        state.apply(kind)
-    assert state.freeze() == cost.layer_config(0)
+        state = evolve(state, **cost.kinds[kind].fields)
+    assert state == cost.layer_config(0)
     assert [g.kind for g in cost.groups] == ["dense", "moe", "moe"]
     assert cost.layer_kinds() == ("dense", "moe", "moe", "moe", "moe")
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from blocks import linear, mla, moe
 from hpdsl.cost import bind
-from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
+from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, evolve
+from hpdsl.ir.stack import layer_kinds, merge_groups, run_length
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct", "linrec")
 positive = st.integers(1, 64)
@@ -50,12 +51,27 @@ def bound_models(draw: st.DrawFn):
 
 
 @given(bound_models(), st.data())
-def test_in_place_application_matches_fresh(cost_model, data) -> None:
-    names = list(cost_model.kinds)
-    state = cost_model.mutable_config()
-    for kind in data.draw(st.lists(st.sampled_from(names), max_size=12)):
-        state.apply(kind)
-        assert state.freeze() == cost_model.kind_config(kind)
+def test_kinds_applied_in_any_order_give_every_layer_its_fresh_config(cost_model, data) -> None:
+    # Upstream applies each layer's kind to one shared config in stack order; the fields a
+    # BoundKind assigns are complete, so whatever ran before, a layer ends with its own config.
+    layers = list(cost_model.layer_kinds())
+    order = data.draw(st.permutations(layers))
+    state = cost_model.base
+    for kind in order:
+        if kind is not None:
+            state = evolve(state, **cost_model.kinds[kind].fields)
+        assert state == cost_model.kind_config(kind)
+
+
+@given(bound_models())
+def test_layer_groups_and_per_layer_kinds_round_trip_mtp_included(cost_model) -> None:
+    model = cost_model.model
+    kinds = layer_kinds(model.groups)
+    body, mtp = kinds[:model.layers], kinds[model.layers:]
+    regrouped = (*run_length(body), *(LayerGroup(g.kind, g.count, True) for g in run_length(mtp)))
+    assert regrouped == merge_groups(model.groups)
+    assert list(cost_model.layer_kinds()) == (kinds if cost_model.kinds and cost_model.groups[0].kind is not None
+                                              else [None] * len(kinds))
 
 
 @given(bound_models())

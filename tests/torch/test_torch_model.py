@@ -103,9 +103,9 @@ def test_a_family_override_and_a_missing_family(small_registry) -> None:
 
 def test_shapes_the_reference_layer_cannot_hold_are_refused(small_registry) -> None:
     dense = small_registry.model("tiny_dense")
-    with pytest.raises(BuildError, match="prices ffMM 3, but the model's mlp is plain"):
+    with pytest.raises(BuildError, match=r"states `mlp plain` \(2 matrices\), but its 'decoder' layers price ffMM 3"):
         build_model(attrs.evolve(dense, mlp="plain"), registry=small_registry)
-    with pytest.raises(BuildError, match="prices 3 norms per layer, but its layer has 2"):
+    with pytest.raises(BuildError, match=r"'decoder' layers price 3 norms \(layer_norms 3\), but such a layer has 2"):
         build_model(attrs.evolve(dense, layer_norms=3), registry=small_registry)
 
 

@@ -1,0 +1,250 @@
+"""Why a bound model cannot be built: every rule the torch backend holds a model to, as data.
+
+A built layer (hpdsl/torch/model.py, hpdsl/torch/layers.py) is a mixer, a
+cross-attention in an encoder-decoder's decoder, and a feed-forward block, each
+behind its own norm; the reference modules (hpdsl/torch/modules/) refuse shapes
+they cannot hold. `layer_problems` states all of it for a bound model: the
+checker reports each problem at compile time (hpdsl/check/shapes.py) and the
+backend raises BuildError from the very same list, so a spec that compiles is a
+spec that builds, and the estimator never prices a layer that is not built.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+
+import attrs
+
+from hpdsl.bound.bind import CostModel
+from hpdsl.bound.config import LayerConfig
+from hpdsl.bound.slots import layer_shape, mixer_role
+from hpdsl.ir.nodes import ModelIR, block_stated
+from hpdsl.model import ops
+from hpdsl.model.fields import BLOCKS, FIELDS, required
+
+ENCODER, DECODER = "encoder", "decoder"
+"""The kinds whose layers make an encoder-decoder: two towers, the decoder's layers with cross-attention."""
+
+MATRICES = {"gated": 3, "plain": 2}
+"""The feed-forward matrices of each `mlp` form."""
+
+
+@attrs.frozen
+class LayerProblem:
+    """One reason the backend cannot build a bound model as it is priced.
+
+    `code` is the diagnostic code the checker reports it under. What it is about
+    locates it: `kind`, the kind whose layers have it (None: the model as a
+    whole); `field`, the model statement involved (a field of
+    hpdsl/model/fields.py, a block name, or "stack" for the model's layer stack);
+    `op`, the op count of the kind involved (hpdsl/model/ops.py).
+    """
+
+    code: str
+    message: str
+    hint: str
+    kind: str | None = None
+    field: str | None = None
+    op: str | None = None
+
+
+def layer_problems(cost: CostModel) -> tuple[LayerProblem, ...]:
+    """Return every reason the backend refuses to build `cost`'s model (empty: it builds as priced)."""
+    model = cost.model
+    found = [*_field_problems(model), *_stack_problems(cost)]
+    for kind in built_kinds(cost):
+        found.extend(_kind_problems(cost, kind))
+    return tuple(dict.fromkeys(found))
+
+
+def is_encoder_decoder(model: ModelIR) -> bool:
+    """Return whether the backend builds `model` as an encoder-decoder (its groups hold both towers' kinds)."""
+    return {ENCODER, DECODER} <= {group.kind for group in model.groups}
+
+
+def built_kinds(cost: CostModel) -> tuple[str, ...]:
+    """Return the kinds whose layers the backend builds: both towers' kinds, else every kind in stack order."""
+    if is_encoder_decoder(cost.model):
+        return (ENCODER, DECODER)
+    return tuple(dict.fromkeys(group.kind for group in cost.model.groups))
+
+
+def kind_layer(cost: CostModel, kind: str) -> LayerConfig:
+    """Return the config a layer of `kind` is built from (the base config where the kind changes nothing)."""
+    return cost.kind_config(kind if kind in cost.kinds else None)
+
+
+# --------------------------------------------------------------------------
+# The model's own fields
+# --------------------------------------------------------------------------
+
+
+def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
+    """Yield fields below their minimum and blocks lacking a field the modules need."""
+    for name, field in FIELDS.items():
+        value = getattr(model, name)
+        if field.minimum is not None and isinstance(value, int) and value < field.minimum:
+            yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
+                               f"'{name}' is the {field.meaning}", field=name)
+    for block in BLOCKS:
+        missing = [name for name in required(block) if getattr(model, name) is None]
+        if block_stated(model, block) and missing:
+            yield LayerProblem("incomplete-block", f"the {block} block lacks {_quoted(missing)}",
+                               f"a {block} block states {_quoted(required(block))}", field=block)
+
+
+def _stack_problems(cost: CostModel) -> Iterator[LayerProblem]:
+    """Yield layers an encoder-decoder has but the backend's two towers do not hold."""
+    model = cost.model
+    if not is_encoder_decoder(model):
+        return
+    others = sorted({g.kind for g in model.groups if not g.mtp} - {ENCODER, DECODER})
+    if others:
+        yield LayerProblem("encoder-decoder-stack",
+                           f"model '{model.name}' is an encoder-decoder, but its stack also has layers of "
+                           f"kind {_quoted(others)}, which neither tower holds",
+                           "an encoder-decoder's stack holds only encoder and decoder layers", field="stack")
+    if any(g.mtp for g in model.groups):
+        yield LayerProblem("encoder-decoder-stack",
+                           f"model '{model.name}' is an encoder-decoder with mtp {model.mtp}, but an "
+                           "encoder-decoder has no multi-token-prediction layers",
+                           "remove `mtp`, or write `mtp 0`", field="mtp")
+
+
+# --------------------------------------------------------------------------
+# One kind's layers
+# --------------------------------------------------------------------------
+
+
+def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
+    layer = kind_layer(cost, kind)
+    attentions, matrices = layer_shape(layer)
+    yield from _attention_count(cost, kind, layer, attentions)
+    yield from _ffn_count(cost.model, kind, layer, matrices)
+    if attentions in (1, 2) and matrices in (0, 2, 3):
+        yield from _norm_count(kind, layer, int(attentions), matrices > 0)
+    yield from _flavour_blocks(cost, kind)
+    yield from _module_shapes(layer, attentions)
+
+
+def _attention_count(cost: CostModel, kind: str, layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:
+    """Yield an attention count no layer holds, and two attentions outside an encoder-decoder's decoder."""
+    count = ops.count(layer.ops, ops.ATT_MM)
+    if attentions not in (1, 2):
+        yield LayerProblem("layer-attentions",
+                           f"kind '{kind}' prices attMM {count} ({_number(attentions)} attentions per layer), "
+                           "but a layer holds one attention (attMM 4) or self- and cross-attention (attMM 8)",
+                           "count attMM 4 per attention: 4, or 8 in an encoder-decoder's decoder",
+                           kind=kind, op=ops.ATT_MM)
+    elif attentions == 2 and not (kind == DECODER and is_encoder_decoder(cost.model)):
+        model = cost.model
+        why = (f"but its '{kind}' layers are not the decoder's" if is_encoder_decoder(model)
+               else f"but model '{model.name}' is not an encoder-decoder (its stack has no "
+                    f"{'encoder' if kind == DECODER else 'encoder and decoder'} layers)")
+        yield LayerProblem("cross-attention-outside-decoder",
+                           f"kind '{kind}' prices two attentions (attMM 8), self- and cross-attention, which "
+                           f"only an encoder-decoder's decoder layers hold, {why}",
+                           "give the model encoder and decoder layers (`stack [encoder * N, decoder * N]`), "
+                           "or use a kind that prices one attention (attMM 4)",
+                           kind=kind, field="stack", op=ops.ATT_MM)
+
+
+def _ffn_count(model: ModelIR, kind: str, layer: LayerConfig, matrices: int) -> Iterator[LayerProblem]:
+    """Yield a feed-forward count no block has, and one the model's `mlp` form disagrees with."""
+    if matrices not in (0, 2, 3):
+        yield LayerProblem("ffn-matrices",
+                           f"kind '{kind}' prices ffMM {matrices}, but a feed-forward block has 3 matrices "
+                           "(gated), 2 (plain) or none (ffMM 0)",
+                           "count ffMM 3 for a gated MLP, 2 for a plain one, 0 for a layer without one",
+                           kind=kind, op=ops.FF_MM)
+        return
+    stated = MATRICES.get(model.mlp or "")
+    if stated is not None and matrices and stated != matrices:
+        form = next(name for name, count in MATRICES.items() if count == matrices)
+        yield LayerProblem("mlp-form-mismatch",
+                           f"model '{model.name}' states `mlp {model.mlp}` ({stated} matrices), but its "
+                           f"'{kind}' layers price ffMM {matrices}, a {form} feed-forward",
+                           f"write `mlp {form}`, or price the model with a profile whose kinds count "
+                           f"ffMM {stated}", kind=kind, field="mlp", op=ops.FF_MM)
+    if matrices and layer.ffn_width < 1:
+        yield LayerProblem("missing-field",
+                           f"layers of kind '{kind}' run a dense feed-forward, but the model states no ffn_width",
+                           "state the dense width: `ffn_width 11008` (HF intermediate_size)",
+                           kind=kind, field="ffn_width")
+
+
+def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> Iterator[LayerProblem]:
+    """Yield a norm count other than one before each attention and one before the feed-forward."""
+    expected = attentions + int(ffn)
+    stated = layer.layer_norms is not None
+    count = layer.layer_norms if stated else ops.norms(layer.ops)
+    if count == expected:
+        return
+    parts = "one before the attention" if attentions == 1 else "one before each of its two attentions"
+    parts += " and one before the feed-forward" if ffn else ""
+    where = f"layer_norms {count}" if stated else f"normOp {count}"
+    hint = (f"remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` if every "
+            f"layer has {expected}" if stated else
+            f"state `layer_norms {expected}`: the norms a layer has, where the kind's normOp counts others")
+    yield LayerProblem("norm-count-mismatch",
+                       f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: {parts}",
+                       hint, kind=kind, field="layer_norms", op=None if stated else ops.NORM)
+
+
+def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
+    """Yield a kind whose attention or feed-forward flavour needs a block the model does not state."""
+    flavours = cost.profile.kinds.get(kind)
+    if flavours is None:
+        return
+    model = cost.model
+    if flavours.attention == "linear" and not block_stated(model, "linear"):
+        yield LayerProblem("missing-linear-dims",
+                           f"kind '{kind}' is linear attention, but model '{model.name}' declares no linear block",
+                           "declare `linear { key_heads  key_head_dim  value_heads  value_head_dim  conv }`",
+                           kind=kind, field="linear")
+    if flavours.ffn == "moe" and not block_stated(model, "moe"):
+        yield LayerProblem("missing-moe-dims",
+                           f"kind '{kind}' is MoE, but model '{model.name}' declares no moe block",
+                           "declare `moe { experts E  top_k K  expert_width W }`", kind=kind, field="moe")
+
+
+def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:
+    """Yield what the reference modules' constructors refuse (hpdsl/torch/modules/)."""
+    role = mixer_role(layer)
+    if role in ("attention", "mla") or attentions == 2:
+        if layer.kv_heads < 1 or layer.heads % layer.kv_heads:
+            yield LayerProblem("heads-not-divisible",
+                               f"heads {layer.heads} is not a multiple of kv_heads {layer.kv_heads}",
+                               "kv_heads must divide heads: one of " + ", ".join(map(str, _divisors(layer.heads))),
+                               field="kv_heads")
+    if role == "linear_attention" and layer.key_heads >= 1 and layer.value_heads % layer.key_heads:
+        yield LayerProblem("value-heads-not-divisible",
+                           f"linear value_heads {layer.value_heads} is not a multiple of key_heads "
+                           f"{layer.key_heads}: each key head serves a whole number of value heads",
+                           "value_heads must be a multiple of key_heads: "
+                           + ", ".join(str(layer.key_heads * n) for n in range(1, 5)) + ", ...",
+                           field="value_heads")
+    if role == "mla" and layer.qk_norm:
+        yield LayerProblem("mla-qk-norm",
+                           "the model has an mla block and states qk_norm, but multi-head latent attention "
+                           "normalises its latents and has no per-head QK norm",
+                           "remove `qk_norm` (or write `qk_norm false`)", field="qk_norm")
+
+
+def _divisors(n: int, most: int = 12) -> list[int]:
+    """Return the least `most` divisors of n, trying at most 10,000 candidates."""
+    return [d for d in range(1, min(n, 10_000) + 1) if n % d == 0][:most]
+
+
+def _quoted(names: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+def _number(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+
+
+__all__ = ["ENCODER", "DECODER", "MATRICES", "LayerProblem", "built_kinds", "is_encoder_decoder", "kind_layer",
+           "layer_problems"]

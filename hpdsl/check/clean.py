@@ -1,0 +1,68 @@
+"""The declarations that checked without errors, lowered and bound: what the IR passes judge.
+
+The AST checks (hpdsl/check/__init__.py) run first and never raise. Then only
+the declarations with no error inside them, and none in what they depend on
+(a model's profile, the op vocabulary), are lowered, so lowering and binding
+may assume the checks passed, exactly as hpdsl/ir/lower.py does. The IR passes
+report through the IR's source references (`located`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from hpdsl.bound.bind import CostModel, bind
+from hpdsl.scope import Scope
+from hpdsl.diagnostics import Diagnostic, Span
+from hpdsl.ir.lower_families import lower_family
+from hpdsl.ir.lower_models import DEFAULT_PROFILE, lower_model
+from hpdsl.ir.lower_profiles import lower_profile
+from hpdsl.ir.nodes import FamilyIR, ProfileIR, SourceRef
+
+
+@attrs.frozen
+class Clean:
+    """The clean declarations in scope: profiles and families lowered, models lowered and bound."""
+
+    profiles: dict[str, ProfileIR]
+    families: dict[str, FamilyIR]
+    models: dict[str, CostModel]
+
+    def without_models(self, names: Iterable[str]) -> Clean:
+        """Return this set less the models `names` (a pass found errors in them)."""
+        dropped = set(names)
+        return attrs.evolve(self, models={n: m for n, m in self.models.items() if n not in dropped})
+
+
+def lower_clean(scope: Scope, diagnostics: Sequence[Diagnostic]) -> Clean:
+    """Lower and bind every declaration of `scope` that no error in `diagnostics` lies in or depends on."""
+    errors = [d.span for d in diagnostics if d.is_error]
+    vocabulary = scope.vocabulary is not None and not has_errors(scope.vocabulary.span, errors)
+    profiles = {name: lower_profile(profile, scope) for name, profile in scope.profiles.items()
+                if vocabulary and not has_errors(profile.span, errors)}
+    families = {name: lower_family(family) for name, family in scope.families.items()
+                if not has_errors(family.span, errors)}
+    models = {}
+    for name, model in scope.models.items():
+        profile = profiles.get(model.profile.value if model.profile else DEFAULT_PROFILE)
+        if profile is not None and not has_errors(model.span, errors):
+            models[name] = bind(lower_model(model, scope), profile)
+    return Clean(profiles, families, models)
+
+
+def has_errors(span: Span, errors: Sequence[Span]) -> bool:
+    """Return whether any of the `errors` spans starts inside `span`."""
+    start, end = (span.line, span.col), (span.end_line, span.end_col)
+    return any(e.file == span.file and start <= (e.line, e.col) <= end for e in errors)
+
+
+def located(source: SourceRef | None, name: str) -> Span | None:
+    """Return the span of `name` written at `source` (an IR node's name), or None without a source."""
+    if source is None:
+        return None
+    return Span(source.file, source.line, source.col, source.line, source.col + max(len(name), 1))
+
+
+__all__ = ["Clean", "has_errors", "located", "lower_clean"]

@@ -1,0 +1,112 @@
+"""One document checked as `hpdsl compile` checks it, with an index of every name in scope.
+
+The document is compiled with its imports and the standard library (the same
+loader and checker as the CLI, so diagnostics are identical); every parsed file's
+declarations are indexed by name, and the document's names are listed with the
+AST nodes that hold them, so a position resolves to what it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.api import check, lower
+from hpdsl.diagnostics import Collector, Diagnostic, Source, Span
+from hpdsl.loader import load_sources
+from hpdsl.registry import Registry
+from hpdsl.resources import stdlib_files
+
+
+@attrs.frozen
+class Occurrence:
+    """A name in the document and the chain of AST nodes around it (innermost last)."""
+
+    name: ast.Name
+    parents: tuple[Any, ...]
+
+    @property
+    def parent(self) -> Any:
+        """Return the node that holds the name."""
+        return self.parents[-1]
+
+
+@attrs.frozen
+class Analysis:
+    """A checked document: diagnostics, registry (when error-free), parsed files and the name index."""
+
+    name: str
+    text: str
+    diagnostics: tuple[Diagnostic, ...]
+    registry: Registry | None
+    files: tuple[ast.File, ...]
+    paths: dict[str, Path]
+
+    @property
+    def document(self) -> ast.File | None:
+        """Return the document's own AST (None when it does not parse)."""
+        return next((f for f in self.files if f.path == self.name), None)
+
+    def declarations(self, kind: type) -> Iterator[tuple[Any, ast.File]]:
+        """Yield every top-level declaration of one AST class in scope, with its file."""
+        for file in self.files:
+            for item in file.items:
+                if isinstance(item, kind):
+                    yield item, file
+
+    def path_of(self, span: Span) -> Path:
+        """Return the file on disk a span's file name stands for."""
+        return self.paths.get(span.file) or Path(span.file).resolve()
+
+
+def analyse(path: Path, text: str) -> Analysis:
+    """Check one document (named by its absolute path) with its imports and the standard library."""
+    name = str(path)
+    loaded = load_sources([Source(name, text)], stdlib=True)
+    scope, checked = check(loaded.files)
+    collector = Collector([*loaded.diagnostics, *checked])
+    registry = None
+    if not collector.has_errors:
+        registry = Registry(lower(scope, loaded.sources))
+    paths = {shown: file for shown, file in stdlib_files()}
+    return Analysis(name, text, collector.sorted(), registry, loaded.files, paths)
+
+
+def walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[Occurrence]:
+    """Yield every Name below an AST node, with the nodes that enclose it."""
+    if isinstance(node, ast.Name):
+        yield Occurrence(node, parents)
+        return
+    if isinstance(node, tuple):
+        for child in node:
+            yield from walk(child, parents)
+        return
+    if not attrs.has(type(node)):
+        return
+    for field in attrs.fields(type(node)):
+        if field.name not in ("span", "comments"):
+            yield from walk(getattr(node, field.name), (*parents, node))
+
+
+def contains(span: Span, line: int, col: int) -> bool:
+    """Return whether a span holds a 1-based position (its end column included, for a cursor after it)."""
+    after_start = (line, col) >= (span.line, span.col)
+    before_end = (line, col) <= (span.end_line, span.end_col)
+    return after_start and before_end
+
+
+def name_at(analysis: Analysis, line: int, col: int) -> Occurrence | None:
+    """Return the name under a 1-based position of the document, if any."""
+    document = analysis.document
+    if document is None:
+        return None
+    return next((o for o in walk(document) if contains(o.name.span, line, col)), None)
+
+
+def enclosing(occurrence: Occurrence, kind: type) -> Any:
+    """Return the innermost node of a class around an occurrence (None if there is none)."""
+    return next((p for p in reversed(occurrence.parents) if isinstance(p, kind)), None)
