@@ -1,10 +1,12 @@
-"""Parse and check throughput of hpdsl, beside PyYAML's safe_load of the same data, in one run.
+"""Parse and check throughput of hpdsl beside libyaml, PyYAML and json on the same data, interleaved.
 
 Generates 1,000 profiles and 1,000 families (the standard op vocabulary in scope),
-writes them as .hpf and as the equivalent YAML, then times, best of several runs:
-hpdsl parse (text → AST), parse + check (→ diagnostics), the full compile (→ IR),
-and `yaml.safe_load` of the YAML. Also times compiling the standard library.
-Ratios are measured side by side here; a time alone on a shared machine means little.
+writes them as .hpf, as the equivalent YAML and as the equivalent JSON, then
+times in interleaved rounds (one run of each contender per round, best of the
+rounds): `yaml.load(Loader=yaml.CSafeLoader)` (libyaml, C), `json.loads` (C),
+`yaml.safe_load` (pure Python), hpdsl parse (text -> AST), parse + check
+(-> diagnostics) and the full compile (-> IR). Ratios are to CSafeLoader; a time
+alone on a shared machine means little. Also times compiling the standard library.
 
     .venv/bin/python bench/bench_compile.py [--profiles 1000] [--families 1000] [--repeat 3]
 """
@@ -12,6 +14,7 @@ Ratios are measured side by side here; a time alone on a shared machine means li
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +72,17 @@ def family_hpf(data: dict[str, Any]) -> str:
             f"  variant local \"pkg.mod:F{i}\" default\n}}\n")
 
 
+def interleaved(contenders: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Return each contender's best wall time over `rounds` rounds that run every contender once."""
+    times = {name: float("inf") for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[name] = min(times[name], time.perf_counter() - start)
+    return times
+
+
 def best(fn: Callable[[], Any], repeat: int) -> float:
     """Return the best wall time of `repeat` calls."""
     times = []
@@ -84,7 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", type=int, default=1000)
     parser.add_argument("--families", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
     profiles = [profile_data(i) for i in range(args.profiles)]
@@ -95,25 +109,32 @@ def main() -> None:
     stdlib = [Source(name, path.read_text()) for name, path in stdlib_files()]
     lines = text.count("\n")
 
-    t_yaml = best(lambda: yaml.safe_load(yaml_text), args.repeat)
-    t_parse = best(lambda: parse_source(source), args.repeat)
-    t_check = best(lambda: check_files([*map(parse_source, stdlib), parse_source(source)]), args.repeat)
+    json_text = json.dumps({"profiles": profiles, "families": families})
+    stdlib_parsed = [parse_source(s) for s in stdlib]
+    contenders: dict[str, Callable[[], Any]] = {
+        "yaml CSafeLoader (libyaml)": lambda: yaml.load(yaml_text, Loader=yaml.CSafeLoader),
+        "json.loads": lambda: json.loads(json_text),
+        "yaml.safe_load (Python)": lambda: yaml.safe_load(yaml_text),
+        "hpdsl parse": lambda: parse_source(source),
+        "hpdsl parse + check": lambda: check_files([*stdlib_parsed, parse_source(source)]),
+        "hpdsl compile (to IR)": lambda: compile_sources([source], stdlib=True),
+    }
     compile_sources([source], stdlib=True)  # a SpecError listing the first diagnostics if it fails
-    t_compile = best(lambda: compile_sources([source], stdlib=True), args.repeat)
+    times = interleaved(contenders, args.repeat)
+    base = times["yaml CSafeLoader (libyaml)"]
 
     print(f"generated input: {args.profiles} profiles, {args.families} families, {lines:,} lines "
-          f"(.hpf {len(text):,} bytes, YAML {len(yaml_text):,} bytes)")
-    print(f"{'stage':<28}{'seconds':>10}{'lines/s':>14}{'x yaml.safe_load':>19}")
-    for label, seconds in (("yaml.safe_load (same data)", t_yaml), ("hpdsl parse", t_parse),
-                           ("hpdsl parse + check", t_check), ("hpdsl compile (to IR)", t_compile)):
-        print(f"{label:<28}{seconds:>10.3f}{lines / seconds:>14,.0f}{seconds / t_yaml:>19.2f}")
+          f"(.hpf {len(text):,} bytes, YAML {len(yaml_text):,}, JSON {len(json_text):,})")
+    print(f"{'stage':<28}{'seconds':>10}{'lines/s':>14}{'x CSafeLoader':>15}")
+    for label, seconds in times.items():
+        print(f"{label:<28}{seconds:>10.3f}{lines / seconds:>14,.0f}{seconds / base:>15.2f}")
 
     std_text = "".join(s.text for s in stdlib)
     std_yaml = yaml.safe_dump({"files": [s.text for s in stdlib]})
     t_std = best(lambda: compile_sources([], stdlib=True), args.repeat)
-    t_std_yaml = best(lambda: yaml.safe_load(std_yaml), args.repeat)
+    t_std_yaml = best(lambda: yaml.load(std_yaml, Loader=yaml.CSafeLoader), args.repeat)
     print(f"standard library: {len(stdlib)} files, {std_text.count(chr(10)):,} lines, compiled in "
-          f"{t_std * 1e3:.1f} ms ({t_std / t_std_yaml:.1f}x yaml.safe_load of the same text as YAML strings)")
+          f"{t_std * 1e3:.1f} ms ({t_std / t_std_yaml:.1f}x CSafeLoader of the same text as YAML strings)")
 
 
 if __name__ == "__main__":

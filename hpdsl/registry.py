@@ -22,7 +22,6 @@ import attrs
 
 from hpdsl.diagnostics.diagnostic import Diagnostic
 from hpdsl.errors import LoadError, UnknownNameError
-from hpdsl.ir.convert import registry_from_data, registry_to_json
 from hpdsl.ir.nodes import FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
 
 _T = TypeVar("_T")
@@ -101,11 +100,15 @@ class Registry:
 
     def to_json(self) -> str:
         """Return the registry as registry.json text."""
+        from hpdsl.ir.convert import registry_to_json  # cattrs only when serialising: `hpdsl compile` checks
+
         return registry_to_json(self.ir)
 
     @classmethod
     def from_json(cls, text: str, *, name: str = "<string>") -> Registry:
         """Return the registry of registry.json text; raise LoadError naming `name`."""
+        from hpdsl.ir.convert import registry_from_data
+
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -293,3 +293,20 @@ def test_fmt_of_a_syntax_error_exits_1_with_the_diagnostic(work: Path) -> None:
     assert run.returncode == EXIT_SPEC
     assert_no_traceback(run)
     assert "syntax.hpf:3:16: error[syntax-error]:" in run.stderr
+
+
+def test_help_lists_every_command_as_its_own_help_says() -> None:
+    import importlib
+
+    import click
+    import click.testing
+
+    from hpdsl.cli.app import COMMANDS, SUMMARIES, _shorten, main
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    for name, target in COMMANDS.items():
+        module, _, attr = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        assert _shorten(SUMMARIES[name], 200) == command.get_short_help_str(200), name
+    listed = click.testing.CliRunner().invoke(main, ["--help"]).output
+    assert all(name in listed for name in COMMANDS)

@@ -146,3 +146,56 @@ def test_symbols_and_formatting(client: Client, tmp_path: Path) -> None:
                                                          "options": {"tabSize": 2,
                                                                      "insertSpaces": True}})
     assert edit["newText"].startswith("model tiny : llama2 {\n")
+
+
+USER = """\
+import "spec.hpf"
+model other : mine {
+  hidden 64  layers 3  heads 4  vocab 100  layer_norms 1
+  stack [mixer, second, mixer]
+}
+"""
+
+
+def _raw_request(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    client.next_id += 1
+    ident = client.next_id
+    client.send({"id": ident, "method": method, "params": params})
+    return client.wait(lambda m: m.get("id") == ident and "method" not in m)
+
+
+def _edited(changes: dict[str, list[dict[str, Any]]], uri: str) -> list[tuple[int, int, str]]:
+    return sorted((e["range"]["start"]["line"], e["range"]["start"]["character"], e["newText"])
+                  for e in changes.get(uri, []))
+
+
+def test_rename_a_kind_across_the_workspace(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "other.hpf").write_text("// nothing\n")
+    (tmp_path / "user.hpf").write_text(USER)  # on disk, not open: found in the workspace
+    uri = open_document(client, tmp_path / "spec.hpf", SPEC)
+    client.diagnostics(uri)
+    edit = client.request("textDocument/rename", {**at(uri, 2, 8), "newName": "block"})
+    changes = edit["changes"]
+    # the declaration, `default`, `from` and the stack of this document; both stack entries of the other file
+    assert _edited(changes, uri) == [(2, 7, "block"), (3, 10, "block"), (4, 19, "block"), (11, 9, "block")]
+    assert _edited(changes, (tmp_path / "user.hpf").as_uri()) == [(3, 9, "block"), (3, 24, "block")]
+
+
+def test_rename_a_profile_and_the_refusals(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "other.hpf").write_text("// nothing\n")
+    (tmp_path / "user.hpf").write_text(USER)
+    uri = open_document(client, tmp_path / "spec.hpf", SPEC)
+    client.diagnostics(uri)
+    changes = client.request("textDocument/rename", {**at(uri, 6, 15), "newName": "ours"})["changes"]
+    assert _edited(changes, uri) == [(1, 8, "ours"), (6, 14, "ours")]
+    assert _edited(changes, (tmp_path / "user.hpf").as_uri()) == [(1, 14, "ours")]
+    bad = _raw_request(client, "textDocument/rename", {**at(uri, 2, 8), "newName": "2nd"})
+    assert "is not a name" in bad["error"]["message"]
+    taken = _raw_request(client, "textDocument/rename", {**at(uri, 2, 8), "newName": "second"})
+    assert "already exists" in taken["error"]["message"]
+    llama = open_document(client, tmp_path / "llama.hpf", LLAMA)
+    client.diagnostics(llama)
+    line = next(i for i, text in enumerate(LLAMA.splitlines()) if text.startswith("model "))
+    column = LLAMA.splitlines()[line].index("llama2") + 1
+    stdlib = _raw_request(client, "textDocument/rename", {**at(llama, line, column), "newName": "mine2"})
+    assert "standard library" in stdlib["error"]["message"]

@@ -19,6 +19,10 @@ so one value per interval (and each constant itself) decides every condition
 the way all the integers it stands for would. `parallel` is not free: it is
 derived from the family axis (size > 1) by hpdsl.model.axes.with_parallel, the
 rule resolution and the estimator read too.
+
+Past ENUMERATION_LIMIT assignments the same questions are decided exactly by
+hpdsl/check/prover.py, which reports the same verdict and the same (first)
+counterexamples without enumerating; no family is left unchecked.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
+from hpdsl.check.prover import prove_family
 from hpdsl.ir.conditions import (
     condition_from_ast,
     matching_variants,
@@ -43,11 +48,10 @@ from hpdsl.ir.nodes import Condition, FamilyIR, Scalar, SelectorIR, VariantIR
 from hpdsl.model.axes import CONDITION_AXES, with_parallel
 
 DOMAIN_LIMIT = 200_000
-"""Above this many assignments coverage is not checked (a domain-too-large error)."""
+"""Above this many assignments hpdsl/check/layouts.py does not enumerate tp values."""
 
-WORK_LIMIT = 4_000_000
-"""Above this many condition nodes to evaluate (assignments x the size of every require and
-`when`) coverage is not checked either: the analysis stays well under a second."""
+ENUMERATION_LIMIT = 1_024
+"""Above this many assignments coverage is proved by hpdsl/check/prover.py instead of enumerated."""
 
 Assignment = Mapping[str, Scalar]
 
@@ -104,7 +108,6 @@ class Coverage:
         return self.domain.size
 
     domain: Domain
-    too_large: bool = False
     unsatisfiable: int | None = None
     overlaps: tuple[Overlap, ...] = ()
     gap: Assignment | None = None
@@ -175,11 +178,26 @@ def _int_values(constants: set[int], extra: set[int], low: int | None,
 # --------------------------------------------------------------------------
 
 
-def analyse_coverage(family: FamilyIR, *, limit: int = DOMAIN_LIMIT) -> Coverage:
-    """Judge every assignment of the family's domain; report what breaks "exactly one variant"."""
+def analyse_coverage(family: FamilyIR, *, limit: int = ENUMERATION_LIMIT) -> Coverage:
+    """Report what breaks "exactly one variant": enumerated up to `limit` assignments, proved past it."""
     domain = family_domain(family)
-    if domain.size > limit or domain.size * family_condition_size(family) > WORK_LIMIT:
-        return Coverage(domain, too_large=True)
+    if domain.size > limit:
+        return prove_coverage(family, domain)
+    return enumerate_coverage(family, domain)
+
+
+def prove_coverage(family: FamilyIR, domain: Domain) -> Coverage:
+    """Decide the coverage of `family` over `domain` with hpdsl/check/prover.py, at any size."""
+    proved = prove_family(family, [v.name for v in domain.variables],
+                          [v.values for v in domain.variables], domain.axis)
+    if proved.unsatisfiable is not None:
+        return Coverage(domain, unsatisfiable=proved.unsatisfiable)
+    return Coverage(domain, overlaps=tuple(Overlap(a, b, env) for a, b, env in proved.overlaps),
+                    gap=proved.gap, unreachable=proved.unreachable)
+
+
+def enumerate_coverage(family: FamilyIR, domain: Domain) -> Coverage:
+    """Judge every assignment of `domain` with the runtime's own `evaluate` and `matching_variants`."""
     last_failing = -1
     allowed = False
     gap: Assignment | None = None
@@ -202,22 +220,6 @@ def analyse_coverage(family: FamilyIR, *, limit: int = DOMAIN_LIMIT) -> Coverage
     unreachable = tuple(v.name for v in family.variants if not v.default and v.name not in reached)
     found = tuple(Overlap(a, b, env) for (a, b), env in overlaps.items())
     return Coverage(domain, overlaps=found, gap=gap, unreachable=unreachable)
-
-
-def family_condition_size(family: FamilyIR) -> int:
-    """Return how many condition nodes judging one assignment evaluates, at most."""
-    whens = (v.when for v in family.variants if v.when is not None)
-    return max(1, sum(condition_size(c) for c in (*(r.condition for r in family.requires), *whens)))
-
-
-def condition_size(condition: Condition) -> int:
-    """Return the number of nodes of a condition tree (an `in` counts each value)."""
-    total, todo = 0, [condition]
-    while todo:  # iterative: conditions may nest up to the parser's limit
-        node = todo.pop()
-        total += 1 + len(node.values or ())
-        todo.extend(node.operands)
-    return total
 
 
 # --------------------------------------------------------------------------
@@ -263,16 +265,7 @@ def report_coverage(family: ast.Family, collector: Collector) -> None:
     """Prove that every allowed assignment selects exactly one variant; report counterexamples."""
     ir = lower_family(family)
     result = analyse_coverage(ir)
-    if result.too_large:
-        # An error, not a warning: a family whose coverage is unproven could hide an
-        # overlap or a gap that only shows when a request resolves (docs/language.md).
-        collector.error(family.name.span, "domain-too-large",
-                        f"the selectors and axes of '{family.name.value}' take {result.size:,} "
-                        f"combinations, too many to check against its conditions (at most "
-                        f"{DOMAIN_LIMIT:,} combinations, {WORK_LIMIT:,} condition evaluations)",
-                        hint="use fewer selectors, narrow int selector ranges or compare them "
-                             "with fewer constants; split a large family in two")
-    elif result.unsatisfiable is not None:
+    if result.unsatisfiable is not None:
         _report_unsatisfiable(family, result.unsatisfiable, collector)
     else:
         _report_selection(family, ir, result, collector)

@@ -160,10 +160,11 @@ def _default_ok(type_: ast.SelectorType, default: ast.Literal | ast.Name) -> boo
     return inside or not _range_ok(type_)
 
 
-def _enum_member(type_: ast.EnumType, operand: ast.Literal | ast.Name) -> bool:
+def _enum_member(type_: ast.EnumType, operand: ast.Literal | ast.Name,
+                 members: frozenset[str] | None = None) -> bool:
     # An enum value is written as a name; a string naming a member means the same.
     textual = isinstance(operand, ast.Name) or operand.kind == "string"
-    return textual and operand.value in {v.value for v in type_.values}
+    return textual and operand.value in (members if members is not None else {v.value for v in type_.values})
 
 
 def _values(type_: ast.EnumType) -> list[str]:
@@ -208,6 +209,8 @@ class _Names:
     selectors: dict[str, ast.Selector]
     has_axis: bool
     collector: Collector
+    # Each enum's members, built once: an `in` list of k values against a k-value enum stays linear.
+    members: dict[str, frozenset[str]] = attrs.field(factory=dict)
 
     def check(self, expr: ast.Expr) -> None:
         """Report every unknown name and type mismatch in one condition."""
@@ -280,7 +283,9 @@ class _Names:
             return None if ok else ("", "compare it with a whole number")
         type_ = self.selectors[left.value].type
         assert isinstance(type_, ast.EnumType)
-        if _enum_member(type_, operand):
+        if left.value not in self.members:
+            self.members[left.value] = frozenset(v.value for v in type_.values)
+        if _enum_member(type_, operand, self.members[left.value]):
             return None
         values = _values(type_)
         if isinstance(operand, ast.Name):

@@ -18,20 +18,18 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from hpdsl.diagnostics import Diagnostic, Source, render_diagnostics
-from hpdsl.errors import HpdslError, InputError, LoadError, SpecError
+if TYPE_CHECKING:  # imported where used: `hpdsl --help` needs click alone (bench/bench_startup.py)
+    from hpdsl.diagnostics import Diagnostic, Source
 
 EXIT_OK = 0
 EXIT_SPEC = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
-# Error classes whose exit code is not EXIT_SPEC (the code of every other HpdslError).
-_USAGE_ERRORS: tuple[type[HpdslError], ...] = (InputError, LoadError)
 
 DEBUG_VARIABLE = "HPDSL_DEBUG"
 _JSON_KEY = "hpdsl.json"
@@ -51,6 +49,21 @@ COMMANDS: dict[str, str] = {
     "lsp": "hpdsl.cli.lsp:lsp_command",
 }
 
+# Command name -> its one-line help, so `hpdsl --help` lists the commands without importing
+# them; tests/test_cli.py holds each equal to the command's own docstring.
+SUMMARIES: dict[str, str] = {
+    "compile": "Check .hpf files and folders (default: the standard library); with -o, write registry.json.",
+    "fmt": "Print the canonical form of .hpf files (or --check, or --write them in place).",
+    "stack": "Print a model's layer groups and, per kind, the fields it binds.",
+    "import-hf": "Turn a HuggingFace config.json into a model .hpf.",
+    "estimate": "Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time).",
+    "search": "Price every valid strategy for N devices as arrays; rank those that fit by step time.",
+    "explain": ("Say which family, variant, selector clause and mesh sizes built a module, "
+                "and where they are declared."),
+    "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
+    "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion.",
+}
+
 
 # --------------------------------------------------------------------------
 # The group: one place for errors and exit codes
@@ -59,7 +72,10 @@ COMMANDS: dict[str, str] = {
 
 def exit_code(error: BaseException) -> int:
     """Return the exit code an error ends the command with."""
-    if isinstance(error, _USAGE_ERRORS):
+    from hpdsl.errors import HpdslError, InputError, LoadError
+
+    # Every HpdslError is a spec error (exit 1) but these, which are usage and I/O errors.
+    if isinstance(error, (InputError, LoadError)):
         return EXIT_USAGE
     if isinstance(error, HpdslError):
         return EXIT_SPEC
@@ -78,6 +94,22 @@ class _Group(click.Group):
             self.add_command(getattr(importlib.import_module(module), name), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own would import every command to read its help; the summaries say the same.
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in self.commands or name not in SUMMARIES:
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                rows.append((name, _shorten(SUMMARIES[name], limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -92,7 +124,14 @@ class _Group(click.Group):
             _fail(ctx, error)
 
 
+def _shorten(text: str, limit: int) -> str:
+    # Exactly what the command would list: click shortens its help the same way.
+    return click.Command(None, help=text).get_short_help_str(limit)
+
+
 def _fail(ctx: click.Context, error: Exception) -> NoReturn:
+    from hpdsl.errors import SpecError
+
     code = exit_code(error)
     message, details = _explain(error, code)
     diagnostics = error.diagnostics if isinstance(error, SpecError) else ()
@@ -112,6 +151,8 @@ _KINDS = {EXIT_SPEC: "spec", EXIT_USAGE: "usage", EXIT_INTERNAL: "internal"}
 
 def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
     """Return the one-line message for an error and the lines that detail it."""
+    from hpdsl.errors import HpdslError, LoadError
+
     if code == EXIT_INTERNAL:
         if os.environ.get(DEBUG_VARIABLE) == "1":
             traceback.print_exception(error)
@@ -168,6 +209,8 @@ def emit_json(data: Mapping[str, Any]) -> None:
 def report_diagnostics(diagnostics: Sequence[Diagnostic], sources: Mapping[str, Source]) -> None:
     """Render diagnostics to stderr, with their source lines and carets."""
     if diagnostics:
+        from hpdsl.diagnostics import render_diagnostics
+
         click.echo(render_diagnostics(diagnostics, sources), err=True)
 
 

@@ -70,7 +70,7 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
     columns: list[Column] = []
     index: dict[tuple[str, str | None], int] = {}
     for role, sequence in (("layer", body_kinds), ("mtp", mtp_kinds)):
-        for kind in sequence:
+        for kind in dict.fromkeys(sequence):  # each distinct kind once, in first-seen order
             if (role, kind) not in index:
                 index[role, kind] = len(columns)
                 config = cost_model.kind_config(kind)
@@ -79,8 +79,10 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                                       config, layer_params(config),
                                       replicated_roles(cost_model, config, kind)))
     columns += [Column("embedding", "embedding"), Column("output", "output")]
-    return ModelColumns(cost_model, tuple(columns), tuple(index["layer", k] for k in body_kinds),
-                        tuple(index["mtp", k] for k in mtp_kinds), parameters(cost_model))
+    body = {k: index["layer", k] for k in dict.fromkeys(body_kinds)}
+    mtp = {k: index["mtp", k] for k in dict.fromkeys(mtp_kinds)}
+    return ModelColumns(cost_model, tuple(columns), tuple(map(body.__getitem__, body_kinds)),
+                        tuple(map(mtp.__getitem__, mtp_kinds)), parameters(cost_model))
 
 
 def head_counts(config: LayerConfig) -> dict[str, int]:

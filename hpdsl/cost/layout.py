@@ -76,10 +76,14 @@ def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedd
     sizes = tuple(split) if split is not None else even_split(len(body), chunks)
     comp = np.zeros((chunks, n_columns))
     cum = np.zeros((chunks, max(sizes, default=0) + 1, n_columns))
+    columns = np.asarray(body, dtype=np.int64)
     start = 0
     for c, size in enumerate(sizes):
-        for j, column in enumerate(body[start:start + size]):
-            cum[c, j + 1:, column] += 1
+        # Row j counts each column among the chunk's first j layers (rows past its size: all of them).
+        steps = np.zeros((size + 1, n_columns))
+        steps[np.arange(1, size + 1), columns[start:start + size]] = 1
+        cum[c, :size + 1] = np.cumsum(steps, axis=0)
+        cum[c, size + 1:] = cum[c, size]
         comp[c] = cum[c, -1]
         start += size
     comp[0, embedding] += 1

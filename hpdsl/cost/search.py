@@ -11,9 +11,12 @@ chunks, never over candidates.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 import attrs
 import numpy as np
@@ -27,6 +30,10 @@ from hpdsl.cost.validate import invalid_mask
 
 CHUNK = 1 << 13
 """Candidates priced per numpy pass: big enough to amortise numpy's call overhead, small enough for cache."""
+
+
+PROGRESS_AFTER = 1.0
+"""Seconds a search runs before its progress bar shows."""
 
 
 @attrs.frozen
@@ -53,22 +60,28 @@ class SearchResult:
 
 def divisors(n: int) -> list[int]:
     """Return the divisors of n in increasing order."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return list(_divisors(n))
+
+
+@cache
+def _divisors(n: int) -> tuple[int, ...]:
+    # Memoised: `layouts` asks for the divisors of the same few numbers thousands of times.
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0] if n > 0 else []
+    return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
 def layouts(devices: int, experts: int) -> np.ndarray:
     """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp."""
-    rows = []
-    for tp in divisors(devices):
-        for cp in divisors(devices // tp):
-            for pp in divisors(devices // (tp * cp)):
+    rows: list[tuple[int, ...]] = []
+    for tp in _divisors(devices):
+        for cp in _divisors(devices // tp):
+            for pp in _divisors(devices // (tp * cp)):
                 dp = devices // (tp * cp * pp)
                 mesh = dp * cp * tp
-                for ep in (divisors(mesh) if experts > 1 else [1]):
+                for ep in (_divisors(mesh) if experts > 1 else (1,)):
                     if experts % ep:
                         continue
-                    for etp in (divisors(mesh // ep) if experts > 1 else [1]):
-                        rows.append((tp, cp, pp, dp, ep, etp))
+                    rows.extend((tp, cp, pp, dp, ep, etp) for etp in (_divisors(mesh // ep) if experts > 1 else (1,)))
     return np.array(rows, dtype=np.int64).reshape(-1, 6)
 
 
@@ -129,7 +142,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: int | N
                           micro_batches=micro_batches, recompute=recompute, zero=zero,
                           cp_kinds=cp_kinds, vpp=vpp, base=base)
     valid = grid.take(~invalid_mask(prepared.columns, grid))
-    times, peaks = _price_chunks(prepared, valid, progress)
+    times, peaks = _price_chunks(prepared, valid, progress, start)
     fits = np.nonzero(peaks <= capacity)[0]
     ranked = fits[np.lexsort((peaks[fits], times[fits]))][:top]
     best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked)
@@ -137,19 +150,32 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: int | N
                         len(valid), len(fits), time.perf_counter() - start, best)
 
 
-def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Return (step time, peak bytes) of every candidate, priced CHUNK at a time."""
-    from tqdm import tqdm
+def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,
+                  start: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step time, peak bytes) of every candidate, priced CHUNK at a time.
 
+    The progress bar (on a terminal, or when `progress`) appears only once the
+    search has run for PROGRESS_AFTER seconds: a quick search prints nothing.
+    """
     n = len(grid)
     times, peaks = np.empty(n), np.empty(n)
-    show = sys.stderr.isatty() and n > CHUNK if progress is None else progress
-    with tqdm(total=n, unit="strategy", unit_scale=True, disable=not show, file=sys.stderr,
-              desc="pricing") as bar:
+    show = (sys.stderr.isatty() if progress is None else progress) and n > CHUNK
+    bar = _progress_bar(n, max(0.0, PROGRESS_AFTER - (time.perf_counter() - start))) if show else None
+    try:
         for lo in range(0, n, CHUNK):
             part = slice(lo, min(n, lo + CHUNK))
             price = price_grid(prepared, grid.take(part))
             times[part], peaks[part] = price.step_time_s, price.peak_bytes
-            bar.update(part.stop - part.start)
+            if bar is not None:
+                bar.update(part.stop - part.start)
+    finally:
+        if bar is not None:
+            bar.close()
     return times, peaks
+
+
+def _progress_bar(total: int, delay: float) -> Any:
+    """Return a tqdm bar on stderr that stays hidden for `delay` seconds."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="strategy", unit_scale=True, file=sys.stderr, desc="pricing", delay=delay)

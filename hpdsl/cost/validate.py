@@ -7,6 +7,7 @@ disagree: a strategy is valid iff no predicate flags it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import attrs
@@ -16,7 +17,7 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
-from hpdsl.ir.conditions import evaluate
+from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
 from hpdsl.model import ops as OP
@@ -88,20 +89,63 @@ def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], .
 
 def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
     """A family's require over the grid's axis sizes, with its selectors at their defaults."""
+    names = names_in(require.condition)
+    read = [a for a in CONDITION_AXES if a in names or (a == family.parallel and "parallel" in names)]
 
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
-        axes = np.stack([getattr(g, axis) for axis in CONDITION_AXES], axis=1)
-        rows, inverse = np.unique(axes, axis=0, return_inverse=True)  # few distinct layouts
-        refused = np.array([_refuses(family, require, row) for row in rows], dtype=bool)
-        return refused[inverse.ravel()]
+        # Judged once per distinct value of the axes the require reads (few), never per candidate.
+        job = np.logical_and.reduce([getattr(g, axis) >= 1 for axis in CONDITION_AXES])
+        values, inverse = group_rows([np.maximum(getattr(g, axis), 1) for axis in read], len(g))
+        refused = np.array([_refuses(family, require, dict(zip(read, row, strict=True))) for row in values],
+                           dtype=bool)
+        return refused[inverse] & job  # not a job at all: the positivity rules report it
 
     return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}")
 
 
-def _refuses(family: FamilyIR, require: RequireIR, row: np.ndarray) -> bool:
-    if (row < 1).any():
-        return False  # not a job at all: the positivity rules report it
-    sizes = AxisSizes(**{axis: int(v) for axis, v in zip(CONDITION_AXES, row, strict=True)})
+def group_rows(columns: list[np.ndarray], n: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Return the distinct rows of non-negative int columns and each candidate's row index.
+
+    A packed int64 key (each column's values ranked, then mixed-radix) grouped with
+    bincount when small: linear, where `np.unique(axis=0)` sorts rows.
+    """
+    key = np.zeros(n, dtype=np.int64)
+    distinct: list[np.ndarray] = []
+    for column in columns:
+        ranks, values = _ranks(np.asarray(column, dtype=np.int64))
+        key = key * len(values) + ranks
+        distinct.append(values)
+    size = math.prod(len(v) for v in distinct)
+    if size <= 4 * n + 4096:
+        present = np.flatnonzero(np.bincount(key, minlength=size))
+        index = np.full(size, -1, dtype=np.int64)
+        index[present] = np.arange(len(present))
+        keys, inverse = present, index[key]
+    else:
+        keys, inverse = np.unique(key, return_inverse=True)
+    rows = []
+    for k in keys.tolist():
+        row = []
+        for values in reversed(distinct):
+            k, r = divmod(k, len(values))
+            row.append(int(values[r]))
+        rows.append(tuple(reversed(row)))
+    return rows, inverse.ravel()
+
+
+def _ranks(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    top = int(column.max(initial=0))
+    if top <= 4 * len(column) + 4096:
+        counts = np.bincount(column, minlength=top + 1)
+        values = np.flatnonzero(counts)
+        lookup = np.cumsum(counts > 0) - 1
+        return lookup[column], values
+    values, ranks = np.unique(column, return_inverse=True)
+    return ranks.ravel(), values
+
+
+def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int]) -> bool:
+    sizes = AxisSizes(**row)  # the axes the require does not read stay 1: it cannot tell
     return not evaluate(require.condition, condition_inputs(family, sizes, {}))
 
 

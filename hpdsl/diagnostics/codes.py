@@ -78,8 +78,6 @@ CODES: dict[str, str] = {
     "variant-gap": "some selector and axis assignment matches no variant",
     "variant-unreachable": "no allowed assignment selects this variant",
     "require-unsatisfiable": "no assignment satisfies a family's require constraints",
-    "domain-too-large": ("the selector and axis domain is too large to check within the work "
-                         "budget (an error: coverage would be unproven)"),
     "duplicate-argument": "a variant's accepts(...) lists an argument twice",
     # --- tensor-parallel layouts ------------------------------------------
     "unknown-placement": "a layout entry's placement is not colwise, rowwise or replicate",

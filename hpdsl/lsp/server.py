@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from hpdsl.lsp.analysis import Analysis, analyse
@@ -20,6 +21,7 @@ from hpdsl.lsp.definition import definition
 from hpdsl.lsp.diagnostics import document_diagnostics, to_range
 from hpdsl.lsp.formatting import formatted
 from hpdsl.lsp.hover import hover
+from hpdsl.lsp.rename import RenameError, rename, workspace_texts
 from hpdsl.lsp.symbols import Symbol, symbols
 
 _COMPLETION_KINDS = {"keyword": lsp.CompletionItemKind.Keyword,
@@ -109,6 +111,23 @@ def create_server() -> HpdslServer:
     @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def on_symbols(ls: HpdslServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
         return [_symbol(s) for s in symbols(ls.analysis(params.text_document.uri))]
+
+    @server.feature(lsp.TEXT_DOCUMENT_RENAME)
+    def on_rename(ls: HpdslServer, params: lsp.RenameParams) -> lsp.WorkspaceEdit:
+        line, col = params.position.line + 1, params.position.character + 1
+        open_documents = {path_of(uri): doc.source for uri, doc in ls.workspace.text_documents.items()}
+        root = Path(ls.workspace.root_path) if ls.workspace.root_path else None
+        try:
+            edits = rename(ls.analysis(params.text_document.uri), line, col, params.new_name,
+                           workspace_texts(root, open_documents))
+        except RenameError as refused:
+            raise JsonRpcInvalidParams(str(refused)) from None
+        changes: dict[str, list[lsp.TextEdit]] = {}
+        for edit in edits:
+            changes.setdefault(edit.path.as_uri(), []).append(
+                lsp.TextEdit(range=to_range(edit.span), new_text=edit.text))
+        ls.analyses.clear()  # every open analysis may name what was renamed
+        return lsp.WorkspaceEdit(changes=changes)
 
     @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
     def on_format(ls: HpdslServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit]:

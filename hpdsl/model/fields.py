@@ -12,6 +12,7 @@ Adding a field is adding a row here (docs/language.md, "Adding a field").
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Literal, Union
 
 import attrs
@@ -135,11 +136,17 @@ def top_level(*, kinds: tuple[FieldType, ...] | None = None) -> dict[str, Field]
 
 def block_fields(block: str) -> dict[str, Field]:
     """Return the fields of one block, in table order."""
-    return {n: f for n, f in FIELDS.items() if f.block == block}
+    return dict(_block_fields(block))
 
 
+@cache
+def _block_fields(block: str) -> tuple[tuple[str, Field], ...]:
+    return tuple((n, f) for n, f in FIELDS.items() if f.block == block)
+
+
+@cache
 def required(block: str | None) -> tuple[str, ...]:
-    """Return the fields a model (block None) or a stated block must state."""
+    """Return the fields a model (block None) or a stated block must state (the table is constant)."""
     return tuple(n for n, f in FIELDS.items() if f.block == block and f.required)
 
 

@@ -7,13 +7,16 @@ in a setting, a chained '->') or the tokens that could stand there, as words.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import sys
 import threading
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
+import lark
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from hpdsl import ast
@@ -131,11 +134,36 @@ class _CommentSink:
 _COMMENTS = _CommentSink()
 
 
+CACHE_VARIABLE = "HPDSL_CACHE_DIR"
+"""Where the LALR tables are cached (default: $XDG_CACHE_HOME/hpdsl or ~/.cache/hpdsl); "" turns it off."""
+
+
 @cache
 def _parser() -> Lark:
-    return Lark.open(str(data_dir("grammar") / "hpdsl.lark"), parser="lalr",
-                     propagate_positions=True, maybe_placeholders=False,
-                     lexer_callbacks={"COMMENT": _COMMENTS})
+    grammar = (data_dir("grammar") / "hpdsl.lark").read_text(encoding="utf-8")
+    options: dict[str, Any] = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": False,
+                               "lexer_callbacks": {"COMMENT": _COMMENTS}}
+    path = _cache_path(grammar)
+    # Lark stores a hash of the grammar, its options and versions in the file, and rebuilds
+    # (then rewrites) on a mismatch, a damaged or half-written file, or when it cannot write.
+    return Lark(grammar, **options) if path is None else Lark(grammar, cache=path, **options)
+
+
+def _cache_path(grammar: str) -> str | None:
+    """Return the cache file for this grammar, Lark and Python; None when no folder is writable."""
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "hpdsl")
+    if not folder:
+        return None
+    key = hashlib.sha256(f"{grammar}\0{lark.__version__}\0{sys.version_info[:2]}".encode()).hexdigest()
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return None
+    path = os.path.join(folder, f"grammar-{key[:24]}.lark")
+    return path if os.access(folder, os.W_OK) or os.path.exists(path) else None
 
 
 def parse_text(text: str, name: str = "<string>") -> ast.File:
@@ -144,7 +172,21 @@ def parse_text(text: str, name: str = "<string>") -> ast.File:
 
 
 def parse_source(source: Source) -> ast.File:
-    """Parse a Source into an ast.File with its comments; raise SpecError on bad syntax."""
+    """Parse a Source into an ast.File with its comments; raise SpecError on bad syntax.
+
+    Parses are remembered by name and text (the AST is frozen, so sharing it is
+    safe): a language server re-checking after one edit re-parses only the file
+    that changed, not its imports and the standard library.
+    """
+    return _parse_remembered(source.name, source.text)
+
+
+@lru_cache(maxsize=256)
+def _parse_remembered(name: str, text: str) -> ast.File:
+    return _parse(Source(name, text))
+
+
+def _parse(source: Source) -> ast.File:
     oversize = _size_problem(source)
     if oversize is not None:
         raise SpecError(f"{source.name}: too large", (oversize,))

@@ -1,0 +1,98 @@
+"""A whole search end to end beside its pricing alone, and estimate/search against the layer count.
+
+1. DeepSeek-V3 (examples/deepseek_v3.hpf): `search` in-process, end to end
+   (enumeration, every validity rule, family requires, pricing, ranking), and
+   the pricing alone of the same valid strategies, interleaved, best of
+   --repeat; for 1,024 devices and for 131,072 (target: under 2 s).
+2. Layers: `estimate(cost_model, strategy)` (prepare included) and a search on
+   64 devices for the same model with 1k, 10k, 100k and 1M layers; time per
+   layer should stay flat (target: 1M layers estimated in under a second).
+
+Threads are pinned to 1 before numpy loads.
+
+    .venv/bin/python bench/bench_search_e2e.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import argparse  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from hpdsl.api import bind_model  # noqa: E402
+from hpdsl.bound.bind import CostModel  # noqa: E402
+from hpdsl.cost import Strategy, estimate, search  # noqa: E402
+from hpdsl.cost.pricing import prepare, price_grid  # noqa: E402
+from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
+from hpdsl.cost.validate import invalid_mask  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def with_layers(name: str, layers: int, folder: Path) -> CostModel:
+    """Return example `name` bound with its layer count replaced by `layers`."""
+    text = (EXAMPLES / f"{name}.hpf").read_text()
+    path = folder / f"{name}_{layers}.hpf"
+    path.write_text(re.sub(r"\n  layers \d+", f"\n  layers {layers}", text, count=1))
+    return bind_model([path])
+
+
+def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
+    """Print a whole search's time beside pricing its valid strategies alone."""
+    best_search = best_price = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = search(cost_model, devices, progress=False)
+        best_search = min(best_search, time.perf_counter() - start)
+        prepared = prepare(cost_model)
+        grid = enumerate_grid(prepared, devices, global_batch=1024, seq_len=4096)
+        valid = grid.take(~invalid_mask(prepared.columns, grid))
+        start = time.perf_counter()
+        for lo in range(0, len(valid), CHUNK):
+            price_grid(prepared, valid.take(slice(lo, min(len(valid), lo + CHUNK))))
+        best_price = min(best_price, time.perf_counter() - start)
+    per = best_search / max(result.valid, 1)
+    print(f"  {devices:>7,} devices: {result.enumerated:,} enumerated, {result.valid:,} valid, "
+          f"{result.fitting:,} fit; search {best_search:.3f} s end to end ({per * 1e6:.2f} us per valid "
+          f"strategy), pricing alone {best_price:.3f} s; search / pricing {best_search / best_price:.1f}x")
+
+
+def layer_scaling(folder: Path) -> None:
+    """Print estimate and search times for growing layer counts."""
+    strategy = Strategy(tp=8, pp=4, dp=1, global_batch=1024, sequence_parallel=True)
+    print(f"  {'layers':>9}{'estimate s':>12}{'us/layer':>10}{'search(64) s':>14}{'us/layer':>10}")
+    for layers in (1_000, 10_000, 100_000, 1_000_000):
+        cost_model = with_layers("deepseek_v3", layers, folder)
+        start = time.perf_counter()
+        estimate(cost_model, strategy)
+        t_estimate = time.perf_counter() - start
+        start = time.perf_counter()
+        search(cost_model, 64, progress=False, micro_batches=(1,), recompute=("none",), zero=("none",))
+        t_search = time.perf_counter() - start
+        print(f"  {layers:>9,}{t_estimate:>12.3f}{t_estimate / layers * 1e6:>10.2f}"
+              f"{t_search:>14.3f}{t_search / layers * 1e6:>10.2f}")
+
+
+def main() -> None:
+    """Run both parts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    cost_model = bind_model([EXAMPLES / "deepseek_v3.hpf"])
+    print("DeepSeek-V3, search end to end in-process beside pricing alone:")
+    for devices in (1024, 131072):
+        search_vs_pricing(cost_model, devices, args.repeat)
+    print("DeepSeek-V3 with its layer count changed (prepare included):")
+    with tempfile.TemporaryDirectory() as folder:
+        layer_scaling(Path(folder))
+
+
+if __name__ == "__main__":
+    main()
