@@ -82,20 +82,33 @@ def test_attribute_walk_factories_are_refused_by_load_registry(good: dict[str, A
 
 
 def test_load_registry_imports_nothing(tmp_path: Path) -> None:
-    hpdsl.compile_paths([EXAMPLES]).to_json()
+    # An import hook records every import loading makes: only hpdsl's own loader modules
+    # and the standard library, never a module a factory or variant names.
     (tmp_path / "registry.json").write_text(hpdsl.compile_paths([EXAMPLES]).to_json())
     script = (
-        "import sys, hpdsl.registry\n"
-        "before = set(sys.modules)\n"
+        "import sys, json, hpdsl.registry\n"
+        "seen = []\n"
         "class Hook:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        raise AssertionError('imported ' + name)\n"
+        "        seen.append(name)\n"
+        "        return None\n"
         "sys.meta_path.insert(0, Hook())\n"
+        "before = set(sys.modules)\n"
         f"reg = hpdsl.registry.load_registry({str(tmp_path / 'registry.json')!r})\n"
-        "assert reg.models and set(sys.modules) == before, set(sys.modules) - before\n"
-        "print('ok')\n")
+        "named = {p.partition(':')[0] for f in reg.families.values()\n"
+        "         for p in (f.factory, *(v.path for v in f.variants))}\n"
+        "loaded = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps({'seen': seen, 'loaded': loaded, 'named': sorted(named),\n"
+        "                  'models': len(reg.models)}))\n")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
-    assert run.stdout.strip() == "ok", run.stderr
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["models"] and result["named"]
+    for name in result["loaded"]:
+        top = name.partition(".")[0]
+        assert top in ("hpdsl", "attrs", "cattrs", "typing_extensions") or top in sys.stdlib_module_names, name
+        assert not name.startswith(("hpdsl.torch", "torch")), name
+    assert not set(result["seen"]) & set(result["named"])  # never even looked for
 
 
 def test_the_same_sources_compiled_from_two_directories_give_identical_bytes(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ MAX_NESTING = 100
 # integer literal (every count, width and bound fits far below it, and products of
 # two stay exact in 64-bit arithmetic downstream).
 MAX_FILE_CHARS = 1 << 20
-MAX_LINE_CHARS = 10_000
+MAX_LINE_CHARS = 100_000
 MAX_INT = 1 << 62
 
 # How terminals read in "expected ..." hints; keywords and punctuation read as themselves.
