@@ -75,7 +75,7 @@ def test_layer_types_too_short_names_both_counts() -> None:
 
 
 def test_unknown_layer_types_warn_and_fall_back_to_the_default() -> None:
-    result = resolve(QWEN, 4, types=("sliding_attention", "full_attention") * 2)
+    result = resolve(QWEN, 4, types=("chunked_attention", "global_attention") * 2)
     assert result.groups == (g("decoder", 4),)
     assert codes(result) == ["layer-types-unknown-kind"] * 2  # one per distinct name
     assert all(problem.severity == "warning" for problem in result.problems)
@@ -230,8 +230,8 @@ def test_gold_errors_from_hpf_text() -> None:
     assert _groups(f"layers 4 {LINEAR} layer_types [{L}, {F}, {L}]", "qwen3_5")[1] == [
         "layer-types-too-short"]
     assert _groups("layers 23", "t5")[1] == ["odd-encoder-decoder"]
-    warned = _groups("layers 4 layer_types [sliding_attention, full_attention, "
-                     "sliding_attention, full_attention]", "qwen")
+    warned = _groups("layers 4 layer_types [chunked_attention, global_attention, "
+                     "chunked_attention, global_attention]", "qwen")
     assert warned == ((g("decoder", 4),), ["layer-types-unknown-kind"] * 2)
 
 

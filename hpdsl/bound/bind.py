@@ -25,7 +25,7 @@ from hpdsl.model.fields import FIELDS
 
 ATTENTION_FIELDS = (
     "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params", "qk_norm",
-    "key_heads", "key_head_dim", "value_heads", "value_head_dim", "conv",
+    "key_heads", "key_head_dim", "value_heads", "value_head_dim", "conv", "window",
 )
 """What an attention flavour assigns (upstream: attn_kind, a, dh, n_kv, attn_output_gate,
 attn_extra_p, n_qknorm, lin_n_k, lin_d_k, lin_n_v, lin_d_v, lin_conv)."""
@@ -170,6 +170,8 @@ def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
             fields.update(linear_attention_fields(model))
         else:
             fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
+        if kind.attention == "sliding":
+            fields["window"] = model.sliding_window or 0
     if any(profile.kinds[k].ffn is not None for k in used):
         fields.update(_ffn_fields(base, model, kind.ffn))
     return BoundKind(name, kind.attention, kind.ffn, fields)

@@ -36,6 +36,11 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
                                        "(convolution, gates, decay, output norm)"),
     Bound("ep", Optional[int], 1, "expert-parallel degree: 1 for dense layers, None for the strategy's"),  # noqa: UP007
     Bound("gated", bool, True, "the feed-forward is gated (gate·up·down) rather than plain (up·down)"),
+    Bound("window", int, 0, "positions each query of a sliding-window layer sees (0: the whole prefix)"),
+    Bound("q_norm_width", int, 0, "elements the query QK-norm scales: head_dim, or heads × head_dim "
+                                  "with qk_norm_full"),
+    Bound("k_norm_width", int, 0, "elements the key QK-norm scales: head_dim, or kv_heads × head_dim "
+                                  "with qk_norm_full"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),

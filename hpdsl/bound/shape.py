@@ -177,13 +177,14 @@ def _ffn_count(model: ModelIR, kind: str, layer: LayerConfig, matrices: int) -> 
 
 def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> Iterator[LayerProblem]:
     """Yield a norm count other than one before each attention and one before the feed-forward."""
-    expected = attentions + int(ffn)
+    expected = (attentions + int(ffn)) * (2 if layer.sandwich_norms else 1)
     stated = layer.layer_norms is not None
     count = layer.layer_norms if stated else ops.norms(layer.ops)
     if count == expected:
         return
     parts = "one before the attention" if attentions == 1 else "one before each of its two attentions"
     parts += " and one before the feed-forward" if ffn else ""
+    parts += ", and one after each (sandwich_norms)" if layer.sandwich_norms else ""
     where = f"layer_norms {count}" if stated else f"normOp {count}"
     hint = (f"remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` if every "
             f"layer has {expected}" if stated else

@@ -76,7 +76,10 @@ def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ff
 def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
     """Return the config a layer's modules are built from: the bound layer with its built form."""
     matrices = ops.ffn_matrices(layer.ops)
-    return evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal)
+    full = layer.qk_norm_full
+    return evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal,
+                  q_norm_width=int(layer.heads * layer.head_dim if full else layer.head_dim),
+                  k_norm_width=int(layer.kv_heads * layer.head_dim if full else layer.head_dim))
 
 
 def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:
@@ -86,12 +89,17 @@ def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool
         return ()
     config = layer_config(layer, causal=causal)
     slots = [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
+    if config.sandwich_norms:
+        slots.append(_slot("norm", "mixer_post_norm", config, bindings))
     if attentions == 2:
         slots += [_slot("norm", "cross_norm", config, bindings),
                   _slot("attention", "cross_attention", cross_attention_config(config), bindings)]
     if matrices:
         slots += [_slot("norm", "ffn_norm", config, bindings), *ffn_slots(config, bindings)]
+        if config.sandwich_norms:
+            slots.append(_slot("norm", "ffn_post_norm", config, bindings))
     return tuple(slots)
+
 
 
 def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
@@ -112,9 +120,16 @@ def end_slots(cost: CostModel) -> tuple[Slot, ...]:
     """Return the model-level slots: the embedding, the final norm and, unless tied, the output head."""
     config, bindings = cost.base, cost.profile.slots
     slots = [_slot("embedding", "embed", config, bindings), _slot("norm", "norm", config, bindings)]
+    if cost.model.learned_positions:
+        slots.append(_slot("embedding", "positions", positions_config(cost), bindings))
     if not cost.model.tie_embeddings:
         slots.append(_slot("head", "head", config, bindings))
     return tuple(slots)
+
+
+def positions_config(cost: CostModel) -> ModuleConfig:
+    """Return the config of a learned absolute position table: an embedding of max_positions rows."""
+    return evolve(cost.base, vocab=cost.model.max_positions or 0)
 
 
 def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str]) -> Slot:
@@ -122,4 +137,4 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
 
 
 __all__ = ["Slot", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
-           "layer_shape", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]
+           "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]

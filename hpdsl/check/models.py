@@ -382,6 +382,11 @@ def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blo
                             f"the stack has MoE layers (kind '{kind}' of profile "
                             f"'{profile.name.value}'), but the model declares no moe block",
                             hint="declare `moe { experts E  top_k K  expert_width W }`")
+        if attention == "sliding" and "sliding_window" not in stated:
+            collector.error(_kind_site(model, kind), "missing-field",
+                            f"the stack has sliding-window layers (kind '{kind}' of profile "
+                            f"'{profile.name.value}'), but the model states no sliding_window",
+                            hint="state the window: `sliding_window 4096` (HF sliding_window)")
         if attention == "linear" and "linear" not in blocks:
             collector.error(_kind_site(model, kind), "missing-linear-dims",
                             f"the stack has linear-attention layers (kind '{kind}' of profile "

@@ -17,7 +17,7 @@ from hpdsl import ast
 from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
-from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, Fact, Field, top_level
+from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, Fact, Field, block_flags, top_level
 from hpdsl.model.slots import ATTENTION_FLAVOURS, FFN_FLAVOURS
 from hpdsl.scope import Scope, kind_flavours, kind_lineage, kind_vector, profile_kinds
 
@@ -42,8 +42,9 @@ class _Table:
 _TABLES = {
     "run": _Table(RUN_FACTS, "unknown-run-fact", "run-fact-type", "run fact"),
     "model": _Table(PROFILE_MODEL_FACTS, "unknown-model-fact", "model-fact-type", "model fact"),
-    "facts": _Table(top_level(kinds=("int", "float", "bool", "string")), "unknown-hf-fact", "hf-fact-type",
-                    "model field"),
+    # Block flags too (`router_bias`, `shared_gate`): a fact of the model type, whatever its sizes.
+    "facts": _Table({**top_level(kinds=("int", "float", "bool", "string", "choice")), **block_flags()},
+                    "unknown-hf-fact", "hf-fact-type", "model field"),
 }
 
 
@@ -311,6 +312,10 @@ def _expected(literal: ast.Literal, spec: FieldSpec) -> str | None:
         return None if fits else ("an integer" + (f" >= {least}" if least is not None else ""))
     if spec.type == "float":
         return None if literal.kind in ("int", "float") else "a number"
+    if spec.type == "choice":
+        choices = getattr(spec, "choices", ())
+        fits = literal.kind == "string" and literal.value in choices
+        return None if fits else "one of " + ", ".join(f'"{c}"' for c in choices)
     wanted = {"bool": "true or false", "string": "a string"}[spec.type]
     return None if literal.kind == spec.type else wanted
 

@@ -52,9 +52,16 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
 @click.option("--name", help="The model's name (default: the config's folder name).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the .hpf here (atomically) instead of printing it.")
+@click.option("--profiles", "profile_paths", multiple=True, type=click.Path(path_type=Path),
+              help="A .hpf file or folder of your own profiles to import against (repeatable).")
+@click.option("--profile", help="Price the model with this profile, whatever its model_type.")
+@click.option("--allow-unknown", is_flag=True,
+              help="Import a config with keys hpdsl does not understand (each is warned about; "
+                   "the count may be wrong).")
 @json_option
 @click.pass_context
 def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: str | None,
+                      profile_paths: tuple[Path, ...], profile: str | None, allow_unknown: bool,
                       as_json: bool) -> None:
     """Turn a HuggingFace config.json into a model .hpf.
 
@@ -62,14 +69,17 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
     Examples:
       hpdsl import-hf path/to/Llama-3-8B/config.json
       hpdsl import-hf config.json --name my_model -o my_model.hpf
+      hpdsl import-hf config.json --profiles my_profiles/ --profile my_profile
     """
-    from hpdsl.api import compile_sources, output_target, write_text_atomic
+    from hpdsl.api import compile_paths, compile_sources, output_target, write_text_atomic
     from hpdsl.importers.hf import import_hf_file
 
     if not config.is_file():
         raise InputError(f"{config}: no such file")
-    stdlib = compile_sources([], stdlib=True)
-    imported = import_hf_file(config, profiles=stdlib.profiles, name=name)
+    registry = compile_paths(list(profile_paths), stdlib=True) if profile_paths else \
+        compile_sources([], stdlib=True)
+    imported = import_hf_file(config, profiles=registry.profiles, name=name, profile=profile,
+                              allow_unknown=allow_unknown)
     for warning in imported.warnings:
         click.echo(f"hpdsl: warning: {warning}", err=True)
     if output is not None:

@@ -106,6 +106,8 @@ def parameters(cost_model: CostModel) -> ParamReport:
     output = 0 if model.tie_embeddings else model.vocab * h
     final_norms = towers * h * _norm_factor(base)
     positions = towers * (model.position_buckets or 0) * model.heads
+    if model.learned_positions:
+        positions += (model.max_positions or 0) * h
     body = sum(g.total for g in groups if not g.mtp)
     static = embedding + output + final_norms + positions
     return ParamReport(
@@ -154,7 +156,8 @@ def _projections(cfg: LayerConfig) -> Fraction:
     q = gate * h * d_q + (gate * d_q if biased else 0)
     kv = 2 * (h * d_kv + (d_kv if biased else 0))
     out = d_q * h + (h if cfg.o_bias and cfg.attn_kind != "linear" else 0)
-    return Fraction(q) + kv + out
+    sinks = a if cfg.attention_sinks and cfg.attn_kind != "linear" else 0
+    return Fraction(q) + kv + out + sinks
 
 
 def _mlp(n_ff: int, h: int, width: int, bias: bool) -> int:
@@ -168,7 +171,14 @@ def _norm_factor(cfg: LayerConfig) -> int:
 
 def _norms(cfg: LayerConfig) -> int:
     count = cfg.layer_norms if cfg.layer_norms is not None else op_count(cfg.ops, OP.NORM)
-    return (count * cfg.hidden + int(cfg.qk_norm) * 2 * cfg.head_dim) * _norm_factor(cfg)
+    return (count * cfg.hidden + int(cfg.qk_norm) * qk_norm_width(cfg)) * _norm_factor(cfg)
+
+
+def qk_norm_width(cfg: LayerConfig) -> int:
+    """Return the elements the q and k norms scale: a head each, or the whole projections (qk_norm_full)."""
+    if cfg.qk_norm_full:
+        return int((cfg.heads + cfg.kv_heads) * cfg.head_dim)
+    return 2 * cfg.head_dim
 
 
 def _exact(value: Number | Fraction) -> Number:

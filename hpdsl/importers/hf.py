@@ -1,12 +1,15 @@
 """A HuggingFace config.json into a model .hpf that the compiler accepts and fmt leaves unchanged.
 
-The profile comes from the config's `model_type` through the `model_types` the
-profiles declare (never from the model's name); an unknown type falls back to
-`default` with a warning. Facts a config of that type does not state come from
-the profile's `facts` blocks. Field aliases follow
-docs/reference.md#hf-config-fields (first populated alias wins). What the
-language cannot express is an error naming the config field: nothing is dropped
-silently.
+The importer never guesses. The profile comes from the config's `model_type`
+through the `model_types` the profiles declare (never from the model's name),
+or from `profile=`; an unknown type is an error listing the profiles. A key the
+config leaves out has the value transformers' config class gives it
+(hpdsl/importers/hf_keys.py DEFAULTS, tying included), else the profile's
+`facts`. A composite config's language model is read from `text_config`, its
+head's tying from the top level, as transformers does. Every key is read, on
+the documented list of keys irrelevant to cost (hf_keys.IGNORED), or an error
+naming it (`allow_unknown` downgrades that to a loud warning). Field aliases
+are the FIELDS rows' `hf` keys (hpdsl/model/fields.py; first stated wins).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
-from hpdsl.model.fields import FIELDS, block_fields
+from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS, READ, irrelevant
+from hpdsl.model.fields import FIELDS, block_fields, block_flags
 
 ALIASES: dict[str, tuple[str, ...]] = {
     name: field.hf for name, field in FIELDS.items()
@@ -39,6 +43,9 @@ FIELD_ORDER = tuple(name for name, field in FIELDS.items() if field.block is Non
 
 LINEAR_FIELDS = {name: field.hf[0] for name, field in block_fields("linear").items()}
 MLA_FIELDS = {name: field.hf[0] for name, field in block_fields("mla").items()}
+HF_KEYS = frozenset(key for field in FIELDS.values() for key in field.hf)
+"""Every config key a FIELDS row reads."""
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "feed_forward_proj")
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
@@ -60,8 +67,8 @@ class ImportedModel:
     warnings: tuple[str, ...] = ()
 
 
-def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR],
-                   name: str | None = None) -> ImportedModel:
+def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name: str | None = None,
+                   profile: str | None = None, allow_unknown: bool = False) -> ImportedModel:
     """Read a config.json and import it (see import_hf_config)."""
     try:
         config = json.loads(Path(path).read_text())
@@ -71,52 +78,150 @@ def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR],
         raise HfImportError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     if not isinstance(config, dict):
         raise HfImportError(f"{path}: a config.json holds one JSON object")
-    return import_hf_config(config, profiles=profiles, name=name or Path(path).parent.name)
+    return import_hf_config(config, profiles=profiles, name=name or Path(path).parent.name,
+                            profile=profile, allow_unknown=allow_unknown)
 
 
 def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, ProfileIR],
-                     name: str | None = None) -> ImportedModel:
-    """Turn a HuggingFace config mapping into a model .hpf (text and AST)."""
+                     name: str | None = None, profile: str | None = None,
+                     allow_unknown: bool = False) -> ImportedModel:
+    """Turn a HuggingFace config mapping into a model .hpf (text and AST).
+
+    `profile` names the profile to price the model with (default: the one whose
+    model_types list the config's); `allow_unknown` turns unknown config keys
+    from errors into warnings.
+    """
     from hpdsl.fmt import format_file
 
-    text_config = config.get("text_config")
-    cfg: Mapping[str, Any] = text_config if isinstance(text_config, Mapping) else config
-    model_type = str(cfg.get("model_type") or config.get("model_type") or "")
-    profile, warnings = _pick_profile(model_type, profiles)
-    if cfg is not config:
-        towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
-                        and isinstance(v, Mapping))
-        if towers:
-            warnings.append(f"imported text_config only; {', '.join(towers)} is not part of the model "
-                            "(hpdsl prices the language model; a vision tower is a model of its own "
-                            "with the 'vision' profile)")
-    facts = {**profile.facts_for(model_type), **_stated_facts(cfg)}
-    fields = _fields(cfg, facts, profile)
+    model_type, outer_type = _model_types(config)
+    warnings = _unknown_keys(config, allow_unknown)  # first: a refused key is named whatever the type
+    chosen = _pick_profile(model_type, profiles, profile)
+    cfg = _effective(config, model_type, outer_type)
+    towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
+                    and isinstance(v, Mapping) and not irrelevant(k, v))
+    if towers:
+        warnings.append(f"imported text_config only; {', '.join(towers)} is not part of the model "
+                        "(hpdsl prices the language model; a vision tower is a model of its own "
+                        "with the 'vision' profile)")
+    facts = {**chosen.facts_for(model_type), **_stated_facts(cfg)}
+    block_facts = {k: facts.pop(k) for k in list(facts) if k in block_flags()}
+    choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
+    fields = _fields(cfg, facts, chosen)
+    kinds = _layer_kinds(cfg, chosen, fields["layers"])
+    if kinds is None or "sliding_attention" not in kinds:
+        fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     items: list[ast.ModelItem] = [_field(key, fields[key]) for key in FIELD_ORDER if key in fields]
-    items += _choices(cfg, facts)
-    items += [block for block in (_moe(cfg), _block("linear", cfg, LINEAR_FIELDS),
+    items += _choices(cfg, choice_facts)
+    items += [block for block in (_moe(cfg, block_facts), _block("linear", cfg, LINEAR_FIELDS),
                                   _mla(cfg)) if block is not None]
-    stack = _stack(cfg, profile, fields)
-    if stack is not None:
-        items.append(stack)
+    if kinds is not None:
+        items.append(_stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
-    model = ast.Model(ast.Name(model_name), ast.Name(profile.name), tuple(items))
+    model = ast.Model(ast.Name(model_name), ast.Name(chosen.name), tuple(items))
     text = format_file(ast.File("<import>", (model,)))
-    return ImportedModel(model, text, profile.name, tuple(warnings))
+    return ImportedModel(model, text, chosen.name, tuple(warnings))
 
 
-def _pick_profile(model_type: str, profiles: Mapping[str, ProfileIR]) -> tuple[ProfileIR, list[str]]:
+def _model_types(config: Mapping[str, Any]) -> tuple[str, str]:
+    """Return (the language model's model_type, the config's own): text_config's wins for the first."""
+    outer = str(config.get("model_type") or "")
+    text = config.get("text_config")
+    inner = str(text.get("model_type") or "") if isinstance(text, Mapping) else ""
+    return inner or outer, outer
+
+
+def _effective(config: Mapping[str, Any], model_type: str, outer_type: str) -> _Config:
+    """Return the keys the language model is built from, with transformers' precedence.
+
+    A composite config builds its language model from text_config; the head's
+    tying is the outer model's, read from the top level (stated, else the outer
+    config class's default), whatever text_config says.
+    """
+    text = config.get("text_config")
+    if not isinstance(text, Mapping):
+        return _Config(config, DEFAULTS.get(model_type, {}), model_type)
+    stated = dict(text)
+    defaults = dict(DEFAULTS.get(model_type, {}))
+    for key in COMPOSITE_KEYS:
+        stated.pop(key, None)
+        if key in config:
+            stated[key] = config[key]
+        elif key in DEFAULTS.get(outer_type, {}):
+            defaults[key] = DEFAULTS[outer_type][key]
+        else:
+            defaults.pop(key, None)
+    return _Config(stated, defaults, outer_type or model_type)
+
+
+@attrs.frozen
+class _Config:
+    """A config's stated keys over transformers' defaults for its model_type (hf_keys.DEFAULTS)."""
+
+    stated: Mapping[str, Any]
+    defaults: Mapping[str, Any]
+    model_type: str
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the stated value, else transformers' default, else `default`."""
+        if key in self.stated:
+            return self.stated[key]
+        return self.defaults.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.stated or self.defaults.get(key) is not None
+
+    def required(self, key: str) -> Any:
+        """Return a key that changes the count: stated or defaulted, else an error naming it."""
+        if key in self.stated:
+            return self.stated[key]
+        if key in self.defaults:
+            return self.defaults[key]
+        raise HfImportError(f"the config states no {key}, and hpdsl's table of transformers' defaults "
+                            f"(hpdsl/importers/hf_keys.py) has none for model_type "
+                            f"{self.model_type!r}; state it in the config", key)
+
+
+def _unknown_keys(config: Mapping[str, Any], allow_unknown: bool) -> list[str]:
+    """Return warnings for unknown keys under allow_unknown; else raise naming the first one."""
+    unknown = [key for key, value in config.items() if not _known(key, value)]
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        unknown += [f"text_config.{key}" for key, value in text.items() if not _known(key, value)]
+    if not unknown:
+        return []
+    listed = ", ".join(unknown)
+    if not allow_unknown:
+        raise HfImportError(f"the config states {listed}, which hpdsl does not understand; pricing the "
+                            "model without it could be wrong (--allow-unknown imports it anyway)",
+                            unknown[0])
+    return [f"IGNORED {len(unknown)} config key(s) hpdsl does not understand: {listed}. The import "
+            "may price the model WRONG (--allow-unknown)"]
+
+
+def _known(key: str, value: Any) -> bool:
+    if key in READ or key in HF_KEYS or irrelevant(key, value):
+        return True
+    return key.endswith("_config") and isinstance(value, Mapping)
+
+
+def _pick_profile(model_type: str, profiles: Mapping[str, ProfileIR], wanted: str | None) -> ProfileIR:
+    if wanted is not None:
+        if wanted not in profiles:
+            raise HfImportError(f"--profile {wanted}: no such profile; the profiles are "
+                                f"{', '.join(sorted(profiles))}", "model_type")
+        return profiles[wanted]
     for name in sorted(profiles):
         if model_type and model_type in profiles[name].model_types:
-            return profiles[name], []
-    if "default" not in profiles:
-        raise HfImportError("no profile prices model_type "
-                            f"{model_type!r} and no 'default' profile is in scope", "model_type")
-    return profiles["default"], [f"no profile declares model_type {model_type!r}; "
-                                 "pricing it with the 'default' profile"]
+            return profiles[name]
+    known = {t: n for n, p in sorted(profiles.items()) for t in p.model_types}
+    listed = ", ".join(f"{n} ({' '.join(t for t, m in known.items() if m == n)})"
+                       for n in sorted(set(known.values())))
+    raise HfImportError(f"no profile prices model_type {model_type!r}; the profiles that price "
+                        f"model types are {listed} (--profile NAME prices it with one of "
+                        f"{', '.join(sorted(profiles))}; --profiles PATH adds your own)", "model_type")
 
 
-def _first(cfg: Mapping[str, Any], names: Sequence[str]) -> Any:
+def _first(cfg: _Config, names: Sequence[str]) -> Any:
     for name in names:
         value = cfg.get(name)
         if value is not None:
@@ -124,26 +229,41 @@ def _first(cfg: Mapping[str, Any], names: Sequence[str]) -> Any:
     return None
 
 
-def _stated_facts(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the bool facts the config states itself (they beat the profile's facts)."""
+def _stated_facts(cfg: _Config) -> dict[str, Any]:
+    """Return the bool facts the config states (or transformers defaults); they beat the profile's facts."""
     stated = {key: _first(cfg, names) for key, names in FLAGS.items()}
+    stated["tie_embeddings"] = cfg.required("tie_word_embeddings")
     bias = cfg.get("attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
-    if "rms_norm_eps" in cfg:
-        stated["norm_bias"] = False
-    elif "layer_norm_eps" in cfg:
-        stated["norm_bias"] = True
+    if cfg.get("qkv_bias") is not None:
+        stated["qkv_bias"] = cfg.get("qkv_bias")
+    if cfg.get("use_bias") is not None:  # StarCoder2: every projection and norm, or none
+        stated.update(qkv_bias=cfg.get("use_bias"), o_bias=cfg.get("use_bias"), mlp_bias=cfg.get("use_bias"))
+    norm = _norm(cfg)
+    if norm is not None:
+        stated["norm_bias"] = norm == "layernorm"
     return {key: bool(value) for key, value in stated.items() if value is not None}
 
 
-def _fields(cfg: Mapping[str, Any], facts: Mapping[str, Any], profile: ProfileIR) -> dict[str, Any]:
+def _norm(cfg: _Config) -> str | None:
+    """Return the norm a config's epsilon key names; None where the key says nothing (the profile's facts)."""
+    if "rms_norm_eps" in cfg.stated:
+        return "rmsnorm"
+    if "layer_norm_eps" in cfg.stated:
+        return "layernorm"
+    return None  # T5's layer_norm_epsilon is an RMSNorm's, GPT-2's a LayerNorm's
+
+
+def _fields(cfg: _Config, facts: Mapping[str, Any], profile: ProfileIR) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, names in ALIASES.items():
         value = _first(cfg, names)
         if value is not None and not isinstance(value, bool):
             fields[key] = _whole(value, names[0])
     fields["layers"] = _layers(cfg, profile)
+    if "ffn_width" not in fields and cfg.model_type == "gpt2" and "hidden" in fields:
+        fields["ffn_width"] = 4 * fields["hidden"]  # GPT2Config's n_inner None: GPT2MLP is 4 × n_embd wide
     if fields.get("kv_heads") == 0:
         del fields["kv_heads"]
     if cfg.get("kv_lora_rank"):
@@ -162,8 +282,8 @@ def _fields(cfg: Mapping[str, Any], facts: Mapping[str, Any], profile: ProfileIR
     return fields
 
 
-def _layers(cfg: Mapping[str, Any], profile: ProfileIR) -> int:
-    layers = _first(cfg, ("num_hidden_layers", "num_layers"))
+def _layers(cfg: _Config, profile: ProfileIR) -> int:
+    layers = _first(cfg, FIELDS["layers"].hf)
     if layers is None:
         raise HfImportError("the config states no num_hidden_layers; a model needs it",
                             "num_hidden_layers")
@@ -179,22 +299,27 @@ def _whole(value: Any, field: str) -> int:
     return int(value)
 
 
-def _choices(cfg: Mapping[str, Any], facts: Mapping[str, Any]) -> list[ast.Choice]:
-    choices = []
-    if "rms_norm_eps" in cfg:
-        choices.append(("norm", "rmsnorm"))
-    elif "layer_norm_eps" in cfg:
-        choices.append(("norm", "layernorm"))
+def _choices(cfg: _Config, facts: Mapping[str, str]) -> list[ast.Choice]:
+    choices = list(facts.items())
+    norm = _norm(cfg)
+    if norm is not None:
+        choices = [c for c in choices if c[0] != "norm"] + [("norm", norm)]
     proj = str(cfg.get("feed_forward_proj") or "")
-    act = ACTIVATIONS.get(str(cfg.get("hidden_act") or proj.removeprefix("gated-")))
     if proj:
+        choices = [c for c in choices if c[0] != "mlp"]
         choices.append(("mlp", "gated" if proj.startswith("gated-") else "plain"))
-    if act:
+    key = next((k for k in ACTIVATION_KEYS if cfg.get(k) is not None), None)
+    if key is not None:
+        stated = str(cfg.get(key))
+        act = ACTIVATIONS.get(stated.removeprefix("gated-") if key == "feed_forward_proj" else stated)
+        if act is None:
+            raise HfImportError(f"{key} is {stated!r}; hpdsl prices the activations "
+                                f"{', '.join(sorted(ACTIVATIONS))}", key)
         choices.append(("activation", act))
     return [ast.Choice(ast.Name(key), ast.Name(value)) for key, value in choices]
 
 
-def _moe(cfg: Mapping[str, Any]) -> ast.Block | None:
+def _moe(cfg: _Config, facts: Mapping[str, Any]) -> ast.Block | None:
     moe = block_fields("moe")
     experts = _first(cfg, moe["experts"].hf)
     if not experts or experts <= 1:
@@ -215,10 +340,11 @@ def _moe(cfg: Mapping[str, Any]) -> ast.Block | None:
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
         values.update(shared_width=_whole(shared_width, "shared_expert_intermediate_size"),
                       shared_gate=True)
+    values.update({k: bool(v) for k, v in facts.items() if v})
     return ast.Block(ast.Name("moe"), tuple(_field(k, v) for k, v in values.items()))
 
 
-def _block(name: str, cfg: Mapping[str, Any], table: Mapping[str, str]) -> ast.Block | None:
+def _block(name: str, cfg: _Config, table: Mapping[str, str]) -> ast.Block | None:
     values = {key: cfg.get(source) for key, source in table.items()}
     stated = {k: v for k, v in values.items() if v is not None}
     if not stated:
@@ -230,7 +356,7 @@ def _block(name: str, cfg: Mapping[str, Any], table: Mapping[str, str]) -> ast.B
     return ast.Block(ast.Name(name), tuple(_field(k, _whole(v, table[k])) for k, v in stated.items()))
 
 
-def _mla(cfg: Mapping[str, Any]) -> ast.Block | None:
+def _mla(cfg: _Config) -> ast.Block | None:
     if not cfg.get("kv_lora_rank"):
         return None
     values = {key: cfg.get(source) for key, source in MLA_FIELDS.items()}
@@ -241,39 +367,68 @@ def _mla(cfg: Mapping[str, Any]) -> ast.Block | None:
     return ast.Block(ast.Name("mla"), tuple(_field(k, _whole(v, MLA_FIELDS[k])) for k, v in values.items()))
 
 
-def _stack(cfg: Mapping[str, Any], profile: ProfileIR, fields: Mapping[str, Any]) -> ast.Stack | None:
-    """Return an explicit stack when the config says per layer what it is; None to derive it."""
-    layers = fields["layers"]
-    kinds = _layer_kinds(cfg, profile, layers)
-    if kinds is None:
-        return None
+def _stack(kinds: list[str], profile: ProfileIR) -> ast.Stack:
+    """Return the explicit stack of a config that says per layer what it is."""
     unknown = sorted(set(kinds) - set(profile.kinds))
     if unknown:
         raise HfImportError(f"the config's layers name {unknown}, which profile "
-                            f"'{profile.name}' has no kinds for", "layer_types")
+                            f"'{profile.name}' has no kinds for (it has {', '.join(profile.kinds)})",
+                            "layer_types")
     return ast.Stack(compress_kinds(kinds))
 
 
-def _layer_kinds(cfg: Mapping[str, Any], profile: ProfileIR, layers: int) -> list[str] | None:
+def _layer_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    """Return every layer's kind when the config's patterns say it; None to derive the stack.
+
+    The mixer comes from `layer_types`, `full_attention_interval`,
+    `sliding_window_pattern` or the sliding-window rule; the feed-forward from
+    `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`. All are lowered
+    to the same per-layer kind list, which the stack compresses into runs.
+    """
+    mixers = _mixer_kinds(cfg, layers)
+    ffns = _ffn_kinds(cfg, profile, layers)
+    if mixers is not None and ffns is not None:
+        raise HfImportError("the config patterns both the mixers and the feed-forwards; hpdsl's "
+                            "kinds name one of them", "layer_types")
+    kinds = mixers if mixers is not None else ffns
+    if kinds is not None and set(kinds) == {"full_attention"} and "full_attention" not in profile.kinds:
+        return None  # every layer is the profile's plain attention layer
+    return kinds
+
+
+def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
     types = cfg.get("layer_types")
-    interval = cfg.get("full_attention_interval")
     if isinstance(types, list) and types:
         if len(types) < layers:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
+    interval = cfg.get("full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                 for i in range(layers)]
-    step = cfg.get("decoder_sparse_step") or 1
-    mlp_only = cfg.get("mlp_only_layers") or []
-    if step == 1 and not mlp_only:
+    if cfg.get("sliding_window") is None or cfg.get("use_sliding_window") is False:
         return None
-    field = "mlp_only_layers" if mlp_only else "decoder_sparse_step"
+    pattern = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")
+    if pattern:  # Gemma: every pattern-th layer attends to the whole sequence
+        return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
+    first = cfg.get("max_window_layers") if cfg.get("use_sliding_window") else 0
+    return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+def _ffn_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    step = cfg.get("decoder_sparse_step") or 1
+    freq = cfg.get("moe_layer_freq") or 1
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if step == 1 and freq == 1 and not mlp_only:
+        return None
+    field = "mlp_only_layers" if mlp_only else ("decoder_sparse_step" if step != 1 else "moe_layer_freq")
     if not {"dense", "moe"} <= set(profile.kinds):
         raise HfImportError(f"{field} makes some layers dense, but profile '{profile.name}' has "
                             "no dense and moe kinds to say so", field)
-    return ["dense" if i in mlp_only or (i + 1) % step else "moe" for i in range(layers)]
+    first = cfg.get("first_k_dense_replace") or 0
+    return ["dense" if i in mlp_only or (i + 1) % step or i < first or (i - first) % freq else "moe"
+            for i in range(layers)]
 
 
 def _field(key: str, value: Any) -> ast.Field:

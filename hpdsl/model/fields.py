@@ -65,14 +65,14 @@ def _choice(name: str, meaning: str, choices: tuple[str, ...], default: str) -> 
 
 
 FIELDS: dict[str, Field] = {field.name: field for field in (
-    _int("hidden", "hidden size h", required=True, hf=("hidden_size", "d_model")),
+    _int("hidden", "hidden size h", required=True, hf=("hidden_size", "d_model", "n_embd")),
     _int("layers", "body layers, MTP excluded (both towers of an encoder-decoder)", required=True,
-         hf=("num_hidden_layers", "num_layers"), maximum=MAX_LAYERS),
-    _int("heads", "query heads a", required=True, hf=("num_attention_heads", "num_heads")),
+         hf=("num_hidden_layers", "num_layers", "n_layer"), maximum=MAX_LAYERS),
+    _int("heads", "query heads a", required=True, hf=("num_attention_heads", "num_heads", "n_head")),
     _int("kv_heads", "key/value heads n_kv; default: heads", hf=("num_key_value_heads",)),
     _int("head_dim", "head dim d_h; default: hidden / heads", hf=("head_dim", "d_kv")),
     _int("vocab", "vocabulary size v", required=True, hf=("vocab_size",)),
-    _int("ffn_width", "dense feed-forward width h_ff", hf=("intermediate_size", "d_ff")),
+    _int("ffn_width", "dense feed-forward width h_ff", hf=("intermediate_size", "d_ff", "n_inner")),
     _int("max_positions", "maximum sequence length", hf=("max_position_embeddings", "n_positions")),
     _int("first_k_dense", "dense layers before the MoE layers", minimum=0, hf=("first_k_dense_replace",),
          maximum=MAX_LAYERS),
@@ -81,6 +81,8 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _int("layer_norms", "normalisations per layer, when not the kind's normOp count", minimum=0),
     _int("position_buckets", "relative-position buckets, one bias table per tower (T5)",
          hf=("relative_attention_num_buckets",)),
+    _int("sliding_window", "tokens a sliding-window layer (a kind with `attention sliding`) attends to",
+         hf=("sliding_window",)),
     _bool("tie_embeddings", "the output head shares the embedding matrix", hf=("tie_word_embeddings",)),
     _bool("qk_norm", "per-head RMSNorm on queries and keys", hf=("qk_norm", "use_qk_norm", "qk_layernorm")),
     _bool("output_gate", "attention output gate (doubles the query projection)", hf=("attn_output_gate",)),
@@ -88,13 +90,17 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _bool("o_bias", "the output projection has a bias"),
     _bool("mlp_bias", "feed-forward projections have biases", hf=("mlp_bias",)),
     _bool("norm_bias", "normalisations have a bias (LayerNorm)"),
+    _bool("qk_norm_full", "the QK-norm spans the whole q and k projections, not one head (OLMoE)"),
+    _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
+    _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
+    _bool("sandwich_norms", "a norm after each mixer and feed-forward too, before the residual (Gemma)"),
     _choice("norm", "the normalisation", ("rmsnorm", "layernorm"), "rmsnorm"),
     _choice("mlp", "the feed-forward form: gated (3 matrices) or plain (2)", ("gated", "plain"), "gated"),
     _choice("activation", "the feed-forward activation", ("silu", "gelu", "gelu_tanh", "relu", "relu2"), "silu"),
     # moe { }: mixture of experts
     _int("experts", "routed experts E", block="moe", required=True,
          hf=("num_experts", "n_routed_experts", "num_local_experts")),
-    _int("top_k", "experts chosen per token k", block="moe", required=True, hf=("num_experts_per_tok",)),
+    _int("top_k", "experts chosen per token k", block="moe", required=True, hf=("num_experts_per_tok", "experts_per_token")),
     _int("expert_width", "routed expert width h_e", block="moe", required=True, hf=("moe_intermediate_size",)),
     _int("shared_experts", "shared experts E_s", block="moe", minimum=0, default=0,
          hf=("n_shared_experts", "num_shared_experts")),
@@ -139,6 +145,11 @@ def block_fields(block: str) -> dict[str, Field]:
     return dict(_block_fields(block))
 
 
+def block_flags() -> dict[str, Field]:
+    """Return the flags inside blocks (`router_bias`, `shared_gate`): a profile's facts may state them."""
+    return {n: f for n, f in FIELDS.items() if f.block is not None and f.type == "bool"}
+
+
 @cache
 def _block_fields(block: str) -> tuple[tuple[str, Field], ...]:
     return tuple((n, f) for n, f in FIELDS.items() if f.block == block)
@@ -179,10 +190,13 @@ class Fact:
 
 
 RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
-    Fact("grad_bytes", "int", "bytes per gradient element", 4, 0),
-    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element", 4, 0),
-    Fact("optimizer_states", "int", "optimizer states per parameter", 2, 0),
-    Fact("main_param_bytes", "int", "bytes of the fp32 master copy per parameter", 0, 0),
+    # Unstated (None): from the strategy's precision and optimizer (hpdsl/cost/precision.py).
+    Fact("grad_bytes", "int", "bytes per gradient element (unstated: the precision's)", None, 0),
+    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element (unstated: the optimizer's)",
+         None, 0),
+    Fact("optimizer_states", "int", "optimizer states per parameter (unstated: the optimizer's)", None, 0),
+    Fact("main_param_bytes", "int", "bytes of the master copy per parameter (unstated: the precision's)",
+         None, 0),
     Fact("norm_bytes", "int", "bytes per saved normalisation input element", 4, 0),
     Fact("dropout_bytes", "int", "bytes per dropout-mask element", 0, 0),
     Fact("grad_accumulation", "bool", "gradients take memory even without pipeline parallelism", False),
@@ -201,7 +215,7 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 """The keys of a profile's `model { }` block."""
 
 __all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar",
-           "block_fields", "check_names", "defaults", "required", "top_level"]
+           "block_fields", "block_flags", "check_names", "defaults", "required", "top_level"]
 
 
 def render_table() -> str:

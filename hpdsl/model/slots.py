@@ -35,8 +35,10 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
-ATTENTION_FLAVOURS = ("full", "linear")
-"""A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear linear_attention."""
+ATTENTION_FLAVOURS = ("full", "linear", "sliding")
+"""A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear
+linear_attention, sliding the attention slot with each query seeing the model's `sliding_window`
+latest positions."""
 
 FFN_FLAVOURS = ("dense", "moe")
 """A kind's `ffn` flavour: dense fills the mlp slot, moe the experts and shared_experts slots."""

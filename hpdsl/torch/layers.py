@@ -19,21 +19,28 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, *, mixer_norm: nn.Module, mixer: nn.Module, ffn_norm: nn.Module | None = None,
                  ffn: nn.Module | None = None, cross_norm: nn.Module | None = None,
-                 cross_attention: nn.Module | None = None) -> None:
+                 cross_attention: nn.Module | None = None, mixer_post_norm: nn.Module | None = None,
+                 ffn_post_norm: nn.Module | None = None) -> None:
         super().__init__()
         self.mixer_norm, self.mixer = mixer_norm, mixer
+        # Sandwich norms (Gemma): each block's output is normalised before the residual add.
+        self.mixer_post_norm, self.ffn_post_norm = mixer_post_norm, ffn_post_norm
         self.cross_norm, self.cross_attention = cross_norm, cross_attention
         self.ffn_norm, self.ffn = ffn_norm, ffn
 
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
-        x = x + self.mixer(self.mixer_norm(x), positions=positions, bias=bias)
+        x = x + _post(self.mixer_post_norm, self.mixer(self.mixer_norm(x), positions=positions, bias=bias))
         if self.cross_attention is not None and self.cross_norm is not None:
             x = x + self.cross_attention(self.cross_norm(x), positions=positions, memory=memory)
         if self.ffn is not None and self.ffn_norm is not None:
-            x = x + self.ffn(self.ffn_norm(x))
+            x = x + _post(self.ffn_post_norm, self.ffn(self.ffn_norm(x)))
         return x
+
+
+def _post(norm: nn.Module | None, x: Tensor) -> Tensor:
+    return x if norm is None else norm(x)
 
 
 class RelativePositionBias(nn.Module):
@@ -102,9 +109,11 @@ class CausalLM(nn.Module):
 
     def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
                  head: nn.Module | None, position_bias: RelativePositionBias | None = None,
-                 mtp: list[nn.Module] | None = None, cp_rank: int = 0) -> None:
+                 mtp: list[nn.Module] | None = None, cp_rank: int = 0,
+                 positions: nn.Module | None = None) -> None:
         super().__init__()
         self.embed = embed
+        self.positions = positions  # a learned absolute position table (GPT-2), added to the tokens
         self.layers = nn.ModuleList(layers)
         self.norm = norm
         self.head = head
@@ -117,6 +126,8 @@ class CausalLM(nn.Module):
         seq = input_ids.shape[1]
         positions = self.cp_rank * seq + torch.arange(seq, device=input_ids.device)
         x = self.embed(input_ids)
+        if self.positions is not None:
+            x = x + self.positions(positions)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
             x = layer(x, positions=positions, bias=bias)

@@ -30,7 +30,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import Slot, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
+from hpdsl.bound.slots import (Slot, ffn_slots, kind_bindings, layer_config, layer_shape,
+                               layer_slots, positions_config)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model.slots import SLOTS
@@ -69,6 +70,7 @@ class _Builder:
             mixer_norm=built["mixer_norm"], mixer=built["mixer"],
             cross_norm=built.get("cross_norm"), cross_attention=built.get("cross_attention"),
             ffn_norm=built.get("ffn_norm"), ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None,
+            mixer_post_norm=built.get("mixer_post_norm"), ffn_post_norm=built.get("ffn_post_norm"),
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:
@@ -83,10 +85,10 @@ class _Builder:
         """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""
         return {**kind_bindings(self.cost, kind), **self.families}
 
-    def end(self, role: str, fqn: str) -> nn.Module:
+    def end(self, role: str, fqn: str, config: ModuleConfig | None = None) -> nn.Module:
         """Build a model-level slot (embedding, final norm, head) through the family bound to it."""
         bindings = {**self.cost.profile.slots, **self.families}
-        return self.slot(Slot(role, fqn, self.cost.base, bindings.get(role, "")), fqn)
+        return self.slot(Slot(role, fqn, config or self.cost.base, bindings.get(role, "")), fqn)
 
     def slot(self, slot: Slot, fqn: str, index: int | None = None) -> nn.Module:
         """Resolve the family bound to `slot` for this job at `fqn` and construct it from the slot's config."""
@@ -161,8 +163,11 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
     mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
     cp_rank = builder.job.local_rank("cp")
+    positions = builder.end("embedding", "positions", positions_config(builder.cost)) \
+        if model.learned_positions else None
     return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
-                    position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank)
+                    position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank,
+                    positions=positions)
 
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:

@@ -39,10 +39,13 @@ def test_profile_comes_from_model_type_and_output_is_canonical(profiles) -> None
     assert (model.hidden, model.kv_heads, model.qkv_bias, model.tie_embeddings) == (64, 2, False, False)
 
 
-def test_unknown_model_type_falls_back_to_default_with_a_warning(profiles) -> None:
-    imported = import_hf_config({**LLAMA, "model_type": "acme_lm"}, profiles=profiles, name="acme")
-    assert imported.profile == "default"
-    assert "acme_lm" in imported.warnings[0]
+def test_unknown_model_type_is_an_error_listing_the_profiles(profiles) -> None:
+    with pytest.raises(HfImportError, match="acme_lm") as error:
+        import_hf_config({**LLAMA, "model_type": "acme_lm"}, profiles=profiles, name="acme")
+    assert error.value.field == "model_type" and "llama2 (llama" in str(error.value)
+    imported = import_hf_config({**LLAMA, "model_type": "acme_lm"}, profiles=profiles, name="acme",
+                                profile="llama2")
+    assert imported.profile == "llama2"
 
 
 def test_profile_facts_fill_what_the_config_does_not_state(profiles) -> None:
@@ -55,7 +58,8 @@ def test_profile_facts_fill_what_the_config_does_not_state(profiles) -> None:
 
 
 def test_composite_configs_read_text_config(profiles) -> None:
-    composite = {"model_type": "llava", "text_config": LLAMA, "vision_config": {"hidden_size": 8}}
+    composite = {"model_type": "llava", "text_config": LLAMA, "vision_config": {"hidden_size": 8},
+                 "tie_word_embeddings": False}
     imported = import_hf_config(composite, profiles=profiles, name="vl")
     assert imported.profile == "llama2"
     assert "vision_config" in imported.warnings[0]  # said, not dropped silently

@@ -121,7 +121,7 @@ def test_layer_types_lower_to_names_and_groups() -> None:
 
 def test_unknown_layer_types_lower_to_the_default_kind() -> None:
     model = _lower("model m : qwen { hidden 64  layers 2  heads 4  vocab 100  ffn_width 128\n"
-                   "  layer_types [sliding_attention, full_attention] }")
+                   "  layer_types [chunked_attention, global_attention] }")
     assert model.groups == (g("decoder", 2),)
 
 

@@ -44,9 +44,19 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
         self.v_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.heads * d, h, bias=config.o_bias)
-        self.q_norm = make_norm(config, d) if config.qk_norm else None
-        self.k_norm = make_norm(config, d) if config.qk_norm else None
+        # qk_norm_full (OLMoE): one norm over the whole projection, not one per head.
+        q_width = config.q_norm_width or (config.heads * d if config.qk_norm_full else d)
+        k_width = config.k_norm_width or (config.kv_heads * d if config.qk_norm_full else d)
+        self.q_norm = make_norm(config, q_width) if config.qk_norm else None
+        self.k_norm = make_norm(config, k_width) if config.qk_norm else None
+        self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
         self.tp: TensorParallel | None = None
+
+    def reset_parameters(self) -> None:
+        """Zero the sink logits (the projections and norms initialise themselves)."""
+        if self.sinks is not None:
+            with torch.no_grad():
+                self.sinks.zero_()
 
     def tensor_parallel_applied(self, tp: TensorParallel) -> None:
         """Note that the projections were split by heads over tp (hpdsl.torch.layout calls this)."""
@@ -67,14 +77,22 @@ class Attention(nn.Module):
         causal = self.config.causal and memory is None
         if bias is not None and self.tp is not None and bias.shape[1] != q.shape[2]:
             bias = bias.chunk(self.tp.size, dim=1)[self.tp.rank]  # this rank's heads
-        if causal and bias is None and k_positions is positions:  # aligned: no mask tensor needed
-            out = attend(q, k, v, None, backend=self.backend, causal=True)
+        sinks = self._sinks(q.shape[2])
+        window = self.config.window if memory is None else 0
+        if causal and bias is None and k_positions is positions and not window:  # aligned: no mask tensor
+            out = attend(q, k, v, None, backend=self.backend, causal=True, sinks=sinks)
         else:
-            mask = self._mask(positions, k_positions, bias, causal=causal)
-            out = attend(q, k, v, mask, backend=self.backend)
+            mask = self._mask(positions, k_positions, bias, causal=causal, window=window)
+            out = attend(q, k, v, mask, backend=self.backend, sinks=sinks)
         if gate is not None:
             out = out * torch.sigmoid(gate)
         return self.o_proj(out.reshape(batch, seq, -1))
+
+    def _sinks(self, heads: int) -> Tensor | None:
+        """Return this rank's heads' sink logits (under tp the rank holds heads / tp of them)."""
+        if self.sinks is None or self.tp is None or self.sinks.shape[0] == heads:
+            return self.sinks
+        return self.sinks.chunk(self.tp.size)[self.tp.rank]
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and key positions every query of this rank sees."""
@@ -93,7 +111,8 @@ class Attention(nn.Module):
             # Its own storage: what the backward keeps of q (QK-norm's input) must not pin the gate's.
             q = q.contiguous()
         if self.q_norm is not None:
-            q = self._norm(self.q_norm, q)
+            q = self._norm(self.q_norm, q.flatten(2)).view_as(q) if self.config.qk_norm_full \
+                else self._norm(self.q_norm, q)
         if positions is not None:
             q = rotate(q, positions, self.config.rope_theta)
         return q, gate
@@ -103,7 +122,8 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(batch, seq, -1, self.config.head_dim)
         v = self.v_proj(x).view(batch, seq, -1, self.config.head_dim)
         if self.k_norm is not None:
-            k = self._norm(self.k_norm, k)
+            k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
+                else self._norm(self.k_norm, k)
         if positions is not None:
             k = rotate(k, positions, self.config.rope_theta)
         return k, v
@@ -116,8 +136,11 @@ class Attention(nn.Module):
         return torch.func.functional_call(norm, params, (x,))
 
     @staticmethod
-    def _mask(q_positions: Tensor, k_positions: Tensor, bias: Tensor | None, *, causal: bool) -> Tensor | None:
+    def _mask(q_positions: Tensor, k_positions: Tensor, bias: Tensor | None, *, causal: bool,
+              window: int = 0) -> Tensor | None:
         allowed = causal_mask(q_positions, k_positions) if causal else None
+        if allowed is not None and window:  # a sliding window: the latest `window` positions only
+            allowed = allowed & (q_positions[:, None] - k_positions[None, :] < window)
         if bias is None:
             return allowed
         if allowed is None:

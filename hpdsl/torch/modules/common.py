@@ -116,27 +116,29 @@ def causal_mask(q_positions: Tensor, k_positions: Tensor) -> Tensor:
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, backend: str = "sdpa",
-           scale: float | None = None, causal: bool = False) -> Tensor:
+           scale: float | None = None, causal: bool = False, sinks: Tensor | None = None) -> Tensor:
     """Return attention of q [b, s, h, d] over k, v [b, t, h_kv, d]: grouped heads, SDPA or eager.
 
     `causal` lets query i see keys 0..i of an aligned sequence without a mask
     tensor (a materialised [s, t] mask is one more tensor the backward keeps).
     Keys and values stay h_kv heads wide: SDPA groups the query heads itself.
+    `sinks` [h] adds one learned logit per head to each softmax that no value
+    follows (gpt-oss); SDPA has no such input, so sinks run the eager path.
     """
     if causal and mask is not None:
         raise ValueError("attend takes a mask or causal=True, not both")
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    if backend == "sdpa":
+    if backend == "sdpa" and sinks is None:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale,
                                              enable_gqa=q.shape[1] != k.shape[1])
     else:
-        out = _eager_attention(q, k, v, mask, scale=scale, causal=causal)
+        out = _eager_attention(q, k, v, mask, scale=scale, causal=causal, sinks=sinks)
     return out.transpose(1, 2)
 
 
 def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float,
-                     causal: bool) -> Tensor:
+                     causal: bool, sinks: Tensor | None = None) -> Tensor:
     """Return softmax(q·kᵀ·scale + mask)·v in float32 for q [b, h, s, d], k, v [b, h_kv, t, d].
 
     The numerical reference: it repeats the kv heads and keeps the whole score
@@ -150,6 +152,9 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
         mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    if sinks is not None:
+        sink = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        return (torch.cat([scores, sink], -1).softmax(-1)[..., :-1] @ v.float()).to(q.dtype)
     return (scores.softmax(-1) @ v.float()).to(q.dtype)
 
 

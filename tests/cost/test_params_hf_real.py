@@ -1,0 +1,96 @@
+"""Published configs of current models: `hpdsl import-hf` + `hpdsl estimate --json` equal transformers.
+
+Each config of tests/importers/hf_configs.py is written as a config.json, imported and
+estimated through the CLI, and its params.total (and params.active for MoE) compared with
+the transformers model built from the same config on the meta device; build_model of the
+imported model (meta device) must have the same parameter count.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tests.importers.hf_configs import CONFIGS, JAMBA_V0_1  # noqa: E402
+
+STORAGE_ONLY = ("quantization_config",)
+"""Keys transformers would act on at load time but that change no parameter count."""
+
+
+def hf_model(config: dict[str, Any], how: str) -> Any:
+    """Return transformers' model of a published config, built on the meta device."""
+    values = {k: v for k, v in config.items() if k not in STORAGE_ONLY}
+    hf_config = transformers.AutoConfig.for_model(**values)
+    auto = {"causal": transformers.AutoModelForCausalLM, "seq2seq": transformers.AutoModelForSeq2SeqLM,
+            "vl": transformers.AutoModelForImageTextToText}[how]
+    with torch.device("meta"):
+        return auto.from_config(hf_config)
+
+
+def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
+    """Return (total, active) parameters of the language model; a VL model's vision tower left out."""
+    model = hf_model(config, how)
+    params = dict(model.named_parameters())
+    total = sum(p.numel() for name, p in params.items() if ".visual." not in f".{name}")
+    text = config.get("text_config", config)
+    experts = text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")
+    if not experts:
+        return total, None
+    top_k = text["num_experts_per_tok"]
+    # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
+    routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
+    return total, total - routed + routed * top_k // experts
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def import_and_estimate(name: str, config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Run the user's path: `hpdsl import-hf`, `hpdsl fmt --check`, `hpdsl estimate --json`."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    imported = _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert _hpdsl("fmt", "--check", f"{name}.hpf", cwd=tmp_path).returncode == 0
+    estimate = _hpdsl("estimate", f"{name}.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    return dict(json.loads(estimate.stdout)["params"])
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_published_config_is_exact(name: str, tmp_path: Path) -> None:
+    config, how = CONFIGS[name]
+    params = import_and_estimate(name, config, tmp_path)
+    total, active = hf_counts(config, how)
+    assert params["total"] == total
+    if active is not None:
+        assert params["active"] == active
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_build_model_has_the_same_count(name: str, tmp_path: Path) -> None:
+    from hpdsl.api import compile_paths
+    from hpdsl.torch import build_model
+
+    config, how = CONFIGS[name]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path).returncode == 0
+    registry = compile_paths([tmp_path / f"{name}.hpf"])
+    built = build_model(registry.models[name], registry=registry, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == hf_counts(config, how)[0]
+
+
+def test_jamba_is_refused_naming_the_field(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(JAMBA_V0_1))
+    result = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "attn_layer_offset" in result.stderr

@@ -1,0 +1,74 @@
+"""The importer's tables against transformers: every default is the config class's, every key is sorted.
+
+hpdsl/importers/hf_keys.py DEFAULTS says what transformers' config class uses when a
+config.json leaves a key out; the importer never imports transformers, so this test holds
+the table to the installed transformers' config classes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpdsl.importers.hf_keys import DEFAULTS
+
+transformers = pytest.importorskip("transformers")
+
+from tests.importers.hf_configs import CONFIGS  # noqa: E402
+
+
+def _class_default(model_type: str, key: str) -> object:
+    config_class = transformers.CONFIG_MAPPING[model_type]
+    if model_type == "t5" and key == "num_decoder_layers":
+        return None  # T5Config stores num_layers in its place: absent means "as many as the encoder"
+    if model_type == "gpt2" and key == "n_inner":
+        return config_class().n_inner
+    config = config_class()
+    value = getattr(config, key, None)
+    if key == "sliding_window" and value is not None and not config.to_dict().get(key):
+        return None
+    return value
+
+
+@pytest.mark.parametrize("model_type", sorted(DEFAULTS))
+def test_defaults_are_transformers_config_defaults(model_type: str) -> None:
+    for key, value in DEFAULTS[model_type].items():
+        assert _class_default(model_type, key) == value, (model_type, key)
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_an_unknown_key_is_refused_naming_it_and_allow_unknown_warns(tmp_path: Path) -> None:
+    config, _ = CONFIGS["mistral_7b_v0_1"]
+    (tmp_path / "config.json").write_text(json.dumps({**config, "mamba_d_state": 16}))
+    refused = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    assert refused.returncode == 1 and "mamba_d_state" in refused.stderr and not refused.stdout
+    allowed = _hpdsl("import-hf", "config.json", "--allow-unknown", cwd=tmp_path)
+    assert allowed.returncode == 0
+    assert "IGNORED 1 config key(s)" in allowed.stderr and "WRONG" in allowed.stderr
+
+
+def test_an_author_profile_imports_its_own_model_type(tmp_path: Path) -> None:
+    (tmp_path / "acme.hpf").write_text(
+        'profile acme {\n  model_types "acme_lm"\n  kind decoder {\n'
+        '    ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1'
+        '  linrec 0 }\n  }\n  facts { qkv_bias = false  o_bias = false  mlp_bias = false  norm_bias = false }\n}\n')
+    config, _ = CONFIGS["mistral_7b_v0_1"]
+    acme = {k: v for k, v in config.items() if k != "sliding_window"}
+    (tmp_path / "config.json").write_text(json.dumps({**acme, "model_type": "acme_lm"}))
+    refused = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    assert refused.returncode == 1 and "acme_lm" in refused.stderr and "llama2 (llama" in refused.stderr
+    imported = _hpdsl("import-hf", "config.json", "--profiles", "acme.hpf", "--name", "a", "-o", "a.hpf",
+                      cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "model a : acme" in (tmp_path / "a.hpf").read_text()
+    estimate = _hpdsl("estimate", "acme.hpf", "a.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["params"]["total"] == 7_241_732_096  # Mistral-7B's shape
