@@ -18,8 +18,9 @@ diagnostic itself; a library calls compile_* and catches SpecError.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,11 @@ import attrs
 from hpdsl import ast
 from hpdsl.check import check_files
 from hpdsl.diagnostics import Collector, Diagnostic, Source
+from hpdsl.diagnostics.diagnostic import capped
 from hpdsl.errors import InputError, SpecError
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
-from hpdsl.loader import Loaded, load_paths, load_sources
+from hpdsl.loader import ImportPolicy, Loaded, load_paths, load_sources
 from hpdsl.registry import Registry
 from hpdsl.scope import Scope
 from hpdsl.syntax import parse_text
@@ -87,34 +89,44 @@ def lower(scope: Scope, sources: Sequence[Source]) -> RegistryIR:
     return lower_registry(scope, sources)
 
 
-def compile_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Registry:
+_PROJECT = ImportPolicy()
+
+
+def compile_sources(sources: Sequence[Source], *, stdlib: bool = True,
+                    imports: ImportPolicy = _PROJECT) -> Registry:
     """Compile in-memory sources (their imports, and by default the standard library); SpecError on errors."""
-    return check_sources(sources, stdlib=stdlib).unwrap()
+    return check_sources(sources, stdlib=stdlib, imports=imports).unwrap()
 
 
-def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> Registry:
+def compile_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
+                  imports: ImportPolicy = _PROJECT) -> Registry:
     """Compile .hpf files and folders; SpecError on spec errors, InputError if a path cannot be read."""
-    return check_paths(paths, stdlib=stdlib).unwrap()
+    return check_paths(paths, stdlib=stdlib, imports=imports).unwrap()
 
 
-def check_sources(sources: Sequence[Source], *, stdlib: bool = True) -> CompileResult:
-    """Compile in-memory sources, returning every diagnostic instead of raising on errors."""
-    return _compile(load_sources(sources, stdlib=stdlib))
+def check_sources(sources: Sequence[Source], *, stdlib: bool = True,
+                  imports: ImportPolicy = _PROJECT) -> CompileResult:
+    """Compile in-memory sources, returning every diagnostic instead of raising on errors.
+
+    `imports` says where imports may lead beyond the project (loader.ImportPolicy).
+    """
+    return _compile(load_sources(sources, stdlib=stdlib, imports=imports))
 
 
-def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> CompileResult:
+def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
+                imports: ImportPolicy = _PROJECT) -> CompileResult:
     """Compile .hpf files and folders, returning every diagnostic; raise InputError on an unreadable path."""
-    return _compile(load_paths(paths, stdlib=stdlib))
+    return _compile(load_paths(paths, stdlib=stdlib, imports=imports))
 
 
 def _compile(loaded: Loaded) -> CompileResult:
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
-    diagnostics = collector.sorted()
+    diagnostics = capped(collector.sorted())
     registry = None
     if not collector.has_errors:
         warnings = tuple(d for d in diagnostics if not d.is_error)
-        registry = Registry(lower(scope, loaded.sources), warnings)
+        registry = Registry(lower_registry(scope, loaded.sources, loaded.stable_names()), warnings)
     return CompileResult(registry, diagnostics, {source.name: source for source in loaded.sources})
 
 
@@ -123,32 +135,103 @@ def _compile(loaded: Loaded) -> CompileResult:
 # --------------------------------------------------------------------------
 
 
-def write_registry(registry: Registry, path: str | os.PathLike[str]) -> None:
-    """Write registry.json atomically; raise InputError if it cannot be written."""
-    write_text_atomic(Path(path), registry.to_json())
+def write_registry(registry: Registry, path: str | os.PathLike[str], *,
+                   inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Write registry.json atomically; raise InputError if it cannot or must not be written there."""
+    target = output_target(path, inputs)
+    if target.suffix == ".hpf":
+        raise InputError(f"cannot write the registry to '{os.fspath(path)}': it is named as a .hpf "
+                         "source; give a .json path")
+    write_text_atomic(target, registry.to_json())
+
+
+def output_target(given: str | os.PathLike[str],
+                  inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Return `given` as a path to replace; raise InputError where replacing it would destroy something.
+
+    Refused: a trailing '/' (a folder was meant), an existing node that is not a regular
+    file (a device, a FIFO, a folder, a symbolic link: replacing it would not write
+    through it), and any of `inputs` (the run's own sources).
+    """
+    text = os.fspath(given)
+    if text.endswith(("/", os.sep)):
+        raise InputError(f"cannot write '{text}': it ends in '/', so it names a folder, not a file")
+    path = Path(text)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"cannot write '{text}': {(exc.strerror or str(exc)).lower()}") from None
+    if stat.S_ISLNK(mode):
+        raise InputError(f"cannot write '{text}': it is a symbolic link; name the file it points "
+                         f"to ({os.path.realpath(path)}) to write there")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"cannot write '{text}': it exists and is not a regular file")
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise InputError(f"cannot write '{text}': it is an input of this run, and writing "
+                             "would destroy it")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` all at once: the old file stays whole if anything fails."""
+    temp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
-    try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException as exc:
-        Path(temp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
-        raise
+        temp = None
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    finally:
+        if temp is not None:  # every failure path, KeyboardInterrupt included
+            Path(temp).unlink(missing_ok=True)
     _sync_folder(path.parent)
+
+
+def rewrite_source(path: Path, text: str) -> Path:
+    """Rewrite an existing source file with `text`, through a symlink, keeping its permissions and links.
+
+    The file the path resolves to is written: atomically when it has one name, in
+    place (after the text is fully rendered) when it has hard links, so every name
+    keeps seeing it. A read-only file is refused. Returns the file written.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        info = target.stat()
+    except OSError as exc:
+        raise InputError(f"cannot rewrite '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"cannot rewrite '{path}': it is not a regular file")
+    if not info.st_mode & 0o222:
+        raise InputError(f"cannot rewrite '{path}': it is read-only; make it writable to format it")
+    if info.st_nlink == 1:
+        write_text_atomic(target, text)
+        return target
+    try:
+        with open(target, "r+", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.truncate()
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as exc:
+        raise InputError(f"cannot rewrite '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    return target
 
 
 def _sync_folder(folder: Path) -> None:
@@ -167,7 +250,8 @@ def _sync_folder(folder: Path) -> None:
 
 
 __all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources", "compile_paths",
-           "compile_sources", "lower", "parse", "write_registry", "write_text_atomic"]
+           "compile_sources", "lower", "output_target", "parse", "rewrite_source", "write_registry",
+           "write_text_atomic"]
 
 
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,

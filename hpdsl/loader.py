@@ -7,6 +7,14 @@ standard-library file also named on the command line, is read one time. The
 standard library comes first, so a duplicate declaration is reported at the
 user's copy.
 
+Reading is bounded (README "Hostile input"): only regular files are read (a FIFO,
+device or folder is refused without blocking on it), at most MAX_FILE_BYTES each.
+An import must resolve inside the project: the folders of the files and folders
+given, the standard library, or a search path the caller passes; only `.hpf`
+files are imported, so a diagnostic never echoes another file's lines. The
+caller may lift the confinement (`allow_any_import`, the CLI's
+`--allow-any-import`).
+
 Display names (what diagnostics print) are paths relative to the working
 directory when possible, else the path as given; standard-library files keep
 their `<hpdsl>/...` names unless the user named them too. A path that cannot be
@@ -16,6 +24,7 @@ read is an InputError (usage), an import that cannot be read a diagnostic.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -24,10 +33,13 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.errors import InputError, SpecError
-from hpdsl.resources import stdlib_files
+from hpdsl.resources import STDLIB_FOLDERS, STDLIB_PREFIX, data_dir, stdlib_files
 from hpdsl.syntax import parse_source
 
 SUFFIX = ".hpf"
+
+# The largest file read: far above any real spec, small enough to hold and parse at once.
+MAX_FILE_BYTES = 1 << 20
 
 
 @attrs.frozen
@@ -37,6 +49,20 @@ class Loaded:
     sources: tuple[Source, ...]
     files: tuple[ast.File, ...]
     diagnostics: tuple[Diagnostic, ...]
+    paths: dict[str, Path] = attrs.field(factory=dict)
+
+    def stable_names(self) -> dict[str, str]:
+        """Return each source's name as registry.json records it: the same wherever it is compiled.
+
+        Standard-library files keep `<hpdsl>/...`; the others are named relative to
+        the common folder of them all (resolved), so a copy of the project in another
+        folder, or reached through a symlink, compiles to the same bytes.
+        """
+        own = {name: path for name, path in self.paths.items() if not name.startswith(STDLIB_PREFIX)}
+        if not own:
+            return {}
+        root = Path(os.path.commonpath([path.parent for path in own.values()]))
+        return {name: path.relative_to(root).as_posix() for name, path in own.items()}
 
 
 # --------------------------------------------------------------------------
@@ -55,11 +81,20 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
                 raise InputError(f"no {SUFFIX} files in the folder '{os.fspath(given)}'")
         elif path.is_file():
             found = [path]
+        elif path.exists():
+            raise InputError(f"'{os.fspath(given)}' is not a regular file or a folder")
         else:
             raise InputError(f"'{os.fspath(given)}': no such file or folder")
         for file in found:
-            files.setdefault(file.resolve(), file)
+            files.setdefault(_resolved(file, given), file)
     return list(files.values())
+
+
+def _resolved(path: Path, given: str | os.PathLike[str]) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        raise InputError(f"'{os.fspath(given)}': a symbolic link loop") from None
 
 
 def _hpf_below(folder: Path) -> list[Path]:
@@ -86,14 +121,47 @@ def read_source(path: Path, name: str | None = None) -> Source:
         raise InputError(f"cannot read '{shown}': {_reason(exc)}") from None
 
 
+class _NotReadable(OSError):
+    """A file that exists but is not one the compiler reads: not regular, or too large."""
+
+
 def _read(path: Path) -> str:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return handle.read()
+    """Read a regular file of at most MAX_FILE_BYTES as UTF-8, never blocking on a FIFO."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotReadable(f"it is {_node_kind(mode)}, not a regular file")
+        data = b""
+        while len(data) <= MAX_FILE_BYTES:
+            chunk = os.read(descriptor, MAX_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > MAX_FILE_BYTES:
+            raise _NotReadable(f"it is larger than {MAX_FILE_BYTES // (1 << 20)} MiB")
+    finally:
+        os.close(descriptor)
+    return data.decode("utf-8")
+
+
+def _node_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 def _reason(exc: OSError | UnicodeDecodeError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, _NotReadable):
+        return str(exc)
     return (exc.strerror or str(exc)).lower()
 
 
@@ -102,14 +170,35 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 # --------------------------------------------------------------------------
 
 
-def load_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True) -> Loaded:
+@attrs.frozen
+class ImportPolicy:
+    """Where imports may lead: below `folders` (with the project's own), or anywhere if `anywhere`."""
+
+    folders: tuple[Path, ...] = ()
+    anywhere: bool = False
+
+    def with_project(self, folders: Iterable[Path]) -> ImportPolicy:
+        """Return the policy with the project's folders and the standard library's added."""
+        shipped = (data_dir(name).resolve() for name in STDLIB_FOLDERS)
+        extra = tuple(folder.resolve() for folder in self.folders)
+        return ImportPolicy((*folders, *shipped, *extra), self.anywhere)
+
+    def allows(self, target: Path) -> bool:
+        """Return whether an import may read `target` (a resolved path)."""
+        return self.anywhere or any(target.is_relative_to(folder) for folder in self.folders)
+
+
+def load_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
+               imports: ImportPolicy = ImportPolicy()) -> Loaded:
     """Load the given files and folders, their imports and (unless stdlib=False) the standard library."""
-    loader = _Loader()
-    roots = [(path.resolve(), read_source(path)) for path in expand_paths(paths)]
-    return loader.run(roots, stdlib=stdlib)
+    roots = [(_resolved(path, path), read_source(path)) for path in expand_paths(paths)]
+    project = [_resolved(Path(p), p) if Path(p).is_dir() else _resolved(Path(p), p).parent
+               for p in paths]
+    return _Loader(policy=imports.with_project(project)).run(roots, stdlib=stdlib)
 
 
-def load_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Loaded:
+def load_sources(sources: Sequence[Source], *, stdlib: bool = True,
+                 imports: ImportPolicy = ImportPolicy()) -> Loaded:
     """Load in-memory sources (named by path), their imports and (unless stdlib=False) the standard library."""
     roots: dict[Path, Source] = {}
     for source in sources:
@@ -117,7 +206,8 @@ def load_sources(sources: Sequence[Source], *, stdlib: bool = True) -> Loaded:
         if key in roots and roots[key] != source:
             raise InputError(f"two different sources are named '{source.name}'")
         roots[key] = source
-    return _Loader().run(list(roots.items()), stdlib=stdlib)
+    project = [key.parent for key in roots]
+    return _Loader(policy=imports.with_project(project)).run(list(roots.items()), stdlib=stdlib)
 
 
 @attrs.define
@@ -130,6 +220,7 @@ class _Loader:
     sources: list[Source] = attrs.field(factory=list)
     files: list[ast.File] = attrs.field(factory=list)
     collector: Collector = attrs.field(factory=Collector)
+    policy: ImportPolicy = ImportPolicy()
 
     def run(self, roots: list[tuple[Path, Source]], *, stdlib: bool) -> Loaded:
         """Load the standard library (if asked), then `roots`, then everything they import."""
@@ -137,7 +228,8 @@ class _Loader:
         order = [*self._stdlib_roots(), *roots] if stdlib else roots
         for key, source in order:
             self._visit(key, source)
-        return Loaded(tuple(self.sources), tuple(self.files), self.collector.sorted())
+        return Loaded(tuple(self.sources), tuple(self.files), self.collector.sorted(),
+                      {name: key for key, name in self.names.items()})
 
     def _stdlib_roots(self) -> list[tuple[Path, Source]]:
         roots = []
@@ -167,8 +259,11 @@ class _Loader:
     def _import(self, decl: ast.ImportDecl, importer: Path) -> None:
         try:
             target = (importer.parent / str(decl.path.value)).resolve()
-        except (OSError, ValueError):  # a NUL byte, a symlink loop
-            self._report_missing(decl, "it is not a usable file path")
+        except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop
+            self._report_missing(decl, "it is not a usable file path (or a symbolic link loop)")
+            return
+        if not self.policy.allows(target):
+            self._report_outside(decl)
             return
         if target in self.stack:
             self._report_cycle(decl, target)
@@ -181,6 +276,10 @@ class _Loader:
 
     def _read_import(self, decl: ast.ImportDecl, target: Path) -> Source | None:
         name = display_name(target)
+        if target.suffix != SUFFIX and not target.is_dir():
+            # Only .hpf source is read: a diagnostic must never echo another file's lines.
+            self._report_missing(decl, f"'{name}' is not a {SUFFIX} file")
+            return None
         try:
             return Source(name, _read(target))
         except (OSError, UnicodeDecodeError) as exc:
@@ -191,6 +290,14 @@ class _Loader:
         self.collector.error(
             decl.path.span, "import-not-found", f"cannot import {decl.path.value!r}: {problem}",
             hint="an import path is relative to the folder of the file that imports it")
+
+    def _report_outside(self, decl: ast.ImportDecl) -> None:
+        self.collector.error(
+            decl.path.span, "import-outside-project",
+            f"cannot import {decl.path.value!r}: it leads outside the project (the folders of the "
+            "files compiled, the standard library and the search paths given)",
+            hint="move the file into the project, pass its folder as a search path "
+                 "(`--import-path DIR`), or allow any import with `--allow-any-import`")
 
     def _report_cycle(self, decl: ast.ImportDecl, target: Path) -> None:
         chain = self.stack[self.stack.index(target):] + [target]
@@ -204,6 +311,6 @@ class _Loader:
 def _import_problem(exc: OSError | UnicodeDecodeError) -> str:
     if isinstance(exc, FileNotFoundError):
         return "does not exist"
-    if isinstance(exc, IsADirectoryError):
+    if isinstance(exc, IsADirectoryError) or "a folder" in str(exc):
         return "is a folder, not a file"
     return f"cannot be read: {_reason(exc)}"

@@ -114,10 +114,16 @@ class Registry:
         except json.JSONDecodeError as exc:
             raise LoadError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
                             (f"{name}:{exc.lineno}:{exc.colno}: {exc.msg}",)) from None
+        except (RecursionError, ValueError) as exc:  # nesting too deep, an int of too many digits
+            reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            raise LoadError(f"{name}: not a registry: {reason}", (f"$: {reason}",)) from None
         try:
             return cls(registry_from_data(data))
         except LoadError as exc:
             raise LoadError(f"{name}: {exc.message}", exc.errors) from None
+        except RecursionError:
+            raise LoadError(f"{name}: not a registry: nested too deep",
+                            ("$: nested too deep",)) from None
 
 
 def load_registry(path: str | os.PathLike[str]) -> Registry:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from hpdsl.diagnostics import Source
 from hpdsl.errors import InputError
-from hpdsl.loader import expand_paths, load_paths, load_sources
+from hpdsl.loader import MAX_FILE_BYTES, ImportPolicy, expand_paths, load_paths, load_sources
 from hpdsl.resources import STDLIB_PREFIX, data_dir
 
 FAMILY = 'family {name} {{ factory "m:F"  variant only "m:F" default }}\n'
@@ -115,8 +116,72 @@ def test_an_import_is_relative_to_the_importing_file(tree: Path) -> None:
     write(tree, {"specs/main.hpf": 'import "lib/shared.hpf"\n' + FAMILY.format(name="m"),
                  "specs/lib/shared.hpf": 'import "../../common.hpf"\n' + FAMILY.format(name="s"),
                  "common.hpf": FAMILY.format(name="c")})
-    loaded = load_paths(["specs/main.hpf"], stdlib=False)
+    loaded = load_paths(["specs/main.hpf"], stdlib=False, imports=ImportPolicy((tree,)))
     assert names(loaded) == ["specs/main.hpf", "specs/lib/shared.hpf", "common.hpf"]
+    assert loaded.diagnostics == ()
+
+
+def test_an_import_outside_the_project_is_refused_without_reading_it(tree: Path) -> None:
+    write(tree, {"specs/main.hpf": 'import "lib/shared.hpf"\n',
+                 "specs/lib/shared.hpf": 'import "../../common.hpf"\n',
+                 "common.hpf": FAMILY.format(name="c")})
+    loaded = load_paths(["specs/main.hpf"], stdlib=False)
+    assert names(loaded) == ["specs/main.hpf", "specs/lib/shared.hpf"]
+    assert codes(loaded) == [("specs/lib/shared.hpf", 1, 8, "import-outside-project")]
+    anywhere = load_paths(["specs/main.hpf"], stdlib=False, imports=ImportPolicy(anywhere=True))
+    assert names(anywhere)[-1] == "common.hpf"
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../../../../../../../etc/passwd",
+                                    "/proc/self/environ"])
+def test_system_files_are_never_read_or_echoed(tree: Path, target: str) -> None:
+    write(tree, {"a.hpf": f'import "{target}"\n'})
+    for policy in (ImportPolicy(), ImportPolicy(anywhere=True)):
+        loaded = load_paths(["a.hpf"], stdlib=False, imports=policy)
+        assert names(loaded) == ["a.hpf"]
+        (diagnostic,) = loaded.diagnostics
+        assert diagnostic.code in ("import-outside-project", "import-not-found")
+        assert "root:" not in diagnostic.message
+
+
+def test_an_imported_fifo_is_refused_without_blocking(tree: Path) -> None:
+    os.mkfifo(tree / "pipe.hpf")
+    write(tree, {"a.hpf": 'import "pipe.hpf"\n'})
+    loaded = load_paths(["a.hpf"], stdlib=False)
+    assert codes(loaded) == [("a.hpf", 1, 8, "import-not-found")]
+    assert "a FIFO, not a regular file" in loaded.diagnostics[0].message
+
+
+def test_an_imported_device_and_a_symlink_loop_are_located_errors(tree: Path) -> None:
+    (tree / "zero.hpf").symlink_to("/dev/zero")
+    (tree / "loop.hpf").symlink_to(tree / "loop.hpf")
+    write(tree, {"a.hpf": 'import "zero.hpf"\nimport "loop.hpf"\n'})
+    loaded = load_paths(["a.hpf"], stdlib=False, imports=ImportPolicy(anywhere=True))
+    assert [c[1:] for c in codes(loaded)] == [(1, 8, "import-not-found"), (2, 8, "import-not-found")]
+    assert "is not a .hpf file" in loaded.diagnostics[0].message  # resolved to /dev/zero
+    assert "loop" in loaded.diagnostics[1].message
+
+
+def test_an_oversized_import_is_refused_and_an_oversized_root_is_a_usage_error(tree: Path) -> None:
+    write(tree, {"big.hpf": "//" + "x" * MAX_FILE_BYTES, "a.hpf": 'import "big.hpf"\n'})
+    loaded = load_paths(["a.hpf"], stdlib=False)
+    assert "larger than 1 MiB" in loaded.diagnostics[0].message
+    with pytest.raises(InputError, match="larger than 1 MiB"):
+        load_paths(["big.hpf"], stdlib=False)
+
+
+def test_root_paths_that_are_not_regular_files_are_usage_errors(tree: Path) -> None:
+    os.mkfifo(tree / "pipe.hpf")
+    (tree / "loop.hpf").symlink_to(tree / "loop.hpf")
+    for path in ("pipe.hpf", "loop.hpf", "/dev/null"):
+        with pytest.raises(InputError):
+            load_paths([path], stdlib=False)
+
+
+def test_a_search_path_lets_imports_reach_a_shared_folder(tree: Path) -> None:
+    write(tree, {"project/a.hpf": 'import "../shared/s.hpf"\n', "shared/s.hpf": FAMILY.format(name="s")})
+    loaded = load_paths(["project/a.hpf"], stdlib=False,
+                        imports=ImportPolicy((Path("shared"),)))
     assert loaded.diagnostics == ()
 
 

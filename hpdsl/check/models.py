@@ -24,7 +24,7 @@ _TOP_FIELDS = top_level(kinds=("int", "float", "bool", "string"))
 _STATEMENTS = (*top_level(), *BLOCKS, "stack", "layer_types")
 
 # Problems an explicit stack has whatever the profile: reported even when it is unknown.
-_STRUCTURAL = ("stack-zero-count", "stack-count-mismatch")
+_STRUCTURAL = ("stack-zero-count", "stack-count-mismatch", "stack-too-large")
 
 _ARTICLES = {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string"}
 
@@ -158,6 +158,11 @@ def _field_sound(field: ast.Field, field_spec: Field, collector: Collector) -> b
         collector.error(value.span, "non-positive-field",
                         f"'{name}' must be at least {field_spec.minimum}, found {value.value}",
                         hint=f"'{name}' is the {field_spec.meaning}")
+        return False
+    if field_spec.maximum is not None and isinstance(number, int) and number > field_spec.maximum:
+        collector.error(value.span, "field-too-large",
+                        f"'{name}' may be at most {field_spec.maximum:,}, found {number:,}",
+                        hint=f"'{name}' is the {field_spec.meaning}; check the digits")
         return False
     return True
 

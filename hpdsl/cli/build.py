@@ -21,16 +21,22 @@ from hpdsl.errors import SpecError
 
 @click.command("compile")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the registry here (atomically); without it, only check.")
 @click.option("--no-stdlib", is_flag=True, help="Leave the standard profiles and families out.")
+@click.option("--import-path", "import_paths", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A folder imports may also read from (repeatable).")
+@click.option("--allow-any-import", is_flag=True,
+              help="Let imports read any .hpf file, outside the project too.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]),
               default="text", show_default=True,
               help="text on stderr, one JSON object (as --json), or a SARIF 2.1.0 log on stdout.")
 @json_option
 @click.pass_context
-def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: Path | None,
-                    no_stdlib: bool, output_format: str, as_json: bool) -> None:
+def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | None,
+                    no_stdlib: bool, import_paths: tuple[Path, ...], allow_any_import: bool,
+                    output_format: str, as_json: bool) -> None:
     """Check .hpf files and folders (default: the standard library); with -o, write registry.json.
 
     \b
@@ -39,14 +45,18 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: Path | 
       hpdsl compile specs/ -o registry.json
       hpdsl compile --format sarif specs/ > hpdsl.sarif
     """
-    from hpdsl.api import check_paths, write_registry
+    from hpdsl.api import check_paths, output_target, write_registry
+    from hpdsl.loader import ImportPolicy, expand_paths
 
     if not paths and no_stdlib:
         raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
-    result = check_paths(list(paths), stdlib=not no_stdlib)
+    policy = ImportPolicy(import_paths, anywhere=allow_any_import)
+    if output is not None:
+        output_target(output, expand_paths(paths))  # refuse before compiling, too
+    result = check_paths(list(paths), stdlib=not no_stdlib, imports=policy)
     written = None
     if result.registry is not None and output is not None:
-        write_registry(result.registry, output)
+        write_registry(result.registry, output, inputs=expand_paths(paths))
         written = str(output)
     summary = _compile_summary(result)
     if output_format == "sarif":
@@ -79,7 +89,7 @@ def _compile_summary(result: Any) -> dict[str, Any]:
     }
 
 
-def _echo_compile_outcome(summary: dict[str, Any], written: str | None, output: Path | None,
+def _echo_compile_outcome(summary: dict[str, Any], written: str | None, output: str | None,
                           *, ok: bool) -> None:
     if not ok:
         if output is not None:
@@ -139,7 +149,7 @@ class _Formatted:
 
 
 def _format_files(paths: Sequence[Path], *, write: bool) -> _Formatted:
-    from hpdsl.api import write_text_atomic
+    from hpdsl.api import rewrite_source
     from hpdsl.fmt import format_source
     from hpdsl.loader import expand_paths, read_source
 
@@ -156,7 +166,7 @@ def _format_files(paths: Sequence[Path], *, write: bool) -> _Formatted:
         if text != source.text:
             run.changed.append(source.name)
             if write:
-                write_text_atomic(path, text)
+                rewrite_source(path, text)
     return run
 
 

@@ -91,7 +91,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
         if key in options:
             options[key] = parse_ints(options[key], flag)
-    memory = int(memory_gib * GIB) if memory_gib is not None else None
+    memory = memory_gib * GIB if memory_gib is not None else None
     result = search(cost_model, devices, memory, **options)
     if as_json:
         emit_json(result.to_json())

@@ -55,7 +55,7 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
 @click.command("import-hf")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", help="The model's name (default: the config's folder name).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the .hpf here (atomically) instead of printing it.")
 @click.option("--profiles", "profile_paths", multiple=True, type=click.Path(path_type=Path),
               help="A .hpf file or folder of your own profiles to import against (repeatable).")
@@ -65,7 +65,7 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
                    "the count may be wrong).")
 @json_option
 @click.pass_context
-def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: Path | None,
+def import_hf_command(ctx: click.Context, config: Path, name: str | None, output: str | None,
                       profile_paths: tuple[Path, ...], profile: str | None, allow_unknown: bool,
                       as_json: bool) -> None:
     """Turn a HuggingFace config.json into a model .hpf.
@@ -76,7 +76,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
       hpdsl import-hf config.json --name my_model -o my_model.hpf
       hpdsl import-hf config.json --profiles my_profiles/ --profile my_profile
     """
-    from hpdsl.api import compile_paths, compile_sources, write_text_atomic
+    from hpdsl.api import compile_paths, compile_sources, output_target, write_text_atomic
     from hpdsl.importers.hf import import_hf_file
 
     if not config.is_file():
@@ -88,7 +88,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
     for warning in imported.warnings:
         click.echo(f"hpdsl: warning: {warning}", err=True)
     if output is not None:
-        write_text_atomic(output, imported.text)
+        write_text_atomic(output_target(output, [config]), imported.text)
     if as_json:
         emit_json({"ok": True, "model": imported.model.name.value, "profile": imported.profile,
                    "warnings": list(imported.warnings), "output": str(output) if output else None,

@@ -41,9 +41,13 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--recompute", "recompute", str, "none, selective or full"),
     ("--recompute-layers", "recompute_layers", int, "recompute only the first N layers of each chunk"),
     ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
+    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
+    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
     ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
     ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
+    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
+                                               "4 for an fp32 softmax)"),
     ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
@@ -57,6 +61,9 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
     ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
     ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
+    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
+    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
+    ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
 """`hpdsl search` flags: (flag, search_command keyword, type, help)."""
 
@@ -109,10 +116,19 @@ def describe_strategy(s: Strategy) -> str:
     """Return a one-line summary of a strategy."""
     parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else ""), f"dp {s.dp}",
              f"cp {s.cp}" + (f" ({s.cp_kind})" if s.cp > 1 else ""), f"ep {s.ep}", f"etp {s.etp}"]
-    if s.sequence_parallel:
-        parts.append("sp")
+    parts.append("sp" if s.sequence_parallel else "no sp")
     parts += [f"mb {s.micro_batch} x {s.micro_batches}", f"recompute {s.recompute}", f"zero {s.zero}"]
     return ", ".join(parts)
+
+
+def describe_assumptions(e: Estimate) -> str:
+    """Return the line saying which precision and optimizer the static memory assumed, byte by byte."""
+    a = e.assumptions()
+    parts = [f"{a['param_bytes']} weights", f"{a['grad_bytes']} gradients", f"{a['master_bytes']} master",
+             f"{a['extra_bytes']} fp8 weight copy" if a["extra_bytes"] else "",
+             f"{a['optimizer_states']}x{a['optimizer_state_bytes']} optimizer states"]
+    return (f"assumed {a['precision']}, {a['optimizer']}: " + " + ".join(p for p in parts if p)
+            + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B")
 
 
 def render_estimate(e: Estimate) -> str:
@@ -123,11 +139,13 @@ def render_estimate(e: Estimate) -> str:
     head = [
         f"{e.model} on {s.devices} x {s.device}: {describe_strategy(s)}; seq {s.seq_len}, "
         f"batch {s.batch} sequences",
+        describe_assumptions(e),
         f"parameters {e.params.total:,} ({e.params.total / 1e9:,.2f} B), active {e.params.active:,}",
-        f"FLOPs per step {_si(e.flops.total, 'FLOP')} (forward {_si(e.flops.forward)}, backward "
+        f"FLOPs per step executed {_si(e.flops.total, 'FLOP')} (forward {_si(e.flops.forward)}, backward "
         f"{_si(e.flops.backward)}, recompute {_si(e.flops.recompute)}); busiest device "
-        f"{_si(e.flops.per_device, 'FLOP')}",
-        f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s (mfu assumption {s.mfu})",
+        f"{_si(e.flops.per_device, 'FLOP')}; model (MFU convention) {_si(e.flops.model_total, 'FLOP')}",
+        f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s, MFU {e.mfu:.1%} of peak "
+        f"(assumed {s.mfu} of peak on the executed FLOPs)",
         "traffic per step on the busiest device: "
         + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
     ]
@@ -153,16 +171,22 @@ def render_search(r: SearchResult) -> str:
     head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: "
             f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit "
             f"(searched in {r.seconds:.2f} s)")
+    if r.top:
+        head += "\n" + describe_assumptions(r.top[0])
+    if r.pareto:
+        head += "\nthe memory/step-time frontier: each row is faster than every row with less peak memory"
     table = Table()
-    for name in ("#", "tp", "pp", "dp", "cp", "ep", "etp", "mb", "recompute", "zero",
-                 "peak GiB", "step s", "tokens/s"):
+    for name in ("#", "tp", "pp", "dp", "cp", "ep", "etp", "sp", "mb", "recompute", "zero",
+                 "peak GiB", "step s", "tokens/s", "MFU", "stands for"):
         table.add_column(name, justify="right")
-    for rank, e in enumerate(r.top, 1):
+    counts = r.stands_for or (1,) * len(r.top)
+    for rank, (e, count) in enumerate(zip(r.top, counts), 1):
         s = e.strategy
         cp = f"{s.cp}" + (f" {s.cp_kind}" if s.cp > 1 else "")
         table.add_row(str(rank), str(s.tp), str(s.pp), str(s.dp), cp, str(s.ep), str(s.etp),
-                      f"{s.micro_batch}x{s.micro_batches}", s.recompute, s.zero,
-                      _gib(e.memory.peak_bytes), f"{e.step_time_s:,.3f}", f"{e.tokens_per_s:,.0f}")
+                      "on" if s.sequence_parallel else "off", f"{s.micro_batch}x{s.micro_batches}",
+                      s.recompute, s.zero, _gib(e.memory.peak_bytes), f"{e.step_time_s:,.3f}",
+                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", str(count))
     if not r.top:
         return head + "\nno strategy fits"
     return head + "\n" + _render(table).rstrip("\n")

@@ -10,6 +10,7 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.devices import get_device
+from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.strategy import StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
@@ -46,8 +47,8 @@ class Ctx:
     edp: F            # expert data-parallel degree: dp·cp·tp/(ep·etp)
     b_n: float
     b_d: float
-    b_g: float
-    b_o: float        # optimizer bytes per parameter: states·state bytes + main parameter bytes
+    b_g: F
+    b_o: F            # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
     flops: F          # achieved FLOP/s: peak·mfu
     bw_tp: F
@@ -81,17 +82,37 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
         return np.where(span <= per_node, intra, inter)
 
     ep, etp = f["ep"], f["etp"]
+    widths = precision_widths(grid, run)
     return Ctx(
         t=t, sp=np.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         b=b, s=s, m=m, batch=batch.astype(np.float64), tok=s * b / cp,
         loss_t=t if run.loss_parallel else np.ones_like(t),
-        b_c=grid.compute_bytes.astype(np.float64), b_sm=grid.softmax_bytes.astype(np.float64),
-        b_p=grid.param_bytes.astype(np.float64), flash=grid.flash > 0, recompute=grid.recompute,
+        b_c=widths["compute"], b_sm=grid.softmax_bytes.astype(np.float64),
+        b_p=widths["param"], flash=grid.flash > 0, recompute=grid.recompute,
         all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,
         zero=grid.zero, ring=grid.cp_kind == 0, edp=dp * cp * t / (ep * etp),
-        b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=float(run.grad_bytes),
-        b_o=float(run.optimizer_states * run.optimizer_state_bytes + run.main_param_bytes),
+        b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],
+        b_o=widths["optimizer"],
         overlapped_grad_reduce=run.overlapped_grad_reduce, flops=peak * grid.mfu,
         bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
         bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
 
+
+
+def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, F]:
+    """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
+
+    Each (precision, optimizer) pair is looked up once in hpdsl/cost/precision.py;
+    a strategy's stated param_bytes or compute_bytes (non-zero) wins over its precision's.
+    """
+    out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
+    prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
+    pairs = np.unique(prec * len(OPTIMIZER_NAMES) + opt)  # a few codes: no Python loop over candidates
+    for p_code, o_code in (divmod(int(code), len(OPTIMIZER_NAMES)) for code in pairs):
+        at = (prec == p_code) & (opt == o_code)
+        w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)
+        out["grad"][at], out["optimizer"][at] = w.grad, w.optimizer
+        out["param"][at], out["compute"][at] = w.param, PRECISIONS[PRECISION_NAMES[p_code]].compute
+    out["param"] = np.where(grid.param_bytes > 0, grid.param_bytes, out["param"]).astype(np.float64)
+    out["compute"] = np.where(grid.compute_bytes > 0, grid.compute_bytes, out["compute"]).astype(np.float64)
+    return out

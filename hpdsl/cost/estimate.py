@@ -14,18 +14,26 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.comm import AXES
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.params import ParamReport
+from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.pricing import GridPrice, Prepared, prepare, price_grid
 from hpdsl.cost.strategy import Strategy, StrategyGrid, require_valid
 
 
 @attrs.frozen
 class FlopReport:
-    """FLOPs of one training step: model-wide by pass, and on the busiest device."""
+    """FLOPs of one training step: executed model-wide by pass, on the busiest device, and the model convention.
+
+    forward, backward and recompute are what the kernels execute (causal flash
+    attention skips the masked half of the scores; the flash backward runs QKᵀ and
+    the softmax again); `model_total` is the MFU convention (PaLM's 6N + 12·L·a·d_h·s
+    per token: parameter matmuls and the full score square, forward and backward).
+    """
 
     forward: float
     backward: float
     recompute: float
     per_device: float
+    model_total: float = 0.0
 
     @property
     def total(self) -> float:
@@ -78,21 +86,41 @@ class Estimate:
     communication: dict[str, float]
     step_time_s: float
     tokens_per_step: int
+    widths: StaticWidths = StaticWidths(2, 4, 4, 0, 2, 4)
+
+    def assumptions(self) -> dict[str, Any]:
+        """Return what the estimate assumed about precision and optimizer, bytes per parameter included."""
+        w = self.widths
+        return {"precision": self.strategy.precision, "optimizer": self.strategy.optimizer,
+                "param_bytes": w.param, "grad_bytes": w.grad, "master_bytes": w.master,
+                "extra_bytes": w.extra, "optimizer_states": w.states, "optimizer_state_bytes": w.state_bytes,
+                "static_bytes_per_param": w.total,
+                "compute_bytes": self.strategy.compute_bytes or PRECISIONS[self.strategy.precision].compute,
+                "precision_note": PRECISIONS[self.strategy.precision].note,
+                "optimizer_note": OPTIMIZERS[self.strategy.optimizer].note}
 
     @property
     def tokens_per_s(self) -> float:
         """Return the modeled training throughput."""
         return self.tokens_per_step / self.step_time_s if self.step_time_s else 0.0
 
+    @property
+    def mfu(self) -> float:
+        """Return model FLOPs utilisation: the model convention's FLOPs per second over every device's peak."""
+        peak = get_device(self.strategy.device).peak_flops * self.strategy.devices
+        return self.flops.model_total / (self.step_time_s * peak) if self.step_time_s else 0.0
+
     def to_json(self) -> dict[str, Any]:
         """Return the estimate as `hpdsl estimate --json` prints it."""
         return {
             "model": self.model,
             "strategy": attrs.asdict(self.strategy),
+            "assumed": self.assumptions(),
             "params": self.params.to_json(),
             "flops": {"forward": self.flops.forward, "backward": self.flops.backward,
                       "recompute": self.flops.recompute, "total": self.flops.total,
-                      "per_device": self.flops.per_device},
+                      "per_device": self.flops.per_device, "model_total": self.flops.model_total},
+            "mfu": self.mfu,
             "memory": {"per_stage": [_stage_json(s) for s in self.memory.per_stage],
                        "peak_bytes": self.memory.peak_bytes, "peak_stage": self.memory.peak_stage,
                        "capacity_bytes": self.memory.capacity_bytes, "fits": self.memory.fits},
@@ -112,8 +140,19 @@ def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
     """Price one strategy; raise InvalidStrategyError listing every reason if it cannot run."""
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     require_valid(strategy, prepared.columns)
+    strategy = effective(strategy, prepared)
     price = price_grid(prepared, StrategyGrid.from_strategies([strategy]), detail=True)
     return estimate_from_price(prepared, strategy, price, 0)
+
+
+def effective(strategy: Strategy, prepared: Prepared) -> Strategy:
+    """Return `strategy` with sequence parallelism resolved: on only with tp > 1 and stated or the profile's default.
+
+    Priced the same (sp divides nothing at tp 1), so the estimate can say what ran.
+    """
+    stated = strategy.sequence_parallel
+    on = prepared.columns.cost_model.profile.run.shard_activations if stated is None else stated
+    return strategy.with_(sequence_parallel=bool(on) and strategy.tp > 1)
 
 
 def estimate_from_price(prepared: Prepared, strategy: Strategy, price: GridPrice, i: int
@@ -139,9 +178,12 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: GridPrice
         model=prepared.columns.cost_model.model.name, strategy=strategy,
         params=prepared.columns.report,
         flops=FlopReport(float(price.flops_forward[i]), float(price.flops_backward[i]),
-                         float(price.flops_recompute[i]), float(price.device_flops[i])),
+                         float(price.flops_recompute[i]), float(price.device_flops[i]),
+                         float(price.flops_model[i])),
         memory=MemoryReport(stages, float(price.peak_bytes[i]), int(price.peak_stage[i]),
                             get_device(strategy.device).memory_bytes),
         communication={axis: float(price.communication[axis][i]) for axis in AXES},
         step_time_s=float(price.step_time_s[i]),
-        tokens_per_step=strategy.batch * strategy.seq_len)
+        tokens_per_step=strategy.batch * strategy.seq_len,
+        widths=static_widths(strategy.precision, strategy.optimizer, prepared.columns.cost_model.profile.run,
+                             strategy.param_bytes))

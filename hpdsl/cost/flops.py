@@ -200,8 +200,8 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int
 
     Model-wide (every parallel degree 1) for `batch` sequences of `seq_len`
     tokens; keys are the pricing columns' names (a kind, "layer" for a model
-    without kinds, "output"). Summed over the stack they give the estimate's
-    forward FLOPs without MTP layers.
+    without kinds, "output"). Scores over the whole square: summed over the
+    stack they give the estimate's forward FLOPs without flash and MTP layers.
     """
     columns = model_columns(cost_model)
     out: dict[str, dict[str, float]] = {}
@@ -246,32 +246,107 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
 # --------------------------------------------------------------------------
 
 
-def device_forward(c: FlopCoeffs, x: Ctx) -> np.ndarray:
-    """Return one layer's forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
-    split = x.tok * ((c.t + c.ts * x.s) / x.t + c.sp / x.sp)
-    return split + x.tok * (c.w + c.w_ts * x.s) if c.w or c.w_ts else split
+def executed_keys(x: Ctx, causal: float) -> np.ndarray:
+    """Return the keys each query's score work runs over: half the causal share's under flash.
+
+    A flash kernel skips the blocks a causal mask empties (about half the s×s
+    square); without flash the whole score matrix is computed, then masked.
+    `causal` is the share of the column's score work that is causal self-attention.
+    """
+    return x.s * np.where(x.flash, 1.0 - causal / 2, 1.0)
 
 
-def device_scores(c: FlopCoeffs, x: Ctx) -> np.ndarray:
+def device_forward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+    """Return one layer's executed forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
+    split = x.tok * ((c.t + c.ts * keys) / x.t + c.sp / x.sp)
+    return split + x.tok * (c.w + c.w_ts * keys) if c.w or c.w_ts else split
+
+
+def device_flash_backward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+    """Return what a flash backward runs again per micro-batch on one device: QKᵀ and the softmax."""
+    again = x.tok * c.sel_ts * keys / x.t + x.tok * c.sel_w_ts * keys
+    return np.where(x.flash, again, 0.0)
+
+
+def device_scores(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
     """Return one layer's score FLOPs per micro-batch on one device (what hides a ring's transfers)."""
-    return x.tok * c.ts * x.s / x.t + x.tok * c.w_ts * x.s
+    return x.tok * c.ts * keys / x.t + x.tok * c.w_ts * keys
 
 
-def device_recompute(c: FlopCoeffs, x: Ctx, forward: np.ndarray) -> np.ndarray:
+def device_recompute(c: FlopCoeffs, x: Ctx, forward: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Return what the strategy's recompute runs again per micro-batch on one device."""
-    selective = x.tok * c.sel_ts * x.s / x.t
+    selective = x.tok * c.sel_ts * keys / x.t
     if c.sel_w_ts:
-        selective = selective + x.tok * c.sel_w_ts * x.s
+        selective = selective + x.tok * c.sel_w_ts * keys
     return np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
 
 
-def model_forward(c: FlopCoeffs, x: Ctx) -> np.ndarray:
-    """Return one layer's model-wide forward FLOPs per sequence."""
-    return x.s * c.per_token(x.s)
+def model_forward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+    """Return one layer's model-wide executed forward FLOPs per sequence."""
+    return x.s * (c.t + c.sp + c.w + (c.ts + c.w_ts) * keys)
 
 
-def model_recompute(c: FlopCoeffs, x: Ctx) -> np.ndarray:
+def model_flash_backward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+    """Return one layer's model-wide flash-backward recompute (QKᵀ, softmax) per sequence."""
+    return np.where(x.flash, x.s * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
+
+
+def model_recompute(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
     """Return one layer's model-wide recompute FLOPs per sequence under the strategy."""
-    full = model_forward(c, x)
-    selective = x.s * c.sel_ts * x.s + x.s * c.sel_w_ts * x.s
+    full = model_forward(c, x, keys)
+    selective = x.s * (c.sel_ts + c.sel_w_ts) * keys
     return np.where(x.recompute == 2, full, np.where(x.recompute == 1, selective, 0.0))
+
+
+# --------------------------------------------------------------------------
+# The model convention (MFU): parameter matmuls and the full score square
+# --------------------------------------------------------------------------
+
+
+MODEL_TERMS = ("attMM", "conv", "ffMM", "router", "output")
+"""Matrix products with parameters: 2 FLOPs per parameter a token multiplies (PaLM's 6N with the backward)."""
+
+
+@attrs.frozen
+class ModelFlops:
+    """One column's forward FLOPs in the model convention: per token, and per token and key (scores)."""
+
+    per_token: float = 0.0
+    per_key: float = 0.0
+
+
+def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
+    """Return a column's forward model FLOPs: its parameter matmuls and score matmuls over the full square.
+
+    PaLM's convention (Chowdhery et al. 2022, appendix B): 6N + 12·L·a·d_h·s per
+    token with the backward; elementwise work, the delta rule's state products
+    and the flash backward's recompute are executed work, not model FLOPs.
+    """
+    model = columns.cost_model.model
+    if column.role == "embedding":
+        return ModelFlops()
+    out = output_flop_terms(model.hidden, model.vocab)["output"].t
+    if column.role == "output":
+        return ModelFlops(per_token=out)
+    assert column.config is not None
+    terms = layer_flop_terms(column.config)
+    per_token = sum(terms[name].t + terms[name].sp for name in MODEL_TERMS if name in terms)
+    if column.role == "mtp":
+        per_token += 2 * 2 * model.hidden * model.hidden + out
+    return ModelFlops(per_token=per_token, per_key=terms["attBMM"].ts)
+
+
+def causal_share(column: Column, columns: ModelColumns) -> float:
+    """Return the share of a column's score work that is causal self-attention.
+
+    As the torch backend builds them (hpdsl/torch/model.py): an encoder-decoder's
+    encoder attends both ways and a decoder layer's cross-attention (half its
+    score work) attends to the whole encoder output; every other mixer is causal.
+    """
+    if column.config is None:
+        return 0.0
+    kinds = {g.kind for g in columns.cost_model.model.groups}
+    if {"encoder", "decoder"} <= kinds and column.kind == "encoder":
+        return 0.0
+    attentions = op_count(column.config.ops, OP.ATT_MM) / 4
+    return 0.5 if attentions == 2 else 1.0

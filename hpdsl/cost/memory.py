@@ -188,6 +188,7 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     assert cfg is not None and lp is not None
     whole = _whole_params(cfg, lp, column.whole)
     down = 0.0 if _mixer_whole(column.whole) else mla_down_params(cfg)
+    down += row_parallel_biases(cfg, column.whole)
     split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
                        rep=lp.norms + lp.router + down + whole, expert=lp.routed)
     if column.role == "mtp":
@@ -217,6 +218,22 @@ def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> f
         total += float(lp.dense_ffn)
     if "shared_experts" in whole:
         total += float(lp.shared)
+    return total
+
+
+def row_parallel_biases(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
+    """Return the biases of row-parallel projections (o_proj, down_proj), which every tp rank holds whole.
+
+    The layouts `replicate` them (a row-parallel bias is added once, after the
+    all-reduce); slots already held whole are counted by _whole_params.
+    """
+    h, total = cfg.hidden, 0.0
+    if cfg.o_bias and cfg.attn_kind != "linear" and not _mixer_whole(whole):
+        total += op_count(cfg.ops, OP.ATT_MM) / 4 * h
+    if cfg.mlp_bias and cfg.experts <= 1 and op_count(cfg.ops, OP.FF_MM) and "mlp" not in whole:
+        total += h
+    if cfg.mlp_bias and cfg.experts > 1 and "shared_experts" not in whole:
+        total += cfg.shared_experts * h
     return total
 
 

@@ -36,6 +36,8 @@ class Prepared:
     comm: tuple[comm_mod.CommCoeffs, ...]
     params: tuple[mem.ParamSplit, ...]
     output_copy: float
+    causal: tuple[float, ...]                  # share of each column's score work that is causal
+    model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
 
     @property
@@ -67,7 +69,9 @@ def prepare(cost_model: CostModel) -> Prepared:
         columns, tuple(mem.column_act_coeffs(c, columns) for c in cols),
         tuple(flop_mod.column_flop_coeffs(c, columns) for c in cols),
         tuple(comm_mod.column_comm_coeffs(c, columns) for c in cols),
-        tuple(mem.column_params(c, columns) for c in cols), mem.output_copy(columns))
+        tuple(mem.column_params(c, columns) for c in cols), mem.output_copy(columns),
+        tuple(flop_mod.causal_share(c, columns) for c in cols),
+        tuple(flop_mod.column_model_flops(c, columns) for c in cols))
     for key in [key for key, (ref, _) in _CACHE.items() if ref() is None]:
         del _CACHE[key]  # models that are gone
     _CACHE[id(cost_model)] = (weakref.ref(cost_model), prepared)
@@ -84,6 +88,7 @@ class GridPrice:
     flops_forward: np.ndarray      # model-wide per step
     flops_backward: np.ndarray
     flops_recompute: np.ndarray
+    flops_model: np.ndarray        # the MFU convention per step: 3 × (parameter matmuls + full score square)
     device_flops: np.ndarray | None = None  # per step on the busiest device (with detail)
     communication: dict[str, np.ndarray] | None = None  # bytes per step per device, busiest rank
     stages: tuple[dict[str, np.ndarray] | None, ...] | None = None  # per candidate, arrays over stages
@@ -108,12 +113,16 @@ class Columnwise:
     tau_rec: Cols
     dp_once: Cols        # gradient-reduction bytes once per step
     dp_micro: Cols       # ... per micro-batch
-    fwd: Cols            # forward FLOPs per micro-batch
+    tp_once: Cols        # sequence parallelism: tp all-reduce of the replicated parameters' gradients, per step
+    fwd: Cols            # executed forward FLOPs per micro-batch
+    bwd: Cols            # executed backward FLOPs per micro-batch (2 × forward + the flash recompute)
     rec: Cols
     vol: dict[str, Cols]
     vol_rec: dict[str, Cols]
     model_fwd: Cols
+    model_bwd: Cols
     model_rec: Cols
+    model_mfu: Cols      # forward FLOPs per sequence in the model convention
 
 
 def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
@@ -144,12 +153,14 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
     dense, expert = mem.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
     parts = mem.static_bytes(dense, expert, factors)
     once_dense, once_expert, micro_dense, micro_expert = dp_factors
-    c = p.flop[j]
-    fwd = flop_mod.device_forward(c, x)
-    frec = flop_mod.device_recompute(c, x, fwd) if layer else zero
-    score = flop_mod.device_scores(c, x) / x.flops if c.ts or c.w_ts else zero
+    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j])
+    fwd = flop_mod.device_forward(c, x, keys)
+    bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
+    frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
+    score = flop_mod.device_scores(c, x, keys) / x.flops if c.ts or c.w_ts else zero
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, np.where(x.recompute >= 1, score, 0.0))
-    compute, compute_rec = 3 * fwd / x.flops, frec / x.flops
+    compute, compute_rec = (fwd + bwd) / x.flops, frec / x.flops
+    model_fwd = flop_mod.model_forward(c, x, keys)
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],
@@ -157,12 +168,28 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
         "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
         "tau_rec": compute_rec + traffic.rec_time if layer else zero,
         "dp_once": dense * once_dense + expert * once_expert,
-        "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "rec": frec,
-        "model_fwd": flop_mod.model_forward(c, x),
-        "model_rec": flop_mod.model_recompute(c, x) if layer else zero}
+        "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "bwd": bwd, "rec": frec,
+        "tp_once": sp_grad_allreduce(p.params[j].rep, x),
+        "model_fwd": model_fwd,
+        "model_bwd": flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
+        "model_rec": flop_mod.model_recompute(c, x, keys) if layer else zero,
+        "model_mfu": x.s * (p.model_flops[j].per_token + p.model_flops[j].per_key * x.s)}
     out: dict[str, Any] = {k: np.broadcast_to(v, x.tok.shape) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out
+
+
+def sp_grad_allreduce(replicated: float, x: Ctx) -> np.ndarray:
+    """Return the bytes one device sends per step to all-reduce replicated parameters' gradients over tp.
+
+    Under sequence parallelism each tp rank computes a replicated parameter's
+    gradient from its own slice of the sequence (norms, the router, MLA's latent
+    projections, a whole mixer, row-parallel biases), so the slices are summed
+    over tp once per step, as Megatron does for its sequence-parallel norms.
+    Without sp every rank saw the whole sequence: nothing to sum.
+    """
+    ring = 2 * (x.t - 1) / x.t
+    return np.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
 
 
 def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
@@ -263,12 +290,14 @@ def _time(g: _Group) -> dict[str, np.ndarray]:
         compute = g.ranks(cw.compute, cw.compute_rec)
         # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
         t_rank = t_rank + np.maximum(0.0, g.ranks(cw.dp_micro) / x.bw_dp[:, None] - compute)
-    once = g.ranks(cw.dp_once)
+    once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
     once_s = once / x.bw_dp[:, None]
     if compute is not None and x.overlapped_grad_reduce:
         once_s = np.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
+    once_s = once_s + tp_once / x.bw_tp[:, None]  # after the backward, before the step: not overlapped
     pipe = (np.cumsum(t_rank, axis=1)[:, -1] + (x.m * v - 1) * t_rank.max(axis=1)) / v
-    return {"time": t_rank, "pp": pp_bytes, "once": once, "step": pipe + once_s.max(axis=1)}
+    return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once,
+            "step": pipe + once_s.max(axis=1)}
 
 
 def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
@@ -278,22 +307,24 @@ def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarra
     m = x.m[:, None]
     params, grads, optim = (g.ranks(part) for part in cw.parts)
     traffic = {axis: m * g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
+    traffic["tp"] = traffic["tp"] + time["tp_once"]
     traffic["pp"] = np.broadcast_to((x.m * time["pp"])[:, None], params.shape)
     traffic["dp"] = time["once"] + m * g.ranks(cw.dp_micro)
     return {"params": params, "grads": grads, "optimizer": optim,
             "activations": memory["activations"], "transient": memory["transient"],
-            "total": memory["total"], "flops": m * g.ranks([3 * f for f in cw.fwd], cw.rec),
+            "total": memory["total"], "flops": m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
             "time": time["time"], **traffic}
 
 
 def _price_group(p: Prepared, grid: StrategyGrid, layout: Layout, detail: bool) -> dict[str, Any]:
     g = _group(p, grid, layout)
     memory, time = _memory(g), _time(g)
-    forward = g.x.batch * _sum_columns(layout.comp.sum(axis=0)[None], g.cw.model_fwd)
+    counts = layout.comp.sum(axis=0)[None]
     out: dict[str, Any] = {
         "peak_bytes": memory["total"].max(axis=1), "peak_stage": memory["total"].argmax(axis=1),
-        "step_time_s": time["step"], "flops_forward": forward,
-        "flops_backward": flop_mod.BACKWARD * forward,
+        "step_time_s": time["step"], "flops_forward": g.x.batch * _sum_columns(counts, g.cw.model_fwd),
+        "flops_backward": g.x.batch * _sum_columns(counts, g.cw.model_bwd),
+        "flops_model": 3 * g.x.batch * _sum_columns(counts, g.cw.model_mfu),
         "flops_recompute": g.x.batch * _sum_columns(g.rc.sum(axis=1), g.cw.model_rec),
     }
     if detail:

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost import rank
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.pricing import Prepared, prepare, price_grid
@@ -48,14 +49,18 @@ class SearchResult:
     fitting: int
     seconds: float
     top: tuple[Estimate, ...]
+    stands_for: tuple[int, ...] = ()   # per row: equivalent strategies it represents (hpdsl/cost/rank.py)
+    pareto: bool = False               # the rows are the memory/step-time frontier, not the fastest
 
     def to_json(self) -> dict[str, object]:
         """Return the result as `hpdsl search --json` prints it (the parameters once, not per entry)."""
         top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model")} for e in self.top]
+        for row, count in zip(top, self.stands_for):
+            row["stands_for"] = count
         params = self.top[0].params.to_json() if self.top else None
         return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes,
                 "enumerated": self.enumerated, "valid": self.valid, "fitting": self.fitting,
-                "seconds": self.seconds, "params": params, "top": top}
+                "seconds": self.seconds, "pareto": self.pareto, "params": params, "top": top}
 
 
 def divisors(n: int) -> list[int]:
@@ -127,27 +132,33 @@ def _model_layouts(prepared: Prepared, devices: int) -> np.ndarray:
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
 
 
-def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: int | None = None, *,
+def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float | None = None, *,
            device: str = "h100", top: int = 10, global_batch: int = 1024, seq_len: int = 4096,
            micro_batches: Sequence[int] = (1, 2, 4, 8), recompute: Sequence[str] = RECOMPUTE,
            zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS,
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
-           progress: bool | None = None) -> SearchResult:
-    """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each."""
+           progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
+           pareto: bool = False) -> SearchResult:
+    """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier)."""
     start = time.perf_counter()
-    prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     base = (base or Strategy()).with_(device=device)
-    capacity = memory_bytes if memory_bytes is not None else get_device(device).memory_bytes
+    base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer)
+    rank.require_search_inputs(rank.search_input_reasons(
+        devices, memory_bytes, top, micro_batches=micro_batches, vpp=vpp, global_batch=global_batch,
+        seq_len=seq_len, precision=base.precision, optimizer=base.optimizer))
+    prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    capacity = int(memory_bytes) if memory_bytes is not None else get_device(device).memory_bytes
     grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
                           micro_batches=micro_batches, recompute=recompute, zero=zero,
                           cp_kinds=cp_kinds, vpp=vpp, base=base)
-    valid = grid.take(~invalid_mask(prepared.columns, grid))
+    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid)))
     times, peaks = _price_chunks(prepared, valid, progress, start)
     fits = np.nonzero(peaks <= capacity)[0]
-    ranked = fits[np.lexsort((peaks[fits], times[fits]))][:top]
-    best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked)
+    ranked, counts = (rank.pareto if pareto else rank.collapse)(times, peaks, fits)
+    best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked[:top])
     return SearchResult(prepared.columns.cost_model.model.name, devices, capacity, len(grid),
-                        len(valid), len(fits), time.perf_counter() - start, best)
+                        len(valid), len(fits), time.perf_counter() - start, best,
+                        tuple(int(c) for c in counts[:top]), pareto)
 
 
 def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -64,8 +65,10 @@ class Strategy:
     recompute: str = "none"
     recompute_layers: int | None = None   # recompute only the first N layers of each chunk
     zero: str = "none"
-    param_bytes: int = 2
-    compute_bytes: int = 2                # activations saved for backward (bf16)
+    precision: str = "bf16-mixed"         # hpdsl/cost/precision.py PRECISIONS
+    optimizer: str = "adam"               # hpdsl/cost/precision.py OPTIMIZERS
+    param_bytes: int | None = None        # None: the precision's weight width
+    compute_bytes: int | None = None      # activations saved for backward; None: the precision's
     softmax_bytes: int = 2                # the softmax output kept for its backward
     flash_attention: bool = True          # no score-shaped tensor is saved (only the row statistics)
     device: str = "h100"
@@ -94,7 +97,8 @@ class Strategy:
 
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "recompute_layers", "param_bytes", "compute_bytes", "softmax_bytes", "num_devices")
-CODE_FIELDS = ("split_id", "cp_kind", "sp", "recompute", "zero", "flash", "device_id")
+CODE_FIELDS = ("split_id", "cp_kind", "sp", "recompute", "zero", "flash", "device_id", "precision",
+               "optimizer")
 GRID_FIELDS = (*INT_FIELDS, *CODE_FIELDS, "mfu")
 
 
@@ -102,8 +106,9 @@ GRID_FIELDS = (*INT_FIELDS, *CODE_FIELDS, "mfu")
 class StrategyGrid:
     """Many strategies as parallel numpy arrays (int64, except mfu: float64).
 
-    Codes: cp_kind, recompute and zero index CP_KINDS, RECOMPUTE and ZERO (-1:
-    unknown name); sp is 1/0, or -1 for "the profile's default"; global_batch 0
+    Codes: cp_kind, recompute, zero, precision and optimizer index CP_KINDS,
+    RECOMPUTE, ZERO, PRECISION_NAMES and OPTIMIZER_NAMES (-1: unknown name);
+    param_bytes and compute_bytes 0 mean "the precision's"; sp is 1/0, or -1 for "the profile's default"; global_batch 0
     means micro_batch·dp·pp; recompute_layers 0 means every layer; num_devices 0
     means unstated; split_id indexes `splits` (entry 0 is the even split);
     device_id indexes `devices` (-1: unknown).
@@ -164,7 +169,9 @@ class StrategyGrid:
             sequence_parallel=None if sp < 0 else bool(sp), micro_batch=a["micro_batch"],
             global_batch=a["global_batch"] or None, seq_len=a["seq_len"],
             recompute=_name(RECOMPUTE, a["recompute"]), recompute_layers=a["recompute_layers"] or None,
-            zero=_name(ZERO, a["zero"]), param_bytes=a["param_bytes"], compute_bytes=a["compute_bytes"],
+            zero=_name(ZERO, a["zero"]), param_bytes=a["param_bytes"] or None,
+            compute_bytes=a["compute_bytes"] or None, precision=_name(PRECISION_NAMES, a["precision"]),
+            optimizer=_name(OPTIMIZER_NAMES, a["optimizer"]),
             softmax_bytes=a["softmax_bytes"], flash_attention=bool(a["flash"]),
             device=self.devices[a["device_id"]] if a["device_id"] >= 0 else "?",
             mfu=float(self.arrays["mfu"][i]), num_devices=a["num_devices"] or None)
@@ -176,6 +183,7 @@ def _codes(s: Strategy, split_id: int) -> dict[str, Any]:
     out.update(
         split_id=split_id, cp_kind=_code(CP_KINDS, s.cp_kind), recompute=_code(RECOMPUTE, s.recompute),
         zero=_code(ZERO, s.zero), flash=int(bool(s.flash_attention)),
+        precision=_code(PRECISION_NAMES, s.precision), optimizer=_code(OPTIMIZER_NAMES, s.optimizer),
         sp=-1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
         device_id=_device_code(s.device), mfu=float(s.mfu))
     return out

@@ -16,6 +16,7 @@ import numpy as np
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
+from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
@@ -224,10 +225,21 @@ def _micro_batches(g: StrategyGrid) -> np.ndarray:
     return _batch(g) // np.maximum(g.micro_batch * g.dp, 1)
 
 
+def precision_rules() -> Iterator[Rule]:
+    """Yield the precision and optimizer checks: known names, positive stated widths (0: the precision's)."""
+    yield Rule(lambda g, _s: g.precision < 0,
+               lambda s, _sh: f"precision '{s.precision}' is not one of {', '.join(PRECISION_NAMES)}")
+    yield Rule(lambda g, _s: g.optimizer < 0,
+               lambda s, _sh: f"optimizer '{s.optimizer}' is not one of {', '.join(OPTIMIZER_NAMES)}")
+    yield Rule(lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
+    yield Rule(lambda g, _s: g.compute_bytes < 0,
+               lambda s, _sh: f"compute_bytes must be positive, got {s.compute_bytes}")
+
+
 def _static_rules() -> Iterator[Rule]:
-    for field in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "seq_len",
-                  "param_bytes", "compute_bytes", "softmax_bytes"):
+    for field in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "seq_len", "softmax_bytes"):
         yield _positive(field)
+    yield from precision_rules()
     yield Rule(lambda g, _s: g.recompute < 0,
                lambda s, _sh: f"recompute '{s.recompute}' is not one of {', '.join(RECOMPUTE)}")
     yield Rule(lambda g, _s: g.zero < 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
@@ -92,3 +93,28 @@ class Collector:
         """Return the diagnostics, deduplicated, in file and position order."""
         unique = dict.fromkeys(self.diagnostics)
         return tuple(sorted(unique, key=sort_key))
+
+
+# A file with more problems than this is broken throughout; more lines would only
+# bury the first ones (and a hostile file could print without bound).
+MAX_PER_FILE = 100
+
+
+def capped(diagnostics: Iterable[Diagnostic], most: int = MAX_PER_FILE) -> tuple[Diagnostic, ...]:
+    """Return sorted diagnostics with at most `most` per file, then one that counts the rest."""
+    kept: list[Diagnostic] = []
+    dropped: dict[str, list[Diagnostic]] = {}
+    shown: dict[str, int] = {}
+    for diagnostic in diagnostics:
+        file = diagnostic.span.file
+        if shown.get(file, 0) < most:
+            shown[file] = shown.get(file, 0) + 1
+            kept.append(diagnostic)
+        else:
+            dropped.setdefault(file, []).append(diagnostic)
+    for file, rest in dropped.items():
+        severity: Severity = "error" if any(d.is_error for d in rest) else "warning"
+        kept.append(Diagnostic(rest[0].span, "too-many-diagnostics",
+                               f"{len(rest):,} more problems in {file} are not shown", severity,
+                               hint="fix the ones shown first, then compile again"))
+    return tuple(sorted(kept, key=sort_key))

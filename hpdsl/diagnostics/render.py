@@ -48,8 +48,25 @@ def _excerpt(file: str, line: int, col: int, end_line: int, end_col: int,
         return []
     gutter = f"{line:>4} | "
     width = (end_col - col) if end_line == line else len(text) - col + 1
-    caret = "^" + "~" * max(0, width - 1)
+    text, col, width = _window(text, col, width)
+    caret = "^" + "~" * max(0, min(width, WINDOW) - 1)
     return [gutter + text, " " * (len(gutter) + col - 1) + caret]
+
+
+# The most characters of a source line an excerpt shows: a longer line is shown
+# as a window around the caret, so output stays proportional to the diagnostics.
+WINDOW = 120
+_MARK = "..."
+
+
+def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
+    """Return `text` cut to about WINDOW characters around column `col`, and the caret's new column."""
+    if len(text) <= WINDOW:
+        return text, col, width
+    start = max(0, min(col - 1 - WINDOW // 3, len(text) - WINDOW))
+    end = start + WINDOW
+    shown = (_MARK if start else "") + text[start:end] + (_MARK if end < len(text) else "")
+    return shown, col - start + (len(_MARK) if start else 0), min(width, end - col + 1)
 
 
 def _plural(n: int, word: str) -> str:

@@ -31,6 +31,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from hpdsl.errors import LoadError
 from hpdsl.ir.nodes import SCHEMA_VERSION, RegistryIR
+from hpdsl.ir.validate import registry_problems
 
 T = TypeVar("T")
 
@@ -313,7 +314,12 @@ def registry_from_data(data: Any) -> RegistryIR:
         raise LoadError("a registry must be a JSON object",
                         (f"$: expected an object, found {describe(data)}",))
     _check_version(data.get("schema_version", None), "schema_version" in data)
-    return structure(data, RegistryIR)
+    registry = structure(data, RegistryIR)
+    problems = registry_problems(registry)
+    if problems:
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise LoadError(f"an inconsistent registry ({len(problems)} {noun})", tuple(problems))
+    return registry
 
 
 def _check_version(version: Any, present: bool) -> None:

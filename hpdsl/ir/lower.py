@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
 
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import lower_model
 from hpdsl.ir.lower_profiles import lower_profile, lower_vocabulary
-from hpdsl.ir.nodes import SCHEMA_VERSION, RegistryIR
+from hpdsl.ir.nodes import SCHEMA_VERSION, RegistryIR, SourceRef
 from hpdsl.scope import Scope
 
 
-def lower_registry(scope: Scope, sources: Iterable[Source]) -> RegistryIR:
-    """Lower every declaration in scope into one RegistryIR stamped with the sources' hash."""
-    return RegistryIR(
+def lower_registry(scope: Scope, sources: Iterable[Source],
+                   names: Mapping[str, str] | None = None) -> RegistryIR:
+    """Lower every declaration in scope into one RegistryIR stamped with the sources' hash.
+
+    `names` renames source files (display name to the name recorded), in every
+    `source.file` and in the hash, so the registry does not depend on where it
+    was compiled from (hpdsl.loader.Loaded.stable_names).
+    """
+    names = names or {}
+    sources = [Source(names.get(s.name, s.name), s.text) for s in sources]
+    registry = RegistryIR(
         schema_version=SCHEMA_VERSION,
         source_hash=source_hash(sources),
         ops=lower_vocabulary(scope),
@@ -29,6 +40,22 @@ def lower_registry(scope: Scope, sources: Iterable[Source]) -> RegistryIR:
         families={name: lower_family(scope.families[name]) for name in sorted(scope.families)},
         models={name: lower_model(scope.models[name], scope) for name in sorted(scope.models)},
     )
+    return _renamed(registry, names) if names else registry
+
+
+def _renamed(value: Any, names: Mapping[str, str]) -> Any:
+    """Return `value` with every SourceRef's file renamed by `names` (IR values are frozen)."""
+    if isinstance(value, SourceRef):
+        return SourceRef(names.get(value.file, value.file), value.line, value.col)
+    if isinstance(value, tuple):
+        return tuple(_renamed(item, names) for item in value)
+    if isinstance(value, dict):
+        return {key: _renamed(item, names) for key, item in value.items()}
+    if attrs.has(type(value)):
+        changes = {field.name: _renamed(getattr(value, field.name), names)
+                   for field in attrs.fields(type(value)) if field.init}
+        return type(value)(**changes)
+    return value
 
 
 def source_hash(sources: Iterable[Source]) -> str:

@@ -85,7 +85,8 @@ if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
 else:
     RunFacts = attrs.make_class("RunFacts", {
-        fact.name: attrs.field(default=fact.default, type=bool if fact.type == "bool" else int)
+        fact.name: attrs.field(default=fact.default, type=bool if fact.type == "bool"
+                               else (int | None) if fact.default is None else int)
         for fact in RUN_FACTS.values()}, frozen=True, slots=True)
     RunFacts.__doc__ = "A profile's effective run facts: every RUN_FACTS row, unstated ones at their default."
 

@@ -18,14 +18,16 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.ir.nodes import LayerGroup
+from hpdsl.model.fields import FIELDS, MAX_LAYERS
 
 # The kind pairs a profile may split a derived stack into, by kind name.
 DENSE, MOE = "dense", "moe"
 ENCODER, DECODER = "encoder", "decoder"
 
-# An explicit stack is expanded for checking only up to this many layers; a
-# larger one is reported by its count, which needs no expansion.
-EXPAND_LIMIT = 1 << 20
+# An explicit stack is expanded only up to this many layers (the most a model may
+# have); a larger one is an error reported by its count, which needs no expansion.
+EXPAND_LIMIT = MAX_LAYERS
+STACK_TOO_LARGE = "the stack's body expands to {listed}, more than the {limit:,} a model may have"
 
 LAYER_TYPES_TOO_SHORT = "layer_types lists {listed}, but the model states `layers {layers}`"
 LAYER_TYPES_UNKNOWN = ("layer_types names '{name}', which is not a kind of this profile; "
@@ -150,6 +152,12 @@ def explicit_body(body: ast.StackList, layers: int | None) -> StackResult:
     """Expand an explicit stack, checking its counts against the model's `layers`."""
     problems = list(stack_zero_counts(body))
     total = stack_layer_count(body)
+    if total > EXPAND_LIMIT:
+        listed = plural(total, "layer") if total < 10 ** 30 else "over 10^30 layers"
+        problems.append(StackProblem(
+            "stack-too-large", STACK_TOO_LARGE.format(listed=listed, limit=EXPAND_LIMIT),
+            hint="check the repetition counts (`* N`): they multiply"))
+        return StackResult((), tuple(problems))
     if layers is not None and total != layers:
         problems.append(StackProblem(
             "stack-count-mismatch", STACK_COUNT_MISMATCH.format(listed=plural(total, "layer"), layers=layers),
@@ -250,7 +258,9 @@ def model_int(model: ast.Model, name: str, minimum: int = 0) -> int | None:
     for item in model.items:
         if isinstance(item, ast.Field) and item.name.value == name:
             value = item.value
-            if value is None or value.kind != "int" or int(value.value) < minimum:
+            limit = FIELDS[name].maximum if name in FIELDS else None
+            if value is None or value.kind != "int" or int(value.value) < minimum or (
+                    limit is not None and int(value.value) > limit):
                 return None
             return int(value.value)
     return None
@@ -300,6 +310,7 @@ def _locate(problem: StackProblem, model: ast.Model, stack: ast.ModelItem | None
         return problem
     sites: dict[str, Span | None] = {
         "stack-count-mismatch": keyword_span(stack.span, "stack") if stack else None,
+        "stack-too-large": keyword_span(stack.span, "stack") if stack else None,
         "layer-types-too-short": keyword_span(types.span, "layer_types") if types else None,
         "odd-encoder-decoder": _field_value_span(model, "layers"),
         "stack-needs-default": model.profile.span if model.profile else None,

@@ -39,11 +39,21 @@ class Field:
     required: bool = False
     hf: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
+    maximum: int | None = None
+
+
+# The most layers a model may have (body and MTP each): far above any real model,
+# and low enough that expanding, pricing and writing a stack stays quick.
+MAX_LAYERS = 1 << 16
+
+# The largest value of any other int field: products of two stay below 2^63.
+MAX_DIMENSION = 1 << 31
 
 
 def _int(name: str, meaning: str, *, minimum: int = 1, block: str | None = None,
-         default: int | None = None, required: bool = False, hf: tuple[str, ...] = ()) -> Field:
-    return Field(name, "int", meaning, block, minimum, default, required, hf)
+         default: int | None = None, required: bool = False, hf: tuple[str, ...] = (),
+         maximum: int = MAX_DIMENSION) -> Field:
+    return Field(name, "int", meaning, block, minimum, default, required, hf, maximum=maximum)
 
 
 def _bool(name: str, meaning: str, *, block: str | None = None, hf: tuple[str, ...] = ()) -> Field:
@@ -57,16 +67,17 @@ def _choice(name: str, meaning: str, choices: tuple[str, ...], default: str) -> 
 FIELDS: dict[str, Field] = {field.name: field for field in (
     _int("hidden", "hidden size h", required=True, hf=("hidden_size", "d_model", "n_embd")),
     _int("layers", "body layers, MTP excluded (both towers of an encoder-decoder)", required=True,
-         hf=("num_hidden_layers", "num_layers", "n_layer")),
+         hf=("num_hidden_layers", "num_layers", "n_layer"), maximum=MAX_LAYERS),
     _int("heads", "query heads a", required=True, hf=("num_attention_heads", "num_heads", "n_head")),
     _int("kv_heads", "key/value heads n_kv; default: heads", hf=("num_key_value_heads",)),
     _int("head_dim", "head dim d_h; default: hidden / heads", hf=("head_dim", "d_kv")),
     _int("vocab", "vocabulary size v", required=True, hf=("vocab_size",)),
     _int("ffn_width", "dense feed-forward width h_ff", hf=("intermediate_size", "d_ff", "n_inner")),
     _int("max_positions", "maximum sequence length", hf=("max_position_embeddings", "n_positions")),
-    _int("first_k_dense", "dense layers before the MoE layers", minimum=0, hf=("first_k_dense_replace",)),
+    _int("first_k_dense", "dense layers before the MoE layers", minimum=0, hf=("first_k_dense_replace",),
+         maximum=MAX_LAYERS),
     _int("mtp", "multi-token-prediction layers after the body", minimum=0, default=0,
-         hf=("mtp_depth", "num_nextn_predict_layers", "mtp_num_hidden_layers")),
+         hf=("mtp_depth", "num_nextn_predict_layers", "mtp_num_hidden_layers"), maximum=MAX_LAYERS),
     _int("layer_norms", "normalisations per layer, when not the kind's normOp count", minimum=0),
     _int("position_buckets", "relative-position buckets, one bias table per tower (T5)",
          hf=("relative_attention_num_buckets",)),
@@ -179,10 +190,13 @@ class Fact:
 
 
 RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
-    Fact("grad_bytes", "int", "bytes per gradient element", 4, 0),
-    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element", 4, 0),
-    Fact("optimizer_states", "int", "optimizer states per parameter", 2, 0),
-    Fact("main_param_bytes", "int", "bytes of the fp32 master copy per parameter", 0, 0),
+    # Unstated (None): from the strategy's precision and optimizer (hpdsl/cost/precision.py).
+    Fact("grad_bytes", "int", "bytes per gradient element (unstated: the precision's)", None, 0),
+    Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element (unstated: the optimizer's)",
+         None, 0),
+    Fact("optimizer_states", "int", "optimizer states per parameter (unstated: the optimizer's)", None, 0),
+    Fact("main_param_bytes", "int", "bytes of the master copy per parameter (unstated: the precision's)",
+         None, 0),
     Fact("norm_bytes", "int", "bytes per saved normalisation input element", 4, 0),
     Fact("dropout_bytes", "int", "bytes per dropout-mask element", 0, 0),
     Fact("grad_accumulation", "bool", "gradients take memory even without pipeline parallelism", False),

@@ -29,6 +29,14 @@ from hpdsl.syntax.transformer import ToAst
 # Deeper trees would exhaust Python's recursion in the transformer and the checks.
 MAX_NESTING = 100
 
+# Bounds that keep every later stage's work and output proportional to a sane file
+# (README "Hostile input"): the largest file and line parsed, and the largest
+# integer literal (every count, width and bound fits far below it, and products of
+# two stay exact in 64-bit arithmetic downstream).
+MAX_FILE_CHARS = 1 << 20
+MAX_LINE_CHARS = 100_000
+MAX_INT = 1 << 62
+
 # How terminals read in "expected ..." hints; keywords and punctuation read as themselves.
 _WORDS = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
@@ -179,6 +187,9 @@ def _parse_remembered(name: str, text: str) -> ast.File:
 
 
 def _parse(source: Source) -> ast.File:
+    oversize = _size_problem(source)
+    if oversize is not None:
+        raise SpecError(f"{source.name}: too large", (oversize,))
     parser = _parser()
     _COMMENTS.start()
     try:
@@ -193,6 +204,22 @@ def _parse(source: Source) -> ast.File:
     file = ToAst(source.name).transform(tree)
     return ast.File(source.name, file.items, tuple(_comment(c, source.name) for c in comments),
                     span=file.span)
+
+
+def _size_problem(source: Source) -> Diagnostic | None:
+    """Return a diagnostic for a file or a line over the caps, before the parser sees it."""
+    text = source.text
+    if len(text) > MAX_FILE_CHARS:
+        return Diagnostic(Span(source.name, 1, 1, 1, 2), "file-too-large",
+                          f"the file has {len(text):,} characters, more than {MAX_FILE_CHARS:,}",
+                          hint="split it into files that import each other")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE_CHARS:
+            col = MAX_LINE_CHARS + 1
+            return Diagnostic(Span(source.name, number, col, number, col + 1), "line-too-long",
+                              f"line {number} has {len(line):,} characters, more than "
+                              f"{MAX_LINE_CHARS:,}", hint="break it over several lines")
+    return None
 
 
 def _comment(token: Token, file: str) -> ast.Comment:
@@ -224,10 +251,26 @@ def _tree_problems(tree: Tree, file: str) -> Iterator[Diagnostic]:
         for child in reversed(node.children):
             if isinstance(child, Tree):
                 todo.append((child, depth + 1))
-            elif child.type == "INT" and digits and len(child.lstrip("-")) > digits:
-                yield Diagnostic(_token_span(child, file), "literal-too-large",
-                                 f"found an integer of {len(child.lstrip('-'))} digits",
-                                 hint=f"integers have at most {digits} digits")
+            else:
+                yield from _literal_problem(child, file, digits)
+
+
+def _literal_problem(token: Token, file: str, digits: int) -> Iterator[Diagnostic]:
+    """Yield a diagnostic for an integer beyond MAX_INT."""
+    text = token.lstrip("-")
+    if token.type == "INT" and digits and len(text) > digits:
+        yield Diagnostic(_token_span(token, file), "literal-too-large",
+                         f"found an integer of {len(text)} digits",
+                         hint=f"integers have at most {digits} digits")
+    elif token.type == "INT" and (len(text) > 19 or int(text) > MAX_INT):
+        yield Diagnostic(_token_span(token, file), "literal-too-large",
+                         f"the integer {_abridged(str(token))} is beyond the largest the "
+                         f"compiler holds, 2^62 = {MAX_INT}",
+                         hint="every count, width and bound is far smaller; check the digits")
+
+
+def _abridged(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
 
 
 def _too_deep(node: Tree, file: str) -> Diagnostic:

@@ -24,22 +24,29 @@ import copy
 import functools
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from pathlib import Path
 from typing import Any
 
 import attrs
+from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from hpdsl.diagnostics import did_you_mean
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.nodes import FamilyIR, Scalar, SelectorIR, SourceRef, VariantIR
+from hpdsl.ir.validate import factory_problem
 from hpdsl.model.axes import AxisSizes, condition_inputs
 from hpdsl.torch.mesh import ContextLike, JobMesh, job_context
 
-DEFAULT_PREFIXES: tuple[str, ...] = ("hpdsl.torch.",)
-"""Where variant import paths may point unless the embedding library allows more."""
+DEFAULT_PREFIXES: tuple[str, ...] = ("hpdsl.torch.modules",)
+"""Where factory and variant paths may point unless the application trusts more (docs/trust.md)."""
+
+TRUSTED_VARIABLE = "HPDSL_TRUSTED"
+"""The environment variable listing more trusted module prefixes, comma-separated."""
 
 RUNTIME_ARGUMENTS = ("config", "module", "module_fqn", "context")
 """What the builder passes itself, to constructors that name them; never request arguments."""
@@ -231,15 +238,41 @@ def is_allowed(path: str, allowed_prefixes: Sequence[str]) -> bool:
     return any(f"{module}.".startswith(p if p.endswith(".") else p + ".") for p in allowed_prefixes)
 
 
+def trusted_prefixes(allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES) -> tuple[str, ...]:
+    """Return `allowed_prefixes` plus what the application trusts: HPDSL_TRUSTED and its pyproject."""
+    from_env = [p.strip() for p in os.environ.get(TRUSTED_VARIABLE, "").split(",") if p.strip()]
+    return (*allowed_prefixes, *from_env, *_pyproject_trusted(Path.cwd() / "pyproject.toml"))
+
+
+def _pyproject_trusted(path: Path) -> tuple[str, ...]:
+    """Return `[tool.hpdsl] trusted` of the application's pyproject.toml (none if absent or unreadable)."""
+    try:
+        toml: Any = importlib.import_module("tomllib")  # Python 3.11+; 3.10 reads no pyproject
+        data = toml.loads(path.read_text(encoding="utf-8"))
+    except (ImportError, OSError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    trusted = data.get("tool", {}).get("hpdsl", {}).get("trusted", [])
+    return tuple(p for p in trusted if isinstance(p, str)) if isinstance(trusted, list) else ()
+
+
 def import_variant(path: str, allowed_prefixes: Sequence[str], *, where: str) -> Callable[..., Any]:
-    """Import the callable `module:attr` names; raise ResolutionError if disallowed or missing."""
-    module, _, attribute = path.partition(":")
-    if not module or not attribute:
+    """Import the nn.Module class `module:Class` names; raise ResolutionError if untrusted or not one.
+
+    The module is imported only under a trusted prefix (the allowed prefixes, HPDSL_TRUSTED,
+    `[tool.hpdsl] trusted`); the class is looked up by one name, never an attribute walk, and
+    must be an nn.Module subclass defined in that module (or below it) before anything is called.
+    """
+    if factory_problem(path) is not None:
         raise ResolutionError(f"{where}: import path '{path}' must have the form 'package.module:Name'")
-    if not is_allowed(path, allowed_prefixes):
-        allowed = ", ".join(f"'{p}'" for p in allowed_prefixes)
-        raise ResolutionError(f"{where}: import path '{path}' is outside the allowed prefixes "
-                              f"({allowed}); the embedding library must allow it")
+    trusted = trusted_prefixes(allowed_prefixes)
+    if not is_allowed(path, trusted):
+        allowed = ", ".join(f"'{p}'" for p in trusted)
+        raise ResolutionError(
+            f"{where}: factory '{path}' is outside the trusted prefixes ({allowed}); to allow it, "
+            f"pass allowed_prefixes, list its package in `[tool.hpdsl] trusted` of the application's "
+            f"pyproject.toml, or in the {TRUSTED_VARIABLE} environment variable")
     try:
         return _import(path)
     except ImportError as exc:
@@ -249,13 +282,15 @@ def import_variant(path: str, allowed_prefixes: Sequence[str], *, where: str) ->
 @functools.lru_cache(maxsize=None)
 def _import(path: str) -> Callable[..., Any]:
     module_name, _, attribute = path.partition(":")
-    value: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise ImportError(f"'{module_name}' has no attribute '{attribute}'")
-        value = getattr(value, part)
-    if not callable(value):
-        raise ImportError(f"'{attribute}' is a {type(value).__name__}, not a class or function")
+    module = importlib.import_module(module_name)
+    value = vars(module).get(attribute)  # one name in the module's namespace: no attribute walk
+    if value is None:
+        raise ImportError(f"'{module_name}' has no attribute '{attribute}'")
+    if not (isinstance(value, type) and issubclass(value, nn.Module)):
+        raise ImportError(f"'{attribute}' is a {type(value).__name__}, not a torch nn.Module class")
+    defined = value.__module__
+    if defined != module_name and not defined.startswith(module_name + "."):
+        raise ImportError(f"'{attribute}' is defined in '{defined}', not in '{module_name}'")
     return value
 
 
@@ -296,4 +331,4 @@ def _qualified(constructor: Callable[..., Any]) -> str:
 
 __all__ = ["DEFAULT_PREFIXES", "RUNTIME_ARGUMENTS", "FamilyRequest", "ResolvedFamily", "check_selector",
            "describe", "explicit_parameters", "import_variant", "is_allowed", "resolve_family",
-           "signature_of"]
+           "signature_of", "trusted_prefixes"]

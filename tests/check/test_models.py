@@ -6,14 +6,17 @@ these tests pin the messages, hints and spans, and that the examples are clean.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from hpdsl.check import check_files
+from hpdsl.check.models import small_divisors
+from hpdsl.errors import SpecError
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.resources import stdlib_files
-from hpdsl.syntax import parse_source
+from hpdsl.syntax import parse_source, parse_text
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DIMS = "hidden 1024  heads 8  vocab 1000  ffn_width 4096"
@@ -180,8 +183,33 @@ def test_a_duplicate_model_body_is_checked_too() -> None:
 def test_a_huge_stack_is_counted_without_expanding_it() -> None:
     text = (f"model m : qwen3_5 {{ {DIMS}  layers 4  {LINEAR}\n"
             "  stack [full_attention, [linear_attention, full_attention] * 1000] * 1000000 }")
-    diagnostic = _one(text, "stack-count-mismatch")
+    diagnostic = _one(text, "stack-too-large")
     assert "2001000000 layers" in diagnostic.message
+    assert (diagnostic.span.line, diagnostic.span.col) == (2, 3)
+
+
+def test_a_stack_over_the_layer_cap_is_an_error_not_an_empty_stack() -> None:
+    text = (f"model m : qwen3_5 {{ {DIMS}  layers 65537  {LINEAR}\n"
+            "  stack [linear_attention, full_attention * 32768] * 2 }")
+    codes = [d.code for d in _check(text)]
+    assert codes == ["field-too-large", "stack-too-large"]
+
+
+def test_a_literal_beyond_2_62_is_an_error_at_the_literal() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_text("model m { heads 9223372036854775807  kv_heads 3 }", "case.hpf")
+    (diagnostic,) = caught.value.diagnostics
+    assert diagnostic.code == "literal-too-large"
+    assert (diagnostic.span.line, diagnostic.span.col) == (1, 17)
+
+
+def test_the_divisors_hint_is_quick_for_the_largest_heads() -> None:
+    start = time.perf_counter()
+    text = f"model m : qwen3_5 {{ {DIMS.replace('heads 8', 'heads 4611686018427387903')}  kv_heads 3 }}"
+    codes = [d.code for d in _check(text)]
+    assert "field-too-large" in codes
+    assert small_divisors((1 << 62) - 1, 12) == [1, 3]
+    assert time.perf_counter() - start < 1
 
 
 def test_without_valid_layers_no_stack_is_derived() -> None:

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import attrs
 import pytest
-from cost_builders import EXAMPLES
+from cost_builders import EXAMPLES, dense_model
 
 from hpdsl.api import bind_model
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost import bind
 from hpdsl.cost.estimate import estimate
+from hpdsl.ir.nodes import evolve
 from hpdsl.cost.flops import MIXER_TERMS, layer_flop_terms
 from hpdsl.cost.params import parameters
 from hpdsl.cost.pricing import prepare
@@ -55,7 +57,7 @@ def test_qwen3_next_linear_attention_is_whole_on_every_tp_rank() -> None:
     params, acts = _stage(cost_model, strategy)
     bare_params, bare_acts = _stage(without_families("qwen3_next_80b_a3b"), strategy)
     # tp=2 used to halve each linear layer's mixer; now every rank holds it whole.
-    assert params - bare_params == linear_layers * gdn / 2 * strategy.param_bytes
+    assert params - bare_params == linear_layers * gdn / 2 * 2  # bf16 weights
     assert acts > bare_acts
 
 
@@ -125,8 +127,12 @@ def test_a_whole_mixer_needs_no_tp_reduction_only_its_sequence_parallel_input() 
     strategy = Strategy(tp=2, ep=2, global_batch=1)
     (ours,) = estimate(cost_model, strategy).memory.per_stage
     (theirs,) = estimate(without_families("qwen3_next_80b_a3b"), strategy).memory.per_stage
-    # Per layer and pass one h-wide reduce-scatter fewer: 2 passes · 2 bytes · 2048 tokens · h · (t−1).
-    assert theirs.communication["tp"] - ours.communication["tp"] == 36 * 2 * 2 * 2048 * h == 603979776
+    # Per layer and pass one h-wide reduce-scatter fewer: 2 passes · 2 bytes · 2048 tokens · h · (t−1);
+    # but under sp each whole mixer's fp32 gradients (33,718,464 parameters) are all-reduced over tp
+    # once per step: 2·(t−1)/t · 4 bytes each.
+    gdn_grads = 36 * 33_718_464 * 4
+    assert theirs.communication["tp"] - ours.communication["tp"] == 36 * 2 * 2 * 2048 * h - gdn_grads
+    assert 36 * 2 * 2 * 2048 * h == 603979776
 
 
 def test_tp_need_not_divide_a_replicated_mixers_heads(tmp_path: Path) -> None:
@@ -143,3 +149,26 @@ def test_tp_need_not_divide_a_replicated_mixers_heads(tmp_path: Path) -> None:
     assert strategy_reasons(strategy, attrs.evolve(cost_model, families={})) == (
         "tp 4 does not divide the 6 linear-attention key heads",
         "tp 4 does not divide the 18 linear-attention value heads")
+
+
+def test_row_parallel_biases_are_held_whole_by_every_tp_rank() -> None:
+    """o_proj.bias and down_proj.bias are `replicate` in the layouts: h each per layer on every tp rank."""
+    plain = dense_model()
+    with_bias = bind(evolve(plain.model, o_bias=True, mlp_bias=True), plain.profile)
+    layers, h = 4, with_bias.model.hidden
+    for tp in (1, 2):
+        biased = estimate(with_bias, Strategy(tp=tp)).memory.per_stage[0].params_bytes
+        bare = estimate(plain, Strategy(tp=tp)).memory.per_stage[0].params_bytes
+        split = parameters(with_bias).total - parameters(plain).total - 2 * layers * h
+        assert biased - bare == 2 * (split / tp + 2 * layers * h)  # bf16 weights
+
+
+def test_sequence_parallelism_all_reduces_replicated_gradients_over_tp() -> None:
+    cost_model = dense_model()
+    on = estimate(cost_model, Strategy(tp=2, sequence_parallel=True, global_batch=1))
+    off = estimate(cost_model, Strategy(tp=2, sequence_parallel=False, global_batch=1))
+    # Two norms per layer and the final norm, fp32 gradients, a ring all-reduce over 2 ranks.
+    # All-gather plus reduce-scatter moves what one all-reduce does: the rest is the gradients.
+    norms = (2 * 4 + 1) * cost_model.model.hidden
+    assert on.communication["tp"] - off.communication["tp"] == 2 * (2 - 1) / 2 * 4 * norms
+    assert on.strategy.sequence_parallel is True and off.strategy.sequence_parallel is False

@@ -32,6 +32,7 @@ from hpdsl.ir.nodes import (
     RunFacts,
     SelectorIR,
 )
+from hpdsl.ir.validate import registry_problems
 
 
 # --------------------------------------------------------------------------
@@ -51,9 +52,13 @@ def test_structure_inverts_unstructure(cls: type, data: st.DataObject) -> None:
 
 @given(registries())
 def test_registry_json_round_trip(registry: RegistryIR) -> None:
+    # Generated registries are well-typed but not consistent as a whole (hpdsl/ir/validate.py):
+    # the schema layer round-trips them, and registry_from_data loads the consistent ones.
     text = registry_to_json(registry)
-    assert registry_from_data(json.loads(text)) == registry
-    assert registry_to_json(registry_from_data(json.loads(text))) == text
+    assert structure(json.loads(text), RegistryIR) == registry
+    assert registry_to_json(structure(json.loads(text), RegistryIR)) == text
+    if not registry_problems(registry):
+        assert registry_from_data(json.loads(text)) == registry
 
 
 def test_condition_tree_round_trips() -> None:

@@ -38,7 +38,8 @@ condition_names = st.builds(ast.Name, identifiers | st.just("parallel"))
 # Literals
 # --------------------------------------------------------------------------
 
-int_values = st.integers(min_value=-(10**30), max_value=10**30)
+# The literal bound is 2^62 (hpdsl/syntax/parser.py MAX_INT).
+int_values = st.integers(min_value=-(2**62), max_value=2**62)
 int_literals = st.builds(ast.Literal, int_values, st.just("int"))
 float_literals = st.builds(ast.Literal, st.floats(allow_nan=False), st.just("float"))
 bool_literals = st.builds(ast.Literal, st.booleans(), st.just("bool"))

@@ -165,7 +165,8 @@ def test_constructor_failures_and_non_modules_are_build_errors() -> None:
     with pytest.raises(BuildError, match=r"^l\.0: family 'custom': Failing failed: this config is no good"):
         build_family(custom("torch_fixture_modules:Failing"), config=1, module_fqn="l.0",
                      allowed_prefixes=FIXTURES)
-    with pytest.raises(BuildError, match="returned a object, not a torch nn.Module"):
+    # A factory that is not an nn.Module class is refused before it is called (docs/trust.md).
+    with pytest.raises(ResolutionError, match="'not_a_module' is a function, not a torch nn.Module class"):
         build_family(custom("torch_fixture_modules:not_a_module"), config=1, allowed_prefixes=FIXTURES)
 
 

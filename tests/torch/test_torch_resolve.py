@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import copy
 import itertools
+from pathlib import Path
 
 import pytest
 
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import matching_variants, violated_requires
 from hpdsl.ir.nodes import Condition, FamilyIR, SelectorIR, VariantIR
-from hpdsl.torch.resolve import FamilyRequest, explicit_parameters, is_allowed, resolve_family
+from hpdsl.torch.resolve import (
+    FamilyRequest,
+    explicit_parameters,
+    is_allowed,
+    resolve_family,
+    trusted_prefixes,
+)
 
 FIXTURES = ("torch_fixture_modules.",)
 
@@ -175,7 +182,7 @@ def test_import_paths_outside_the_allowed_prefixes_are_never_imported() -> None:
     import sys
 
     fam = family(VariantIR("v", "evil_module_for_hpdsl_tests:Thing", default=True))
-    with pytest.raises(ResolutionError, match="outside the allowed prefixes \\('hpdsl.torch.'\\)"):
+    with pytest.raises(ResolutionError, match="outside the trusted prefixes \\('hpdsl.torch.modules'\\)"):
         resolve_family(FamilyRequest(fam))
     assert "evil_module_for_hpdsl_tests" not in sys.modules
     assert not is_allowed("hpdsl.torchvision:X", ("hpdsl.torch.",))
@@ -185,10 +192,15 @@ def test_import_paths_outside_the_allowed_prefixes_are_never_imported() -> None:
 @pytest.mark.parametrize(("path", "message"), [
     ("hpdsl.torch.no_such_module:Thing", "cannot import 'hpdsl.torch.no_such_module:Thing'"),
     ("hpdsl.torch.modules:NoSuchClass", "has no attribute 'NoSuchClass'"),
-    ("torch_fixture_modules:NOT_CALLABLE", "is a int, not a class or function"),
+    ("torch_fixture_modules:NOT_CALLABLE", "is a int, not a torch nn.Module class"),
+    ("torch_fixture_modules:not_a_module", "is a function, not a torch nn.Module class"),
+    ("hpdsl.torch.agreement:nn.utils.weight_norm", "must have the form 'package.module:Name'"),
+    ("hpdsl.torch.resolve:importlib.import_module", "must have the form 'package.module:Name'"),
+    ("torch_fixture_modules:Tensor_alias", "has no attribute"),
     ("hpdsl.torch.modules", "must have the form 'package.module:Name'"),
 ])
 def test_import_failures_are_resolution_errors(path: str, message: str) -> None:
+    """Each is refused before anything in it is called: no attribute walk, only nn.Module classes."""
     fam = family(VariantIR("v", path, default=True))
     with pytest.raises(ResolutionError, match=message):
         resolve_family(FamilyRequest(fam), allowed_prefixes=("hpdsl.torch.", *FIXTURES))
@@ -270,3 +282,23 @@ def test_with_arguments_returns_a_new_request(stdlib_registry) -> None:
     assert resolve_family(base).variant.name == "mxfp8"
     assert changed.to_dict() == {"family": "grouped_experts", "arguments": {"use_mxfp8": False}}
     assert base.to_dict()["arguments"] == {"use_mxfp8": True}
+
+
+def test_a_class_imported_into_a_trusted_module_but_defined_elsewhere_is_refused() -> None:
+    fam = family(VariantIR("v", "torch_fixture_modules:Linear", default=True))
+    with pytest.raises(ResolutionError, match="defined in 'torch.nn.modules.linear'"):
+        resolve_family(FamilyRequest(fam), allowed_prefixes=FIXTURES)
+
+
+def test_trusted_prefixes_come_from_the_environment_and_the_pyproject(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fam = family(VariantIR("v", "torch_fixture_modules:Plain", default=True))
+    with pytest.raises(ResolutionError, match="HPDSL_TRUSTED"):
+        resolve_family(FamilyRequest(fam))
+    monkeypatch.setenv("HPDSL_TRUSTED", "other.pkg, torch_fixture_modules")
+    assert resolve_family(FamilyRequest(fam)).variant.name == "v"
+    monkeypatch.delenv("HPDSL_TRUSTED")
+    (tmp_path / "pyproject.toml").write_text('[tool.hpdsl]\ntrusted = ["torch_fixture_modules"]\n')
+    monkeypatch.chdir(tmp_path)
+    assert "torch_fixture_modules" in trusted_prefixes()
+    assert resolve_family(FamilyRequest(fam)).variant.name == "v"

@@ -1,0 +1,85 @@
+"""A structured RegistryIR checked as a whole: what the schema alone cannot say.
+
+registry.json may be edited by hand or come from elsewhere, and a consumer
+(hpdsl/cost/bind.py, the torch builder) trusts what it loads; so load_registry
+rejects, with the JSON path of each, every inconsistency the compiler would
+never emit: a dict key that differs from its entry's name, a model whose profile
+or group kinds do not exist, groups that do not sum to `layers` and `mtp`, a
+dimension outside its field's bounds (hpdsl/model/fields.py), and a factory or
+variant path that is not `dotted.module:ClassName` (no attribute walk:
+docs/trust.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, RegistryIR
+from hpdsl.model.fields import FIELDS, MAX_LAYERS
+
+# `package.module:ClassName`: a dotted module path, one colon, one identifier.
+FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def registry_problems(registry: RegistryIR) -> list[str]:
+    """Return `$.path: problem` for every inconsistency of a structured registry."""
+    problems = list(_keys("$.profiles", registry.profiles))
+    problems += _keys("$.families", registry.families)
+    problems += _keys("$.models", registry.models)
+    for name, profile in registry.profiles.items():
+        problems += _keys(f"$.profiles.{name}.kinds", profile.kinds)
+    for name, family in registry.families.items():
+        problems += _family(f"$.families.{name}", family)
+    for name, model in registry.models.items():
+        problems += _model(f"$.models.{name}", model, registry.profiles)
+    return problems
+
+
+def _keys(path: str, table: Mapping[str, Any]) -> Iterator[str]:
+    for key, entry in table.items():
+        if entry.name != key:
+            yield f"{path}.{key}.name: the entry under '{key}' is named '{entry.name}'"
+
+
+def factory_problem(path: str) -> str | None:
+    """Return why `path` is not a `dotted.module:ClassName` factory string, or None."""
+    if FACTORY.fullmatch(path):
+        return None
+    return f"'{path}' is not of the form 'dotted.module:ClassName'"
+
+
+def _family(path: str, family: FamilyIR) -> Iterator[str]:
+    problem = factory_problem(family.factory)
+    if problem:
+        yield f"{path}.factory: {problem}"
+    for index, variant in enumerate(family.variants):
+        problem = factory_problem(variant.path)
+        if problem:
+            yield f"{path}.variants[{index}].path: {problem}"
+
+
+def _model(path: str, model: ModelIR, profiles: Mapping[str, ProfileIR]) -> Iterator[str]:
+    for name, field in FIELDS.items():
+        value = getattr(model, name)
+        if field.type != "int" or value is None:
+            continue
+        if field.minimum is not None and value < field.minimum:
+            yield f"{path}.{name}: must be at least {field.minimum}, found {value}"
+        if field.maximum is not None and value > field.maximum:
+            yield f"{path}.{name}: must be at most {field.maximum}, found {value}"
+    profile = profiles.get(model.profile)
+    if profile is None:
+        yield f"{path}.profile: no profile '{model.profile}' in the registry"
+    for index, group in enumerate(model.groups):
+        if profile is not None and group.kind not in profile.kinds:
+            yield f"{path}.groups[{index}].kind: profile '{model.profile}' has no kind '{group.kind}'"
+        if not 1 <= group.count <= MAX_LAYERS:
+            yield f"{path}.groups[{index}].count: must be from 1 to {MAX_LAYERS}, found {group.count}"
+    body = sum(g.count for g in model.groups if not g.mtp)
+    mtp = sum(g.count for g in model.groups if g.mtp)
+    if model.groups and body != model.layers:
+        yield f"{path}.groups: the body groups hold {body} layers, but layers is {model.layers}"
+    if mtp != (model.mtp or 0):
+        yield f"{path}.groups: the mtp groups hold {mtp} layers, but mtp is {model.mtp or 0}"

@@ -1,0 +1,87 @@
+"""Hostile input ends in a clear, located answer in bounded time and output (README "Hostile input")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hpdsl.api import check_sources
+from hpdsl.diagnostics import Source, render_diagnostics
+from hpdsl.diagnostics.diagnostic import MAX_PER_FILE
+from hpdsl.diagnostics.render import WINDOW
+from hpdsl.errors import SpecError
+from hpdsl.syntax import parse_text
+from hpdsl.syntax.parser import MAX_FILE_CHARS, MAX_LINE_CHARS
+
+
+def _codes(text: str) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        parse_text(text, "case.hpf")
+    return [d.code for d in caught.value.diagnostics]
+
+
+def test_a_file_over_the_cap_is_one_located_error() -> None:
+    assert _codes("// x\n" * (MAX_FILE_CHARS // 5 + 1)) == ["file-too-large"]
+
+
+def test_a_line_over_the_cap_is_an_error_at_the_column_past_it() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_text("\n// " + "x" * MAX_LINE_CHARS, "case.hpf")
+    (diagnostic,) = caught.value.diagnostics
+    assert diagnostic.code == "line-too-long"
+    assert (diagnostic.span.line, diagnostic.span.col) == (2, MAX_LINE_CHARS + 1)
+
+
+def test_2_62_is_held_and_one_more_is_not() -> None:
+    parse_text(f"model m {{ hidden {1 << 62} }}")
+    assert _codes(f"model m {{ hidden {(1 << 62) + 1} }}") == ["literal-too-large"]
+
+
+def test_duplicate_fields_on_one_line_print_in_bounded_output() -> None:
+    line = "model m : qwen { hidden 8  layers 2  heads 2  vocab 8  ffn_width 8 " + "heads 2 " * 1200 + "}"
+    start = time.perf_counter()
+    result = check_sources([Source("case.hpf", line)])
+    text = render_diagnostics(result.diagnostics, result.sources)
+    assert time.perf_counter() - start < 2
+    codes = [d.code for d in result.diagnostics]
+    assert codes.count("duplicate-field") == MAX_PER_FILE
+    assert codes[-1] == "too-many-diagnostics"
+    assert "1,100 more problems in case.hpf" in result.diagnostics[-1].message
+    assert not result.ok
+    assert len(text) < MAX_PER_FILE * 3 * (WINDOW + 200)
+
+
+def test_a_long_line_is_shown_as_a_window_around_the_caret() -> None:
+    line = "model m : qwen { hidden 8  layers 2  heads 2  vocab 8  ffn_width 8 " + " " * 5000 + "bogus 1 }"
+    result = check_sources([Source("case.hpf", line)])
+    (diagnostic,) = [d for d in result.diagnostics if d.code == "unknown-field"]
+    excerpt = render_diagnostics([diagnostic], result.sources).split("\n")[1:3]
+    source_line, caret_line = excerpt
+    assert len(source_line) < WINDOW + 20
+    assert source_line.startswith("   1 | ...")
+    caret = caret_line.index("^")
+    assert source_line[caret:caret + 5] == "bogus"
+
+
+def _family(selectors: int, overlap: bool) -> str:
+    names = [f"s{i:02}" for i in range(1, selectors + 1)]
+    body = "\n".join(f"  selector {n}: bool" for n in names)
+    when_b = f"{names[0]} and {names[-1]}" if overlap else f"not {names[0]} and {names[-1]}"
+    return (f"family wide {{\n  factory \"pkg.mod:A\"\n{body}\n"
+            f"  require {' or '.join(names)}\n"
+            f"  variant a \"pkg.mod:A\" when {names[0]}\n"
+            f"  variant b \"pkg.mod:B\" when {when_b}\n"
+            f"  variant rest \"pkg.mod:C\" default\n}}\n")
+
+
+def test_a_planted_overlap_in_a_huge_domain_does_not_compile() -> None:
+    start = time.perf_counter()
+    result = check_sources([Source("case.hpf", _family(30, overlap=True))], stdlib=False)
+    assert time.perf_counter() - start < 2
+    assert [d.code for d in result.errors] == ["variant-overlap"]
+
+
+def test_a_small_family_is_still_checked_exactly() -> None:
+    result = check_sources([Source("case.hpf", _family(6, overlap=True))], stdlib=False)
+    assert [d.code for d in result.errors] == ["variant-overlap"]

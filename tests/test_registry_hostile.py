@@ -1,0 +1,132 @@
+"""Registries validated as a whole, byte-identical wherever compiled, loaded without importing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hpdsl
+from hpdsl.errors import LoadError
+from hpdsl.registry import Registry, load_registry
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="module")
+def good() -> dict[str, Any]:
+    registry = hpdsl.compile_paths([EXAMPLES])
+    data: dict[str, Any] = json.loads(registry.to_json())
+    return data
+
+
+def _errors(data: Any) -> tuple[str, ...]:
+    with pytest.raises(LoadError) as caught:
+        Registry.from_json(json.dumps(data) if not isinstance(data, str) else data)
+    return caught.value.errors
+
+
+def _model(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = "deepseek_v3" if "deepseek_v3" in data["models"] else sorted(data["models"])[0]
+    return name, data["models"][name]
+
+
+def test_the_compiled_registry_loads(good: dict[str, Any]) -> None:
+    Registry.from_json(json.dumps(good))
+
+
+def test_deep_json_and_huge_ints_are_load_errors() -> None:
+    assert _errors("[" * 100_000 + "]" * 100_000) == ("$: nested too deep",)
+    (line,) = _errors('{"schema_version": ' + "9" * 5000 + "}")
+    assert line.startswith("$: ")
+
+
+def test_a_group_kind_missing_from_the_profile(good: dict[str, Any]) -> None:
+    name, model = _model(good)
+    model["groups"][0]["kind"] = "no_such_kind"
+    assert any(e.startswith(f"$.models.{name}.groups[0].kind: ") for e in _errors(good))
+
+
+@pytest.mark.parametrize("count", [10**30, -3, 0])
+def test_group_counts_out_of_bounds_or_not_summing(good: dict[str, Any], count: int) -> None:
+    name, model = _model(good)
+    model["groups"][0]["count"] = count
+    errors = _errors(good)
+    assert any(e.startswith(f"$.models.{name}.groups[0].count: ") for e in errors)
+    assert any("the body groups hold" in e for e in errors)
+
+
+def test_negative_layers_and_a_key_differing_from_its_name(good: dict[str, Any]) -> None:
+    name, model = _model(good)
+    model["layers"] = -1
+    good["models"]["renamed"] = good["models"].pop(name)
+    errors = _errors(good)
+    assert "$.models.renamed.layers: must be at least 1, found -1" in errors
+    assert f"$.models.renamed.name: the entry under 'renamed' is named '{name}'" in errors
+
+
+@pytest.mark.parametrize("factory", ["hpdsl.torch.agreement:nn.utils.weight_norm",
+                                     "hpdsl.torch.resolve:importlib.import_module",
+                                     "os:system; rm", ":X", "a..b:C"])
+def test_attribute_walk_factories_are_refused_by_load_registry(good: dict[str, Any],
+                                                                factory: str) -> None:
+    family = sorted(good["families"])[0]
+    good["families"][family]["factory"] = factory
+    assert any(e.startswith(f"$.families.{family}.factory: ") for e in _errors(good))
+
+
+def test_load_registry_imports_nothing(tmp_path: Path) -> None:
+    # An import hook records every import loading makes: only hpdsl's own loader modules
+    # and the standard library, never a module a factory or variant names.
+    (tmp_path / "registry.json").write_text(hpdsl.compile_paths([EXAMPLES]).to_json())
+    script = (
+        "import sys, json, hpdsl.registry\n"
+        "seen = []\n"
+        "class Hook:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        seen.append(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Hook())\n"
+        "before = set(sys.modules)\n"
+        f"reg = hpdsl.registry.load_registry({str(tmp_path / 'registry.json')!r})\n"
+        "named = {p.partition(':')[0] for f in reg.families.values()\n"
+        "         for p in (f.factory, *(v.path for v in f.variants))}\n"
+        "loaded = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps({'seen': seen, 'loaded': loaded, 'named': sorted(named),\n"
+        "                  'models': len(reg.models)}))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["models"] and result["named"]
+    for name in result["loaded"]:
+        top = name.partition(".")[0]
+        assert top in ("hpdsl", "attrs", "cattrs", "typing_extensions") or top in sys.stdlib_module_names, name
+        assert not name.startswith(("hpdsl.torch", "torch")), name
+    assert not set(result["seen"]) & set(result["named"])  # never even looked for
+
+
+def test_the_same_sources_compiled_from_two_directories_give_identical_bytes(tmp_path: Path) -> None:
+    outputs = []
+    for where in ("one/deep/er", "two"):
+        project = tmp_path / where / "examples"
+        shutil.copytree(EXAMPLES, project)
+        out = tmp_path / f"{where.replace('/', '_')}.json"
+        subprocess.run([sys.executable, "-m", "hpdsl", "compile", "examples", "-o", str(out)],
+                       cwd=project.parent, check=True, capture_output=True)
+        outputs.append(out.read_bytes())
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "two" / "examples")
+    out = tmp_path / "link.json"
+    subprocess.run([sys.executable, "-m", "hpdsl", "compile", str(link), "-o", str(out)],
+                   cwd=REPO, check=True, capture_output=True)
+    outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert b'"file": "<hpdsl>/' in outputs[0]
+    assert str(tmp_path).encode() not in outputs[0]
+    assert load_registry(tmp_path / "two.json").models
