@@ -3,7 +3,7 @@
 The command prices the strategy first (the estimator, in this process), then
 launches `torch.distributed.run` with hpdsl/torch/train.py as the worker and
 reads back each rank's JSON. Training is fp32 on synthetic tokens, so the
-strategy's byte widths default to 4 and its sequence to 32 tokens.
+precision defaults to fp32 (AdamW) and the sequence to 32 tokens.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hpdsl.cli.models import model_option, no_stdlib_option, set_option, spec_pa
 from hpdsl.cli.report import ESTIMATE_FLAGS
 from hpdsl.errors import BuildError, InputError
 
-_FP32 = {"param_bytes": 4, "compute_bytes": 4, "softmax_bytes": 4, "seq_len": 32}
+_FP32 = {"precision": "fp32", "seq_len": 32}
 _PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
 
 
@@ -79,7 +79,10 @@ def _check_runnable(strategy: Any, nproc: int) -> None:
     except ImportError as error:
         raise InputError(f"hpdsl train needs torch ({error}); install hpdsl[torch]") from None
 
-    reasons = refusals(strategy)
+    reasons = list(refusals(strategy))
+    if strategy.precision != "fp32" or strategy.optimizer != "adam":
+        reasons.append(f"precision {strategy.precision}, optimizer {strategy.optimizer}: `train` runs fp32 "
+                       "with AdamW only")
     if reasons:
         raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
     if nproc != strategy.devices:
