@@ -41,7 +41,7 @@ def _model(i: int, profile: int) -> str:
             f"  ffn_width 1024\n  first_k_dense 2\n  moe {{ experts 8  top_k 2  expert_width 512 }}\n}}\n")
 
 
-def make_workspace(folder: Path, files: int = 20) -> Path:
+def make_workspace(folder: Path, files: int = 25) -> Path:
     """Write `files` imported files and one open document; return the document's path."""
     imports = []
     for f in range(files):
