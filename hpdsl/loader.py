@@ -24,7 +24,6 @@ read is an InputError (usage), an import that cannot be read a diagnostic.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.errors import InputError, SpecError
+from hpdsl.files import read_text, reason
 from hpdsl.resources import STDLIB_FOLDERS, STDLIB_PREFIX, data_dir, stdlib_files
 from hpdsl.syntax import parse_source
 
@@ -121,48 +121,12 @@ def read_source(path: Path, name: str | None = None) -> Source:
         raise InputError(f"cannot read '{shown}': {_reason(exc)}") from None
 
 
-class _NotReadable(OSError):
-    """A file that exists but is not one the compiler reads: not regular, or too large."""
-
-
 def _read(path: Path) -> str:
-    """Read a regular file of at most MAX_FILE_BYTES as UTF-8, never blocking on a FIFO."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise _NotReadable(f"it is {_node_kind(mode)}, not a regular file")
-        data = b""
-        while len(data) <= MAX_FILE_BYTES:
-            chunk = os.read(descriptor, MAX_FILE_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-        if len(data) > MAX_FILE_BYTES:
-            raise _NotReadable(f"it is larger than {MAX_FILE_BYTES // (1 << 20)} MiB")
-    finally:
-        os.close(descriptor)
-    return data.decode("utf-8")
+    """Read a regular .hpf file of at most MAX_FILE_BYTES as UTF-8 (hpdsl/files.py)."""
+    return read_text(path, limit=MAX_FILE_BYTES)
 
 
-def _node_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
-def _reason(exc: OSError | UnicodeDecodeError) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-    if isinstance(exc, _NotReadable):
-        return str(exc)
-    return (exc.strerror or str(exc)).lower()
+_reason = reason
 
 
 # --------------------------------------------------------------------------

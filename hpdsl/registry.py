@@ -22,6 +22,7 @@ import attrs
 
 from hpdsl.diagnostics.diagnostic import Diagnostic
 from hpdsl.errors import LoadError, UnknownNameError
+from hpdsl.files import read_text, reason
 from hpdsl.ir.nodes import FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
 
 _T = TypeVar("_T")
@@ -126,14 +127,16 @@ class Registry:
                             ("$: nested too deep",)) from None
 
 
+MAX_REGISTRY_BYTES = 256 << 20
+"""The largest registry.json load_registry reads (a FIFO, a device or a larger file is refused)."""
+
+
 def load_registry(path: str | os.PathLike[str]) -> Registry:
     """Load a registry.json; raise LoadError if it cannot be read or does not match the schema."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_text(path, limit=MAX_REGISTRY_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
-        reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).lower()
-        raise LoadError(f"cannot read registry {os.fspath(path)!r}: {reason}") from None
+        raise LoadError(f"cannot read registry {os.fspath(path)!r}: {reason(exc)}") from None
     return Registry.from_json(text, name=os.fspath(path))
 
 

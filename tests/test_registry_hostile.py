@@ -130,3 +130,19 @@ def test_the_same_sources_compiled_from_two_directories_give_identical_bytes(tmp
     assert b'"file": "<hpdsl>/' in outputs[0]
     assert str(tmp_path).encode() not in outputs[0]
     assert load_registry(tmp_path / "two.json").models
+
+
+def test_a_fifo_a_folder_and_an_oversized_file_are_load_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import hpdsl.registry
+
+    os.mkfifo(tmp_path / "pipe.json")
+    with pytest.raises(LoadError, match="a FIFO, not a regular file"):
+        load_registry(tmp_path / "pipe.json")  # refused at once: never blocks waiting for a writer
+    with pytest.raises(LoadError, match="a folder, not a regular file"):
+        load_registry(tmp_path)
+    (tmp_path / "big.json").write_text("{}" + " " * 2048)
+    monkeypatch.setattr(hpdsl.registry, "MAX_REGISTRY_BYTES", 1024)
+    with pytest.raises(LoadError, match="larger than 1,024 bytes"):
+        load_registry(tmp_path / "big.json")

@@ -1,0 +1,65 @@
+"""Reading a file the way hpdsl reads every input: a regular file only, a size cap, never blocking.
+
+The loader (.hpf sources) and load_registry (registry.json) both read through
+here, so a FIFO, a device, a folder or an oversized file is refused with a
+reason instead of blocking or filling memory (docs/trust.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+class NotReadable(OSError):
+    """A file that exists but is not one hpdsl reads: not regular, or too large."""
+
+
+def read_text(path: str | os.PathLike[str], *, limit: int) -> str:
+    """Read a regular file of at most `limit` bytes as UTF-8, never blocking on a FIFO."""
+    descriptor = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotReadable(f"it is {node_kind(mode)}, not a regular file")
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(descriptor, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > limit:
+            raise NotReadable(f"it is larger than {_size(limit)}")
+    finally:
+        os.close(descriptor)
+    return data.decode("utf-8")
+
+
+def node_kind(mode: int) -> str:
+    """Return what a file that is not regular is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def reason(exc: OSError | UnicodeDecodeError) -> str:
+    """Return why a file could not be read, as the rest of a sentence."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if isinstance(exc, NotReadable):
+        return str(exc)
+    return (exc.strerror or str(exc)).lower()
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1 << 20)} MiB" if limit >= 1 << 20 else f"{limit:,} bytes"
+
+
+__all__ = ["NotReadable", "node_kind", "read_text", "reason"]
