@@ -1,15 +1,18 @@
 """Only hpdsl errors escape: any text at all goes through the whole pipeline as diagnostics.
 
-Two sources of text: (a) sentences of the grammar (`from_lark`), spaced so most of
+Three sources of text: (a) sentences of the grammar (`from_lark`), spaced so most of
 them parse and reach the checks, and raw so tokens run together; (b) the shipped
 .hpf files with characters deleted, inserted or replaced (NUL, non-ASCII, line
-separators, brackets). `check_sources` must return either a registry or at
+separators, brackets); (c) shipped files with lines of another spliced in. Each
+compile must also end within COMPILE_SECONDS. bench/fuzz.py runs the same
+strategies for long campaigns. `check_sources` must return either a registry or at
 least one error, every diagnostic must carry a known code and a position inside
 its text, and no exception of any kind may come out.
 """
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from pathlib import Path
 
@@ -99,9 +102,27 @@ def mutated_files(draw: st.DrawFn) -> Source:
     return Source(str(path), text)
 
 
+COMPILE_SECONDS = 2.0
+"""The longest one fuzzed compile may take (hostile input must end in bounded time, README)."""
+
+
+@st.composite
+def spliced_files(draw: st.DrawFn) -> Source:
+    """Draw a shipped file with a run of lines from another shipped file spliced into it."""
+    into, source = (draw(st.sampled_from(shipped_files())) for _ in range(2))
+    lines, donor = into.read_text().split("\n"), source.read_text().split("\n")
+    start = draw(st.integers(0, len(donor) - 1))
+    taken = donor[start:start + draw(st.integers(1, 12))]
+    at = draw(st.integers(0, len(lines)))
+    return Source(str(into), "\n".join([*lines[:at], *taken, *lines[at:]]))
+
+
 def assert_only_diagnostics(sources: list[Source]) -> CompileResult:
-    """Compile; check a registry or an error came back and every diagnostic is well placed."""
+    """Compile in bounded time; check a registry or an error came back and every diagnostic is well placed."""
+    started = time.perf_counter()
     result = check_sources(sources, stdlib=True)
+    elapsed = time.perf_counter() - started
+    assert elapsed < COMPILE_SECONDS, f"a compile took {elapsed:.2f} s"
     assert result.registry is not None or any(d.is_error for d in result.diagnostics)
     for diagnostic in result.diagnostics:
         assert diagnostic.code in CODES, diagnostic
@@ -139,4 +160,10 @@ def test_raw_grammar_sentences_give_diagnostics(text: str) -> None:
 @_SLOW
 @given(mutated_files())
 def test_mutated_files_give_diagnostics(source: Source) -> None:
+    assert_only_diagnostics([source])
+
+
+@_SLOW
+@given(spliced_files())
+def test_spliced_files_give_diagnostics(source: Source) -> None:
     assert_only_diagnostics([source])
