@@ -127,6 +127,27 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     return ImportedModel(model, text, chosen.name, tuple(warnings))
 
 
+def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] = ()) -> None:
+    """Raise HfImportError unless the imported model compiles with the stdlib and `profile_paths`.
+
+    The importer checks each value it reads; this is the last word on what the
+    combination means (a dense layer with no stated width, heads that do not
+    divide), so `import-hf` never writes a model the compiler refuses.
+    """
+    from hpdsl.api import check, parse
+    from hpdsl.loader import load_paths
+
+    loaded = load_paths(list(profile_paths), stdlib=True)
+    _, diagnostics = check([*loaded.files, parse(imported.text, "<import>")])
+    errors = [d.message for d in diagnostics if d.is_error and d.span.file == "<import>"]
+    if errors:
+        keys = [f"{name} ({field.hf[0]})" for name, field in FIELDS.items()
+                if field.hf and re.search(rf"\b{name}\b", errors[0])]
+        key = re.sub(r".*\((.*)\)", r"\1", keys[0]) if keys else ""
+        named = f"; the config keys: {', '.join(keys)}" if keys else ""
+        raise HfImportError(f"the config makes a model hpdsl refuses: {'; '.join(errors)}{named}", key)
+
+
 def _model_types(config: Mapping[str, Any]) -> tuple[str, str]:
     """Return (the language model's model_type, the config's own): text_config's wins for the first."""
     outer = str(config.get("model_type") or "")

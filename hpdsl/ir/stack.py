@@ -331,16 +331,40 @@ def keyword_span(span: Span, keyword: str) -> Span:
 
 
 def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
-    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer."""
-    runs: list[list[Any]] = []
+    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer.
+
+    A pattern that does not divide the layers (a window every 6th of 15,385) is
+    written `[[run, ...] * n, tail...]`, so its line stays short.
+    """
+    runs: list[tuple[str, int]] = []
     for kind in kinds:
         if runs and runs[-1][0] == kind:
-            runs[-1][1] += 1
+            runs[-1] = (kind, runs[-1][1] + 1)
         else:
-            runs.append([kind, 1])
+            runs.append((kind, 1))
     period = next(p for p in range(1, len(runs) + 1)
                   if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
-    items = tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None)
-                  for k, c in runs[:period])
+    if period > _MAX_PERIOD:
+        best = min(range(1, _MAX_PERIOD + 1), key=lambda p: p + len(runs) - p * _prefix_repeats(runs, p))
+        repeat = _prefix_repeats(runs, best)
+        if repeat > 1 and best + len(runs) - best * repeat < len(runs):
+            head = ast.StackList(_items(runs[:best]), ast.Literal(repeat, "int"))
+            return ast.StackList((head, *_items(runs[best * repeat:])), None)
     repeat = len(runs) // period
-    return ast.StackList(items, ast.Literal(repeat, "int") if repeat > 1 else None)
+    return ast.StackList(_items(runs[:period]), ast.Literal(repeat, "int") if repeat > 1 else None)
+
+
+_MAX_PERIOD = 64
+"""The longest run pattern compress_kinds looks for a repeating prefix of."""
+
+
+def _prefix_repeats(runs: Sequence[tuple[str, int]], period: int) -> int:
+    """Return how many times runs[:period] repeats from the start of `runs`."""
+    count = 1
+    while runs[count * period:(count + 1) * period] == runs[:period]:
+        count += 1
+    return count
+
+
+def _items(runs: Sequence[tuple[str, int]]) -> tuple[ast.StackKind, ...]:
+    return tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None) for k, c in runs)
