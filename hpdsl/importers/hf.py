@@ -257,26 +257,35 @@ def _first(cfg: _Config, names: Sequence[str]) -> Any:
 
 def _stated_facts(cfg: _Config) -> dict[str, Any]:
     """Return the bool facts the config states (or transformers defaults); they beat the profile's facts."""
-    stated = {key: _first(cfg, names) for key, names in FLAGS.items()}
-    stated["tie_embeddings"] = cfg.required("tie_word_embeddings")
-    bias = cfg.get("attention_bias")
+    stated = {key: next((_flag_at(cfg, n) for n in names if cfg.get(n) is not None), None)
+              for key, names in FLAGS.items()}
+    tie = cfg.required("tie_word_embeddings")
+    stated["tie_embeddings"] = None if tie is None else _flag(tie, "tie_word_embeddings")
+    bias = _flag_at(cfg, "attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
     if cfg.get("qkv_bias") is not None:
-        stated["qkv_bias"] = cfg.get("qkv_bias")
-    if cfg.get("use_bias") is not None:  # StarCoder2: every projection and norm, or none
-        stated.update(qkv_bias=cfg.get("use_bias"), o_bias=cfg.get("use_bias"), mlp_bias=cfg.get("use_bias"))
+        stated["qkv_bias"] = _flag_at(cfg, "qkv_bias")
+    use_bias = _flag_at(cfg, "use_bias")
+    if use_bias is not None:  # StarCoder2: every projection and norm, or none
+        stated.update(qkv_bias=use_bias, o_bias=use_bias, mlp_bias=use_bias)
     norm = _norm(cfg)
     if norm is not None:
         stated["norm_bias"] = norm == "layernorm"
-    return {key: _flag(value, key) for key, value in stated.items() if value is not None}
+    return {key: value for key, value in stated.items() if value is not None}
+
+
+def _flag_at(cfg: _Config, key: str) -> bool | None:
+    """Return the flag a config key states (None: unset)."""
+    value = cfg.get(key)
+    return None if value is None else _flag(value, key)
 
 
 def _flag(value: Any, key: str) -> bool:
     """Return a config's flag; true, false, 1 or 0, else an error naming the field it sets."""
     if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
         return bool(value)
-    raise HfImportError(f"the config's value for {key} is {_shown(value)}; expected true or false", key)
+    raise HfImportError(f"{key} is {_shown(value)}; expected true or false", key)
 
 
 def _norm(cfg: _Config) -> str | None:

@@ -123,3 +123,11 @@ def test_an_unreadable_config_is_an_error_and_the_cli_exits_1(tmp_path: Path, te
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("hpdsl")
+
+
+@pytest.mark.parametrize(("key", "value"), [("tie_word_embeddings", "false"), ("attention_bias", [1]),
+                                            ("mlp_bias", 2), ("qk_norm", {"a": 1})])
+def test_a_flag_that_is_not_true_or_false_is_an_error_naming_its_key(key: str, value: Any) -> None:
+    with pytest.raises(HfImportError) as raised:
+        import_hf_config({**LLAMA, key: value}, profiles=_profiles(), name="bad")
+    assert raised.value.field == key and key in str(raised.value)
