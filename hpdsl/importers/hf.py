@@ -141,10 +141,11 @@ def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] 
     _, diagnostics = check([*loaded.files, parse(imported.text, "<import>")])
     errors = [d.message for d in diagnostics if d.is_error and d.span.file == "<import>"]
     if errors:
-        keys = [f"{name} ({field.hf[0]})" for name, field in FIELDS.items()
-                if field.hf and re.search(rf"\b{name}\b", errors[0])]
-        key = re.sub(r".*\((.*)\)", r"\1", keys[0]) if keys else ""
-        named = f"; the config keys: {', '.join(keys)}" if keys else ""
+        # The field a message names last is the one it refuses ("layers of kind ... states no ffn_width").
+        found = sorted((m.start(), name) for name, field in FIELDS.items() if field.hf
+                       for m in re.finditer(rf"\b{name}\b", errors[0]))
+        key = FIELDS[found[-1][1]].hf[0] if found else ""
+        named = f" (config key {key})" if key else ""
         raise HfImportError(f"the config makes a model hpdsl refuses: {'; '.join(errors)}{named}", key)
 
 

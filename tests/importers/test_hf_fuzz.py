@@ -131,3 +131,16 @@ def test_a_flag_that_is_not_true_or_false_is_an_error_naming_its_key(key: str, v
     with pytest.raises(HfImportError) as raised:
         import_hf_config({**LLAMA, key: value}, profiles=_profiles(), name="bad")
     assert raised.value.field == key and key in str(raised.value)
+
+
+def test_a_model_the_compiler_refuses_is_an_error_naming_the_config_key(tmp_path: Path) -> None:
+    config = {k: v for k, v in CONFIGS["gemma3_1b"][0].items() if k != "intermediate_size"}
+    with pytest.raises(HfImportError) as raised:
+        check_imported(import_hf_config(config, profiles=_profiles(), name="no_width"))
+    assert raised.value.field == "intermediate_size" and "ffn_width" in str(raised.value)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    proc = subprocess.run([sys.executable, "-m", "hpdsl", "import-hf", str(path), "-o", str(tmp_path / "m.hpf")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "intermediate_size" in proc.stderr
+    assert not (tmp_path / "m.hpf").exists()  # nothing written
