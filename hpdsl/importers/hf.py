@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from hpdsl import ast
-from hpdsl.errors import HpdslError
+from hpdsl.errors import HpdslError, SpecError
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
 from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS, READ, irrelevant
@@ -138,7 +138,11 @@ def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] 
     from hpdsl.loader import load_paths
 
     loaded = load_paths(list(profile_paths), stdlib=True)
-    _, diagnostics = check([*loaded.files, parse(imported.text, "<import>")])
+    try:
+        parsed = parse(imported.text, "<import>")
+    except SpecError as exc:  # a layer_types list with no pattern, past the parser's line limit
+        raise HfImportError(f"the config makes a model hpdsl cannot write: {exc}", "layer_types") from None
+    _, diagnostics = check([*loaded.files, parsed])
     errors = [d.message for d in diagnostics if d.is_error and d.span.file == "<import>"]
     if errors:
         # The field a message names last is the one it refuses ("layers of kind ... states no ffn_width").

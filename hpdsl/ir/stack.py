@@ -345,17 +345,22 @@ def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
     period = next(p for p in range(1, len(runs) + 1)
                   if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
     if period > _MAX_PERIOD:
-        best = min(range(1, _MAX_PERIOD + 1), key=lambda p: p + len(runs) - p * _prefix_repeats(runs, p))
-        repeat = _prefix_repeats(runs, best)
-        if repeat > 1 and best + len(runs) - best * repeat < len(runs):
-            head = ast.StackList(_items(runs[:best]), ast.Literal(repeat, "int"))
-            return ast.StackList((head, *_items(runs[best * repeat:])), None)
+        # entries written: the head's runs, one period, the tail's runs
+        size, start, best = min((len(runs) - p * (_prefix_repeats(runs[h:], p) - 1), h, p)
+                                for h in range(_MAX_HEAD + 1) for p in range(1, _MAX_PERIOD + 1))
+        repeat = _prefix_repeats(runs[start:], best)
+        if size < len(runs):
+            body = ast.StackList(_items(runs[start:start + best]), ast.Literal(repeat, "int"))
+            return ast.StackList((*_items(runs[:start]), body, *_items(runs[start + best * repeat:])), None)
     repeat = len(runs) // period
     return ast.StackList(_items(runs[:period]), ast.Literal(repeat, "int") if repeat > 1 else None)
 
 
 _MAX_PERIOD = 64
-"""The longest run pattern compress_kinds looks for a repeating prefix of."""
+"""The longest run pattern compress_kinds looks for a repeat of."""
+
+_MAX_HEAD = 3
+"""The most runs before the repeating pattern starts (dense layers before the MoE ones)."""
 
 
 def _prefix_repeats(runs: Sequence[tuple[str, int]], period: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import subprocess
 import sys
 from functools import cache
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, check_imported, import_hf_config, import_hf_file
+from hpdsl.fmt import format_stack_list
+from hpdsl.ir.stack import compress_kinds, expand_stack, layer_kinds
 from tests.importers.hf_configs import CONFIGS
 
 NAMES = sorted(CONFIGS)
@@ -144,3 +147,23 @@ def test_a_model_the_compiler_refuses_is_an_error_naming_the_config_key(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "intermediate_size" in proc.stderr
     assert not (tmp_path / "m.hpf").exists()  # nothing written
+
+
+@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=8), st.integers(1, 3000),
+       st.lists(st.sampled_from("abc"), max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_compress_kinds_expands_back_to_the_kinds_in_a_short_line(
+        pattern: list[str], repeat: int, tail: list[str]) -> None:
+    kinds = pattern * repeat + tail
+    stack = compress_kinds(kinds)
+    assert layer_kinds(expand_stack(stack)) == kinds
+    assert len(format_stack_list(stack)) < 400  # a pattern that does not divide still writes short
+
+
+def test_a_layer_types_list_with_no_pattern_too_long_to_write_is_an_error() -> None:
+    rng = random.Random(0)
+    kinds = [rng.choice(("sliding_attention", "full_attention")) for _ in range(60_000)]
+    config = {**CONFIGS["gemma3_1b"][0], "num_hidden_layers": 60_000, "layer_types": kinds}
+    with pytest.raises(HfImportError) as raised:
+        check_imported(import_hf_config(config, profiles=_profiles(), name="long"))
+    assert raised.value.field == "layer_types"
