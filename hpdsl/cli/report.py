@@ -102,8 +102,9 @@ def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, type, st
         if kind is int and not -INT_MAX - 1 <= value <= INT_MAX:
             reasons[name] = f"{shown} {_short(value)} is past 2^63-1"
         elif kind is float and not math.isfinite(value * (GIB if name == "memory_gib" else 1)):
-            what = "size in bytes" if name == "memory_gib" else "number"
-            reasons[name] = f"{shown} {value:g} is not a finite {what}"
+            what = ": memory per device must be a finite size" if name == "memory_gib" else \
+                " is not a finite number"
+            reasons[name] = f"{shown} {value:g}{what}"
     return reasons
 
 
