@@ -51,10 +51,10 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
     """
     from hpdsl.cost import parameters
     from hpdsl.cost.estimate import estimate
-    from hpdsl.cli.report import plot_memory, render_estimate, strategy_from_flags
+    from hpdsl.cli.report import plot_memory, render_estimate, strategy_or_reasons
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    result = estimate(cost_model, strategy_from_flags(flags))
+    result = estimate(cost_model, strategy_or_reasons(flags, cost_model))
     if plot is not None:
         plot_memory(result, plot)
     if as_json:
@@ -82,7 +82,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
       hpdsl search examples/llama3_8b.hpf --devices 64
       hpdsl search examples/deepseek_v3.hpf --devices 2048 --top 5 --json
     """
-    from hpdsl.cli.report import GIB, parse_ints, render_search
+    from hpdsl.cli.report import GIB, parse_ints, render_search, require_search_flags
     from hpdsl.cost.search import search
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
@@ -91,6 +91,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
         if key in options:
             options[key] = parse_ints(options[key], flag)
+    require_search_flags(flags, {**options, "devices": devices})
     memory = memory_gib * GIB if memory_gib is not None else None
     result = search(cost_model, devices, memory, **options)
     if as_json:

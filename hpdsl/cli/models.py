@@ -77,7 +77,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
       hpdsl import-hf config.json --profiles my_profiles/ --profile my_profile
     """
     from hpdsl.api import compile_paths, compile_sources, output_target, write_text_atomic
-    from hpdsl.importers.hf import import_hf_file
+    from hpdsl.importers.hf import check_imported, import_hf_file
 
     if not config.is_file():
         raise InputError(f"{config}: no such file")
@@ -85,6 +85,7 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
         compile_sources([], stdlib=True)
     imported = import_hf_file(config, profiles=registry.profiles, name=name, profile=profile,
                               allow_unknown=allow_unknown)
+    check_imported(imported, profile_paths)
     for warning in imported.warnings:
         click.echo(f"hpdsl: warning: {warning}", err=True)
     if output is not None:

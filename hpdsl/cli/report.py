@@ -10,6 +10,7 @@ functions that draw with them.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,14 +87,71 @@ def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
         raise InvalidStrategyError(f"bad strategy flags: {error}", (str(error),)) from None
 
 
+INT_MAX = 2**63 - 1
+"""The largest whole number a flag may give: the estimator prices in 64-bit integers."""
+
+
+def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, type, str], ...]) -> dict[str, str]:
+    """Return, per flag keyword, why its value cannot be priced (past 2^63-1, not finite); empty: all usable."""
+    reasons: dict[str, str] = {}
+    for flag, name, kind, _ in table:
+        value = flags.get(name)
+        shown = flag.split("/")[0]
+        if value is None or kind is bool:
+            continue
+        if kind is int and not -INT_MAX - 1 <= value <= INT_MAX:
+            reasons[name] = f"{shown} {_short(value)} is past 2^63-1"
+        elif kind is float and not math.isfinite(value * (GIB if name == "memory_gib" else 1)):
+            what = ": memory per device must be a finite size" if name == "memory_gib" else \
+                " is not a finite number"
+            reasons[name] = f"{shown} {value:g}{what}"
+    return reasons
+
+
+def strategy_or_reasons(flags: Mapping[str, Any], cost_model: Any) -> Strategy:
+    """Return the Strategy the estimate flags state; InvalidStrategyError with every reason otherwise."""
+    from hpdsl.cost.strategy import InvalidStrategyError, validate_strategy
+
+    bad = flag_reasons(flags, ESTIMATE_FLAGS)
+    strategy = strategy_from_flags({k: v for k, v in flags.items() if k not in bad})
+    if bad:
+        reasons = (*bad.values(), *validate_strategy(strategy, cost_model))
+        listed = "\n".join(f"  - {reason}" for reason in reasons)
+        raise InvalidStrategyError(f"the strategy cannot run {cost_model.model.name}:\n{listed}", reasons)
+    return strategy
+
+
+def require_search_flags(flags: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    """Raise InvalidStrategyError with every reason if a search flag is unusable (`options`: the parsed rest)."""
+    from hpdsl.cost.rank import require_search_inputs, search_input_reasons
+
+    bad = flag_reasons(flags, SEARCH_FLAGS)
+    if not bad:
+        return
+    clean = {k: v for k, v in options.items() if k not in bad}
+    keywords = {k: clean[k] for k in ("micro_batches", "vpp", "global_batch", "seq_len", "precision",
+                                      "optimizer") if k in clean}
+    require_search_inputs((*bad.values(), *search_input_reasons(
+        clean.get("devices", 1), None, clean.get("top", 10), **keywords)))
+
+
+def _short(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:8]}...({len(text)} digits)"
+
+
 def parse_ints(value: str | Sequence[int], flag: str) -> tuple[int, ...]:
     """Return the whole numbers of a comma-separated flag value; InputError naming the flag otherwise."""
     if not isinstance(value, str):
         return tuple(int(v) for v in value)
     try:
-        return tuple(int(part) for part in value.replace(" ", "").split(",") if part)
+        numbers = tuple(int(part) for part in value.replace(" ", "").split(",") if part)
     except ValueError:
-        raise InputError(f"{flag} takes comma-separated whole numbers, got '{value}'") from None
+        raise InputError(f"{flag} takes comma-separated whole numbers, got '{value[:60]}'") from None
+    past = [_short(n) for n in numbers if not -INT_MAX - 1 <= n <= INT_MAX]
+    if past:
+        raise InputError(f"{flag} takes whole numbers up to 2^63-1, got {', '.join(past)}")
+    return numbers
 
 
 # --------------------------------------------------------------------------

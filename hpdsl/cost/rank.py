@@ -20,6 +20,10 @@ from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.strategy import InvalidStrategyError, StrategyGrid
 
 
+MAX_DEVICES = 1 << 40
+"""The most devices a search lays out (a trillion: far past any cluster, quick to factor)."""
+
+
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
                          micro_batches: Sequence[int] = (1,), vpp: Sequence[int] = (1,),
                          global_batch: int = 1, seq_len: int = 1, precision: str = "bf16-mixed",
@@ -28,6 +32,8 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
     reasons = []
     if devices < 1:
         reasons.append(f"devices must be at least 1, got {devices}")
+    if devices > MAX_DEVICES:  # the layouts factor the count: past this, factoring takes minutes
+        reasons.append(f"devices must be at most 2^40, got {devices}")
     if memory_bytes is not None and not (math.isfinite(memory_bytes) and memory_bytes > 0):
         reasons.append(f"memory per device must be a positive finite size, got {memory_bytes / 1024**3} GiB")
     if top < 1:

@@ -15,6 +15,7 @@ are the FIELDS rows' `hf` keys (hpdsl/model/fields.py; first stated wins).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,11 +24,11 @@ from typing import Any
 import attrs
 
 from hpdsl import ast
-from hpdsl.errors import HpdslError
+from hpdsl.errors import HpdslError, SpecError
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
 from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS, READ, irrelevant
-from hpdsl.model.fields import FIELDS, block_fields, block_flags
+from hpdsl.model.fields import FIELDS, MAX_DIMENSION, block_fields, block_flags
 
 ALIASES: dict[str, tuple[str, ...]] = {
     name: field.hf for name, field in FIELDS.items()
@@ -71,11 +72,15 @@ def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name:
                    profile: str | None = None, allow_unknown: bool = False) -> ImportedModel:
     """Read a config.json and import it (see import_hf_config)."""
     try:
-        config = json.loads(Path(path).read_text())
+        config = json.loads(Path(path).read_text(), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
         raise HfImportError(f"{path}: cannot read the config: {exc}") from None
     except json.JSONDecodeError as exc:
         raise HfImportError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise HfImportError(f"{path}: the JSON is nested too deeply to read") from None
+    except ValueError as exc:  # an int literal past Python's digit limit
+        raise HfImportError(f"{path}: not a usable JSON config: {exc}") from None
     if not isinstance(config, dict):
         raise HfImportError(f"{path}: a config.json holds one JSON object")
     return import_hf_config(config, profiles=profiles, name=name or Path(path).parent.name,
@@ -120,6 +125,32 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     model = ast.Model(ast.Name(model_name), ast.Name(chosen.name), tuple(items))
     text = format_file(ast.File("<import>", (model,)))
     return ImportedModel(model, text, chosen.name, tuple(warnings))
+
+
+def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] = ()) -> None:
+    """Raise HfImportError unless the imported model compiles with the stdlib and `profile_paths`.
+
+    The importer checks each value it reads; this is the last word on what the
+    combination means (a dense layer with no stated width, heads that do not
+    divide), so `import-hf` never writes a model the compiler refuses.
+    """
+    from hpdsl.api import check, parse
+    from hpdsl.loader import load_paths
+
+    loaded = load_paths(list(profile_paths), stdlib=True)
+    try:
+        parsed = parse(imported.text, "<import>")
+    except SpecError as exc:  # a layer_types list with no pattern, past the parser's line limit
+        raise HfImportError(f"the config makes a model hpdsl cannot write: {exc}", "layer_types") from None
+    _, diagnostics = check([*loaded.files, parsed])
+    errors = [d.message for d in diagnostics if d.is_error and d.span.file == "<import>"]
+    if errors:
+        # The field a message names last is the one it refuses ("layers of kind ... states no ffn_width").
+        found = sorted((m.start(), name) for name, field in FIELDS.items() if field.hf
+                       for m in re.finditer(rf"\b{name}\b", errors[0]))
+        key = FIELDS[found[-1][1]].hf[0] if found else ""
+        named = f" (config key {key})" if key else ""
+        raise HfImportError(f"the config makes a model hpdsl refuses: {'; '.join(errors)}{named}", key)
 
 
 def _model_types(config: Mapping[str, Any]) -> tuple[str, str]:
@@ -231,19 +262,35 @@ def _first(cfg: _Config, names: Sequence[str]) -> Any:
 
 def _stated_facts(cfg: _Config) -> dict[str, Any]:
     """Return the bool facts the config states (or transformers defaults); they beat the profile's facts."""
-    stated = {key: _first(cfg, names) for key, names in FLAGS.items()}
-    stated["tie_embeddings"] = cfg.required("tie_word_embeddings")
-    bias = cfg.get("attention_bias")
+    stated = {key: next((_flag_at(cfg, n) for n in names if cfg.get(n) is not None), None)
+              for key, names in FLAGS.items()}
+    tie = cfg.required("tie_word_embeddings")
+    stated["tie_embeddings"] = None if tie is None else _flag(tie, "tie_word_embeddings")
+    bias = _flag_at(cfg, "attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
     if cfg.get("qkv_bias") is not None:
-        stated["qkv_bias"] = cfg.get("qkv_bias")
-    if cfg.get("use_bias") is not None:  # StarCoder2: every projection and norm, or none
-        stated.update(qkv_bias=cfg.get("use_bias"), o_bias=cfg.get("use_bias"), mlp_bias=cfg.get("use_bias"))
+        stated["qkv_bias"] = _flag_at(cfg, "qkv_bias")
+    use_bias = _flag_at(cfg, "use_bias")
+    if use_bias is not None:  # StarCoder2: every projection and norm, or none
+        stated.update(qkv_bias=use_bias, o_bias=use_bias, mlp_bias=use_bias)
     norm = _norm(cfg)
     if norm is not None:
         stated["norm_bias"] = norm == "layernorm"
-    return {key: bool(value) for key, value in stated.items() if value is not None}
+    return {key: value for key, value in stated.items() if value is not None}
+
+
+def _flag_at(cfg: _Config, key: str) -> bool | None:
+    """Return the flag a config key states (None: unset)."""
+    value = cfg.get(key)
+    return None if value is None else _flag(value, key)
+
+
+def _flag(value: Any, key: str) -> bool:
+    """Return a config's flag; true, false, 1 or 0, else an error naming the field it sets."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise HfImportError(f"{key} is {_shown(value)}; expected true or false", key)
 
 
 def _norm(cfg: _Config) -> str | None:
@@ -258,14 +305,16 @@ def _norm(cfg: _Config) -> str | None:
 def _fields(cfg: _Config, facts: Mapping[str, Any], profile: ProfileIR) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, names in ALIASES.items():
-        value = _first(cfg, names)
-        if value is not None and not isinstance(value, bool):
-            fields[key] = _whole(value, names[0])
+        source = next((name for name in names if cfg.get(name) is not None), None)
+        if source is None:
+            continue
+        value = cfg.get(source)
+        if key == "kv_heads" and value == 0 and not isinstance(value, bool):
+            continue  # some configs write 0 for "as many as the query heads"
+        fields[key] = _whole(value, source, key)
     fields["layers"] = _layers(cfg, profile)
     if "ffn_width" not in fields and cfg.model_type == "gpt2" and "hidden" in fields:
         fields["ffn_width"] = 4 * fields["hidden"]  # GPT2Config's n_inner None: GPT2MLP is 4 × n_embd wide
-    if fields.get("kv_heads") == 0:
-        del fields["kv_heads"]
     if cfg.get("kv_lora_rank"):
         fields.pop("head_dim", None)  # MLA prices heads with v_head_dim
     if not fields.get("mtp"):
@@ -287,16 +336,49 @@ def _layers(cfg: _Config, profile: ProfileIR) -> int:
     if layers is None:
         raise HfImportError("the config states no num_hidden_layers; a model needs it",
                             "num_hidden_layers")
-    layers = _whole(layers, "num_hidden_layers")
+    layers = _whole(layers, "num_hidden_layers", "layers")
     if {"encoder", "decoder"} <= set(profile.kinds):
-        return layers + _whole(cfg.get("num_decoder_layers") or layers, "num_decoder_layers")
+        decoder = cfg.get("num_decoder_layers")
+        decoder = layers if decoder is None else _whole(decoder, "num_decoder_layers", "layers")
+        return _whole(layers + decoder, "num_hidden_layers + num_decoder_layers", "layers")
     return layers
 
 
-def _whole(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise HfImportError(f"{field} is {value!r}; expected a whole number", field)
+def _count(cfg: _Config, key: str) -> int | None:
+    """Return a pattern's count (a step, an interval, a first layer): None when unset or 0."""
+    value = cfg.get(key)
+    if value is None or (value == 0 and not isinstance(value, bool)):
+        return None
+    return _whole(value, key)
+
+
+def _no_constant(name: str) -> Any:
+    """Refuse JSON's non-standard Infinity and NaN (json.loads accepts them); no config states one."""
+    raise ValueError(f"{name} is not a number a config can state")
+
+
+def _whole(value: Any, key: str, field: str | None = None) -> int:
+    """Return `value` as a whole number within FIELDS[field]'s bounds, else an error naming `key`.
+
+    `field` is the FIELDS row the value becomes (hpdsl/model/fields.py); None: a
+    count that is not a field (a pattern's step), bounded like a layer count.
+    """
+    row = FIELDS.get(field or "", FIELDS["layers"])
+    low = row.minimum if row.minimum is not None else 0
+    high = row.maximum if row.maximum is not None else MAX_DIMENSION
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
+                                        and value.is_integer())
+    if isinstance(value, bool) or not whole:
+        raise HfImportError(f"{key} is {_shown(value)}; expected a whole number", key)
+    if not low <= value <= high:
+        raise HfImportError(f"{key} is {_shown(value)}; expected a whole number from {low} to {high}", key)
     return int(value)
+
+
+def _shown(value: Any) -> str:
+    """Return a value for a message, cut short (a config may hold a 5,000-digit number)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number past 10^30"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _choices(cfg: _Config, facts: Mapping[str, str]) -> list[ast.Choice]:
@@ -321,24 +403,26 @@ def _choices(cfg: _Config, facts: Mapping[str, str]) -> list[ast.Choice]:
 
 def _moe(cfg: _Config, facts: Mapping[str, Any]) -> ast.Block | None:
     moe = block_fields("moe")
-    experts = _first(cfg, moe["experts"].hf)
-    if not experts or experts <= 1:
-        return None
+    source = next((name for name in moe["experts"].hf if cfg.get(name) is not None), "num_experts")
+    experts = cfg.get(source)
+    if experts is None or (experts in (0, 1) and not isinstance(experts, bool)):
+        return None  # no experts, or one: a dense feed-forward
+    experts = _whole(experts, source, "experts")
     shared_width = cfg.get("shared_expert_intermediate_size")
     shared = _first(cfg, moe["shared_experts"].hf)
     if shared is None:
         shared = 1 if shared_width else 0
     values: dict[str, Any] = {
-        "experts": _whole(experts, "num_experts"),
-        "top_k": _whole(cfg.get("num_experts_per_tok") or 1, "num_experts_per_tok"),
+        "experts": experts,
+        "top_k": _whole(_first(cfg, moe["top_k"].hf) or 1, "num_experts_per_tok", "top_k"),
         "expert_width": _whole(_first(cfg, (*moe["expert_width"].hf, "intermediate_size")),
-                               "moe_intermediate_size"),
+                               "moe_intermediate_size", "expert_width"),
     }
     if shared:
-        values["shared_experts"] = _whole(shared, "n_shared_experts")
+        values["shared_experts"] = _whole(shared, "n_shared_experts", "shared_experts")
     if shared_width:
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
-        values.update(shared_width=_whole(shared_width, "shared_expert_intermediate_size"),
+        values.update(shared_width=_whole(shared_width, "shared_expert_intermediate_size", "shared_width"),
                       shared_gate=True)
     values.update({k: bool(v) for k, v in facts.items() if v})
     return ast.Block(ast.Name("moe"), tuple(_field(k, v) for k, v in values.items()))
@@ -353,7 +437,7 @@ def _block(name: str, cfg: _Config, table: Mapping[str, str]) -> ast.Block | Non
     if missing:
         raise HfImportError(f"the config states {sorted(table[k] for k in stated)} but not "
                             f"{missing}; declare all of {sorted(table.values())}", missing[0])
-    return ast.Block(ast.Name(name), tuple(_field(k, _whole(v, table[k])) for k, v in stated.items()))
+    return ast.Block(ast.Name(name), tuple(_field(k, _whole(v, table[k], k)) for k, v in stated.items()))
 
 
 def _mla(cfg: _Config) -> ast.Block | None:
@@ -364,7 +448,7 @@ def _mla(cfg: _Config) -> ast.Block | None:
     missing = [MLA_FIELDS[k] for k, v in values.items() if v is None]
     if missing:
         raise HfImportError(f"an MLA config (kv_lora_rank set) must state {missing[0]}", missing[0])
-    return ast.Block(ast.Name("mla"), tuple(_field(k, _whole(v, MLA_FIELDS[k])) for k, v in values.items()))
+    return ast.Block(ast.Name("mla"), tuple(_field(k, _whole(v, MLA_FIELDS[k], k)) for k, v in values.items()))
 
 
 def _stack(kinds: list[str], profile: ProfileIR) -> ast.Stack:
@@ -403,30 +487,33 @@ def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
-    interval = cfg.get("full_attention_interval")
+    interval = _count(cfg, "full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                 for i in range(layers)]
     if cfg.get("sliding_window") is None or cfg.get("use_sliding_window") is False:
         return None
-    pattern = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")
+    pattern = _count(cfg, "sliding_window_pattern") or _count(cfg, "_sliding_window_pattern")
     if pattern:  # Gemma: every pattern-th layer attends to the whole sequence
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
-    first = cfg.get("max_window_layers") if cfg.get("use_sliding_window") else 0
+    first = _count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
 
 
 def _ffn_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | None:
-    step = cfg.get("decoder_sparse_step") or 1
-    freq = cfg.get("moe_layer_freq") or 1
+    step = _count(cfg, "decoder_sparse_step") or 1
+    freq = _count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list):
+        raise HfImportError(f"mlp_only_layers is {_shown(mlp_only)}; expected a list of layer numbers",
+                            "mlp_only_layers")
     if step == 1 and freq == 1 and not mlp_only:
         return None
     field = "mlp_only_layers" if mlp_only else ("decoder_sparse_step" if step != 1 else "moe_layer_freq")
     if not {"dense", "moe"} <= set(profile.kinds):
         raise HfImportError(f"{field} makes some layers dense, but profile '{profile.name}' has "
                             "no dense and moe kinds to say so", field)
-    first = cfg.get("first_k_dense_replace") or 0
+    first = _count(cfg, "first_k_dense_replace") or 0
     return ["dense" if i in mlp_only or (i + 1) % step or i < first or (i - first) % freq else "moe"
             for i in range(layers)]
 

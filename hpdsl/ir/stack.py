@@ -331,16 +331,45 @@ def keyword_span(span: Span, keyword: str) -> Span:
 
 
 def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
-    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer."""
-    runs: list[list[Any]] = []
+    """Return the shortest `[run, ...] * n` stack that expands to `kinds`, one entry per layer.
+
+    A pattern that does not divide the layers (a window every 6th of 15,385) is
+    written `[[run, ...] * n, tail...]`, so its line stays short.
+    """
+    runs: list[tuple[str, int]] = []
     for kind in kinds:
         if runs and runs[-1][0] == kind:
-            runs[-1][1] += 1
+            runs[-1] = (kind, runs[-1][1] + 1)
         else:
-            runs.append([kind, 1])
+            runs.append((kind, 1))
     period = next(p for p in range(1, len(runs) + 1)
                   if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
-    items = tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None)
-                  for k, c in runs[:period])
+    if period > _MAX_PERIOD:
+        # entries written: the head's runs, one period, the tail's runs
+        size, start, best = min((len(runs) - p * (_prefix_repeats(runs[h:], p) - 1), h, p)
+                                for h in range(_MAX_HEAD + 1) for p in range(1, _MAX_PERIOD + 1))
+        repeat = _prefix_repeats(runs[start:], best)
+        if size < len(runs):
+            body = ast.StackList(_items(runs[start:start + best]), ast.Literal(repeat, "int"))
+            return ast.StackList((*_items(runs[:start]), body, *_items(runs[start + best * repeat:])), None)
     repeat = len(runs) // period
-    return ast.StackList(items, ast.Literal(repeat, "int") if repeat > 1 else None)
+    return ast.StackList(_items(runs[:period]), ast.Literal(repeat, "int") if repeat > 1 else None)
+
+
+_MAX_PERIOD = 64
+"""The longest run pattern compress_kinds looks for a repeat of."""
+
+_MAX_HEAD = 3
+"""The most runs before the repeating pattern starts (dense layers before the MoE ones)."""
+
+
+def _prefix_repeats(runs: Sequence[tuple[str, int]], period: int) -> int:
+    """Return how many times runs[:period] repeats from the start of `runs`."""
+    count = 1
+    while runs[count * period:(count + 1) * period] == runs[:period]:
+        count += 1
+    return count
+
+
+def _items(runs: Sequence[tuple[str, int]]) -> tuple[ast.StackKind, ...]:
+    return tuple(ast.StackKind(ast.Name(k), ast.Literal(c, "int") if c > 1 else None) for k, c in runs)

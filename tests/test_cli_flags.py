@@ -1,0 +1,50 @@
+"""`hpdsl estimate` and `hpdsl search` through the real CLI: a flag hpdsl cannot price exits 2 with every reason."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MODEL = str(Path(__file__).resolve().parent.parent / "examples" / "llama3_8b.hpf")
+HUGE = "9" * 20  # past 2^63-1
+
+
+def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `hpdsl ARGS` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], capture_output=True, text=True,
+                          check=False, env=dict(os.environ), timeout=120)
+
+
+@pytest.mark.parametrize(("args", "reasons"), [
+    (("estimate", "--tp", HUGE, "--pp", "0", "--mfu", "inf"),
+     (f"--tp {HUGE} is past 2^63-1", "--mfu inf is not a finite number", "pp must be at least 1, got 0")),
+    (("estimate", "--devices", HUGE, "--recompute-layers", HUGE, "--softmax-bytes", "0"),
+     (f"--devices {HUGE} is past 2^63-1", f"--recompute-layers {HUGE} is past 2^63-1",
+      "softmax_bytes must be at least 1, got 0")),
+    (("estimate", "--pp", "2", "--pp-split", f"{HUGE},1"), (f"--pp-split takes whole numbers up to 2^63-1",)),
+    (("estimate", "--seq-len", "1e30"), ("'1e30' is not a valid integer",)),
+    (("estimate", "--seq-len", "-5", "--tp", "0"),
+     ("seq_len must be at least 1, got -5", "tp must be at least 1, got 0")),
+    (("search", "--devices", "8", "--memory-gib", "inf"), ("--memory-gib inf: memory per device must be a finite size",)),
+    (("search", "--devices", "8", "--memory-gib", "nan", "--top", "0"),
+     ("--memory-gib nan: memory per device must be a finite size", "top must be at least 1, got 0")),
+    (("search", "--devices", "8", "--memory-gib", "1e308"), ("--memory-gib 1e+308: memory per device must be a finite size",)),
+    (("search", "--devices", "8", "--memory-gib", "-1"), ("memory per device must be a positive finite size",)),
+    (("search", "--devices", HUGE, "--seq-len", "-1"),
+     (f"--devices {HUGE} is past 2^63-1", "seq-len must be at least 1, got -1")),
+    (("search", "--devices", str(2**63 - 1)), ("devices must be at most 2^40",)),
+    (("search", "--devices", "0", "--global-batch", "0"),
+     ("devices must be at least 1, got 0", "global batch must be at least 1, got 0")),
+    (("search", "--devices", "8", "--micro-batches", HUGE), ("--micro-batches takes whole numbers up to 2^63-1",)),
+    (("search", "--devices", "8", "--seq-len", "1e30"), ("'1e30' is not a valid integer",)),
+])
+def test_an_unpriceable_flag_exits_2_with_every_reason(args: tuple[str, ...], reasons: tuple[str, ...]) -> None:
+    run = hpdsl(args[0], MODEL, *args[1:])
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr + run.stdout and "internal error" not in run.stderr
+    for reason in reasons:
+        assert reason in run.stderr, (reason, run.stderr)
