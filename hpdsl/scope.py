@@ -95,6 +95,15 @@ def kind_vector(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.OpC
     return vector
 
 
+DEFAULT_PROFILE = "default"
+"""The profile a model that names none is priced with."""
+
+
+def model_profile(model: ast.Model) -> str:
+    """Return the name of the profile a model names, or the default one."""
+    return model.profile.value if model.profile else DEFAULT_PROFILE
+
+
 # --------------------------------------------------------------------------
 # Slot bindings: top-level defaults, overlaid by a profile's, then a kind's
 # --------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from hpdsl.bound.bind import CostModel, bind
-from hpdsl.scope import Scope
 from hpdsl.diagnostics import Diagnostic, Span
 from hpdsl.ir.lower_families import lower_family
-from hpdsl.ir.lower_models import DEFAULT_PROFILE, lower_model
+from hpdsl.ir.lower_models import lower_model
+from hpdsl.scope import Scope, model_profile
 from hpdsl.ir.lower_profiles import lower_profile
 from hpdsl.ir.nodes import FamilyIR, ProfileIR, SourceRef
 
@@ -46,7 +46,7 @@ def lower_clean(scope: Scope, diagnostics: Sequence[Diagnostic]) -> Clean:
                 if not has_errors(family.span, errors)}
     models = {}
     for name, model in scope.models.items():
-        profile = profiles.get(model.profile.value if model.profile else DEFAULT_PROFILE)
+        profile = profiles.get(model_profile(model))
         if profile is not None and not has_errors(model.span, errors):
             models[name] = bind(lower_model(model, scope), profile)
     return Clean(profiles, families, models)

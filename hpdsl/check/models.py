@@ -15,9 +15,8 @@ from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span, did_you_mean
 from hpdsl.ir.stack import StackProblem, keyword_span, model_stack, stack_kind_names
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
-from hpdsl.scope import Scope, kind_flavours, profile_default, profile_kinds
+from hpdsl.scope import DEFAULT_PROFILE, Scope, kind_flavours, model_profile, profile_default, profile_kinds
 
-DEFAULT_PROFILE = "default"
 
 # The names a model body may start a statement with, for did-you-mean hints.
 _TOP_FIELDS = top_level(kinds=("int", "float", "bool", "string"))
@@ -78,7 +77,7 @@ def _of(items: Iterable[object], kind: type | tuple[type, ...]) -> list[Any]:
 
 def _resolve_profile(model: ast.Model, scope: Scope, collector: Collector) -> ast.Profile | None:
     """Return the model's profile, reporting a name that is not declared."""
-    name = model.profile.value if model.profile else DEFAULT_PROFILE
+    name = model_profile(model)
     profile = scope.profiles.get(name)
     if profile is not None:
         return profile

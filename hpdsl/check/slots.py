@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hpdsl import ast
-from hpdsl.check.models import DEFAULT_PROFILE
 from hpdsl.diagnostics import did_you_mean
-from hpdsl.scope import Scope, profile_slots, top_level_slots
+from hpdsl.scope import Scope, model_profile, profile_slots, top_level_slots
 from hpdsl.diagnostics import Collector, Note
 from hpdsl.model.slots import SLOTS
 from hpdsl.resources import STDLIB_PREFIX
@@ -123,7 +122,7 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
     """
     users: dict[str, ast.Model] = {}
     for model in scope.models.values():
-        users.setdefault(model.profile.value if model.profile else DEFAULT_PROFILE, model)
+        users.setdefault(model_profile(model), model)
     for name, model in users.items():
         profile = scope.profiles.get(name)
         if profile is None:

@@ -14,9 +14,8 @@ from hpdsl import ast
 from hpdsl.ir.nodes import LayerGroup, ModelIR, Scalar, SourceRef
 from hpdsl.ir.stack import model_stack
 from hpdsl.model.fields import FIELDS
-from hpdsl.scope import Scope, profile_default, profile_kinds
+from hpdsl.scope import Scope, model_profile, profile_default, profile_kinds
 
-DEFAULT_PROFILE = "default"
 
 def lower_models(scope: Scope) -> dict[str, ModelIR]:
     """Return the IR of every checked model in scope, by name, in declaration order."""
@@ -25,7 +24,7 @@ def lower_models(scope: Scope) -> dict[str, ModelIR]:
 
 def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
     """Return the IR of one checked model."""
-    profile_name = model.profile.value if model.profile else DEFAULT_PROFILE
+    profile_name = model_profile(model)
     fields = {name: value for name, value in model_values(model).items() if name in FIELDS}
     layer_types = next((item for item in model.items if isinstance(item, ast.LayerTypes)), None)
     return ModelIR(
@@ -41,7 +40,7 @@ def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
 
 def model_groups(model: ast.Model, scope: Scope) -> tuple[LayerGroup, ...]:
     """Return a checked model's layer groups: body, then MTP."""
-    profile = scope.profiles[model.profile.value if model.profile else DEFAULT_PROFILE]
+    profile = scope.profiles[model_profile(model)]
     return model_stack(model, profile_kinds(profile), profile_default(profile)).groups
 
 
