@@ -36,6 +36,7 @@ class CommCoeffs:
     linear_a2a: float = 0.0  # linear attention's q, k, v and output (all-to-all under any CP)
     ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
     whole: bool = False      # the mixer runs whole on every tp rank: its cp traffic is not divided by t
+    window: int = 0          # a sliding-window layer's window: the ring passes only the chunks within it
 
 
 def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> CommCoeffs:
@@ -56,7 +57,7 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     return CommCoeffs(
         tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
         a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=op_count(ops, OP.LINREC) * 2 * lin,
-        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0)
+        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window)
 
 
 def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
@@ -92,7 +93,7 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds
     if c.tp_sp:
         tp = tp + np.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
     mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
-    ring = np.where(x.ring, mixer * c.ring * (x.cp - 1), 0.0) if c.ring else zero
+    ring = np.where(x.ring, mixer * c.ring * ring_steps(x, c.window), 0.0) if c.ring else zero
     a2a = zero
     if c.a2a or c.linear_a2a:
         width = np.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
@@ -113,6 +114,17 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds
         rec_time = rec_time + np.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
     return LayerComm(2 * tp, 3 * ring + 2 * a2a, 2 * ep, time, rec_tp, rec_ring + rec_a2a, rec_ep,
                      rec_time)
+
+
+def ring_steps(x: Ctx, window: int) -> np.ndarray:
+    """Return how many neighbours' key/value chunks a ring passes: cp − 1, or those within a sliding window.
+
+    A rank's queries (a chunk of s/cp positions) see keys at most w − 1 positions
+    back, so only the ⌈(w − 1)·cp / s⌉ chunks before it reach them.
+    """
+    if not window:
+        return x.cp - 1
+    return np.minimum(x.cp - 1, np.ceil((window - 1) * x.cp / x.s))
 
 
 def pipeline_bytes(x: Ctx, hidden: int) -> np.ndarray:
