@@ -41,6 +41,7 @@ class Shape:
     shard_activations: bool
     requires: tuple[tuple[str, FamilyIR, RequireIR], ...] = ()  # (slot path, family, require)
     cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
+    tp_whole: tuple[str, ...] = ()            # layers whose mixer is exact only at tp = 1 (full-width QK-norm)
 
 
 def model_shape(columns: ModelColumns) -> Shape:
@@ -49,6 +50,7 @@ def model_shape(columns: ModelColumns) -> Shape:
     a2a: dict[int, None] = {}
     cp_heads: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
+    tp_whole: dict[str, None] = {}
     experts = 1
     expert_widths: dict[int, None] = {}
     for index in columns.layer_columns:
@@ -62,6 +64,8 @@ def model_shape(columns: ModelColumns) -> Shape:
         else:
             heads.update(dict.fromkeys(counts.items()))
             a2a[swapped] = None
+            if config.qk_norm and config.qk_norm_full and config.attn_kind == "full":
+                tp_whole[f"kind '{column.kind}'" if column.kind else "every layer"] = None
         if config.experts > 1:
             experts = max(experts, config.experts)
             expert_widths[config.ffn_width] = None
@@ -72,7 +76,7 @@ def model_shape(columns: ModelColumns) -> Shape:
     cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
-                 tuple(cp_heads))
+                 tuple(cp_heads), tuple(tp_whole))
 
 
 def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
@@ -191,6 +195,16 @@ def _a2a(heads: int) -> Rule:
                                     f"to divide the {heads} heads")
 
 
+def _full_qk_norm(where: str) -> Rule:
+    # The norm's statistics span every head; tp gives each rank heads / tp of them, and
+    # hpdsl builds no all-reduce of the statistics (families/attention.hpf), so it refuses.
+    return Rule(lambda g, _s: g.tp > 1,
+                lambda s, _sh: f"tp {s.tp}: the full-width QK-norm (qk_norm_full) of {where} normalises "
+                               f"over every head at once; tp > 1 splits the heads over ranks, and the norm "
+                               f"would need an all-reduce of its statistics, which hpdsl does not build: "
+                               f"use tp = 1")
+
+
 def _cp_a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.cp, 1) != 0)
@@ -293,6 +307,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _cp_a2a(heads)
     for label, width in shape.tp_widths:
         yield _tp_width(label, width)
+    for where in shape.tp_whole:
+        yield _full_qk_norm(where)
     if shape.experts > 1:
         experts = shape.experts
         yield Rule(lambda g, _s: (g.ep >= 1) & (experts % np.maximum(g.ep, 1) != 0),

@@ -61,6 +61,10 @@ class Attention(nn.Module):
 
     def tensor_parallel_applied(self, tp: TensorParallel) -> None:
         """Note that the projections were split by heads over tp (hpdsl.torch.layout calls this)."""
+        if self.config.qk_norm and self.config.qk_norm_full and tp.size > 1:
+            raise BuildError(f"a full-width QK-norm (qk_norm_full) normalises over every head; tp {tp.size} "
+                             "splits the heads over ranks and this module has no all-reduce of the norm's "
+                             "statistics: use tp = 1")
         self.tp = tp
 
     def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
