@@ -117,14 +117,16 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds
 
 
 def ring_steps(x: Ctx, window: int) -> np.ndarray:
-    """Return how many neighbours' key/value chunks a ring passes: cp − 1, or those within a sliding window.
+    """Return how many other ranks receive a rank's keys and values: cp − 1, or those a sliding window reaches.
 
-    A rank's queries (a chunk of s/cp positions) see keys at most w − 1 positions
-    back, so only the ⌈(w − 1)·cp / s⌉ chunks before it reach them.
+    Under the load-balanced layout rank r holds chunks r and 2cp − 1 − r of
+    s/(2cp) positions. A query sees keys at most w − 1 positions back, so m =
+    ⌈(w − 1)·2cp / s⌉ chunks before each of its two: those of ranks r − m … r − 1
+    and r + 1 … r + m, at most 2m others (docs/cost-model.md#sliding-window-attention).
     """
     if not window:
         return x.cp - 1
-    return np.minimum(x.cp - 1, np.ceil((window - 1) * x.cp / x.s))
+    return np.minimum(x.cp - 1, 2 * np.ceil((window - 1) * 2 * x.cp / x.s))
 
 
 def pipeline_bytes(x: Ctx, hidden: int) -> np.ndarray:

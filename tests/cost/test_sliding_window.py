@@ -107,10 +107,13 @@ def test_context_parallel_ranks_price_the_window(tmp_path: Path) -> None:
     one, two = run(windowed), run(windowed, cp=2)
     # Each rank runs half the queries over the same band: the per-device FLOPs halve.
     assert two["device"] == pytest.approx(one["device"] / 2, rel=1e-12)
-    # The ring passes the sliding layers' keys and values to 1 neighbour instead of cp − 1.
-    four_w, four = run(windowed, cp=4), run(whole, cp=4)
-    kv_bytes = 2 * (2 * KV * D) * SEQ / 4  # bf16 keys and values of one rank's chunk, per layer
-    assert four["cp"] - four_w["cp"] == pytest.approx(3 * 2 * kv_bytes * (3 - 1), rel=1e-12)
+    # cp 8: chunks of 4096/16 = 256 positions, a window of 128 reaches m = 1 chunk back, so a
+    # rank's keys and values go to its two ring neighbours instead of all 7 other ranks.
+    eight_w, eight = run(windowed, cp=8), run(whole, cp=8)
+    kv_bytes = 2 * (2 * KV * D) * SEQ / 8  # bf16 keys and values of one rank's chunk, per layer
+    # Forward + backward (3 passes) in the two sliding layers.
+    assert eight["cp"] - eight_w["cp"] == pytest.approx(3 * 2 * kv_bytes * (7 - 2), rel=1e-12)
+    assert run(windowed, cp=2)["cp"] == run(whole, cp=2)["cp"]  # 2m ≥ cp − 1: no saving
 
 
 def test_backward_stays_twice_the_forward_plus_the_banded_recompute(tmp_path: Path) -> None:
