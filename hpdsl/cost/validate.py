@@ -22,10 +22,21 @@ from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
 from hpdsl.model import ops as OP
-from hpdsl.model.axes import CONDITION_AXES, AxisSizes, condition_inputs
+from hpdsl.model.axes import CONDITION_AXES, AxisSizes, condition_inputs, config_selectors
+from hpdsl.model.fields import Scalar
 from hpdsl.model.ops import count as op_count
 
 Mask = np.ndarray
+
+
+@attrs.frozen
+class FamilyRequire:
+    """A require of the family that builds a slot, with the selectors that follow the slot's config."""
+
+    role: str
+    family: FamilyIR
+    require: RequireIR
+    selectors: tuple[tuple[str, Scalar], ...] = ()
 
 
 @attrs.frozen
@@ -39,9 +50,8 @@ class Shape:
     tp_widths: tuple[tuple[str, int], ...]    # dense and shared expert widths tp must divide
     layers: int
     shard_activations: bool
-    requires: tuple[tuple[str, FamilyIR, RequireIR], ...] = ()  # (slot path, family, require)
+    requires: tuple[FamilyRequire, ...] = ()  # every family require a slot of the model is built under
     cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
-    tp_whole: tuple[str, ...] = ()            # layers whose mixer is exact only at tp = 1 (full-width QK-norm)
 
 
 def model_shape(columns: ModelColumns) -> Shape:
@@ -50,7 +60,6 @@ def model_shape(columns: ModelColumns) -> Shape:
     a2a: dict[int, None] = {}
     cp_heads: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
-    tp_whole: dict[str, None] = {}
     experts = 1
     expert_widths: dict[int, None] = {}
     for index in columns.layer_columns:
@@ -64,8 +73,6 @@ def model_shape(columns: ModelColumns) -> Shape:
         else:
             heads.update(dict.fromkeys(counts.items()))
             a2a[swapped] = None
-            if config.qk_norm and config.qk_norm_full and config.attn_kind == "full":
-                tp_whole[f"kind '{column.kind}'" if column.kind else "every layer"] = None
         if config.experts > 1:
             experts = max(experts, config.experts)
             expert_widths[config.ffn_width] = None
@@ -76,36 +83,45 @@ def model_shape(columns: ModelColumns) -> Shape:
     cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
-                 tuple(cp_heads), tuple(tp_whole))
+                 tuple(cp_heads))
 
 
-def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
-    """Return the requires of every family that builds a slot of the model (none without families)."""
-    found: dict[tuple[str, str], tuple[str, FamilyIR, RequireIR]] = {}
+def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
+    """Return the requires of every family that builds a slot of the model (none without families).
+
+    A selector named like a config field is judged at the slot's value (model.py's
+    build does the same): `require qk_norm and qk_norm_full -> tp == 1` refuses
+    tp > 1 for a model with a full-width QK-norm only.
+    """
+    found: dict[tuple[str, str, tuple[tuple[str, Scalar], ...]], FamilyRequire] = {}
     slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
     for slot in slots:
         family = cost.families.get(slot.family)
         if family is None:
             continue
+        chosen = tuple(sorted(config_selectors(family, slot.config).items()))
         for require in family.requires:
-            found.setdefault((family.name, require.message), (slot.role, family, require))
+            found.setdefault((family.name, require.message, chosen),
+                             FamilyRequire(slot.role, family, require, chosen))
     return tuple(found.values())
 
 
-def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
-    """A family's require over the grid's axis sizes, with its selectors at their defaults."""
+def _require_rule(required: FamilyRequire) -> Rule:
+    """A family's require over the grid's axis sizes, its selectors at the slot's values or their defaults."""
+    family, require = required.family, required.require
     names = names_in(require.condition)
     read = [a for a in CONDITION_AXES if a in names or (a == family.parallel and "parallel" in names)]
+    selectors = dict(required.selectors)
 
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         # Judged once per distinct value of the axes the require reads (few), never per candidate.
         job = np.logical_and.reduce([getattr(g, axis) >= 1 for axis in CONDITION_AXES])
         values, inverse = group_rows([np.maximum(getattr(g, axis), 1) for axis in read], len(g))
-        refused = np.array([_refuses(family, require, dict(zip(read, row, strict=True))) for row in values],
-                           dtype=bool)
+        refused = np.array([_refuses(family, require, dict(zip(read, row, strict=True)), selectors)
+                            for row in values], dtype=bool)
         return refused[inverse] & job  # not a job at all: the positivity rules report it
 
-    return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}")
+    return Rule(bad, lambda s, _sh: f"{required.role}: family '{family.name}': {require.message}")
 
 
 def group_rows(columns: list[np.ndarray], n: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
@@ -149,9 +165,9 @@ def _ranks(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranks.ravel(), values
 
 
-def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int]) -> bool:
+def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int], selectors: dict[str, Scalar]) -> bool:
     sizes = AxisSizes(**row)  # the axes the require does not read stay 1: it cannot tell
-    return not evaluate(require.condition, condition_inputs(family, sizes, {}))
+    return not evaluate(require.condition, condition_inputs(family, sizes, selectors))
 
 
 @attrs.frozen
@@ -193,16 +209,6 @@ def _a2a(heads: int) -> Rule:
         return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.tp * g.cp, 1) != 0)
     return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
                                     f"to divide the {heads} heads")
-
-
-def _full_qk_norm(where: str) -> Rule:
-    # The norm's statistics span every head; tp gives each rank heads / tp of them, and
-    # hpdsl builds no all-reduce of the statistics (families/attention.hpf), so it refuses.
-    return Rule(lambda g, _s: g.tp > 1,
-                lambda s, _sh: f"tp {s.tp}: the full-width QK-norm (qk_norm_full) of {where} normalises "
-                               f"over every head at once; tp > 1 splits the heads over ranks, and the norm "
-                               f"would need an all-reduce of its statistics, which hpdsl does not build: "
-                               f"use tp = 1")
 
 
 def _cp_a2a(heads: int) -> Rule:
@@ -307,8 +313,6 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _cp_a2a(heads)
     for label, width in shape.tp_widths:
         yield _tp_width(label, width)
-    for where in shape.tp_whole:
-        yield _full_qk_norm(where)
     if shape.experts > 1:
         experts = shape.experts
         yield Rule(lambda g, _s: (g.ep >= 1) & (experts % np.maximum(g.ep, 1) != 0),
@@ -321,8 +325,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
     else:
         yield Rule(lambda g, _s: (g.ep > 1) | (g.etp > 1),
                    lambda s, _sh: f"ep {s.ep} / etp {s.etp}: the model has no routed experts to shard")
-    for role, family, require in shape.requires:
-        yield _require_rule(role, family, require)
+    for required in shape.requires:
+        yield _require_rule(required)
 
 
 def rules(shape: Shape) -> tuple[Rule, ...]:

@@ -2,6 +2,8 @@
 
 The norm's statistics span every head; tensor parallelism gives each rank
 heads / tp of them, and hpdsl builds no all-reduce of the statistics. The
+refusal is data: families/attention.hpf's `require qk_norm and qk_norm_full ->
+tp == 1`, whose selectors follow the model's fields of the same name. The
 per-head QK-norm (Qwen3, Gemma 3) splits with its heads and stays allowed.
 """
 
@@ -42,10 +44,10 @@ def spec(tmp_path: Path, profile: str = "olmoe", *, full: bool = True) -> Path:
 
 
 def bound(path: Path) -> CostModel:
-    """Return the bound model of a one-model spec."""
+    """Return the bound model of a one-model spec, with the registry's families (as the CLI binds)."""
     registry = compile_paths([path])
     (model,) = registry.models.values()
-    return bind(model, registry.profiles[model.profile])
+    return bind(model, registry.profiles[model.profile], families=registry.families)
 
 
 def test_estimate_refuses_tp_above_one_naming_the_norm(tmp_path: Path) -> None:
@@ -53,7 +55,8 @@ def test_estimate_refuses_tp_above_one_naming_the_norm(tmp_path: Path) -> None:
     estimate(model, Strategy(tp=1, seq_len=512))
     with pytest.raises(InvalidStrategyError) as refused:
         estimate(model, Strategy(tp=2, seq_len=512, sequence_parallel=True))
-    assert any("full-width QK-norm (qk_norm_full)" in r and "tp = 1" in r for r in refused.value.reasons)
+    assert any(r.startswith("attention: family 'attention': a full-width QK-norm (qk_norm_full)")
+               and r.endswith("use tp = 1") for r in refused.value.reasons)
 
 
 def test_a_per_head_qk_norm_splits_with_its_heads(tmp_path: Path) -> None:

@@ -118,5 +118,6 @@ def test_a_full_width_qk_norm_is_refused_under_tp(tmp_path) -> None:
     registry = compile_paths([path])
     with process_group(2, rank=0, fake=True):
         mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
-        with pytest.raises(BuildError, match=r"full-width QK-norm \(qk_norm_full\).*use tp = 1"):
+        with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'attention': a full-width QK-norm "
+                                                  r"\(qk_norm_full\).*use tp = 1 \(declared at .*attention\.hpf:"):
             build_model("olmoe_small", mesh, registry=registry)
