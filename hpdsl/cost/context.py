@@ -86,11 +86,11 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
 def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     """Return the pricing floats of one (valid) strategy: the same Ctx, fields as Python scalars."""
     s = strategy
-    f = {"tp": float(s.tp), "cp": float(s.cp), "ep": float(s.ep), "etp": float(s.etp), "dp": float(s.dp),
-         "pp": float(s.pp), "vpp": float(s.vpp), "micro_batch": float(s.micro_batch),
-         "seq_len": float(s.seq_len)}
+    # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/trace.py)
+    f = {name: getattr(s, name) * 1.0 for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch",
+                                                     "seq_len")}
     codes = {"sp": -1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
-             "global_batch": s.global_batch or 0, "micro_batch": s.micro_batch, "dp": s.dp, "pp": s.pp,
+             "global_batch": 0 if s.global_batch is None else s.global_batch, "micro_batch": s.micro_batch, "dp": s.dp, "pp": s.pp,
              "softmax_bytes": s.softmax_bytes, "flash": int(bool(s.flash_attention)),
              "recompute": RECOMPUTE.index(s.recompute), "recompute_layers": s.recompute_layers or 0,
              "zero": ZERO.index(s.zero), "cp_kind": CP_KINDS.index(s.cp_kind), "mfu": s.mfu}
@@ -137,7 +137,7 @@ def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
             "compute": float(strategy.compute_bytes or PRECISIONS[strategy.precision].compute)}
 
 
-def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, F]:
+def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
     """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
 
     Each (precision, optimizer) pair is looked up once in hpdsl/cost/precision.py;

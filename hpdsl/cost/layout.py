@@ -28,6 +28,7 @@ class Plan:
     rank_held: tuple[tuple[tuple[int, float], ...], ...]
     totals: tuple[float, ...]
     chunk_layers: tuple[int, ...]
+    rank_layers: tuple[int, ...]
 
 
 @attrs.define(eq=False, frozen=True, slots=False)
@@ -57,7 +58,7 @@ class Layout:
         def held(counts: np.ndarray) -> tuple[tuple[tuple[int, float], ...], ...]:
             return tuple(tuple((j, float(n)) for j, n in enumerate(row) if n) for row in counts.tolist())
         return Plan(held(self.comp), held(self.rank_comp), tuple(self.comp.sum(axis=0).tolist()),
-                    tuple(int(n) for n in self.chunk_layers))
+                    tuple(int(n) for n in self.chunk_layers), tuple(int(n) for n in self.rank_layers()))
 
     @property
     def chunks(self) -> int:
@@ -115,7 +116,7 @@ def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedd
     return Layout(stages, vpp, np.asarray(sizes), comp, rank_comp, cum)
 
 
-def in_flight(stages: int, vpp: int, micro_batches: np.ndarray) -> np.ndarray:
+def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.ndarray:
     """Return (n, C): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
 
     Without interleaving rank i holds min(pp - i, m) micro-batches. With v chunks
@@ -124,7 +125,7 @@ def in_flight(stages: int, vpp: int, micro_batches: np.ndarray) -> np.ndarray:
     next pp chunk 1, and so on (at most m·v in all). For an even split this gives
     Megatron's factor 1 + (pp - 1)/(pp·v) on the first rank.
     """
-    m = micro_batches[:, None].astype(np.float64)
+    m = np.asarray(micro_batches, dtype=np.float64)[:, None]
     ranks = np.arange(stages)[None, :]
     return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=1)
 

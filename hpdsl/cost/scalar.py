@@ -16,12 +16,13 @@ from typing import Any
 
 import attrs
 
-from hpdsl.cost import stage
+from hpdsl.cost import stage, xp
 from hpdsl.cost.comm import AXES, pipeline_bytes
 from hpdsl.cost.context import Ctx, scalar_context
 from hpdsl.cost.layout import Layout, in_flight_at
 from hpdsl.cost.pricing import GridPrice, Prepared, column_values, shared_factors
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.strategy import TRACED, Strategy
+from hpdsl.cost.trace import compile_plan
 
 STAGE_KEYS = ("params", "grads", "optimizer", "activations", "transient", "total", "flops", "time", *AXES)
 
@@ -55,13 +56,46 @@ def one_of(price: GridPrice, i: int) -> OnePrice:
         {key: [float(v) for v in rows[key]] for key in STAGE_KEYS})
 
 
+def plan_key(s: Strategy) -> tuple[Any, ...]:
+    """Return what selects a strategy's compiled plan: its layout and discrete choices."""
+    return (s.pp, s.vpp, s.pp_split, s.cp_kind, s.sequence_parallel, s.recompute, s.recompute_layers, s.zero,
+            s.precision, s.optimizer, s.param_bytes, s.compute_bytes, s.softmax_bytes, s.flash_attention,
+            s.device)
+
+
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
-    """Price one valid strategy (its sequence parallelism resolved) in floats."""
+    """Price one valid strategy (its sequence parallelism resolved) through the model's compiled plan."""
+    key = plan_key(strategy)
+    plan = p.plans.get(key)
+    if plan is None:
+        plan = p.plans[key] = compile_plan(
+            lambda *values: _priced(p, strategy.with_(**dict(zip(TRACED, values)))), TRACED)
+    s = strategy
+    return _assemble(plan(float(s.tp), float(s.cp), float(s.ep), float(s.etp), float(s.dp),
+                          float(s.micro_batch), float(s.seq_len), s.global_batch or 0, s.mfu))
+
+
+def price_floats(p: Prepared, strategy: Strategy) -> OnePrice:
+    """Price one valid strategy by running the formulas on floats, without a plan (what the plan records)."""
+    return _assemble(_priced(p, strategy))
+
+
+def _priced(p: Prepared, strategy: Strategy) -> dict[str, Any]:
+    """Return the traced (or float) prices of one strategy: per-rank lists and per-step totals."""
     x = scalar_context(strategy, p.columns.cost_model.profile.run)
     layout = p.layout(strategy.pp, strategy.vpp, strategy.pp_split)
     shared = shared_factors(p, x)
     rows = [_flat(column_values(p, j, x, *shared)) for j in range(p.n_columns)]
     return _Ranks(p, x, layout, rows).price()
+
+
+def _assemble(out: dict[str, Any]) -> OnePrice:
+    """Return a OnePrice from a plan's output: the maxima and the peak rank."""
+    stages = out["stages"]
+    totals = stages["total"]
+    peak = max(totals)
+    return OnePrice(peak, totals.index(peak), out["step"], out["forward"], out["backward"], out["recompute"],
+                    out["model"], max(stages["flops"]), {axis: max(stages[axis]) for axis in AXES}, stages)
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +167,7 @@ class _Ranks:
             present = {j for j, _ in held}
             for j in layers:
                 if j in present:
-                    acc = max(acc, self.rows[j][key])
+                    acc = xp.maximum(acc, self.rows[j][key])
             out.append(acc)
         return out
 
@@ -150,36 +184,41 @@ class _Ranks:
         weighted = [in_flight_at(S, v, c % S, c // S, x.m) * per_chunk[c] for c in range(S * v)]
         return self._chunk_sum([weighted[pos * S:(pos + 1) * S] for pos in range(v)])
 
-    def price(self) -> OnePrice:
-        """Return the strategy's price with its per-rank breakdown."""
+    def price(self) -> dict[str, Any]:
+        """Return the strategy's per-rank breakdown and per-step totals."""
         p, x, layout, rows = self.p, self.x, self.layout, self.rows
         S, v = layout.stages, layout.vpp
         static, act = self.ranks("static"), self._activations()
         memory = [stage.rank_memory(x, *values) for values in
                   zip(static, act, self._largest("act_none"), self._largest("gathered"))]
-        totals = [total for _, total in memory]
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")
         times = [stage.rank_time(x, tau, pp_bytes, c, m, o, t) for tau, c, m, o, t in
                  zip(self.ranks("tau", "tau_rec"), compute, micro, once, tp_once)]
         t_rank = [t for t, _ in times]
-        step = stage.step_time(x, _sequential(t_rank), max(t_rank), max(o for _, o in times), v)
-        flops = [x.m * f for f in self.ranks("flops_step", "rec")]
+        step = stage.step_time(x, _sequential(t_rank), _largest(t_rank), _largest([o for _, o in times]), v)
         moved = {axis: self.ranks(f"vol_{axis}", f"vol_rec_{axis}") for axis in ("tp", "cp", "ep")}
         traffic = [stage.rank_traffic(x, {a: moved[a][r] for a in moved}, tp_once[r], pp_bytes, once[r], micro[r])
                    for r in range(S)]
         stages = {"params": self.ranks("param_bytes"), "grads": self.ranks("grad_bytes"),
                   "optimizer": self.ranks("optimizer_bytes"), "activations": act,
-                  "transient": [t for t, _ in memory], "total": totals, "flops": flops, "time": t_rank,
+                  "transient": [t for t, _ in memory], "total": [total for _, total in memory],
+                  "flops": [x.m * f for f in self.ranks("flops_step", "rec")], "time": t_rank,
                   **{axis: [row[axis] for row in traffic] for axis in AXES}}
-        peak = max(totals)
         counts, rc_total = self.plan.totals, self._chunk_sum(self.rc)
-        return OnePrice(
-            peak, totals.index(peak), step,
-            x.batch * _columns(counts, rows, "model_fwd"), x.batch * _columns(counts, rows, "model_bwd"),
-            x.batch * _columns(rc_total, rows, "model_rec"), 3 * x.batch * _columns(counts, rows, "model_mfu"),
-            max(flops), {axis: max(stages[axis]) for axis in AXES}, stages)
+        return {"stages": stages, "step": step,
+                "forward": x.batch * _columns(counts, rows, "model_fwd"),
+                "backward": x.batch * _columns(counts, rows, "model_bwd"),
+                "recompute": x.batch * _columns(rc_total, rows, "model_rec"),
+                "model": 3 * x.batch * _columns(counts, rows, "model_mfu")}
+
+
+def _largest(values: list[Any]) -> Any:
+    acc = values[0]
+    for value in values[1:]:
+        acc = xp.maximum(acc, value)
+    return acc
 
 
 def _sequential(values: list[float]) -> float:

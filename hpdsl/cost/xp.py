@@ -5,7 +5,8 @@ fields are either numpy arrays (a grid of candidates, hpdsl/cost/context.py
 `context`) or plain Python floats and bools (one strategy, `scalar_context`).
 Arithmetic works on both as it is; the few functions numpy adds (where,
 maximum, ...) go through this module, which answers in floats when no argument
-is an array. One source of formulas, two evaluators: the search prices
+is an array, and record it when one is a traced value (hpdsl/cost/trace.py).
+One source of formulas, two evaluators: the search prices
 millions of candidates with numpy, `estimate` one in plain floats without
 numpy's per-call overhead, and tests/property/test_scalar_pricing.py holds the
 two equal.
@@ -18,6 +19,9 @@ from typing import Any, Union
 
 import numpy as np
 
+from hpdsl.cost import trace
+from hpdsl.cost.trace import Sym
+
 Val = Union[np.ndarray, float]
 """A quantity over the grid (an array of candidates) or of one strategy (a float)."""
 
@@ -28,6 +32,8 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     """Return np.where(cond, a, b), or `a if cond else b` for a plain condition."""
     if isinstance(cond, _ARRAY):
         return np.where(cond, a, b)
+    if isinstance(cond, Sym):
+        return trace.where(cond, a, b)
     return a if cond else b
 
 
@@ -35,6 +41,8 @@ def maximum(a: Any, b: Any) -> Any:
     """Return the elementwise maximum (floats: the larger one; NaN as numpy propagates it)."""
     if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
         return np.maximum(a, b)
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return trace.maximum(a, b)
     if a != a or b != b:
         return float("nan")
     return a if a >= b else b
@@ -44,6 +52,8 @@ def minimum(a: Any, b: Any) -> Any:
     """Return the elementwise minimum (floats: the smaller one)."""
     if isinstance(a, _ARRAY) or isinstance(b, _ARRAY):
         return np.minimum(a, b)
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return trace.minimum(a, b)
     if a != a or b != b:
         return float("nan")
     return a if a <= b else b
@@ -66,6 +76,8 @@ def select(conds: Sequence[Any], values: Sequence[Any], default: Any) -> Any:
 
 def logical_not(a: Any) -> Any:
     """Return elementwise not (`~` on a Python bool is an integer, not a negation)."""
+    if isinstance(a, Sym):
+        return trace.logical_not(a)
     return np.logical_not(a) if isinstance(a, _ARRAY) else not a
 
 
