@@ -1,7 +1,8 @@
 """A bound model and one strategy into an Estimate: parameters, FLOPs, memory per stage, traffic, time.
 
-`estimate` prices a grid of one through hpdsl.cost.pricing, the code the search
-runs over millions of candidates, so the two can never disagree.
+`estimate` prices one strategy through a plan compiled from the formulas the
+search runs over millions of candidates (hpdsl/cost/scalar.py), so the two can
+never disagree (tests/property/test_scalar_pricing.py).
 """
 
 from __future__ import annotations

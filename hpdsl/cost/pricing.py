@@ -1,7 +1,7 @@
 """A cost model and a strategy grid into prices: peak bytes, FLOPs, traffic and step time per candidate.
 
-The one pricing path: `estimate` prices a grid of one, the search a grid of
-millions, through the same expressions. Candidates are grouped by pipeline
+The grid evaluator: the search prices millions of candidates through the same
+expressions `estimate` compiles for one (hpdsl/cost/scalar.py). Candidates are grouped by pipeline
 layout (pp, vpp, split), since a layout fixes how many layers of each column
 every chunk holds; within a group every quantity is an array over candidates
 (per column) or over candidates × stages, never a Python loop per candidate.

@@ -12,6 +12,7 @@ times. tests/property/test_scalar_pricing.py holds the two evaluators equal.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import attrs
@@ -56,11 +57,10 @@ def one_of(price: GridPrice, i: int) -> OnePrice:
         {key: [float(v) for v in rows[key]] for key in STAGE_KEYS})
 
 
-def plan_key(s: Strategy) -> tuple[Any, ...]:
-    """Return what selects a strategy's compiled plan: its layout and discrete choices."""
-    return (s.pp, s.vpp, s.pp_split, s.cp_kind, s.sequence_parallel, s.recompute, s.recompute_layers, s.zero,
-            s.precision, s.optimizer, s.param_bytes, s.compute_bytes, s.softmax_bytes, s.flash_attention,
-            s.device)
+plan_key = operator.attrgetter("pp", "vpp", "pp_split", "cp_kind", "sequence_parallel", "recompute",
+                               "recompute_layers", "zero", "precision", "optimizer", "param_bytes",
+                               "compute_bytes", "softmax_bytes", "flash_attention", "device")
+"""What selects a strategy's compiled plan: its layout and discrete choices."""
 
 
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:

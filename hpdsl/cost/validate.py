@@ -8,6 +8,7 @@ disagree: a strategy is valid iff no predicate flags it.
 from __future__ import annotations
 
 import math
+import operator
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -338,7 +339,7 @@ def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -
     columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
     checks = _checks(columns)
     split = tuple(strategy.pp_split) if strategy.pp_split is not None else None
-    key = (split, *(getattr(strategy, name) for name in _FIXED))
+    key = (split, _fixed_of(strategy))
     plan = checks.plans.get(key)
     if plan is None:
         fixed = {name: value for name, value in codes_of(strategy, 0 if split is None else 1).items()
@@ -354,7 +355,7 @@ def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -
     return tuple(reasons)
 
 
-_FIXED = tuple(a.name for a in attrs.fields(Strategy) if a.name not in TRACED and a.name != "pp_split")
+_fixed_of = operator.attrgetter(*(a.name for a in attrs.fields(Strategy) if a.name not in TRACED + ("pp_split",)))
 """The fields that key a compiled check (with the split): its codes are constants in it."""
 
 
