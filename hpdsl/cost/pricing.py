@@ -40,7 +40,7 @@ class Prepared:
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
-    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # compiled scalar plans (cost/scalar.py)
+    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # scalar plans, or 1: seen once (cost/scalar.py)
 
     @property
     def n_columns(self) -> int:

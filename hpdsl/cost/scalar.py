@@ -64,10 +64,18 @@ plan_key = operator.attrgetter("pp", "vpp", "pp_split", "cp_kind", "sequence_par
 
 
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
-    """Price one valid strategy (its sequence parallelism resolved) through the model's compiled plan."""
+    """Price one valid strategy (its sequence parallelism resolved) through the model's compiled plan.
+
+    The first strategy of a shape is priced on floats (about 100 us); the second
+    compiles the shape's plan (milliseconds, once), which prices every later one in
+    tens of microseconds: a one-off estimate never pays for a compilation.
+    """
     key = plan_key(strategy)
     plan = p.plans.get(key)
     if plan is None:
+        p.plans[key] = 1
+        return price_floats(p, strategy)
+    if isinstance(plan, int):
         plan = p.plans[key] = compile_plan(
             lambda *values: _priced(p, strategy.with_(**dict(zip(TRACED, values)))), TRACED)
     s = strategy

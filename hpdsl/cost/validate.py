@@ -340,17 +340,18 @@ def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -
     checks = _checks(columns)
     split = tuple(strategy.pp_split) if strategy.pp_split is not None else None
     key = (split, _fixed_of(strategy))
-    plan = checks.plans.get(key)
-    if plan is None:
-        fixed = {name: value for name, value in codes_of(strategy, 0 if split is None else 1).items()
-                 if name not in TRACED}
-        plan = checks.plans[key] = compile_plan(
-            lambda *values: [rule.bad(_One({**fixed, **dict(zip(TRACED, values))}, (None, split)), checks.shape)
-                             for rule in checks.plain], TRACED, "check")
-    flags = plan(*(_traced_value(strategy, name) for name in TRACED))
+    entry = checks.plans.get(key)
+    values = [0 if value is None else value for value in _traced_of(strategy)]
+    if entry is None:  # the first of its shape: the rules on plain values; the second compiles them
+        checks.plans[key] = 1
+        flags = _judge(checks, strategy, split)(*values)
+    else:
+        if not callable(entry):
+            entry = checks.plans[key] = compile_plan(_judge(checks, strategy, split), TRACED, "check")
+        flags = entry(*values)
     reasons = [rule.message(strategy, checks.shape) for rule, flag in zip(checks.plain, flags) if flag]
-    sizes = {axis: max(int(getattr(strategy, axis)), 1) for axis in CONDITION_AXES}
-    if all(getattr(strategy, axis) >= 1 for axis in CONDITION_AXES):  # else the positivity rules report it
+    if checks.requires and all(getattr(strategy, axis) >= 1 for axis in CONDITION_AXES):
+        sizes = {axis: int(getattr(strategy, axis)) for axis in CONDITION_AXES}  # else positivity reports it
         reasons += [message for message, refuses in checks.requires if refuses(sizes)]
     return tuple(reasons)
 
@@ -359,9 +360,19 @@ _fixed_of = operator.attrgetter(*(a.name for a in attrs.fields(Strategy) if a.na
 """The fields that key a compiled check (with the split): its codes are constants in it."""
 
 
-def _traced_value(strategy: Strategy, name: str) -> Any:
-    value = getattr(strategy, name)
-    return 0 if value is None else value
+def _judge(checks: _Checks, strategy: Strategy, split: tuple[int, ...] | None) -> Callable[..., list[Any]]:
+    """Return the plain rules as a function of the traced fields (values or Syms), the rest fixed."""
+    fixed = {name: value for name, value in codes_of(strategy, 0 if split is None else 1).items()
+             if name not in TRACED}
+
+    def judge(*values: Any) -> list[Any]:
+        one = _One({**fixed, **dict(zip(TRACED, values))}, (None, split))
+        return [rule.bad(one, checks.shape) for rule in checks.plain]
+
+    return judge
+
+
+_traced_of = operator.attrgetter(*TRACED)
 
 
 @attrs.frozen(eq=False)
@@ -385,7 +396,7 @@ class _Checks:
     shape: Shape
     plain: tuple[Rule, ...]
     requires: tuple[tuple[str, Callable[[dict[str, int]], bool]], ...]
-    plans: dict[tuple[Any, ...], Callable[..., list[Any]]] = attrs.field(factory=dict)
+    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # compiled checks, or 1: seen once
 
 
 _CHECKS: weakref.WeakKeyDictionary[ModelColumns, _Checks] = weakref.WeakKeyDictionary()

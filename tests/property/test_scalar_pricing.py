@@ -1,7 +1,8 @@
 """One source of formulas, three evaluators held equal: the numpy grid, floats, and the compiled plan.
 
 `estimate` prices one strategy through a plan traced from the grid's own
-formulas (hpdsl/cost/trace.py, hpdsl/cost/scalar.py); `grid_estimate` prices
+formulas (hpdsl/cost/trace.py, hpdsl/cost/scalar.py; the first strategy of a
+shape on floats, later ones through the compiled plan); `grid_estimate` prices
 the same strategy as a grid of one; `price_floats` runs the formulas on plain
 floats. For random models (generated, and the shipped examples) and random
 strategies every number of the three Estimates is equal, bit for bit; and the
@@ -33,6 +34,7 @@ SHIPPED = {name: bind_model([EXAMPLES / f"{name}.hpf"])
 def _three_agree(cost_model: CostModel, strategy: Strategy) -> None:
     planned = estimate(cost_model, strategy).to_json()
     assert planned == grid_estimate(cost_model, strategy).to_json()
+    assert estimate(cost_model, strategy).to_json() == planned  # the first of a shape runs on floats
     prepared = prepare(cost_model)
     resolved = effective(strategy, prepared)
     floats = estimate_from_price(prepared, resolved, price_floats(prepared, resolved)).to_json()
@@ -85,3 +87,4 @@ def test_compiled_check_gives_the_grid_rules_reasons(drawn: tuple[CostModel, Str
     grid = StrategyGrid.from_strategies([strategy])
     expected = tuple(rule.message(strategy, shape) for rule in rules(shape) if bool(rule.bad(grid, shape)[0]))
     assert strategy_reasons(strategy, cost_model) == expected
+    assert strategy_reasons(strategy, cost_model) == expected  # plain values first, then compiled
