@@ -12,6 +12,7 @@ is ignored, and a miss compiles as usual.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -75,5 +76,9 @@ def _write(path: str, report: Report) -> None:
         with os.fdopen(handle, "wb") as out:
             pickle.dump(report, out, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, path)
+        for name in os.listdir(folder):  # another hpdsl's report can never be read again
+            if name.startswith("stdlib-") and name != os.path.basename(path):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, name))
     except Exception:  # read-only or full: the cache is an optimisation only
         return

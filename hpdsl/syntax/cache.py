@@ -12,6 +12,7 @@ read-only, missing or damaged cache is ignored, and a miss parses as usual.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -62,10 +63,11 @@ def _entry(source: Source) -> str | None:
     if folder is None:
         return None
     try:
-        key = hashlib.sha256(f"{_code_key()}\0{source.name}\0{source.text}".encode()).hexdigest()
+        code = _code_key()
     except OSError:  # the package's sources are not readable: no key to trust
         return None
-    return os.path.join(folder, f"parse-{key[:32]}.pickle")
+    key = hashlib.sha256(f"{code}\0{source.name}\0{source.text}".encode()).hexdigest()
+    return os.path.join(folder, f"parse-{code[:12]}-{key[:24]}.pickle")
 
 
 def _read(path: str) -> ast.File | None:
@@ -85,5 +87,14 @@ def _write(path: str, file: ast.File) -> None:
         with os.fdopen(handle, "wb") as out:
             pickle.dump(file, out, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, path)  # atomic: a reader sees the old entry or the whole new one
+        _prune(folder, os.path.basename(path).split("-")[1])
     except Exception:  # read-only or full: the cache is an optimisation only
         return
+
+
+def _prune(folder: str, code: str) -> None:
+    """Remove the entries another version of the grammar or parser wrote: they can never be read again."""
+    for name in os.listdir(folder):
+        if name.startswith("parse-") and name.split("-")[1] != code:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
