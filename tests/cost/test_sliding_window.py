@@ -124,3 +124,20 @@ def test_backward_stays_twice_the_forward_plus_the_banded_recompute(tmp_path: Pa
     recompute = A * D * 2 + A * SOFTMAX + A * HEAD_CAST  # what the flash backward runs again (QKᵀ, softmax, cast)
     fewer = whole.flops.backward - est.flops.backward
     assert fewer == pytest.approx(-2 * band * (BACKWARD * score_per_key() + recompute), rel=1e-12)
+
+
+@pytest.mark.parametrize("cp,cp_kind,flash", [(1, "ring", True), (1, "ring", False), (4, "ring", True),
+                                              (8, "ring", False), (4, "a2a", True)])
+def test_floats_plan_and_grid_price_the_window_alike(tmp_path: Path, cp: int, cp_kind: str, flash: bool) -> None:
+    from hpdsl.cost.estimate import effective, estimate_from_price, grid_estimate
+    from hpdsl.cost.pricing import prepare
+    from hpdsl.cost.scalar import price_floats
+
+    cost_model = model(tmp_path, 128)
+    strategy = Strategy(cp=cp, cp_kind=cp_kind, seq_len=SEQ, flash_attention=flash)
+    planned = estimate(cost_model, strategy).to_json()
+    assert planned == grid_estimate(cost_model, strategy).to_json()
+    assert estimate(cost_model, strategy).to_json() == planned  # the first of a shape ran on floats
+    prepared = prepare(cost_model)
+    resolved = effective(strategy, prepared)
+    assert estimate_from_price(prepared, resolved, price_floats(prepared, resolved)).to_json() == planned
