@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,61 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         yield total
+
+
+class _Saved:
+    """One tensor autograd saved for backward; tells the tracker when autograd lets it go."""
+
+    __slots__ = ("tensor", "key", "release")
+
+    def __init__(self, tensor: torch.Tensor, key: int, release: Callable[[int], None]) -> None:
+        self.tensor, self.key, self.release = tensor, key, release
+
+    def __del__(self) -> None:
+        self.release(self.key)
+
+
+@contextmanager
+def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
+    """Track the bytes autograd holds for backward inside the block (parameters excluded); yield [peak bytes].
+
+    A pipeline step interleaves micro-batches' forwards and backwards, so what is
+    saved is also freed during the step: each storage counts from the first
+    tensor saved on it until autograd drops the last one, and the peak of the sum
+    is what the rank held at its fullest (the estimator's in-flight micro-batches).
+    """
+    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
+              for p in model.parameters()}
+    holders: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    live_peak = [0, 0]
+
+    def release(key: int) -> None:
+        holders[key] -= 1
+        if not holders[key]:
+            del holders[key]
+            live_peak[0] -= sizes.pop(key)
+
+    def pack(tensor: torch.Tensor) -> Any:
+        if isinstance(tensor, nn.Parameter) or isinstance(tensor, DTensor):
+            return tensor
+        key = tensor.untyped_storage().data_ptr()
+        if key in params:
+            return tensor
+        if key not in holders:
+            holders[key], sizes[key] = 0, tensor.untyped_storage().nbytes()
+            live_peak[0] += sizes[key]
+            live_peak[1] = max(live_peak)
+        holders[key] += 1
+        return _Saved(tensor, key, release)
+
+    def unpack(saved: Any) -> torch.Tensor:
+        return saved.tensor if isinstance(saved, _Saved) else saved
+
+    peak = [0]
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield peak
+    peak[0] = live_peak[1]
 
 
 def load_reference(model: nn.Module, reference: nn.Module) -> None:
@@ -243,7 +298,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     for step in range(steps):
         ids, targets = batch(step, seed, rows, seq, vocab)
         part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
-        with saved_activations(held) as saved:
+        with saved_activation_peak(held) as saved:
             micro = run_step(runner, chunks, strategy, ids[part], targets[part])
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
