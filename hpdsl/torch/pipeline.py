@@ -58,6 +58,9 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
     if model.tie_embeddings:
         reasons.append(f"{model.name} ties its head to the embedding: the last stage's copy of the table "
                        "and its gradient all-reduce with the first stage are not built")
+    if any(g.mtp for g in model.groups):
+        reasons.append(f"{model.name} has MTP layers, which the estimator prices on the last stage with a copy "
+                       "of the embedding; `train` does not build or train them yet (--set mtp=0)")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
     return tuple(reasons)

@@ -27,6 +27,11 @@ QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
 MIXTRAL_SETS = {"layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "vocab": 128, "ffn_width": 96,
                 "experts": 4, "expert_width": 32}
 MIXTRAL_SMALL = [f"--set={k}={v}" for k, v in MIXTRAL_SETS.items()]
+DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
+DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
+    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
+    "v_head_dim=16", "mtp=0")]
 QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
     "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
     "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
@@ -88,6 +93,7 @@ def test_models_the_pipeline_does_not_cut_are_refused_with_the_reason() -> None:
     assert any("encoder-decoder" in r for r in model_refusals(registry.models["t5_small"]))
     tied = evolve(registry.models["llama3_8b"], tie_embeddings=True)
     assert any("ties its head" in r for r in model_refusals(tied))
+    assert any("MTP layers" in r for r in model_refusals(registry.models["deepseek_v3"]))
     assert model_refusals(registry.models["mixtral_8x7b"]) == ()
     code, output = _hpdsl("train", MIXTRAL, *MIXTRAL_SMALL, "--set", "tie_embeddings=true", "--pp", "2",
                           "--nproc", "2")
@@ -142,6 +148,15 @@ def test_mixtral_dp2_pp2_zero3_holds_exactly_the_estimate_per_stage() -> None:
 def test_qwen3_next_tp2_pp2_interleaved_matches_one_process() -> None:
     result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", "2")
     _matches_one_process(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_deepseek_v3_mla_first_k_dense_tp2_pp2_interleaved_matches_one_process() -> None:
+    result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", "2")
+    _matches_one_process(result)
+    stages = _stage_bytes(result, "params_bytes")  # stage 0 holds the dense layer 0 and MoE layer 2
+    assert stages[1][0] - stages[0][0] == stages[1][1] - stages[0][1]
 
 
 @pytest.mark.slow
