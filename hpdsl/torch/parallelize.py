@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
@@ -137,6 +138,15 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
 def _divide(module: nn.Module, factor: float) -> None:
     # The experts' gradients already sum over the ep ranks (all-to-all); average over all dp·cp.
     assert isinstance(module, FSDPModule)
+    shard = next(module.parameters())
+    if isinstance(shard, DTensor) and shard.device_mesh.size() == 1:
+        # On a one-rank mesh FSDP2 (torch 2.13, forced sum on gloo) divides by a set factor twice: in its
+        # copy standing in for the reduce-scatter and again after it. Divide once, after the reduction.
+        def divide(grad: torch.Tensor) -> None:
+            grad.div_(factor)
+
+        module.set_all_reduce_hook(divide)
+        return
     module.set_gradient_divide_factor(factor)
 
 
