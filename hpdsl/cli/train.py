@@ -48,6 +48,8 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     Examples:
       hpdsl train examples/mixtral_8x7b.hpf --dp 4 --ep 2 --zero os+grad+params --nproc 4 \\
           --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
+      hpdsl train examples/mixtral_8x7b.hpf --pp 2 --vpp 2 --tp 2 --sp --nproc 4 \\
+          --set layers=4 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
     """
     from hpdsl.cli.models import load_cost_model
     from hpdsl.cli.report import strategy_from_flags

@@ -109,7 +109,8 @@ def schedule(chunks: dict[int, StageChunk], strategy: Strategy, group: ProcessGr
              loss_fn: LossFn, device: torch.device) -> _PipelineSchedule:
     """Return the 1F1B schedule (interleaved when vpp > 1) over this rank's chunks' PipelineStages."""
     total = strategy.pp * strategy.vpp
-    stages: list[_PipelineStageBase] = [PipelineStage(chunk, c, total, device, group=group) for c, chunk in sorted(chunks.items())]
+    stages: list[_PipelineStageBase] = [PipelineStage(chunk, c, total, device, group=group)
+                                        for c, chunk in sorted(chunks.items())]
     if strategy.vpp == 1:
         (stage,) = stages
         return Schedule1F1B(stage, strategy.micro_batches, loss_fn=loss_fn)

@@ -119,9 +119,11 @@ def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("vpp", [1, 2])
-def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(vpp: int) -> None:
-    result = _train(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", str(vpp))
+@pytest.mark.parametrize("flags", [("--vpp", "1"), ("--vpp", "2"),
+                                   ("--pp-split", "1,3", "--recompute", "full", "--global-batch", "4")],
+                         ids=["1f1b", "interleaved", "split-1-3-recompute-4-micro-batches"])
+def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str, ...]) -> None:
+    result = _train(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", *flags)
     _matches_one_process(result)
     assert [(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
