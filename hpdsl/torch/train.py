@@ -271,6 +271,19 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
     return gap, scale
 
 
+def shard_like_params(model: nn.Module) -> None:
+    """Give every DTensor gradient its parameter's placements (in place of the whole tensor).
+
+    Summing micro-batches' gradients of a vocabulary-split table can leave the
+    sum replicated (a Shard and a Partial contribution add up to Replicate); the
+    values are right, but each rank would hold the whole gradient.
+    """
+    for param in model.parameters():
+        grad = param.grad
+        if isinstance(param, DTensor) and isinstance(grad, DTensor) and grad.placements != param.placements:
+            param.grad = grad.redistribute(param.device_mesh, param.placements)
+
+
 def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, mesh: DeviceMesh,
                     seed: int, steps: int) -> dict[str, Any]:
     """Train this rank's pipeline chunks (torch.distributed.pipelining) K steps; return its measurements."""
@@ -300,6 +313,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
         part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
         with saved_activation_peak(held) as saved:
             micro = run_step(runner, chunks, strategy, ids[part], targets[part])
+        shard_like_params(held)
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
