@@ -205,6 +205,15 @@ def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            f"kind '{kind}' is linear attention, but model '{model.name}' declares no linear block",
                            "declare `linear { key_heads  key_head_dim  value_heads  value_head_dim  conv }`",
                            kind=kind, field="linear")
+    if flavours.attention == "ssm" and not block_stated(model, "ssm"):
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is a state-space mixer, but model '{model.name}' declares no ssm block",
+                           "declare `ssm { ssm_state  ssm_conv  ssm_expand  ssm_dt_rank }`", kind=kind, field="ssm")
+    elif flavours.attention == "ssm" and cost.families and not cost.kind_config(kind).attn_extra_params:
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is a state-space mixer, but the family bound to its ssm slot has no "
+                           f"layout that prices it on model '{model.name}'",
+                           "bind `ssm` to a family with a `layout { }` (families/mamba.hpf)", kind=kind, field="ssm")
     if flavours.ffn == "moe" and not block_stated(model, "moe"):
         yield LayerProblem("missing-moe-dims",
                            f"kind '{kind}' is MoE, but model '{model.name}' declares no moe block",

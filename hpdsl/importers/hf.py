@@ -117,8 +117,10 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     items: list[ast.ModelItem] = [_field(key, fields[key]) for key in FIELD_ORDER if key in fields]
     items += _choices(cfg, choice_facts)
-    items += [block for block in (_moe(cfg, block_facts), _block("linear", cfg, LINEAR_FIELDS),
-                                  _mla(cfg)) if block is not None]
+    moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
+    ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
+    items += [block for block in (_moe(cfg, moe_facts), _block("linear", cfg, LINEAR_FIELDS),
+                                  _ssm(cfg, ssm_facts, fields["hidden"]), _mla(cfg)) if block is not None]
     if kinds is not None:
         items.append(_stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
@@ -440,6 +442,29 @@ def _block(name: str, cfg: _Config, table: Mapping[str, str]) -> ast.Block | Non
     return ast.Block(ast.Name(name), tuple(_field(k, _whole(v, table[k], k)) for k, v in stated.items()))
 
 
+def _ssm(cfg: _Config, facts: Mapping[str, Any], hidden: int) -> ast.Block | None:
+    """Return the ssm block of a state-space (Mamba) config: dims, biases, and the profile's norm fact."""
+    ssm = block_fields("ssm")
+    sources = {name: next((key for key in field.hf if cfg.get(key) is not None), None)
+               for name, field in ssm.items() if field.hf}
+    if sources["ssm_state"] is None:
+        return None
+    values: dict[str, Any] = {}
+    for name, source in sources.items():
+        field = ssm[name]
+        if source is None:
+            if field.required:
+                raise HfImportError(f"an SSM config ({sources['ssm_state']} set) must state "
+                                    f"{field.hf[0]}", field.hf[0])
+            continue
+        value = cfg.get(source)
+        if name == "ssm_dt_rank" and value == "auto":
+            value = math.ceil(hidden / 16)  # JambaConfig: "auto" is ⌈hidden_size / 16⌉
+        values[name] = _flag(value, source) if field.type == "bool" else _whole(value, source, name)
+    values.update({k: bool(v) for k, v in facts.items()})
+    return ast.Block(ast.Name("ssm"), tuple(_field(k, v) for k, v in values.items()))
+
+
 def _mla(cfg: _Config) -> ast.Block | None:
     if not cfg.get("kv_lora_rank"):
         return None
@@ -469,6 +494,9 @@ def _layer_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | N
     `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`. All are lowered
     to the same per-layer kind list, which the stack compresses into runs.
     """
+    periodic = _period_kinds(cfg, layers)
+    if periodic is not None:
+        return periodic
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
@@ -478,6 +506,31 @@ def _layer_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | N
     if kinds is not None and set(kinds) == {"full_attention"} and "full_attention" not in profile.kinds:
         return None  # every layer is the profile's plain attention layer
     return kinds
+
+
+def _period_kinds(cfg: _Config, layers: int) -> list[str] | None:
+    """Return Jamba's kinds, MIXER_FFN per layer, from its period/offset rules; None without them.
+
+    Layer i attends when i % attn_layer_period == attn_layer_offset (else it is a
+    Mamba layer) and routes through experts when i % expert_layer_period ==
+    expert_layer_offset (else dense), as JambaConfig's layers_block_type and
+    layers_num_experts say.
+    """
+    if cfg.get("attn_layer_period") is None and cfg.get("expert_layer_period") is None:
+        return None
+    rules = {}
+    for rule in ("attn_layer", "expert_layer"):
+        period = _whole(cfg.required(f"{rule}_period"), f"{rule}_period")
+        offset = _whole(cfg.required(f"{rule}_offset"), f"{rule}_offset", "first_k_dense")
+        if offset >= period:
+            raise HfImportError(f"{rule}_offset is {offset}; it must be below {rule}_period {period}",
+                                f"{rule}_offset")
+        rules[rule] = (period, offset)
+    (a_period, a_offset), (e_period, e_offset) = rules["attn_layer"], rules["expert_layer"]
+    experts = cfg.get("num_experts")
+    routed = experts is not None and not isinstance(experts, bool) and experts not in (0, 1)
+    return [("attention" if i % a_period == a_offset else "mamba")
+            + ("_moe" if routed and i % e_period == e_offset else "_dense") for i in range(layers)]
 
 
 def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
