@@ -194,4 +194,7 @@ JAMBA_V0_1: dict[str, Any] = {
     "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
     "use_cache": True, "use_mamba_kernels": True, "vocab_size": 65536,
 }
-"""Jamba-v0.1 as published: its Mamba mixers are not expressible yet, so the import must refuse it."""
+"""Jamba-v0.1 as published (ai21labs/Jamba-v0.1 config.json): Mamba and attention layers by
+attn_layer_period/offset, MoE layers by expert_layer_period/offset."""
+
+CONFIGS["jamba_v0_1"] = (JAMBA_V0_1, "causal")
