@@ -102,6 +102,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     warnings = _unknown_keys(config, allow_unknown)  # first: a refused key is named whatever the type
     chosen = _pick_profile(model_type, profiles, profile)
     cfg = _effective(config, model_type, outer_type)
+    warnings += _unbuilt_block_keys(cfg, chosen, allow_unknown)
     towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
                     and isinstance(v, Mapping) and not irrelevant(k, v))
     if towers:
@@ -120,7 +121,8 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
     items += [block for block in (_moe(cfg, moe_facts), _block("linear", cfg, LINEAR_FIELDS),
-                                  _ssm(cfg, ssm_facts, fields["hidden"]), _mla(cfg)) if block is not None]
+                                  _ssm(cfg, ssm_facts, fields["hidden"]) if _has_ssm(chosen) else None,
+                                  _mla(cfg)) if block is not None]
     if kinds is not None:
         items.append(_stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
@@ -220,6 +222,25 @@ def _unknown_keys(config: Mapping[str, Any], allow_unknown: bool) -> list[str]:
     text = config.get("text_config")
     if isinstance(text, Mapping):
         unknown += [f"text_config.{key}" for key, value in text.items() if not _known(key, value)]
+    if not unknown:
+        return []
+    return _refuse(unknown, allow_unknown)
+
+
+def _unbuilt_block_keys(cfg: _Config, profile: ProfileIR, allow_unknown: bool) -> list[str]:
+    """Return warnings for (or refuse) state-space keys a profile with no `attention ssm` kind cannot build."""
+    if _has_ssm(profile):
+        return []
+    keys = {key for field in block_fields("ssm").values() for key in field.hf}
+    return _refuse([key for key in cfg.stated if key in keys], allow_unknown)
+
+
+def _has_ssm(profile: ProfileIR) -> bool:
+    return any(kind.attention == "ssm" for kind in profile.kinds.values())
+
+
+def _refuse(unknown: list[str], allow_unknown: bool) -> list[str]:
+    """Raise naming the first of `unknown`, or with allow_unknown return the loud warning; [] when none."""
     if not unknown:
         return []
     listed = ", ".join(unknown)

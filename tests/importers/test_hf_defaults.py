@@ -31,6 +31,8 @@ def _class_default(model_type: str, key: str) -> object:
     value = getattr(config, key, None)
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
+    if model_type == "jamba" and key == "mamba_dt_rank" and value == -(-config.hidden_size // 16):
+        return "auto"  # JambaConfig resolves "auto" to ⌈hidden_size / 16⌉ on construction; so does the importer
     return value
 
 
