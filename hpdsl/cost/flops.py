@@ -125,16 +125,25 @@ def linear_recurrence(cfg: LayerConfig) -> float:
 
 
 def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
-    """Return a selective scan's forward FLOPs per token: (its read-out matmul, its state update).
+    """Return a state-space mixer's scan FLOPs per token: (its matmuls, its elementwise work).
 
-    Each token updates a d_inner × N state elementwise (SCAN_UPDATE per element)
-    and reads it out with C, a (d_inner × N)·(N × 1) product: 2·d_inner·N FLOPs,
-    the only matmul FlopCounterMode sees in the scan. Linear in the sequence: no s² term.
+    Mamba (no ssm_heads): each token updates a d_inner × N state elementwise
+    (SCAN_UPDATE per element) and reads it out with C, a (d_inner × N)·(N × 1)
+    product, 2·d_inner·N. Mamba-2 (ssm_heads H of head dim P, chunks of L =
+    ssm_chunk): per head, the chunk's scores C·Bᵀ (2·L·N), the scores times Δ·x
+    (2·L·P), the chunk's state Bᵀ·Δ·x (2·P·N) and the read-out of the state
+    entering the chunk (2·P·N); the decays and the chunk-to-chunk state
+    update are elementwise. Linear in the sequence either way: no s² term.
     """
     if cfg.attn_kind != "ssm":
         return 0.0, 0.0
-    state = cfg.ssm_expand * cfg.hidden * cfg.ssm_state
-    return 2.0 * state, SCAN_UPDATE * state
+    inner, n = cfg.ssm_expand * cfg.hidden, cfg.ssm_state
+    if not cfg.ssm_heads:
+        return 2.0 * inner * n, SCAN_UPDATE * inner * n
+    heads, chunk = cfg.ssm_heads, max(cfg.ssm_chunk, 1)
+    p = inner / heads
+    matmuls = 2.0 * heads * (chunk * n + chunk * p + 2 * p * n)
+    return matmuls, heads * (3.0 * chunk + n + 2 * p * n / chunk)
 
 
 def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:

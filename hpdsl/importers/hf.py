@@ -482,8 +482,20 @@ def _ssm(cfg: _Config, facts: Mapping[str, Any], hidden: int) -> ast.Block | Non
         if name == "ssm_dt_rank" and value == "auto":
             value = math.ceil(hidden / 16)  # JambaConfig: "auto" is ⌈hidden_size / 16⌉
         values[name] = _flag(value, source) if field.type == "bool" else _whole(value, source, name)
+    _check_head_dim(cfg, values, hidden)
     values.update({k: bool(v) for k, v in facts.items()})
     return ast.Block(ast.Name("ssm"), tuple(_field(k, v) for k, v in values.items()))
+
+
+def _check_head_dim(cfg: _Config, values: Mapping[str, Any], hidden: int) -> None:
+    """Refuse a Mamba-2 head dim that does not split d_inner = ssm_expand × hidden into ssm_heads heads."""
+    stated = cfg.get("mamba_d_head")
+    if stated is None or stated == "auto" or "ssm_heads" not in values:
+        return
+    head_dim = _whole(stated, "mamba_d_head")
+    if head_dim * values["ssm_heads"] != values["ssm_expand"] * hidden:
+        raise HfImportError(f"mamba_d_head {head_dim} × mamba_n_heads {values['ssm_heads']} is not "
+                            f"mamba_expand × hidden_size = {values['ssm_expand'] * hidden}", "mamba_d_head")
 
 
 def _mla(cfg: _Config) -> ast.Block | None:
@@ -561,6 +573,9 @@ def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
+    indices = cfg.get("attn_layer_indices")
+    if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
+        return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
     interval = _count(cfg, "full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"

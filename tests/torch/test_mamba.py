@@ -23,7 +23,7 @@ from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
-from hpdsl.torch.modules import Mamba  # noqa: E402
+from hpdsl.torch.modules import Mamba, Mamba2  # noqa: E402
 
 SMALL = """
 model jamba_small : jamba {
@@ -111,3 +111,75 @@ def test_transformers_matmul_flops_are_the_estimate_plus_its_padded_convolution(
     mamba_layers, d_inner, kernel = 7, 128, 4
     padding = mamba_layers * BATCH * (kernel - 1) * d_inner * 2 * kernel
     assert _measured(hf_model) == _estimated_matmuls(registry) + padding == 28_780_544
+
+
+# --------------------------------------------------------------------------
+# Mamba-2 (Bamba)
+# --------------------------------------------------------------------------
+
+BAMBA = """
+model bamba_small : bamba {
+  hidden 64
+  layers 4
+  heads 4
+  kv_heads 2
+  vocab 128
+  ffn_width 96
+  ssm { ssm_state 8  ssm_conv 4  ssm_expand 2  ssm_heads 8  ssm_groups 2  ssm_chunk 8  ssm_conv_bias }
+  stack [linear_attention, full_attention, linear_attention * 2]
+}
+"""
+HF_BAMBA = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                intermediate_size=96, attn_layer_indices=[1], mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8,
+                mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=8, attn_implementation="eager")
+
+
+@pytest.fixture(scope="module")
+def bamba() -> Registry:
+    return compile_sources([Source("bamba_small.hpf", BAMBA)])
+
+
+@pytest.fixture(scope="module")
+def hf_bamba():
+    torch.manual_seed(0)
+    return transformers.BambaForCausalLM(transformers.BambaConfig(**HF_BAMBA)).eval()
+
+
+def _bamba_cost(bamba: Registry):
+    return bind(bamba.models["bamba_small"], bamba.profile("bamba"), families=bamba.families)
+
+
+def test_the_mamba2_mixer_computes_what_transformers_computes(bamba: Registry, hf_bamba) -> None:
+    ours = Mamba2(_bamba_cost(bamba).kind_config("linear_attention"))
+    theirs = hf_bamba.model.layers[0].mamba
+    ours.load_state_dict(theirs.state_dict())
+    ours.norm.eps = theirs.norm.variance_epsilon  # hpdsl's norms use norm_eps 1e-6; Bamba's config 1e-5
+    x = torch.randn(BATCH, SEQ, 64)
+    torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_scaled_bamba_has_transformers_parameters_and_trains(bamba: Registry, hf_bamba) -> None:
+    torch.manual_seed(0)
+    built = build_model(bamba.models["bamba_small"], registry=bamba, device="cpu",
+                        selectors={"attention": {"backend": "eager"}})
+    count = sum(p.numel() for p in built.parameters())
+    assert count == sum(p.numel() for p in hf_bamba.parameters()) == parameters(_bamba_cost(bamba)).total == 187_240
+    built(torch.randint(0, 128, (BATCH, SEQ))).float().square().mean().backward()
+    assert all(p.grad is not None for p in built.parameters())
+
+
+def test_mamba2_matmul_flops_are_the_estimate(bamba: Registry, hf_bamba) -> None:
+    cost = _bamba_cost(bamba)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    torch.manual_seed(0)
+    built = build_model(bamba.models["bamba_small"], registry=bamba, device="cpu",
+                        selectors={"attention": {"backend": "eager"}})
+    assert _measured(built) == estimate == 12_181_504
+    # transformers' reference scan carries the chunk states with one (c+1)×(c+1) matmul per head
+    # (2·(c+1)²·H·P·N per sequence, c = s / L chunks) where the estimate and the reference module
+    # carry them elementwise, and its conv1d computes K − 1 dropped outputs (docs/validation.md).
+    layers, heads, head_dim, state, chunks, conv_dim, kernel = 3, 8, 16, 8, SEQ // 8, 128 + 2 * 2 * 8, 4
+    carried = layers * BATCH * 2 * (chunks + 1) ** 2 * heads * head_dim * state
+    padding = layers * BATCH * (kernel - 1) * conv_dim * 2 * kernel
+    assert _measured(hf_bamba) == estimate + carried + padding == 12_315_136
