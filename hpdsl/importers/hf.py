@@ -232,22 +232,22 @@ def _unbuilt_block_keys(cfg: _Config, profile: ProfileIR, allow_unknown: bool) -
     if _has_ssm(profile):
         return []
     keys = {key for field in block_fields("ssm").values() for key in field.hf}
-    return _refuse([key for key in cfg.stated if key in keys], allow_unknown)
+    why = f"which profile '{profile.name}' cannot build: it has no state-space (`attention ssm`) kind"
+    return _refuse([key for key in cfg.stated if key in keys], allow_unknown, why)
 
 
 def _has_ssm(profile: ProfileIR) -> bool:
     return any(kind.attention == "ssm" for kind in profile.kinds.values())
 
 
-def _refuse(unknown: list[str], allow_unknown: bool) -> list[str]:
+def _refuse(unknown: list[str], allow_unknown: bool, why: str = "which hpdsl does not understand") -> list[str]:
     """Raise naming the first of `unknown`, or with allow_unknown return the loud warning; [] when none."""
     if not unknown:
         return []
     listed = ", ".join(unknown)
     if not allow_unknown:
-        raise HfImportError(f"the config states {listed}, which hpdsl does not understand; pricing the "
-                            "model without it could be wrong (--allow-unknown imports it anyway)",
-                            unknown[0])
+        raise HfImportError(f"the config states {listed}, {why}; pricing the model without it could be "
+                            "wrong (--allow-unknown imports it anyway)", unknown[0])
     return [f"IGNORED {len(unknown)} config key(s) hpdsl does not understand: {listed}. The import "
             "may price the model WRONG (--allow-unknown)"]
 
