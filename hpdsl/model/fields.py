@@ -131,7 +131,7 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _int("ssm_heads", "Mamba-2: heads H, each of head dim ssm_expand × hidden / H, one time step each",
          block="ssm", hf=("mamba_n_heads", "mamba_num_heads")),
     _int("ssm_groups", "Mamba-2: groups of heads sharing B and C", block="ssm", hf=("mamba_n_groups", "n_groups")),
-    _int("ssm_chunk", "Mamba-2: tokens per chunk of the chunked (SSD) scan", block="ssm",
+    _int("ssm_chunk", "Mamba-2: tokens per chunk of the chunked (SSD) scan", block="ssm", default=256,
          hf=("mamba_chunk_size", "chunk_size")),
     _bool("ssm_conv_bias", "the convolution has a bias", block="ssm", hf=("mamba_conv_bias", "use_conv_bias")),
     _bool("ssm_proj_bias", "the in and out projections have biases", block="ssm", hf=("mamba_proj_bias",)),
