@@ -60,7 +60,6 @@ class Mamba(nn.Module):
     def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Mix `x` [b, s, h] causally through the selective scan; return [b, s, h]."""
-        seq = x.shape[1]
         hidden, gate = self.in_proj(x).chunk(2, dim=-1)
         kernel = self.conv1d.weight.shape[-1]
         hidden = F.silu(self.conv1d(F.pad(hidden.transpose(1, 2), (kernel - 1, 0))))  # [b, d, s]
@@ -69,7 +68,7 @@ class Mamba(nn.Module):
             step, b, c = self.dt_norm(step), self.b_norm(b), self.c_norm(c)
         step = self.dt_proj.weight @ step.transpose(1, 2)  # [b, d, s]; the bias joins in float32 below
         out = selective_scan(hidden, step + self.dt_proj.bias.float()[:, None], self.A_log, b, c)
-        out = out[:, :, :seq] + hidden * self.D[None, :, None]
+        out = out + hidden * self.D[None, :, None]
         out = out * F.silu(gate.transpose(1, 2))
         return self.out_proj(out.transpose(1, 2).to(x.dtype))
 
