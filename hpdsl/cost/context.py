@@ -11,10 +11,13 @@ import numpy as np
 
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.cost.strategy import StrategyGrid
+from hpdsl.cost.strategy import IMPLS, StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
 F = np.ndarray
+
+EAGER_SOFTMAX_BYTES = 4
+"""transformers' eager attention takes the softmax in fp32 (`softmax(..., dtype=torch.float32)`)."""
 
 
 @attrs.frozen(eq=False)
@@ -39,6 +42,8 @@ class Ctx:
     b_sm: F
     b_p: F
     flash: np.ndarray
+    hf: np.ndarray    # transformers' modules (hf-sdpa or hf-eager) save the activations
+    eager: np.ndarray  # transformers' eager attention: expanded K and V, fp32 softmax and its copy
     recompute: np.ndarray
     all_layers: np.ndarray
     recompute_layers: np.ndarray
@@ -83,12 +88,17 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
 
     ep, etp = f["ep"], f["etp"]
     widths = precision_widths(grid, run)
+    eager = grid.impl == IMPLS.index("hf-eager")
+    # Eager attention keeps the score matrix whatever --flash says, its softmax in fp32
+    # (docs/cost-model.md#activations-per-implementation).
+    softmax = np.where(eager, EAGER_SOFTMAX_BYTES, grid.softmax_bytes).astype(np.float64)
     return Ctx(
         t=t, sp=np.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         b=b, s=s, m=m, batch=batch.astype(np.float64), tok=s * b / cp,
         loss_t=t if run.loss_parallel else np.ones_like(t),
-        b_c=widths["compute"], b_sm=grid.softmax_bytes.astype(np.float64),
-        b_p=widths["param"], flash=grid.flash > 0, recompute=grid.recompute,
+        b_c=widths["compute"], b_sm=softmax,
+        b_p=widths["param"], flash=(grid.flash > 0) & ~eager, hf=grid.impl > 0, eager=eager,
+        recompute=grid.recompute,
         all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,
         zero=grid.zero, ring=grid.cp_kind == 0, edp=dp * cp * t / (ep * etp),
         b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],

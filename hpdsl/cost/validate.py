@@ -17,7 +17,7 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.cost.strategy import CP_KINDS, IMPLS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
@@ -234,6 +234,7 @@ def precision_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
     yield Rule(lambda g, _s: g.compute_bytes < 0,
                lambda s, _sh: f"compute_bytes must be positive, got {s.compute_bytes}")
+    yield Rule(lambda g, _s: g.impl < 0, lambda s, _sh: f"impl '{s.impl}' is not one of {', '.join(IMPLS)}")
 
 
 def _static_rules() -> Iterator[Rule]:
