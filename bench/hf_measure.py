@@ -35,6 +35,13 @@ class HfMeasurement:
     flops: dict[str, float]
     saved: dict[str, int]
     layers: tuple[str, ...]
+    ops: dict[str, tuple[str, ...]] = {}
+
+    def kernels(self, path: str) -> tuple[str, ...]:
+        """Return the attention kernels that ran in the module at `path`: "flash", "math" (batched matmuls)."""
+        ops = self.ops.get(path, ())
+        return (("flash",) if any("flash" in op for op in ops) else ()) + \
+            (("math",) if any("bmm" in op for op in ops) else ())
 
 
 def _cpu_flash(query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
@@ -117,12 +124,14 @@ def measure(model: nn.Module, inputs: Mapping[str, Tensor]) -> HfMeasurement:
         for handle in (h for group in handles for h in group):
             handle.remove()
     root = type(model).__name__
-    flops = {("" if name == root else name.removeprefix(root + ".")): float(sum(ops.values()))
-             for name, ops in counter.get_flop_counts().items() if name != "Global"}
+    counts = {("" if name == root else name.removeprefix(root + ".")): ops
+              for name, ops in counter.get_flop_counts().items() if name != "Global"}
+    flops = {path: float(sum(ops.values())) for path, ops in counts.items()}
+    names = {path: tuple(str(op) for op in ops) for path, ops in counts.items()}
     saved: dict[str, int] = {}
     for where, nbytes in first.values():
         saved[where] = saved.get(where, 0) + nbytes
-    return HfMeasurement(flops, saved, tuple(layers))
+    return HfMeasurement(flops, saved, tuple(layers), names)
 
 
 def _setter(phase: list[str]) -> Any:

@@ -16,9 +16,6 @@ from hpdsl.ir.nodes import RunFacts
 
 F = np.ndarray
 
-EAGER_SOFTMAX_BYTES = 4
-"""transformers' eager attention takes the softmax in fp32 (`softmax(..., dtype=torch.float32)`)."""
-
 
 @attrs.frozen(eq=False)
 class Ctx:
@@ -88,15 +85,14 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
 
     ep, etp = f["ep"], f["etp"]
     widths = precision_widths(grid, run)
-    eager = grid.impl == IMPLS.index("hf-eager")
-    # Eager attention keeps the score matrix whatever --flash says, its softmax in fp32
+    # Eager attention keeps the score matrix whatever --flash says
     # (docs/cost-model.md#activations-per-implementation).
-    softmax = np.where(eager, EAGER_SOFTMAX_BYTES, grid.softmax_bytes).astype(np.float64)
+    eager = grid.impl == IMPLS.index("hf-eager")
     return Ctx(
         t=t, sp=np.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         b=b, s=s, m=m, batch=batch.astype(np.float64), tok=s * b / cp,
         loss_t=t if run.loss_parallel else np.ones_like(t),
-        b_c=widths["compute"], b_sm=softmax,
+        b_c=widths["compute"], b_sm=grid.softmax_bytes.astype(np.float64),
         b_p=widths["param"], flash=(grid.flash > 0) & ~eager, hf=grid.impl > 0, eager=eager,
         recompute=grid.recompute,
         all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,

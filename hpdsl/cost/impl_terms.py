@@ -17,8 +17,8 @@ names the node that holds each term):
   of its input;
 - eager attention keeps `repeat_kv`'s expanded K and V (all query heads wide)
   (its contiguous o_proj input is the SDPA output's stand-in); its fp32 softmax and the compute-width copy
-  are the score terms priced with flash off and a 4-byte softmax
-  (hpdsl/cost/context.py).
+  are the score terms priced with flash off and a 4-byte softmax (a layer with a
+  relative-position score bias keeps one softmax at compute width).
 
 Every term is derived from the layer's op counts and its config (norm kind,
 MLP form, heads, MoE and MLA blocks), never from a model's name.
@@ -57,6 +57,7 @@ class HfCoeffs:
     t_b: float = 0.0        # bytes, divided by t (QK-norm fp32 inputs and roots)
     routed_b: float = 0.0   # bytes per token of routing bookkeeping, times etp, divided by t
     eager_t_c: float = 0.0  # eager only: repeat_kv's expanded K and V beyond the kv heads
+    eager_softmax: int = FP32  # eager only: bytes per softmax element (0: the compute width)
 
 
 def norm_terms(cfg: LayerConfig, run: RunFacts, width: float, rows: float = 1.0) -> tuple[float, float]:
@@ -114,7 +115,12 @@ def hf_coeffs(cfg: LayerConfig, run: RunFacts) -> HfCoeffs:
         # o_proj input replaces the SDPA output the fused terms count.
         k_w, v_w = _widths(cfg)
         eager = op_count(ops, OP.ATT_BMM) / 2 * (cfg.heads - cfg.kv_heads) * (k_w + v_w)
-    return HfCoeffs(sp_c=sp_c, sp_b=sp_b, t_c=t_c, t_b=t_b, routed_b=routed_b, eager_t_c=eager)
+    # transformers' shared eager attention takes the softmax in fp32 and copies it for A·V;
+    # a module that adds a learnt relative-position bias to the scores (T5's) keeps it
+    # at the compute width, once.
+    softmax = 0 if cfg.position_buckets else FP32
+    return HfCoeffs(sp_c=sp_c, sp_b=sp_b, t_c=t_c, t_b=t_b, routed_b=routed_b, eager_t_c=eager,
+                    eager_softmax=softmax)
 
 
 def _widths(cfg: LayerConfig) -> tuple[float, float]:

@@ -286,9 +286,10 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
-        copied = (x.b_sm != x.b_c) | (x.b_d > 0)
+        b_sm = x.b_sm if c.hf is None else np.where(x.eager, c.hf.eager_softmax or x.b_c, x.b_sm)
+        copied = (b_sm != x.b_c) | (x.b_d > 0)
         scores = np.where(x.flash, c.flash_b,
-                          x.s * (x.b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
+                          x.s * (b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
         none = x.tok * (body + (scores if c.scores_whole else scores / x.t))
     else:
         none = selective

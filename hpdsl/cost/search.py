@@ -138,14 +138,17 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS,
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
            progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
-           pareto: bool = False) -> SearchResult:
+           impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False) -> SearchResult:
     """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier)."""
     start = time.perf_counter()
     base = (base or Strategy()).with_(device=device)
-    base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer)
+    base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
+                      impl=impl or base.impl,
+                      softmax_bytes=base.softmax_bytes if softmax_bytes is None else softmax_bytes)
     rank.require_search_inputs(rank.search_input_reasons(
         devices, memory_bytes, top, micro_batches=micro_batches, vpp=vpp, global_batch=global_batch,
-        seq_len=seq_len, precision=base.precision, optimizer=base.optimizer))
+        seq_len=seq_len, precision=base.precision, optimizer=base.optimizer, impl=base.impl,
+        softmax_bytes=base.softmax_bytes))
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     capacity = int(memory_bytes) if memory_bytes is not None else get_device(device).memory_bytes
     grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
