@@ -113,15 +113,14 @@ def measure(model: nn.Module, inputs: Mapping[str, Tensor]) -> HfMeasurement:
             first.setdefault(storage.data_ptr(), (inside[-1] if inside else phase[0], storage.nbytes()))
         return t
 
-    handles = [_track(model.get_submodule(path), path, inside) for path in layers]
-    handles += [(model.get_submodule(path).register_forward_pre_hook(_setter(phase)),)
-                for path in final_norms(model)]
+    handles: list[Any] = [h for path in layers for h in _track(model.get_submodule(path), path, inside)]
+    handles += [model.get_submodule(path).register_forward_pre_hook(_setter(phase)) for path in final_norms(model)]
     try:
         with FlopCounterMode(display=False, custom_mapping=flop_formulas()) as counter, \
                 torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             model(**inputs)
     finally:
-        for handle in (h for group in handles for h in group):
+        for handle in handles:
             handle.remove()
     root = type(model).__name__
     counts = {("" if name == root else name.removeprefix(root + ".")): ops
