@@ -177,7 +177,8 @@ def _si(value: float, unit: str = "") -> str:
 
 def describe_strategy(s: Strategy) -> str:
     """Return a one-line summary of a strategy."""
-    parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else ""), f"dp {s.dp}",
+    split = f" split {','.join(map(str, s.pp_split))}" if s.pp_split else ""
+    parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else "") + split, f"dp {s.dp}",
              f"cp {s.cp}" + (f" ({s.cp_kind})" if s.cp > 1 else ""), f"ep {s.ep}", f"etp {s.etp}"]
     parts.append("sp" if s.sequence_parallel else "no sp")
     parts += [f"mb {s.micro_batch} x {s.micro_batches}", f"recompute {s.recompute}", f"zero {s.zero}"]
@@ -247,7 +248,8 @@ def render_search(r: SearchResult) -> str:
     for rank, (e, count) in enumerate(zip(r.top, counts), 1):
         s = e.strategy
         cp = f"{s.cp}" + (f" {s.cp_kind}" if s.cp > 1 else "")
-        table.add_row(str(rank), str(s.tp), str(s.pp), str(s.dp), cp, str(s.ep), str(s.etp),
+        pp = f"{s.pp}" + (f" ({','.join(map(str, s.pp_split))})" if s.pp_split else "")
+        table.add_row(str(rank), str(s.tp), pp, str(s.dp), cp, str(s.ep), str(s.etp),
                       "on" if s.sequence_parallel else "off", f"{s.micro_batch}x{s.micro_batches}",
                       s.recompute, s.zero, _gib(e.memory.peak_bytes), f"{e.step_time_s:,.3f}",
                       f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", str(count))

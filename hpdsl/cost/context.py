@@ -41,6 +41,7 @@ class Ctx:
     flash: np.ndarray
     hf: np.ndarray    # transformers' modules (hf-sdpa or hf-eager) save the activations
     eager: np.ndarray  # transformers' eager attention: expanded K and V, fp32 softmax and its copy
+    any_hf: bool      # some candidate is priced as transformers' (else the hf terms are skipped)
     recompute: np.ndarray
     all_layers: np.ndarray
     recompute_layers: np.ndarray
@@ -94,6 +95,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
         loss_t=t if run.loss_parallel else np.ones_like(t),
         b_c=widths["compute"], b_sm=grid.softmax_bytes.astype(np.float64),
         b_p=widths["param"], flash=(grid.flash > 0) & ~eager, hf=grid.impl > 0, eager=eager,
+        any_hf=bool(np.any(grid.impl > 0)),
         recompute=grid.recompute,
         all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,
         zero=grid.zero, ring=grid.cp_kind == 0, edp=dp * cp * t / (ep * etp),

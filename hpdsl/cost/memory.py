@@ -280,13 +280,13 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
         body = body + (x.b_c * wide + c.t_b) / x.t
     if c.whole_c or c.whole_b:
         body = body + x.b_c * c.whole_c + c.whole_b
-    if c.hf is not None:
+    if c.hf is not None and x.any_hf:
         body = body + hf_extra(c.hf, x)
     selective = x.tok * body
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
-        b_sm = x.b_sm if c.hf is None else np.where(x.eager, c.hf.eager_softmax or x.b_c, x.b_sm)
+        b_sm = np.where(x.eager, c.hf.eager_softmax or x.b_c, x.b_sm) if c.hf and x.any_hf else x.b_sm
         copied = (b_sm != x.b_c) | (x.b_d > 0)
         scores = np.where(x.flash, c.flash_b,
                           x.s * (b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
