@@ -193,7 +193,7 @@ def describe_assumptions(e: Estimate) -> str:
              f"{a['optimizer_states']}x{a['optimizer_state_bytes']} optimizer states"]
     return (f"assumed {a['precision']}, {a['optimizer']}: " + " + ".join(p for p in parts if p)
             + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B, "
-            + f"saved as {e.strategy.impl} keeps them")
+            + f"impl {e.strategy.impl}")
 
 
 def render_estimate(e: Estimate) -> str:
