@@ -60,11 +60,21 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool]] = {
                      "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
                      "q_lora_rank": 128, "kv_lora_rank": 64, "qk_rope_head_dim": 32,
                      "qk_nope_head_dim": 64, "v_head_dim": 64, "num_hidden_layers": 3}, False),
+    "qwen3_next": ({"model_type": "qwen3_next", **SMALL, "moe_intermediate_size": 128, "num_experts": 8,
+                    "num_experts_per_tok": 2, "shared_expert_intermediate_size": 128,
+                    "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+                    "num_hidden_layers": 4, "full_attention_interval": 4,
+                    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+                    "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4}, False),
     "t5": ({"model_type": "t5", "d_model": 256, "d_kv": 64, "num_heads": 4, "d_ff": 512,
             "num_layers": 2, "num_decoder_layers": 2, "vocab_size": 512, "dropout_rate": 0.0,
             "feed_forward_proj": "relu", "tie_word_embeddings": False}, True),
 }
 """Scaled configs, keyed by architecture: (config.json mapping, encoder-decoder)."""
+
+DEFAULT = ["llama", "qwen2", "mixtral", "qwen3_moe", "deepseek_v3", "t5"]
+"""The architectures docs/validation.md tabulates; qwen3_next runs on request (--arch qwen3_next):
+without FLA installed, transformers runs its linear attention through a torch fallback."""
 
 IMPLS = {"sdpa": "hf-sdpa", "eager": "hf-eager"}
 """transformers' attn_implementation → hpdsl's --impl."""
@@ -136,7 +146,8 @@ def compare(arch: str, *, batch: int = 2, seq_len: int = 64) -> list[Row]:
             part = f"{kind} ({path})"
             rows.append(Row(arch, impl, part, "forward matmul FLOPs", measured.flops.get(path, 0.0),
                             matmul(kind)))
-            fallback = hf_impl == "sdpa" and "math" in measured.kernels(path)
+            attends = cost.kind_config(None if kind == "layer" else kind).attn_kind != "linear"
+            fallback = hf_impl == "sdpa" and attends and "math" in measured.kernels(path)
             note = "CPU SDPA ran its math kernel here (GPU: a fused one)" if fallback else ""
             rows.append(Row(arch, impl, part, "saved bytes", measured.saved.get(path, 0), estimate[kind], note))
         rows.append(Row(arch, impl, OUTPUT, "saved bytes", measured.saved.get(OUTPUT, 0), estimate["output"]))
@@ -157,7 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--arch", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--arch", nargs="+", default=DEFAULT, choices=list(CONFIGS))
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()

@@ -15,6 +15,8 @@ names the node that holds each term):
   weights and their sum, and per routed token the int64 gather/scatter indices
   and the fp32 weight; an MLA model's router (DeepSeek-V3's) takes an fp32 copy
   of its input;
+- FLA's chunked gated delta rule keeps the solved triangular A of each chunk
+  (C per value head and token) and the gate's fp32 cumulative sum;
 - eager attention keeps `repeat_kv`'s expanded K and V (all query heads wide)
   (its contiguous o_proj input is the SDPA output's stand-in); its fp32 softmax and the compute-width copy
   are the score terms priced with flash off and a 4-byte softmax (a layer with a
@@ -39,6 +41,8 @@ INDEX = 8
 """Routing indices are int64."""
 ROUTED_BOOKKEEPING = 3 * INDEX + FP32
 """Per routed token: the sort and scatter indices (int64, three tensors) and its fp32 routing weight."""
+FLA_CHUNK = 64
+"""Tokens per chunk of FLA's gated delta rule (hpdsl/cost/flops.py prices the same LINEAR_CHUNK)."""
 LAYERNORM_STATS = 2 * FP32
 """nn.LayerNorm keeps an fp32 mean and reciprocal deviation per row."""
 
@@ -94,6 +98,12 @@ def hf_coeffs(cfg: LayerConfig, run: RunFacts) -> HfCoeffs:
         heads = cfg.heads + cfg.kv_heads
         c, b = norm_terms(cfg, run, heads * cfg.head_dim, heads)
         t_c, t_b = t_c + c, t_b + b
+    if op_count(ops, OP.LINREC):
+        # FLA's chunked gated delta rule keeps the chunk's solved triangular A
+        # (LINEAR_CHUNK per value head and token) and the gate's fp32 cumulative sum.
+        linrec = op_count(ops, OP.LINREC)
+        t_c += linrec * FLA_CHUNK * cfg.value_heads
+        t_b += linrec * FP32 * cfg.value_heads
     n_ff, acts = op_count(ops, OP.FF_MM), op_count(ops, OP.FF_ACT)
     gate = acts if n_ff % 2 else 0  # a gated MLP's product keeps act(gate) beside gate and up
     routed_b = 0.0

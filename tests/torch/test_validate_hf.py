@@ -44,3 +44,10 @@ def test_fused_is_what_transformers_keeps_less_its_extra_copies() -> None:
     # (4 heads × 64 keys) in place of the flash row statistics.
     assert eager - sdpa == tokens * (2 * 2 * 64 * 2 + 4 * 64 * (4 + 2) - 4 * 4)
     assert Strategy().impl == "fused"
+
+
+def test_fla_chunk_is_the_priced_chunk() -> None:
+    from hpdsl.cost.flops import LINEAR_CHUNK
+    from hpdsl.cost.impl_terms import FLA_CHUNK
+
+    assert FLA_CHUNK == LINEAR_CHUNK
