@@ -72,9 +72,9 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool]] = {
 }
 """Scaled configs, keyed by architecture: (config.json mapping, encoder-decoder)."""
 
-DEFAULT = ["llama", "qwen2", "mixtral", "qwen3_moe", "deepseek_v3", "t5"]
-"""The architectures docs/validation.md tabulates; qwen3_next runs on request (--arch qwen3_next):
-without FLA installed, transformers runs its linear attention through a torch fallback."""
+DEFAULT = list(CONFIGS)
+"""The architectures docs/validation.md tabulates (Qwen3-Next's linear attention runs transformers'
+torch fallback where FLA is not installed)."""
 
 IMPLS = {"sdpa": "hf-sdpa", "eager": "hf-eager"}
 """transformers' attn_implementation → hpdsl's --impl."""
@@ -146,12 +146,19 @@ def compare(arch: str, *, batch: int = 2, seq_len: int = 64) -> list[Row]:
             part = f"{kind} ({path})"
             rows.append(Row(arch, impl, part, "forward matmul FLOPs", measured.flops.get(path, 0.0),
                             matmul(kind)))
-            attends = cost.kind_config(None if kind == "layer" else kind).attn_kind != "linear"
-            fallback = hf_impl == "sdpa" and attends and "math" in measured.kernels(path)
-            note = "CPU SDPA ran its math kernel here (GPU: a fused one)" if fallback else ""
+            note = _note(cost, kind, hf_impl, measured.kernels(path))
             rows.append(Row(arch, impl, part, "saved bytes", measured.saved.get(path, 0), estimate[kind], note))
         rows.append(Row(arch, impl, OUTPUT, "saved bytes", measured.saved.get(OUTPUT, 0), estimate["output"]))
     return rows
+
+
+def _note(cost: CostModel, kind: str, hf_impl: str, kernels: tuple[str, ...]) -> str:
+    """Return what a saved-bytes row measured that no GPU run keeps, if anything."""
+    if cost.kind_config(None if kind == "layer" else kind).attn_kind == "linear":
+        return "transformers' torch fallback of the delta rule (FLA not installed)"
+    if hf_impl == "sdpa" and "math" in kernels:
+        return "CPU SDPA ran its math kernel here (GPU: a fused one)"
+    return ""
 
 
 def format_table(rows: Sequence[Row]) -> str:

@@ -7,7 +7,7 @@ names the node that holds each term):
 
 - every RMSNorm upcasts its input to fp32 (kept by PowBackward and MulBackward),
   keeps the fp32 reciprocal root per row and the normalised copy `x̂` at compute
-  width (MulBackward of `weight * x̂`); a LayerNorm keeps its input and the fp32
+  width (MulBackward of `weight * x̂`), in fp32 for a (1 + w) norm (`norm_offset`); a LayerNorm keeps its input and the fp32
   mean and reciprocal deviation per row;
 - every gated MLP keeps act(gate) (MulBackward of `act(gate) * up`), per routed
   token and per shared expert too;
@@ -17,6 +17,8 @@ names the node that holds each term):
   of its input;
 - FLA's chunked gated delta rule keeps the solved triangular A of each chunk
   (C per value head and token) and the gate's fp32 cumulative sum;
+- under SDPA an output gate multiplies a contiguous copy of the attention output
+  (Qwen3-Next's), which the kernel keeps beside it;
 - eager attention keeps `repeat_kv`'s expanded K and V (all query heads wide)
   (its contiguous o_proj input is the SDPA output's stand-in); its fp32 softmax and the compute-width copy
   are the score terms priced with flash off and a 4-byte softmax (a layer with a
@@ -62,6 +64,7 @@ class HfCoeffs:
     routed_b: float = 0.0   # bytes per token of routing bookkeeping, times etp, divided by t
     eager_t_c: float = 0.0  # eager only: repeat_kv's expanded K and V beyond the kv heads
     eager_softmax: int = FP32  # eager only: bytes per softmax element (0: the compute width)
+    sdpa_t_c: float = 0.0   # hf-sdpa only: the gated attention output's contiguous copy
 
 
 def norm_terms(cfg: LayerConfig, run: RunFacts, width: float, rows: float = 1.0) -> tuple[float, float]:
@@ -70,11 +73,14 @@ def norm_terms(cfg: LayerConfig, run: RunFacts, width: float, rows: float = 1.0)
     `rows` norms of `width` elements each per token (a per-head QK-norm has one
     row per head).
     """
-    return output_norm_terms(cfg.norm, run, width, rows)
+    return output_norm_terms(cfg.norm, run, width, rows, offset=cfg.norm_offset)
 
 
-def output_norm_terms(norm: str, run: RunFacts, width: float, rows: float = 1.0) -> tuple[float, float]:
-    """Return norm_terms for a norm of kind `norm` ("rmsnorm" or "layernorm")."""
+def output_norm_terms(norm: str, run: RunFacts, width: float, rows: float = 1.0, *,
+                      offset: bool = False) -> tuple[float, float]:
+    """Return norm_terms for a norm of kind `norm` ("rmsnorm" or "layernorm"), (1 + w) when `offset`."""
+    if offset:  # x̂·(1 + w) runs in fp32: x̂ is kept at 4 bytes, not the compute width
+        return 0.0, (2 * FP32 - run.norm_bytes) * width + rows * FP32
     if norm == "layernorm":  # native_layer_norm keeps its input (compute width) and two row statistics
         return width, rows * LAYERNORM_STATS - run.norm_bytes * width
     return width, (FP32 - run.norm_bytes) * width + rows * FP32
@@ -129,8 +135,11 @@ def hf_coeffs(cfg: LayerConfig, run: RunFacts) -> HfCoeffs:
     # a module that adds a learnt relative-position bias to the scores (T5's) keeps it
     # at the compute width, once.
     softmax = 0 if cfg.position_buckets else FP32
+    # An output gate multiplies a contiguous copy of the SDPA output (which the kernel
+    # keeps too); under eager that copy is the only one.
+    sdpa = att * cfg.heads * cfg.head_dim if cfg.output_gate and cfg.attn_kind != "linear" else 0.0
     return HfCoeffs(sp_c=sp_c, sp_b=sp_b, t_c=t_c, t_b=t_b, routed_b=routed_b, eager_t_c=eager,
-                    eager_softmax=softmax)
+                    eager_softmax=softmax, sdpa_t_c=sdpa)
 
 
 def _widths(cfg: LayerConfig) -> tuple[float, float]:

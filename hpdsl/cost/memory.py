@@ -153,13 +153,14 @@ def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
     return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
 
 
-def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm") -> ActCoeffs:
+def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False
+                      ) -> ActCoeffs:
     """Return the final norm's input, the output projection's input and the fp32 logits.
 
     transformers also keeps the final norm's terms (hpdsl/cost/impl_terms.py) and
     the int64 labels the loss's NllLossBackward reads.
     """
-    c, b = output_norm_terms(norm, run, hidden)
+    c, b = output_norm_terms(norm, run, hidden, offset=offset)
     return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden,
                      logit_b=LOGIT_BYTES * vocab, hf=HfCoeffs(sp_c=c, sp_b=b + INDEX))
 
@@ -171,13 +172,13 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     if column.role == "embedding":
         return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden)  # the embedding dropout's mask
     if column.role == "output":
-        return output_act_coeffs(model.hidden, model.vocab, run, model.norm)
+        return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset)
     assert column.config is not None
     layer = layer_act_coeffs(column.config, run, whole=column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
-    out = output_act_coeffs(h, model.vocab, run, model.norm)
+    out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
     # MTP: two input norms, the 2h-wide projection input, then its own output head.
     return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
                         full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
@@ -300,7 +301,7 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
 def hf_extra(c: HfCoeffs, x: Ctx) -> np.ndarray:
     """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
     extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + c.t_b + x.etp * c.routed_b) / x.t
-    extra = extra + np.where(x.eager, x.b_c * c.eager_t_c / x.t, 0.0)
+    extra = extra + x.b_c * np.where(x.eager, c.eager_t_c, c.sdpa_t_c) / x.t
     return np.where(x.hf, extra, 0.0)
 
 

@@ -167,7 +167,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
                         tuple(int(c) for c in counts[:top]), pareto)
 
 
-UNEVEN_TRIED = 64
+UNEVEN_TRIED = 32
 """Pipelined candidates whose uneven splits are priced: the fastest that fit or nearly fit."""
 NEAR_FIT = 1.25
 """A candidate whose peak is within this factor of the capacity may fit with a lighter first or last stage."""
