@@ -275,9 +275,23 @@ def _memory(g: _Group) -> dict[str, np.ndarray]:
     layers = g.prepared.columns.layer_columns
     transient = (np.where((x.recompute == 2)[:, None],
                           _present_max(rank_spans, S, cw.act_none, layers), 0.0)
-                 + np.where((x.zero == 3)[:, None], _present_max(rank_spans, S, cw.gathered, layers), 0.0))
+                 + np.where(((x.zero == 3) & ((x.dp * x.cp > 1) | (x.edp > 1)))[:, None], _gathered(g), 0.0))
     return {"static": static, "activations": activations, "transient": transient,
             "total": static + activations + transient}
+
+
+def _gathered(g: _Group) -> np.ndarray:
+    """Return (n, S): the parameters ZeRO-3 holds gathered at once on each rank.
+
+    With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
+    has run (FSDP2's reshard_after_forward): one layer at a time. Without it every
+    layer's stay gathered from its forward until its backward: at the end of the
+    forward, all of the rank's layers at once. With nothing sharded (dp·cp and the expert
+    data-parallel degree 1) nothing is gathered, as search's canonical ZeRO says.
+    """
+    if g.prepared.columns.cost_model.profile.run.reshard_params:
+        return _present_max(g.layout.rank_spans, g.layout.stages, g.cw.gathered, g.prepared.columns.layer_columns)
+    return g.ranks(g.cw.gathered)  # zero outside the layer columns
 
 
 def _time(g: _Group) -> dict[str, np.ndarray]:

@@ -6,10 +6,12 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   layouts over tp, ring attention over cp, all-to-all experts over ep);
   `train_mesh` lays the mesh out as (dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
-- dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` reshards parameters
-  after forward (ZeRO-3), `os+grad` keeps them gathered until backward (ZeRO-2).
-  FSDP2 always reduce-scatters gradients, so `os` (ZeRO-1) and `none` under
-  dp > 1 cannot be expressed and are refused. Dense parameters shard over every
+- dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` (ZeRO-3), resharding
+  parameters after each layer's forward when the profile states `reshard_params`
+  (FSDP2's reshard_after_forward; the estimator's transient reads the same fact).
+  FSDP2 always shards the parameters' storage and reduce-scatters gradients, so
+  `os+grad` (ZeRO-2: a whole replica of the parameters), `os` (ZeRO-1) and `none`
+  under dp·cp > 1 cannot be expressed and are refused. Dense parameters shard over every
   data-parallel rank (dp·cp, ep included); routed experts, whole on every tp
   rank (their layout replicates them), over the expert data-parallel group
   dp·cp·tp/ep (the ranks that hold the same experts, tp included, as the
@@ -41,8 +43,8 @@ from hpdsl.torch.modules import GroupedExperts
 MESH_AXES = ("dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
 
-_FSDP_ZERO = {"os+grad+params": True, "os+grad": False}
-"""ZeRO level → FSDP2's reshard_after_forward."""
+_FSDP_ZERO = ("os+grad+params",)
+"""The ZeRO levels FSDP2 expresses."""
 
 
 def refusals(strategy: Strategy) -> tuple[str, ...]:
@@ -56,13 +58,13 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
     if strategy.ep > 1 and strategy.dp % strategy.ep:
         reasons.append(f"ep={strategy.ep} must divide dp={strategy.dp}: this backend carves ep out of dp only")
     if strategy.dp * strategy.cp > 1 and strategy.zero not in _FSDP_ZERO:
-        reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always "
-                       "reduce-scatters gradients, so it runs only os+grad (reshard_after_forward=False) "
-                       "or os+grad+params (ZeRO-3)")
-    elif strategy.tp > 1 and strategy.zero == "os":
+        reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always shards "
+                       "the parameters and reduce-scatters the gradients, so it runs only os+grad+params "
+                       "(ZeRO-3; reshard after forward as the profile's reshard_params says)")
+    elif strategy.tp > 1 and strategy.zero in ("os", "os+grad"):
         # The estimator shards the experts' states over their data-parallel group, tp included.
-        reasons.append(f"zero=os under tp={strategy.tp}: FSDP2 cannot shard the optimizer states alone "
-                       "(of the experts, over their dp·cp·tp/ep ranks); use none, os+grad or os+grad+params")
+        reasons.append(f"zero={strategy.zero} under tp={strategy.tp}: FSDP2 cannot shard the experts' optimizer "
+                       "states or gradients alone (over their dp·cp·tp/ep ranks); use none or os+grad+params")
     if strategy.recompute not in ("none", "selective", "full"):
         reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
     return tuple(reasons)
@@ -93,13 +95,18 @@ def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
     return c["dp_shard"] * mesh["ep"].size() + c["ep"], mesh["dp_shard"].size() * mesh["ep"].size()
 
 
-def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None) -> nn.Module:
-    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it."""
+def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None, *,
+                reshard_params: bool = False) -> nn.Module:
+    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it.
+
+    `reshard_params` is the profile's run fact (default false, as there): ZeRO-3 frees a
+    layer's gathered parameters after its forward.
+    """
     require_runnable(strategy)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
-    reshard = _FSDP_ZERO.get(strategy.zero)
-    if reshard is None or data * strategy.tp == 1:
+    reshard = reshard_params
+    if strategy.zero not in _FSDP_ZERO or data * strategy.tp == 1:
         return model  # zero none at dp·cp 1 (refusals): nothing to shard
     if mesh is None or tuple(mesh.mesh_dim_names or ()) != MESH_AXES:
         raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "

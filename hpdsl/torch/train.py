@@ -160,7 +160,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
     model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
     load_reference(model, reference)
-    parallelize(model, strategy, mesh)
+    parallelize(model, strategy, mesh, reshard_params=registry.profile(model_ir.profile).run.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
