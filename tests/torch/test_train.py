@@ -190,3 +190,21 @@ def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank()
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
     _static_bytes_equal(result)
+
+
+def test_search_run_refuses_a_precision_train_does_not_run() -> None:
+    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "bf16-mixed", "--run")
+    assert code == 2 and "--run trains precision fp32 only, not bf16-mixed" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_search_run_trains_the_fastest_strategy_train_runs() -> None:
+    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--global-batch", "4", "--seq-len", "32",
+                          "--micro-batches", "1", "--top", "3", "--run", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    trained = result["train"]
+    assert len(trained["ranks"]) == 4 and len(result["search"]["top"]) == 3
+    assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(trained)
