@@ -205,3 +205,16 @@ def test_search_run_trains_the_fastest_strategy_train_runs() -> None:
     assert len(trained["ranks"]) == 4 and len(result["search"]["top"]) == 3
     assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(trained)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
+    llama = str(ROOT / "examples" / "llama2_7b.hpf")
+    code, output = _hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
+                          "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
+                          "--nproc", "2", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)
