@@ -85,7 +85,7 @@ def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
     return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
 
 
-MIXER_ROLES = frozenset({"attention", "linear_attention", "mla"})
+MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
 """Slot roles of a layer's mixer (hpdsl/bound/slots.py)."""
 
 
@@ -100,7 +100,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     ops, h, a = cfg.ops, cfg.hidden, cfg.heads
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
-    d_q = a * cfg.head_dim
+    d_q = _ssm_saved(cfg) if cfg.attn_kind == "ssm" else a * cfg.head_dim
     sp_c, t_c = att * h, att * d_q
     sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
     if cfg.attn_kind == "mla":
@@ -123,6 +123,17 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
         # All the head-split terms above but the FFN's are the mixer's.
         return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True)
     return coeffs
+
+
+def _ssm_saved(cfg: LayerConfig) -> float:
+    """Return what a selective-scan mixer saves per token beside its input, as a fused kernel does.
+
+    The in-projection's two halves, the convolution's output, x_proj's Δ/B/C,
+    the time step Δ and the scan's output (the out-projection's input): the
+    d_inner × N states are recomputed in backward, not kept.
+    """
+    inner = cfg.ssm_expand * cfg.hidden
+    return float(5 * inner + cfg.ssm_dt_rank + 2 * cfg.ssm_state)
 
 
 def _linear_saved(cfg: LayerConfig) -> float:

@@ -4,7 +4,7 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
   layouts over tp, ring attention over cp, all-to-all experts over ep);
-  `train_mesh` lays the mesh out as (dp_shard, ep, cp, tp), ep carved out of dp
+  `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
 - dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` (ZeRO-3), resharding
   parameters after each layer's forward when the profile states `reshard_params`
@@ -19,7 +19,10 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 - recompute `full` checkpoints whole layers, `selective` each layer's mixer
   (the attention slot), the first `recompute_layers` layers when stated, with
   `torch.utils.checkpoint` (non-reentrant);
-- pp > 1 is refused: pipeline stages are not built yet (issue 13).
+- pp: `train_mesh` puts a pp axis outermost; hpdsl/torch/pipeline.py cuts the
+  model into pp·vpp chunks where the estimator cuts it and runs them with
+  torch.distributed.pipelining's 1F1B (interleaved when vpp > 1); each chunk is
+  parallelised like a whole model over its stage's (dp_shard, ep, cp, tp) mesh.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.torch.modules import GroupedExperts
 
-MESH_AXES = ("dp_shard", "ep", "cp", "tp")
+MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
+STAGE_AXES = MESH_AXES[1:]
+"""The axes of one pipeline stage's mesh: what a stage's modules are built and sharded over."""
 
 _FSDP_ZERO = ("os+grad+params",)
 """The ZeRO levels FSDP2 expresses."""
@@ -49,10 +54,7 @@ _FSDP_ZERO = ("os+grad+params",)
 
 def refusals(strategy: Strategy) -> tuple[str, ...]:
     """Return every reason this backend cannot run `strategy` (empty: it can)."""
-    reasons = []
-    if strategy.pp > 1 or strategy.vpp > 1:
-        reasons.append(f"pp={strategy.pp}, vpp={strategy.vpp}: pipeline parallelism is not built yet "
-                       "(issue 13, 'From plan to running job')")
+    reasons = list(_pipeline_refusals(strategy))
     if strategy.etp > 1:
         reasons.append(f"etp={strategy.etp}: expert tensor parallelism is not built by `train` yet")
     if strategy.ep > 1 and strategy.dp % strategy.ep:
@@ -70,6 +72,21 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
     return tuple(reasons)
 
 
+def _pipeline_refusals(strategy: Strategy) -> tuple[str, ...]:
+    """Return what torch.distributed.pipelining's 1F1B schedules cannot run of the strategy's pipeline."""
+    pp, vpp, micro = strategy.pp, strategy.vpp, strategy.micro_batches
+    if pp == 1:
+        return (f"vpp={vpp} without pp > 1: nothing to interleave",) if vpp > 1 else ()
+    if micro < pp:
+        return (f"pp={pp} with {micro} micro-batches: 1F1B needs at least pp micro-batches per step "
+                "(raise --global-batch)",)
+    rounds = max(1, micro // pp)
+    if vpp > 1 and micro % rounds:
+        return (f"{micro} micro-batches: the interleaved schedule needs a multiple of its "
+                f"{rounds} rounds (micro-batches // pp)",)
+    return ()
+
+
 def require_runnable(strategy: Strategy) -> None:
     """Raise BuildError listing every reason this backend cannot run `strategy`."""
     reasons = refusals(strategy)
@@ -78,10 +95,15 @@ def require_runnable(strategy: Strategy) -> None:
 
 
 def train_mesh(strategy: Strategy, device: str = "cpu") -> DeviceMesh:
-    """Return the job's mesh (dp_shard, ep, cp, tp) for `strategy` in the current process group."""
+    """Return the job's mesh (pp, dp_shard, ep, cp, tp) for `strategy` in the current process group."""
     require_runnable(strategy)
-    shape = (strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
+    shape = (strategy.pp, strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
     return init_device_mesh(device, shape, mesh_dim_names=MESH_AXES)
+
+
+def stage_mesh(mesh: DeviceMesh) -> DeviceMesh:
+    """Return this rank's pipeline stage's mesh (dp_shard, ep, cp, tp) of the job's mesh."""
+    return mesh[STAGE_AXES]
 
 
 def coordinates(mesh: DeviceMesh) -> dict[str, int]:
@@ -108,9 +130,9 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     reshard = reshard_params
     if strategy.zero not in _FSDP_ZERO or data * strategy.tp == 1:
         return model  # zero none at dp·cp 1 (refusals): nothing to shard
-    if mesh is None or tuple(mesh.mesh_dim_names or ()) != MESH_AXES:
+    if mesh is None or tuple(mesh.mesh_dim_names or ()) not in (MESH_AXES, STAGE_AXES):
         raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "
-                         "(train_mesh makes it)")
+                         f"(train_mesh makes it) or a stage's {STAGE_AXES}")
     experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
     for module in model.modules():
         if isinstance(module, GroupedExperts):
@@ -149,11 +171,22 @@ def _divide(module: nn.Module, factor: float) -> None:
     # The experts' gradients already sum over the ep ranks (all-to-all), and the tp ranks hold equal
     # copies (they share their data): the reduce-scatter over dp·cp·tp/ep sums tp copies, so divide by dp·cp·tp.
     assert isinstance(module, FSDPModule)
+    shard = next(module.parameters())
+    if isinstance(shard, DTensor) and shard.device_mesh.size() == 1:
+        # On a one-rank mesh FSDP2 (torch 2.13, forced sum on gloo) divides by a set factor twice: in its
+        # copy standing in for the reduce-scatter and again after it. Divide once, after the reduction.
+        def divide(grad: torch.Tensor) -> None:
+            grad.div_(factor)
+
+        module.set_all_reduce_hook(divide)
+        return
     module.set_gradient_divide_factor(factor)
 
 
 def _layers(model: nn.Module) -> list[nn.Module]:
-    layers = getattr(model, "layers", None)
+    layers = getattr(model, "layers", None)  # a pipeline chunk keys its layers by model index
+    if isinstance(layers, nn.ModuleDict):
+        return list(layers.values())
     return list(layers) if isinstance(layers, nn.ModuleList) else []
 
 
