@@ -95,6 +95,9 @@ def runnable_reasons(strategy: Any) -> list[str]:
     if strategy.precision != "fp32" or strategy.optimizer != "adam":
         reasons.append(f"precision {strategy.precision}, optimizer {strategy.optimizer}: `train` runs fp32 "
                        "with AdamW only")
+    if strategy.impl != "fused":
+        reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
+                       "keep (--impl fused)")
     if strategy.pp == 1 and strategy.micro_batches > 1:
         reasons.append("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
     return reasons
