@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import attrs
@@ -121,6 +122,20 @@ def read_source(path: Path, name: str | None = None) -> Source:
         raise InputError(f"cannot read '{shown}': {_reason(exc)}") from None
 
 
+def _stdlib_source(path: Path, name: str) -> Source:
+    """Read a standard-library file, remembered while its size and modification time stay the same."""
+    try:
+        info = path.stat()
+    except OSError:
+        return read_source(path, name)  # read_source says why
+    return _remembered_source(path, name, info.st_mtime_ns, info.st_size)
+
+
+@lru_cache(maxsize=256)
+def _remembered_source(path: Path, name: str, _mtime: int, _size: int) -> Source:
+    return read_source(path, name)
+
+
 def _read(path: Path) -> str:
     """Read a regular .hpf file of at most MAX_FILE_BYTES as UTF-8 (hpdsl/files.py)."""
     return read_text(path, limit=MAX_FILE_BYTES)
@@ -200,7 +215,7 @@ class _Loader:
         for name, path in stdlib_files():
             key = path.resolve()
             # A standard file the user also named keeps the user's name.
-            roots.append((key, self.given.get(key) or read_source(path, name)))
+            roots.append((key, self.given.get(key) or _stdlib_source(path, name)))
         return roots
 
     def _visit(self, key: Path, source: Source) -> None:

@@ -36,7 +36,7 @@ def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
     (("search", "--devices", "8", "--memory-gib", "-1"), ("memory per device must be a positive finite size",)),
     (("search", "--devices", HUGE, "--seq-len", "-1"),
      (f"--devices {HUGE} is past 2^63-1", "seq-len must be at least 1, got -1")),
-    (("search", "--devices", str(2**63 - 1)), ("devices must be at most 2^40",)),
+    (("search", "--devices", str(2**63 - 1)), ("devices must be at most 2^24",)),
     (("search", "--devices", "0", "--global-batch", "0"),
      ("devices must be at least 1, got 0", "global batch must be at least 1, got 0")),
     (("search", "--devices", "8", "--micro-batches", HUGE), ("--micro-batches takes whole numbers up to 2^63-1",)),

@@ -50,11 +50,10 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
       hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
     """
     from hpdsl.cost import parameters
-    from hpdsl.cost.estimate import estimate
-    from hpdsl.cli.report import plot_memory, render_estimate, strategy_or_reasons
+    from hpdsl.cli.report import plot_memory, render_estimate
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    result = estimate(cost_model, strategy_or_reasons(flags, cost_model))
+    result = run_estimate(cost_model, flags)
     if plot is not None:
         plot_memory(result, plot)
     if as_json:
@@ -82,10 +81,29 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
       hpdsl search examples/llama3_8b.hpf --devices 64
       hpdsl search examples/deepseek_v3.hpf --devices 2048 --top 5 --json
     """
-    from hpdsl.cli.report import GIB, parse_ints, render_search, require_search_flags
-    from hpdsl.cost.search import search
+    from hpdsl.cli.report import render_search
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
+    result = run_search(cost_model, flags)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo(render_search(result))
+
+
+def run_estimate(cost_model: Any, flags: dict[str, Any]) -> Any:
+    """Return the Estimate `hpdsl estimate` prints for its parsed flags (InvalidStrategyError with every reason)."""
+    from hpdsl.cost.estimate import estimate
+    from hpdsl.cli.report import strategy_or_reasons
+
+    return estimate(cost_model, strategy_or_reasons(flags, cost_model))
+
+
+def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
+    """Return the SearchResult `hpdsl search` prints for its parsed flags (InvalidStrategyError with every reason)."""
+    from hpdsl.cli.report import GIB, parse_ints, require_search_flags
+    from hpdsl.cost.search import search
+
     options = {k: v for k, v in flags.items() if v is not None}
     devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
@@ -93,11 +111,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
             options[key] = parse_ints(options[key], flag)
     require_search_flags(flags, {**options, "devices": devices})
     memory = memory_gib * GIB if memory_gib is not None else None
-    result = search(cost_model, devices, memory, **options)
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        click.echo(render_search(result))
+    return search(cost_model, devices, memory, **options)
 
 
 def render_params(name: str, report: Any) -> str:

@@ -16,12 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hpdsl.cost.bounds import search_bound_reasons
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.strategy import InvalidStrategyError, StrategyGrid
-
-
-MAX_DEVICES = 1 << 40
-"""The most devices a search lays out (a trillion: far past any cluster, quick to factor)."""
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
@@ -29,11 +26,12 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
                          global_batch: int = 1, seq_len: int = 1, precision: str = "bf16-mixed",
                          optimizer: str = "adam") -> tuple[str, ...]:
     """Return every reason the search's inputs are unusable (empty: they are fine)."""
-    reasons = []
+    reasons: list[str] = []
     if devices < 1:
         reasons.append(f"devices must be at least 1, got {devices}")
-    if devices > MAX_DEVICES:  # the layouts factor the count: past this, factoring takes minutes
-        reasons.append(f"devices must be at most 2^40, got {devices}")
+    # The layouts factor the count and each top strategy is estimated in full: bounded (cost/bounds.py).
+    reasons += search_bound_reasons(devices, top, (("micro-batches", micro_batches), ("vpp", vpp)),
+                                    global_batch, seq_len)
     if memory_bytes is not None and not (math.isfinite(memory_bytes) and memory_bytes > 0):
         reasons.append(f"memory per device must be a positive finite size, got {memory_bytes / 1024**3} GiB")
     if top < 1:

@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost.bounds import bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
@@ -324,7 +325,10 @@ def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool 
 
 
 def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -> tuple[str, ...]:
-    """Return every reason one strategy cannot run the model, in rule order."""
+    """Return every reason one strategy cannot run the model, in rule order (bounds first, alone)."""
+    bounds = bound_reasons(strategy)
+    if bounds:  # past a bound, the rules' int64 products could wrap: nothing else is checked
+        return bounds
     columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
     shape = model_shape(columns)
     grid = StrategyGrid.from_strategies([strategy])

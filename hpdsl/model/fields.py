@@ -49,6 +49,9 @@ MAX_LAYERS = 1 << 16
 # The largest value of any other int field: products of two stay below 2^63.
 MAX_DIMENSION = 1 << 31
 
+# The largest op count or run fact: the largest integer literal (hpdsl/syntax/parser.py MAX_INT).
+MAX_COUNT = 1 << 62
+
 
 def _int(name: str, meaning: str, *, minimum: int = 1, block: str | None = None,
          default: int | None = None, required: bool = False, hf: tuple[str, ...] = (),
