@@ -52,6 +52,9 @@ def bound_reasons(strategy: Any) -> tuple[str, ...]:
     reasons = [f"{name} must be at most {_power(bound)}, got {_short(value)}"
                for name, bound in STRATEGY_BOUNDS.items()
                if isinstance(value := getattr(strategy, name), int) and value > bound]
+    # Stated, these must be positive: 0 or less would read as "unstated" and be silently ignored.
+    reasons += [f"{name} must be at least 1, got {_short(value)}" for name in ("global_batch", "num_devices")
+                if isinstance(value := getattr(strategy, name), int) and value < 1]
     if not reasons and strategy.dp * strategy.tp * strategy.pp * strategy.cp > MAX_DEVICES:
         reasons.append(f"dp·tp·pp·cp = {strategy.devices:,} devices, more than {_power(MAX_DEVICES)}")
     split = strategy.pp_split
