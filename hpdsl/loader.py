@@ -42,6 +42,10 @@ SUFFIX = ".hpf"
 # The largest file read: far above any real spec, small enough to hold and parse at once.
 MAX_FILE_BYTES = 1 << 20
 
+# The longest chain of imports followed (a imports b imports c ...): the walk is
+# depth-first and recursive, and every file of a chain is open in it at once.
+MAX_IMPORT_DEPTH = 64
+
 
 @attrs.frozen
 class Loaded:
@@ -249,6 +253,9 @@ class _Loader:
             return
         if target in self.names:
             return
+        if len(self.stack) >= MAX_IMPORT_DEPTH:
+            self._report_too_deep(decl)
+            return
         source = self.given.get(target) or self._read_import(decl, target)
         if source is not None:
             self._visit(target, source)
@@ -277,6 +284,14 @@ class _Loader:
             "files compiled, the standard library and the search paths given)",
             hint="move the file into the project, pass its folder as a search path "
                  "(`--import-path DIR`), or allow any import with `--allow-any-import`")
+
+    def _report_too_deep(self, decl: ast.ImportDecl) -> None:
+        self.collector.error(
+            decl.path.span, "import-too-deep",
+            f"cannot import {decl.path.value!r}: it is the {len(self.stack) + 1}th file of a chain of "
+            f"imports, more than the {MAX_IMPORT_DEPTH} the compiler follows",
+            hint="import the files from one file (or name them on the command line) instead of "
+                 "chaining them")
 
     def _report_cycle(self, decl: ast.ImportDecl, target: Path) -> None:
         chain = self.stack[self.stack.index(target):] + [target]

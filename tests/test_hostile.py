@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from hpdsl.api import check_sources
+from hpdsl.api import check_paths, check_sources
 from hpdsl.diagnostics import Source, render_diagnostics
 from hpdsl.diagnostics.diagnostic import MAX_PER_FILE
 from hpdsl.diagnostics.render import WINDOW
 from hpdsl.errors import SpecError
+from hpdsl.loader import MAX_IMPORT_DEPTH
 from hpdsl.syntax import parse_text
 from hpdsl.syntax.parser import MAX_FILE_CHARS, MAX_LINE_CHARS
 
@@ -85,3 +87,26 @@ def test_a_planted_overlap_in_a_huge_domain_does_not_compile() -> None:
 def test_a_small_family_is_still_checked_exactly() -> None:
     result = check_sources([Source("case.hpf", _family(6, overlap=True))], stdlib=False)
     assert [d.code for d in result.errors] == ["variant-overlap"]
+
+
+def test_a_chain_of_imports_past_the_cap_is_an_error_at_the_import(tmp_path: Path) -> None:
+    # 3,000 files each importing the next: the loader's depth-first walk stops at MAX_IMPORT_DEPTH
+    # with a located error (it used to run out of Python's recursion and exit 3).
+    sources = [Source(str(tmp_path / f"chain{i}.hpf"), f'import "chain{i + 1}.hpf"\n') for i in range(3000)]
+    sources.append(Source(str(tmp_path / "chain3000.hpf"), "// the end\n"))
+    started = time.process_time()
+    result = check_sources(sources)
+    assert time.process_time() - started < 10
+    first = [d for d in result.diagnostics if d.code == "import-too-deep"
+             and d.span.file == str(tmp_path / f"chain{MAX_IMPORT_DEPTH - 1}.hpf")]
+    assert len(first) == 1 and (first[0].span.line, first[0].span.col) == (1, 8)
+    assert f"more than the {MAX_IMPORT_DEPTH}" in first[0].message
+    assert not result.ok
+
+
+def test_a_chain_of_imports_within_the_cap_loads(tmp_path: Path) -> None:
+    for i in range(MAX_IMPORT_DEPTH - 1):
+        (tmp_path / f"chain{i}.hpf").write_text(f'import "chain{i + 1}.hpf"\n')
+    (tmp_path / f"chain{MAX_IMPORT_DEPTH - 1}.hpf").write_text("// the end\n")
+    result = check_paths([tmp_path / "chain0.hpf"])
+    assert result.ok, result.diagnostics

@@ -18,6 +18,7 @@ CODES: dict[str, str] = {
     "too-many-diagnostics": "a file has more problems than are shown; the rest are left out",
     "import-not-found": "an imported file does not exist or cannot be read",
     "import-cycle": "files import each other in a cycle",
+    "import-too-deep": "a chain of imports is longer than the compiler follows (64 files)",
     "import-outside-project": "an import leads outside the project's folders, the standard library and the search paths",
     "no-vocabulary": "profiles are declared but no op vocabulary is in scope",
     "unpriced-vocabulary": "a model is priced with an op vocabulary that lacks ops the estimator prices (they price zero)",
