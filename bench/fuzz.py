@@ -102,18 +102,21 @@ def _shown(value: Any) -> Any:
         return repr(value)[:1_000_000]
 
 
-def _chunk(job: tuple[int, int, int, list[str], float]) -> tuple[Counter[str], list[dict[str, Any]], float]:
+def _chunk(job: tuple[int, int, int, list[str], float]
+           ) -> tuple[Counter[str], dict[str, float], list[dict[str, Any]], float]:
     start, stop, seed, targets, seconds = job
     counts: Counter[str] = Counter()
+    cpu: dict[str, float] = {}
     findings = []
     slowest = 0.0
     for index in range(start, stop):
         target, elapsed, finding = run_one(index, seed, targets, seconds)
         counts[target] += 1
+        cpu[target] = cpu.get(target, 0.0) + elapsed
         slowest = max(slowest, elapsed)
         if finding is not None:
             findings.append(finding)
-    return counts, findings, slowest
+    return counts, cpu, findings, slowest
 
 
 def _warm(targets: list[str]) -> None:
@@ -153,12 +156,15 @@ def campaign(arguments: argparse.Namespace) -> int:
         _warm(targets)
         results = map(_chunk, jobs)
     done, total, found, slowest = arguments.start, Counter[str](), 0, 0.0
+    cpu: dict[str, float] = {}
     signatures: set[str] = set()
     started, last = time.perf_counter(), 0.0
-    for (counts, findings, slow), job in zip(results, _jobs(arguments.start, stop, arguments.seed, targets,
+    for (counts, seconds, findings, slow), job in zip(results, _jobs(arguments.start, stop, arguments.seed, targets,
                                                              arguments.seconds, arguments.chunk)):
         done, slowest = job[1], max(slowest, slow)
         total.update(counts)
+        for target, spent in seconds.items():
+            cpu[target] = cpu.get(target, 0.0) + spent
         for finding in findings:
             found += 1
             signature = f"{finding['target']}: {finding['problem'].splitlines()[0][:120]}"
@@ -171,7 +177,8 @@ def campaign(arguments: argparse.Namespace) -> int:
         if now - last >= arguments.every or done == stop:
             last = now
             ran = sum(total.values())
-            per_target = ", ".join(f"{t} {total[t]:,}" for t in targets)
+            per_target = ", ".join(f"{t} {total[t]:,} ({1000 * cpu.get(t, 0.0) / max(total[t], 1):.1f} ms CPU each)"
+                                   for t in targets)
             say(f"inputs {ran:,} (next index {done:,}; {per_target}) in {now:,.0f} s, "
                 f"{ran / max(now, 1e-9):,.0f}/s, slowest {slowest:.2f} s, findings {found}")
     say(f"end: {sum(total.values()):,} inputs, {found} findings ({len(signatures)} distinct)")

@@ -8,7 +8,6 @@ inputs spends its time in hpdsl, not in drawing.
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import re
@@ -217,8 +216,12 @@ def json_value(rng: random.Random, depth: int = 0) -> Any:
 
 
 def mutate_data(data: Any, rng: random.Random, *, edits: int | None = None) -> Any:
-    """Return a deep copy of JSON data with values replaced, keys dropped, added or renamed."""
-    data = copy.deepcopy(data)
+    """Return JSON data with values replaced, keys dropped, added or renamed; `data` is left as it was.
+
+    Only the containers on the path to each edit are copied (the rest is shared
+    with `data`): a deep copy of a registry would cost more than loading it.
+    """
+    data = _shallow(data)
     for _ in range(edits or rng.randint(1, 4)):
         parent, key = _random_slot(data, rng)
         if parent is None:
@@ -229,7 +232,7 @@ def mutate_data(data: Any, rng: random.Random, *, edits: int | None = None) -> A
         elif isinstance(parent, dict) and roll < 0.35:
             parent[key + rng.choice(["_", "x", ""]) or "k"] = parent.pop(key)
         elif isinstance(parent, list) and roll < 0.35:
-            parent.insert(key, copy.deepcopy(parent[key]))
+            parent.insert(key, parent[key])
         elif roll < 0.5 and isinstance(parent[key], int) and not isinstance(parent[key], bool):
             parent[key] = rng.choice(EDGE_INTS)
         else:
@@ -237,12 +240,20 @@ def mutate_data(data: Any, rng: random.Random, *, edits: int | None = None) -> A
     return data
 
 
+def _shallow(node: Any) -> Any:
+    return dict(node) if isinstance(node, dict) else list(node) if isinstance(node, list) else node
+
+
 def _random_slot(data: Any, rng: random.Random) -> tuple[Any, Any]:
+    """Return a random (container, key) below `data`, copying each container on the way (data is a copy)."""
     parent, key, node = None, None, data
     while isinstance(node, (dict, list)) and node and (parent is None or rng.random() < 0.7):
         keys = list(node) if isinstance(node, dict) else list(range(len(node)))
-        parent, key = node, rng.choice(keys)
-        node = node[key]
+        chosen = rng.choice(keys)
+        child = node[chosen]
+        if isinstance(child, (dict, list)):
+            child = node[chosen] = _shallow(child)
+        parent, key, node = node, chosen, child
     return parent, key
 
 
