@@ -9,10 +9,12 @@ the pricing's int64 arrays and comes back negative, infinite or NaN with exit 0.
 from __future__ import annotations
 
 import math
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +98,31 @@ def test_accepted_search_flags_price_to_finite_non_negative_numbers(spec: str, d
         assert str(error)
         return
     assert not _bad_numbers(result.to_json()), (devices, flags, _bad_numbers(result.to_json())[:4])
+
+
+M = 2**31  # MAX_DIMENSION: every dimension field at its maximum
+AT_MAXIMUM = {
+    "llama3_8b": (f"hidden={M}", f"heads={M}", f"kv_heads={M}", f"vocab={M}", f"ffn_width={M}", "layers=65536",
+                  f"head_dim={M}"),
+    "mixtral_8x7b": (f"hidden={M}", f"experts={M}", f"top_k={M}", f"expert_width={M}", "layers=65536", f"vocab={M}"),
+    "deepseek_v3": (f"hidden={M}", "layers=65536", f"q_lora_rank={M}", f"kv_lora_rank={M}", f"rope_dim={M}",
+                    f"nope_dim={M}", f"v_head_dim={M}", f"experts={M}", "shared_experts=1024"),
+    "qwen3_next_80b_a3b": (f"hidden={M}", "layers=65536", f"key_heads={M}", f"value_heads={M}",
+                           f"key_head_dim={M}", f"value_head_dim={M}", f"conv={M}"),
+}
+
+
+@pytest.mark.parametrize("spec", sorted(AT_MAXIMUM))
+def test_every_field_and_flag_at_its_maximum_prices_finite_and_exact(spec: str) -> None:
+    from hpdsl.api import bind_model
+    from hpdsl.cost import parameters
+    from hpdsl.ir.overrides import parse_sets
+
+    cost_model = bind_model([ROOT / "examples" / f"{spec}.hpf"], None, sets=parse_sets(AT_MAXIMUM[spec]))
+    flags = {"dp": 2**16, "tp": 1, "pp": 1, "micro_batch": MAX_MICRO_BATCH, "global_batch": MAX_GLOBAL_BATCH,
+             "seq_len": MAX_SEQ_LEN, "flash_attention": False, "softmax_bytes": 64}
+    started = time.process_time()
+    result = run_estimate(cost_model, flags).to_json()
+    assert time.process_time() - started < 10
+    assert not _bad_numbers(result), _bad_numbers(result)[:4]
+    assert result["params"]["total"] == parameters(cost_model).total > 2**62  # exact Python ints, no wrap
