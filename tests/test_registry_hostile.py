@@ -185,3 +185,12 @@ def test_run_facts_and_the_default_kind_out_of_range(good: dict[str, Any]) -> No
     errors = _errors(good)
     assert f"$.profiles.llama2.run.norm_bytes: must be from 0 to {2**62}, found -4" in errors
     assert "$.profiles.llama2.default: no kind 'no_such_kind'" in errors
+
+
+def test_a_condition_nested_past_the_parsers_limit(good: dict[str, Any]) -> None:
+    # Within json's own depth, but deeper than any compiled spec: evaluating it would recurse 300 deep.
+    condition: dict[str, Any] = {"op": "ref", "name": "parallel", "text": "parallel"}
+    for _ in range(300):
+        condition = {"op": "not", "operands": [condition]}
+    good["families"]["attention"]["variants"][1]["when"] = condition
+    assert "$.families.attention.variants[1].when: nests deeper than 100" in _errors(good)

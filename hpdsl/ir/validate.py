@@ -16,8 +16,12 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, RegistryIR
+from hpdsl.ir.nodes import Condition, DimIR, FamilyIR, ModelIR, ProfileIR, RegistryIR
 from hpdsl.model.fields import BLOCKS, FIELDS, MAX_COUNT, MAX_LAYERS, RUN_FACTS, required
+
+# The deepest condition or dims tree loaded: what the parser accepts (hpdsl/syntax/parser.py
+# MAX_NESTING); evaluating and rendering them recurses.
+MAX_TREE_DEPTH = 100
 
 # `package.module:ClassName`: a dotted module path, one colon, one identifier.
 FACTORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -56,10 +60,31 @@ def _family(path: str, family: FamilyIR) -> Iterator[str]:
     problem = factory_problem(family.factory)
     if problem:
         yield f"{path}.factory: {problem}"
+    trees: list[tuple[str, Condition | DimIR | None]] = []
     for index, variant in enumerate(family.variants):
         problem = factory_problem(variant.path)
         if problem:
             yield f"{path}.variants[{index}].path: {problem}"
+        trees.append((f"{path}.variants[{index}].when", variant.when))
+    trees += [(f"{path}.requires[{i}].condition", r.condition) for i, r in enumerate(family.requires)]
+    for i, entry in enumerate(family.layout or ()):
+        trees += [(f"{path}.layout[{i}].dims[{j}]", dim) for j, dim in enumerate(entry.dims)]
+        trees.append((f"{path}.layout[{i}].unit", entry.unit))
+    for where, tree in trees:
+        if tree is not None and _depth(tree) > MAX_TREE_DEPTH:
+            yield f"{where}: nests deeper than {MAX_TREE_DEPTH}"
+
+
+def _depth(tree: Condition | DimIR) -> int:
+    """Return the depth of a condition or dims tree, without recursing (it may be deep)."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_TREE_DEPTH:  # one past the limit is enough to refuse it
+            children = [*node.operands, *getattr(node, "divisors", ())]
+            todo.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _profile(path: str, profile: ProfileIR, ops: set[str]) -> Iterator[str]:
