@@ -80,6 +80,11 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     files: dict[Path, Path] = {}
     for given in paths:
         path = Path(given)
+        try:
+            path.stat()
+        except OSError as exc:  # a name too long, a symlink loop: not just "missing"
+            if not isinstance(exc, FileNotFoundError):
+                raise InputError(f"'{os.fspath(given)[:200]}': {_reason(exc)}") from None
         if path.is_dir():
             found = _hpf_below(path)
             if not found:
@@ -93,6 +98,14 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         for file in found:
             files.setdefault(_resolved(file, given), file)
     return list(files.values())
+
+
+def _is_dir(path: Path) -> bool:
+    """Return whether `path` is a folder; False where it cannot even be asked (a name too long)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _resolved(path: Path, given: str | os.PathLike[str]) -> Path:
@@ -262,7 +275,7 @@ class _Loader:
 
     def _read_import(self, decl: ast.ImportDecl, target: Path) -> Source | None:
         name = display_name(target)
-        if target.suffix != SUFFIX and not target.is_dir():
+        if target.suffix != SUFFIX and not _is_dir(target):
             # Only .hpf source is read: a diagnostic must never echo another file's lines.
             self._report_missing(decl, f"'{name}' is not a {SUFFIX} file")
             return None

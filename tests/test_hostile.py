@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -110,3 +112,19 @@ def test_a_chain_of_imports_within_the_cap_loads(tmp_path: Path) -> None:
     (tmp_path / f"chain{MAX_IMPORT_DEPTH - 1}.hpf").write_text("// the end\n")
     result = check_paths([tmp_path / "chain0.hpf"])
     assert result.ok, result.diagnostics
+
+
+# Found by bench/fuzz.py (compile, seed 3, input 9255): an import path past the system's name
+# limit raised OSError (ENAMETOOLONG) from Path.is_dir and exited 3.
+def test_an_import_path_too_long_for_the_system_is_a_located_error(tmp_path: Path) -> None:
+    name = "x" * 5000
+    result = check_sources([Source(str(tmp_path / "long.hpf"), f'import "{name}"\nimport "{name}.hpf"\n')])
+    assert [(d.code, d.span.line, d.span.col) for d in result.errors] == [("import-not-found", 1, 8),
+                                                                          ("import-not-found", 2, 8)]
+
+
+def test_a_path_too_long_for_the_system_exits_2(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "hpdsl", "compile", "a" * 5000], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("hpdsl: 'aaaa") and len(run.stderr) < 400
