@@ -27,6 +27,8 @@ MAX_SEQ_LEN = 1 << 30
 """Tokens per sequence: a billion."""
 MAX_BYTES = 64
 """Bytes per element (softmax, parameter and activation widths)."""
+MIN_MFU = 1e-6
+"""The smallest fraction of peak FLOP/s: below it, a step of the largest batch takes infinite time."""
 MAX_TOP = 100
 """Strategies a search returns (each is estimated in full)."""
 MAX_CHOICES = 16

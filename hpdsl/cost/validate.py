@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.bounds import bound_reasons
+from hpdsl.cost.bounds import MIN_MFU, bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
@@ -248,8 +248,8 @@ def _static_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
     yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
-    yield Rule(lambda g, _s: ~((g.mfu > 0) & (g.mfu <= 1)),
-               lambda s, _sh: f"mfu must be in (0, 1], got {s.mfu}")
+    yield Rule(lambda g, _s: ~((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
+               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
     yield Rule(lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
     yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),

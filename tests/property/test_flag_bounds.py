@@ -76,6 +76,7 @@ _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Hea
 @example("llama3_8b", {"dp": 4234602716407823281, "micro_batch": 4})  # wrapped to negative FLOPs
 @example("llama3_8b", {"pp": 2**44, "vpp": 2**47})  # wrapped to a valid pp·vpp, then OverflowError
 @example("llama3_8b", {"global_batch": -(2**63), "cp": 16})  # read as "unstated"
+@example("qwen3_next_80b_a3b", {"mfu": 1e-300, "global_batch": 10**12})  # step time inf (bench/fuzz.py, seed 4)
 def test_accepted_estimate_flags_price_to_finite_non_negative_numbers(spec: str, flags: dict[str, Any]) -> None:
     try:
         result = run_estimate(_cost_model(spec), flags)
