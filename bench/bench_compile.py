@@ -5,7 +5,8 @@ writes them as .hpf, as the equivalent YAML and as the equivalent JSON, then
 times in interleaved rounds (one run of each contender per round, best of the
 rounds): `yaml.load(Loader=yaml.CSafeLoader)` (libyaml, C), `json.loads` (C),
 `yaml.safe_load` (pure Python), hpdsl parse (text -> AST), parse + check
-(-> diagnostics) and the full compile (-> IR). Ratios are to CSafeLoader; a time
+(-> diagnostics) and the full compile (-> IR), each on a freshly named source
+(a remembered parse would time a lookup). Ratios are to CSafeLoader; a time
 alone on a shared machine means little. Also times compiling the standard library.
 
     .venv/bin/python bench/bench_compile.py [--profiles 1000] [--families 1000] [--repeat 3]
@@ -14,6 +15,7 @@ alone on a shared machine means little. Also times compiling the standard librar
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -105,7 +107,14 @@ def main() -> None:
     families = [family_data(i) for i in range(args.families)]
     text = "".join(map(profile_hpf, profiles)) + "".join(map(family_hpf, families))
     yaml_text = yaml.safe_dump({"profiles": profiles, "families": families}, sort_keys=False)
-    source = Source("generated.hpf", text)
+    runs = itertools.count()
+
+    def fresh() -> Source:
+        # A new name each run: parses are remembered by name and text (hpdsl/syntax/parser.py),
+        # and a remembered parse would time a dictionary lookup, not the parser.
+        return Source(f"generated-{next(runs)}.hpf", text)
+
+    source = fresh()
     stdlib = [Source(name, path.read_text()) for name, path in stdlib_files()]
     lines = text.count("\n")
 
@@ -115,9 +124,9 @@ def main() -> None:
         "yaml CSafeLoader (libyaml)": lambda: yaml.load(yaml_text, Loader=yaml.CSafeLoader),
         "json.loads": lambda: json.loads(json_text),
         "yaml.safe_load (Python)": lambda: yaml.safe_load(yaml_text),
-        "hpdsl parse": lambda: parse_source(source),
-        "hpdsl parse + check": lambda: check_files([*stdlib_parsed, parse_source(source)]),
-        "hpdsl compile (to IR)": lambda: compile_sources([source], stdlib=True),
+        "hpdsl parse": lambda: parse_source(fresh()),
+        "hpdsl parse + check": lambda: check_files([*stdlib_parsed, parse_source(fresh())]),
+        "hpdsl compile (to IR)": lambda: compile_sources([fresh()], stdlib=True),
     }
     compile_sources([source], stdlib=True)  # a SpecError listing the first diagnostics if it fails
     times = interleaved(contenders, args.repeat)

@@ -6,6 +6,7 @@ or an editable install they are the top-level folders beside the package.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
@@ -32,3 +33,17 @@ def stdlib_files() -> list[tuple[str, Path]]:
         for path in sorted(data_dir(folder).glob("*.hpf")):
             files.append((f"{STDLIB_PREFIX}/{folder}/{path.name}", path))
     return files
+
+
+CACHE_VARIABLE = "HPDSL_CACHE_DIR"
+"""Where the LALR tables and the shipped files' parses are cached (default: $XDG_CACHE_HOME/hpdsl or
+~/.cache/hpdsl); "" turns it off."""
+
+
+def cache_folder() -> str | None:
+    """Return the cache folder, or None when caching is off."""
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "hpdsl")
+    return folder or None

@@ -45,11 +45,17 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | N
       hpdsl compile specs/ -o registry.json
       hpdsl compile --format sarif specs/ > hpdsl.sarif
     """
+    if not paths and no_stdlib:
+        raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
+    if not paths and output is None:  # the standard library alone: the same report every run
+        from hpdsl.cli.checked import stdlib_report
+
+        ok, summary, diagnostics, sources = stdlib_report(_stdlib_report)
+        _print_compile(ok, summary, diagnostics, sources, None, None, output_format, as_json)
+        ctx.exit(EXIT_OK if ok else EXIT_SPEC)
     from hpdsl.api import check_paths, output_target, write_registry
     from hpdsl.loader import ImportPolicy, expand_paths
 
-    if not paths and no_stdlib:
-        raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
     policy = ImportPolicy(import_paths, anywhere=allow_any_import)
     if output is not None:
         output_target(output, expand_paths(paths))  # refuse before compiling, too
@@ -58,23 +64,36 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | N
     if result.registry is not None and output is not None:
         write_registry(result.registry, output, inputs=expand_paths(paths))
         written = str(output)
-    summary = _compile_summary(result)
-    if output_format == "sarif":
-        _emit_sarif(result)
-    elif as_json or output_format == "json":
-        emit_json({"ok": result.ok, "diagnostics": [d.to_json() for d in result.diagnostics],
-                   "output": written, "summary": summary})
-    else:
-        report_diagnostics(result.diagnostics, result.sources)
-        _echo_compile_outcome(summary, written, output, ok=result.ok)
+    _print_compile(result.ok, _compile_summary(result), result.diagnostics, result.sources, written, output,
+                   output_format, as_json)
     ctx.exit(EXIT_OK if result.ok else EXIT_SPEC)
 
 
-def _emit_sarif(result: Any) -> None:
+def _stdlib_report() -> tuple[bool, dict[str, Any], tuple[Diagnostic, ...], dict[str, Source]]:
+    from hpdsl.api import check_paths
+
+    result = check_paths([])
+    return result.ok, _compile_summary(result), result.diagnostics, dict(result.sources)
+
+
+def _print_compile(ok: bool, summary: dict[str, Any], diagnostics: Sequence[Diagnostic],
+                   sources: dict[str, Source], written: str | None, output: str | None, output_format: str,
+                   as_json: bool) -> None:
+    if output_format == "sarif":
+        _emit_sarif(diagnostics)
+    elif as_json or output_format == "json":
+        emit_json({"ok": ok, "diagnostics": [d.to_json() for d in diagnostics],
+                   "output": written, "summary": summary})
+    else:
+        report_diagnostics(diagnostics, sources)
+        _echo_compile_outcome(summary, written, output, ok=ok)
+
+
+def _emit_sarif(diagnostics: Sequence[Diagnostic]) -> None:
     import hpdsl
     from hpdsl.diagnostics.sarif import to_sarif
 
-    emit_json(to_sarif(result.diagnostics, version=hpdsl.__version__, root=Path.cwd()))
+    emit_json(to_sarif(diagnostics, version=hpdsl.__version__, root=Path.cwd()))
 
 
 def _compile_summary(result: Any) -> dict[str, Any]:

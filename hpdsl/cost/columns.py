@@ -56,6 +56,11 @@ class ModelColumns:
         return tuple(i for i, c in enumerate(self.columns) if c.role in ("layer", "mtp"))
 
     @cached_property
+    def names(self) -> tuple[str, ...]:
+        """Return every column's name, in column order."""
+        return tuple(c.name for c in self.columns)
+
+    @cached_property
     def configs(self) -> tuple[LayerConfig, ...]:
         """Return the config of every layer column (body and MTP), in column order."""
         # model_columns gives every body and MTP column its layer's config

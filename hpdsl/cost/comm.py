@@ -13,14 +13,15 @@ backward when the profile says it is overlapped.
 from __future__ import annotations
 
 import attrs
-import numpy as np
 
 from hpdsl.bound.bind import LayerConfig
+from hpdsl.cost import xp
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx
 from hpdsl.cost.memory import MIXER_ROLES, attention_widths
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
+from hpdsl.cost.xp import Val
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 
@@ -73,29 +74,29 @@ def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
 class LayerComm:
     """One column per micro-batch: bytes per axis and exposed seconds, without and for recompute."""
 
-    tp: np.ndarray
-    cp: np.ndarray
-    ep: np.ndarray
-    time: np.ndarray
-    rec_tp: np.ndarray
-    rec_cp: np.ndarray
-    rec_ep: np.ndarray
-    rec_time: np.ndarray
+    tp: Val
+    cp: Val
+    ep: Val
+    time: Val
+    rec_tp: Val
+    rec_cp: Val
+    rec_ep: Val
+    rec_time: Val
 
 
-def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds: np.ndarray
+def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
                ) -> LayerComm:
     """Return one column's traffic per micro-batch; core_seconds hide the ring's transfers."""
-    zero = np.zeros_like(x.tok)
+    zero = xp.zeros_like(x.tok)
     per_token = x.b_c * x.tok / x.t
     tp = per_token * c.tp * (x.t - 1) if c.tp else zero
     if c.tp_sp:
-        tp = tp + np.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
+        tp = tp + xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
     mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
-    ring = np.where(x.ring, mixer * c.ring * (x.cp - 1), 0.0) if c.ring else zero
+    ring = xp.where(x.ring, mixer * c.ring * (x.cp - 1), 0.0) if c.ring else zero
     a2a = zero
     if c.a2a or c.linear_a2a:
-        width = np.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
+        width = xp.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
         a2a = mixer * width * (x.cp - 1) / x.cp
     # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
     # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
@@ -104,24 +105,24 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: np.ndarray, rec_core_seconds
     # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
     # passes keys and values again plus their gradients.
     time = 2 * (tp / x.bw_tp + ep / x.bw_ep + a2a / x.bw_cp)
-    rec_tp, rec_ep, rec_a2a = (np.where(full, v, 0.0) for v in (tp, ep, a2a))
+    rec_tp, rec_ep, rec_a2a = (xp.where(full, v, 0.0) for v in (tp, ep, a2a))
     rec_time = rec_tp / x.bw_tp + rec_ep / x.bw_ep + rec_a2a / x.bw_cp
     rec_ring = zero
     if c.ring:
-        rec_ring = np.where(x.recompute >= 1, ring, 0.0)
-        time = time + np.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
-        rec_time = rec_time + np.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
+        rec_ring = xp.where(x.recompute >= 1, ring, 0.0)
+        time = time + xp.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
+        rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
     return LayerComm(2 * tp, 3 * ring + 2 * a2a, 2 * ep, time, rec_tp, rec_ring + rec_a2a, rec_ep,
                      rec_time)
 
 
-def pipeline_bytes(x: Ctx, hidden: int) -> np.ndarray:
+def pipeline_bytes(x: Ctx, hidden: int) -> Val:
     """Return the bytes a rank sends per micro-batch between stages (activations out, gradients back)."""
     boundary = x.b_c * x.tok * hidden / x.sp
-    return np.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
+    return xp.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
 
 
-def data_parallel_factors(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def data_parallel_factors(x: Ctx) -> tuple[Val, Val, Val, Val]:
     """Return bytes per (dense, expert) parameter the gradient reduction sends: once, per micro-batch.
 
     No sharding: all-reduce the gradients; os: reduce-scatter them and all-gather
@@ -129,10 +130,10 @@ def data_parallel_factors(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     also gather the parameters for every micro-batch's forward and backward.
     """
     z = x.zero
-    once_g = np.select([z == 0, z == 1], [2.0, 1.0], 0.0) * x.b_g
-    once_p = np.where((z == 1) | (z == 2), 1.0, 0.0) * x.b_p
-    micro_g = np.where(z >= 2, 1.0, 0.0) * x.b_g
-    micro_p = np.where(z == 3, 2.0, 0.0) * x.b_p
+    once_g = xp.select([z == 0, z == 1], [2.0, 1.0], 0.0) * x.b_g
+    once_p = xp.where((z == 1) | (z == 2), 1.0, 0.0) * x.b_p
+    micro_g = xp.where(z >= 2, 1.0, 0.0) * x.b_g
+    micro_p = xp.where(z == 3, 2.0, 0.0) * x.b_p
     dense_share = (x.dp * x.cp - 1) / (x.dp * x.cp)
     expert_share = (x.edp - 1) / x.edp
     return ((once_g + once_p) * dense_share, (once_g + once_p) * expert_share,

@@ -6,20 +6,24 @@ each formula downstream is a plain numpy expression over the whole grid.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
 
+from hpdsl.cost import xp
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.cost.strategy import StrategyGrid
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.cost.xp import Val
 from hpdsl.ir.nodes import RunFacts
 
-F = np.ndarray
+F = Val
 
 
 @attrs.frozen(eq=False)
 class Ctx:
-    """Strategy arrays (n,) as floats, run-fact scalars and per-axis bandwidths."""
+    """Strategy arrays (n,) as floats, run-fact scalars and per-axis bandwidths (one strategy: Python scalars)."""
 
     t: F
     sp: F
@@ -38,12 +42,12 @@ class Ctx:
     b_c: F
     b_sm: F
     b_p: F
-    flash: np.ndarray
-    recompute: np.ndarray
-    all_layers: np.ndarray
-    recompute_layers: np.ndarray
-    zero: np.ndarray
-    ring: np.ndarray
+    flash: Any                # bool array, or a bool
+    recompute: Any            # int codes (RECOMPUTE), or an int
+    all_layers: Any
+    recompute_layers: Any
+    zero: Any                 # int codes (ZERO), or an int
+    ring: Any
     edp: F            # expert data-parallel degree: dp·cp·tp/(ep·etp)
     b_n: float
     b_d: float
@@ -57,49 +61,83 @@ class Ctx:
     bw_dp: F
     bw_pp: F
 
+    def expanded(self) -> Ctx:
+        """Return this context with every array (n,) as (n, 1), to broadcast against (n, ranks)."""
+        return attrs.evolve(self, **{a.name: getattr(self, a.name)[:, None] for a in attrs.fields(Ctx)
+                                     if isinstance(getattr(self, a.name), np.ndarray)})
+
     def zero_divisors(self, level: int) -> tuple[F, F]:
         """Return (dense, expert) shard counts of what ZeRO shards from `level` on (1, 2 or 3)."""
         on = self.zero >= level
-        return np.where(on, self.dp * self.cp, 1.0), np.where(on, self.edp, 1.0)
+        return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.edp, 1.0)
 
 
 def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     """Return the pricing arrays of `grid` under the profile's run facts."""
     f = {name: grid.arrays[name].astype(np.float64)
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
-    t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
-    sp_on = np.where(grid.sp < 0, int(run.shard_activations), grid.sp) > 0
-    batch = np.where(grid.global_batch > 0, grid.global_batch, grid.micro_batch * grid.dp * grid.pp)
-    m = np.maximum(batch // np.maximum(grid.micro_batch * grid.dp, 1), 1).astype(np.float64)
     table = [get_device(name) for name in grid.devices]
     dev = np.maximum(grid.device_id, 0)
-    peak = np.array([d.peak_flops for d in table])[dev]
-    intra = np.array([d.intra_node_bandwidth for d in table])[dev]
-    inter = np.array([d.inter_node_bandwidth for d in table])[dev]
-    per_node = np.array([d.devices_per_node for d in table])[dev]
+    link = {key: np.array([getattr(d, key) for d in table])[dev]
+            for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth", "devices_per_node")}
+    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
-    def bandwidth(span: F) -> F:
-        return np.where(span <= per_node, intra, inter)
+
+def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
+    """Return the pricing floats of one (valid) strategy: the same Ctx, fields as Python scalars."""
+    s = strategy
+    # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/trace.py)
+    f = {name: getattr(s, name) * 1.0 for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch",
+                                                     "seq_len")}
+    codes = {"sp": -1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
+             "global_batch": 0 if s.global_batch is None else s.global_batch, "micro_batch": s.micro_batch, "dp": s.dp, "pp": s.pp,
+             "softmax_bytes": s.softmax_bytes, "flash": int(bool(s.flash_attention)),
+             "recompute": RECOMPUTE.index(s.recompute), "recompute_layers": s.recompute_layers or 0,
+             "zero": ZERO.index(s.zero), "cp_kind": CP_KINDS.index(s.cp_kind), "mfu": s.mfu}
+    d = get_device(s.device)
+    link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
+            "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node}
+    return _ctx(f, codes, scalar_widths(s, run), link, run)
+
+
+def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dict[str, Any],
+         run: RunFacts) -> Ctx:
+    """Return the Ctx of float degrees `f`, grid codes `g` and device facts `link` (arrays or scalars)."""
+    t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
+    sp_on = xp.where(g["sp"] < 0, int(run.shard_activations), g["sp"]) > 0
+    batch = xp.where(g["global_batch"] > 0, g["global_batch"], g["micro_batch"] * g["dp"] * g["pp"])
+    m = xp.maximum(batch // xp.maximum(g["micro_batch"] * g["dp"], 1), 1) * 1.0
+    per_node, intra, inter = (link["devices_per_node"], link["intra_node_bandwidth"],
+                              link["inter_node_bandwidth"])
+
+    def bandwidth(span: Val) -> Val:
+        return xp.where(span <= per_node, intra, inter)
 
     ep, etp = f["ep"], f["etp"]
-    widths = precision_widths(grid, run)
     return Ctx(
-        t=t, sp=np.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
-        b=b, s=s, m=m, batch=batch.astype(np.float64), tok=s * b / cp,
-        loss_t=t if run.loss_parallel else np.ones_like(t),
-        b_c=widths["compute"], b_sm=grid.softmax_bytes.astype(np.float64),
-        b_p=widths["param"], flash=grid.flash > 0, recompute=grid.recompute,
-        all_layers=grid.recompute_layers == 0, recompute_layers=grid.recompute_layers,
-        zero=grid.zero, ring=grid.cp_kind == 0, edp=dp * cp * t / (ep * etp),
+        t=t, sp=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
+        b=b, s=s, m=m, batch=batch * 1.0, tok=s * b / cp,
+        loss_t=t if run.loss_parallel else xp.ones_like(t),
+        b_c=widths["compute"], b_sm=g["softmax_bytes"] * 1.0,
+        b_p=widths["param"], flash=g["flash"] > 0, recompute=g["recompute"],
+        all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
+        zero=g["zero"], ring=g["cp_kind"] == 0, edp=dp * cp * t / (ep * etp),
         b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],
         b_o=widths["optimizer"],
-        overlapped_grad_reduce=run.overlapped_grad_reduce, flops=peak * grid.mfu,
+        overlapped_grad_reduce=run.overlapped_grad_reduce, flops=link["peak_flops"] * g["mfu"],
         bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
         bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
 
 
+def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
+    """Return one strategy's bytes per parameter and per saved activation, as precision_widths does."""
+    w = static_widths(strategy.precision, strategy.optimizer, run)
+    return {"grad": float(w.grad), "optimizer": float(w.optimizer),
+            "param": float(strategy.param_bytes or w.param),
+            "compute": float(strategy.compute_bytes or PRECISIONS[strategy.precision].compute)}
 
-def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, F]:
+
+def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
     """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
 
     Each (precision, optimizer) pair is looked up once in hpdsl/cost/precision.py;

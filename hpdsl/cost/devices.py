@@ -66,6 +66,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (H100, H200, A100, MI300X, ASCE
 
 def get_device(name: str) -> Device:
     """Return the shipped device `name` (case-insensitive); raise UnknownDeviceError if unknown."""
+    found = DEVICES.get(name)  # the common case: a device's own name
+    if found is not None:
+        return found
     key = name.lower().replace("-", "").replace("_", "").replace(" ", "")
     aliases = {"h100sxm": "h100", "910b": "ascend910b", "ascend": "ascend910b", "a10080gb": "a100"}
     key = aliases.get(key, key)

@@ -1,7 +1,8 @@
 """A bound model and one strategy into an Estimate: parameters, FLOPs, memory per stage, traffic, time.
 
-`estimate` prices a grid of one through hpdsl.cost.pricing, the code the search
-runs over millions of candidates, so the two can never disagree.
+`estimate` prices one strategy through a plan compiled from the formulas the
+search runs over millions of candidates (hpdsl/cost/scalar.py), so the two can
+never disagree (tests/property/test_scalar_pricing.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from hpdsl.cost.comm import AXES
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.params import ParamReport
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
-from hpdsl.cost.pricing import GridPrice, Prepared, prepare, price_grid
+from hpdsl.cost.pricing import Prepared, prepare, price_grid
+from hpdsl.cost.scalar import OnePrice, one_of, price_one
 from hpdsl.cost.strategy import Strategy, StrategyGrid, require_valid
 
 
@@ -137,12 +139,24 @@ def _stage_json(stage: StageMemory) -> dict[str, Any]:
 
 
 def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
-    """Price one strategy; raise InvalidStrategyError listing every reason if it cannot run."""
+    """Price one strategy; raise InvalidStrategyError listing every reason if it cannot run.
+
+    Priced in floats through the model's compiled plan (hpdsl/cost/scalar.py):
+    the grid's formulas, held equal to it by tests/property/test_scalar_pricing.py.
+    """
+    prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    require_valid(strategy, prepared.columns)
+    strategy = effective(strategy, prepared)
+    return estimate_from_price(prepared, strategy, price_one(prepared, strategy))
+
+
+def grid_estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
+    """Return `estimate` as the vectorised grid prices it (a grid of one): what the search computes."""
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     require_valid(strategy, prepared.columns)
     strategy = effective(strategy, prepared)
     price = price_grid(prepared, StrategyGrid.from_strategies([strategy]), detail=True)
-    return estimate_from_price(prepared, strategy, price, 0)
+    return estimate_from_price(prepared, strategy, one_of(price, 0))
 
 
 def effective(strategy: Strategy, prepared: Prepared) -> Strategy:
@@ -152,38 +166,30 @@ def effective(strategy: Strategy, prepared: Prepared) -> Strategy:
     """
     stated = strategy.sequence_parallel
     on = prepared.columns.cost_model.profile.run.shard_activations if stated is None else stated
-    return strategy.with_(sequence_parallel=bool(on) and strategy.tp > 1)
+    resolved = bool(on) and strategy.tp > 1
+    return strategy if stated is resolved else strategy.with_(sequence_parallel=resolved)
 
 
-def estimate_from_price(prepared: Prepared, strategy: Strategy, price: GridPrice, i: int
-                        ) -> Estimate:
-    """Return candidate `i` of a priced grid (priced with detail) as an Estimate."""
-    assert price.stages is not None and price.device_flops is not None and price.communication is not None
-    rows = price.stages[i]
-    assert rows is not None
-    layout = prepared.layout(strategy.pp, strategy.vpp, strategy.pp_split)
-    names = [c.name for c in prepared.columns.columns]
+def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice) -> Estimate:
+    """Return one strategy's price as an Estimate."""
+    rows = price.stages
+    plan = prepared.layout(strategy.pp, strategy.vpp, strategy.pp_split).plan
+    names = prepared.columns.names
     stages = tuple(
         StageMemory(
-            stage=r, layers=int(layout.rank_layers()[r]),
-            columns={names[j]: int(n) for j, n in enumerate(layout.rank_comp[r]) if n},
-            params_bytes=float(rows["params"][r]), grads_bytes=float(rows["grads"][r]),
-            optimizer_bytes=float(rows["optimizer"][r]),
-            activation_bytes=float(rows["activations"][r]),
-            transient_bytes=float(rows["transient"][r]), total_bytes=float(rows["total"][r]),
-            flops=float(rows["flops"][r]), micro_batch_time_s=float(rows["time"][r]),
-            communication={axis: float(rows[axis][r]) for axis in AXES})
-        for r in range(layout.stages))
+            stage=r, layers=plan.rank_layers[r], columns={names[j]: int(n) for j, n in held},
+            params_bytes=rows["params"][r], grads_bytes=rows["grads"][r], optimizer_bytes=rows["optimizer"][r],
+            activation_bytes=rows["activations"][r], transient_bytes=rows["transient"][r],
+            total_bytes=rows["total"][r], flops=rows["flops"][r], micro_batch_time_s=rows["time"][r],
+            communication={axis: rows[axis][r] for axis in AXES})
+        for r, held in enumerate(plan.rank_held))
+    run = prepared.columns.cost_model.profile.run
     return Estimate(
         model=prepared.columns.cost_model.model.name, strategy=strategy,
         params=prepared.columns.report,
-        flops=FlopReport(float(price.flops_forward[i]), float(price.flops_backward[i]),
-                         float(price.flops_recompute[i]), float(price.device_flops[i]),
-                         float(price.flops_model[i])),
-        memory=MemoryReport(stages, float(price.peak_bytes[i]), int(price.peak_stage[i]),
-                            get_device(strategy.device).memory_bytes),
-        communication={axis: float(price.communication[axis][i]) for axis in AXES},
-        step_time_s=float(price.step_time_s[i]),
+        flops=FlopReport(price.flops_forward, price.flops_backward, price.flops_recompute, price.device_flops,
+                         price.flops_model),
+        memory=MemoryReport(stages, price.peak_bytes, price.peak_stage, get_device(strategy.device).memory_bytes),
+        communication=price.communication, step_time_s=price.step_time_s,
         tokens_per_step=strategy.batch * strategy.seq_len,
-        widths=static_widths(strategy.precision, strategy.optimizer, prepared.columns.cost_model.profile.run,
-                             strategy.param_bytes))
+        widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes))

@@ -24,9 +24,12 @@ from typing import TypeVar
 import attrs
 import numpy as np
 
+from hpdsl.cost import xp
+
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.columns import Column, ModelColumns, model_columns
 from hpdsl.cost.context import Ctx
+from hpdsl.cost.xp import Val
 from hpdsl.cost.memory import MIXER_ROLES, attention_widths
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
@@ -242,60 +245,60 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
 
 
 # --------------------------------------------------------------------------
-# Vectorised
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/xp.py
 # --------------------------------------------------------------------------
 
 
-def executed_keys(x: Ctx, causal: float) -> np.ndarray:
+def executed_keys(x: Ctx, causal: float) -> Val:
     """Return the keys each query's score work runs over: half the causal share's under flash.
 
     A flash kernel skips the blocks a causal mask empties (about half the s×s
     square); without flash the whole score matrix is computed, then masked.
     `causal` is the share of the column's score work that is causal self-attention.
     """
-    return x.s * np.where(x.flash, 1.0 - causal / 2, 1.0)
+    return x.s * xp.where(x.flash, 1.0 - causal / 2, 1.0)
 
 
-def device_forward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def device_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's executed forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
     split = x.tok * ((c.t + c.ts * keys) / x.t + c.sp / x.sp)
     return split + x.tok * (c.w + c.w_ts * keys) if c.w or c.w_ts else split
 
 
-def device_flash_backward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def device_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return what a flash backward runs again per micro-batch on one device: QKᵀ and the softmax."""
     again = x.tok * c.sel_ts * keys / x.t + x.tok * c.sel_w_ts * keys
-    return np.where(x.flash, again, 0.0)
+    return xp.where(x.flash, again, 0.0)
 
 
-def device_scores(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def device_scores(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's score FLOPs per micro-batch on one device (what hides a ring's transfers)."""
     return x.tok * c.ts * keys / x.t + x.tok * c.w_ts * keys
 
 
-def device_recompute(c: FlopCoeffs, x: Ctx, forward: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def device_recompute(c: FlopCoeffs, x: Ctx, forward: Val, keys: Val) -> Val:
     """Return what the strategy's recompute runs again per micro-batch on one device."""
     selective = x.tok * c.sel_ts * keys / x.t
     if c.sel_w_ts:
         selective = selective + x.tok * c.sel_w_ts * keys
-    return np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
+    return xp.where(x.recompute == 2, forward, xp.where(x.recompute == 1, selective, 0.0))
 
 
-def model_forward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def model_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide executed forward FLOPs per sequence."""
     return x.s * (c.t + c.sp + c.w + (c.ts + c.w_ts) * keys)
 
 
-def model_flash_backward(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def model_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide flash-backward recompute (QKᵀ, softmax) per sequence."""
-    return np.where(x.flash, x.s * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
+    return xp.where(x.flash, x.s * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
 
 
-def model_recompute(c: FlopCoeffs, x: Ctx, keys: np.ndarray) -> np.ndarray:
+def model_recompute(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide recompute FLOPs per sequence under the strategy."""
     full = model_forward(c, x, keys)
     selective = x.s * (c.sel_ts + c.sel_w_ts) * keys
-    return np.where(x.recompute == 2, full, np.where(x.recompute == 1, selective, 0.0))
+    return xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, 0.0))
 
 
 # --------------------------------------------------------------------------

@@ -12,9 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property
+from typing import Any
 
 import attrs
 import numpy as np
+
+from hpdsl.cost import xp
+
+
+@attrs.frozen
+class Plan:
+    """A layout's non-zero counts as Python lists: (column, count) per chunk and per rank, totals per column."""
+
+    chunk_held: tuple[tuple[tuple[int, float], ...], ...]
+    rank_held: tuple[tuple[tuple[int, float], ...], ...]
+    totals: tuple[float, ...]
+    chunk_layers: tuple[int, ...]
+    rank_layers: tuple[int, ...]
 
 
 @attrs.define(eq=False, frozen=True, slots=False)
@@ -37,6 +51,14 @@ class Layout:
     def rank_spans(self) -> tuple[slice | np.ndarray | None, ...]:
         """Return, per column, the ranks that hold it."""
         return tuple(span(self.rank_comp[:, j] > 0) for j in range(self.rank_comp.shape[1]))
+
+    @cached_property
+    def plan(self) -> Plan:
+        """Return the counts as Python lists, for pricing one strategy without numpy (hpdsl/cost/scalar.py)."""
+        def held(counts: np.ndarray) -> tuple[tuple[tuple[int, float], ...], ...]:
+            return tuple(tuple((j, float(n)) for j, n in enumerate(row) if n) for row in counts.tolist())
+        return Plan(held(self.comp), held(self.rank_comp), tuple(self.comp.sum(axis=0).tolist()),
+                    tuple(int(n) for n in self.chunk_layers), tuple(int(n) for n in self.rank_layers()))
 
     @property
     def chunks(self) -> int:
@@ -94,7 +116,7 @@ def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedd
     return Layout(stages, vpp, np.asarray(sizes), comp, rank_comp, cum)
 
 
-def in_flight(stages: int, vpp: int, micro_batches: np.ndarray) -> np.ndarray:
+def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.ndarray:
     """Return (n, C): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
 
     Without interleaving rank i holds min(pp - i, m) micro-batches. With v chunks
@@ -103,14 +125,16 @@ def in_flight(stages: int, vpp: int, micro_batches: np.ndarray) -> np.ndarray:
     next pp chunk 1, and so on (at most m·v in all). For an even split this gives
     Megatron's factor 1 + (pp - 1)/(pp·v) on the first rank.
     """
-    m = micro_batches[:, None].astype(np.float64)
+    m = np.asarray(micro_batches, dtype=np.float64)[:, None]
     ranks = np.arange(stages)[None, :]
+    return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=1)
+
+
+def in_flight_at(stages: int, vpp: int, rank: Any, position: int, m: Any) -> Any:
+    """Return the micro-batches chunk `position` of `rank` holds at its peak (arrays or floats), as in_flight."""
     if vpp == 1:
-        return np.minimum(stages - ranks, m)
-    count = np.minimum(2 * (stages - ranks - 1) + (vpp - 1) * stages + 1, m * vpp)
-    out = []
-    for position in range(vpp):
-        first = np.clip(count - position * stages, 0, stages)
-        again = np.clip(count - (position + vpp) * stages, 0, stages)
-        out.append(first + again)
-    return np.concatenate(out, axis=1)
+        return xp.minimum(stages - rank, m)
+    count = xp.minimum(2 * (stages - rank - 1) + (vpp - 1) * stages + 1, m * vpp)
+    first = xp.clip(count - position * stages, 0, stages)
+    again = xp.clip(count - (position + vpp) * stages, 0, stages)
+    return first + again

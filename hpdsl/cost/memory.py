@@ -18,16 +18,17 @@ parallelism shards.
 from __future__ import annotations
 
 import attrs
-import numpy as np
 
 from hpdsl.bound.bind import LayerConfig
+from hpdsl.cost import xp
 from hpdsl.cost.columns import Column, ModelColumns
-from hpdsl.cost.context import Ctx, context
+from hpdsl.cost.context import Ctx, scalar_context
 from hpdsl.cost.params import LayerParams, mtp_extra
-from hpdsl.cost.strategy import Strategy, StrategyGrid
+from hpdsl.cost.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
+from hpdsl.cost.xp import Val
 
 LOGIT_BYTES = 4
 """The cross-entropy keeps the logits' softmax in fp32."""
@@ -253,13 +254,13 @@ def output_copy(columns: ModelColumns) -> float:
 
 
 # --------------------------------------------------------------------------
-# Vectorised: one column over the grid
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/xp.py
 # --------------------------------------------------------------------------
 
 
-def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
     """Return one layer's saved bytes per micro-batch: (no recompute, selective, full)."""
-    zero = np.zeros_like(x.tok)
+    zero = xp.zeros_like(x.tok)
     keep = zero
     if c.keep_sp_c or c.keep_sp_b:
         keep = keep + (x.b_c * c.keep_sp_c + c.keep_sp_b) / x.sp
@@ -278,8 +279,8 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
         copied = (x.b_sm != x.b_c) | (x.b_d > 0)
-        scores = np.where(x.flash, c.flash_b,
-                          x.s * (x.b_sm * c.sc_sm + np.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
+        scores = xp.where(x.flash, c.flash_b,
+                          x.s * (x.b_sm * c.sc_sm + xp.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
         none = x.tok * (body + (scores if c.scores_whole else scores / x.t))
     else:
         none = selective
@@ -295,24 +296,24 @@ def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
     keeps for the backward of one layer without recompute, under selective and
     under full recompute.
     """
-    x = context(StrategyGrid.from_strategies([strategy]), run)
+    x = scalar_context(strategy, run)
     none, selective, full = activation(layer_act_coeffs(cfg, run), x)
-    return float(none[0]), float(selective[0]), float(full[0])
+    return float(none), float(selective), float(full)
 
 
-def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[np.ndarray, np.ndarray]:
+def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val]:
     """Return (kept when not recomputed, kept under the strategy's recompute) per micro-batch."""
     none, selective, full = activation(c, x)
-    return none, np.where(x.recompute == 2, full, np.where(x.recompute == 1, selective, none))
+    return none, xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, none))
 
 
-def device_params(p: ParamSplit, x: Ctx, tp_extra: np.ndarray | float = 0.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def device_params(p: ParamSplit, x: Ctx, tp_extra: Val | float = 0.0
+                  ) -> tuple[Val, Val]:
     """Return (dense, expert) parameters one device holds before ZeRO sharding."""
     return (p.tp + tp_extra) / x.t + p.rep, p.expert / (x.ep * x.etp)
 
 
-def static_factors(x: Ctx) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
     """Return ((dense, expert) bytes per parameter) for parameters, gradients and optimizer states.
 
     ZeRO shards the optimizer states from level 1 (os), the gradients from 2, the
@@ -326,7 +327,7 @@ def static_factors(x: Ctx) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     return tuple(out)
 
 
-def static_bytes(dense: np.ndarray, expert: np.ndarray,
-                 factors: tuple[tuple[np.ndarray, np.ndarray], ...]) -> list[np.ndarray]:
+def static_bytes(dense: Val, expert: Val,
+                 factors: tuple[tuple[Val, Val], ...]) -> list[Val]:
     """Return [parameter, gradient, optimizer-state] bytes per device under ZeRO."""
     return [dense * per_dense + expert * per_expert for per_dense, per_expert in factors]

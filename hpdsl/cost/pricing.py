@@ -1,7 +1,7 @@
 """A cost model and a strategy grid into prices: peak bytes, FLOPs, traffic and step time per candidate.
 
-The one pricing path: `estimate` prices a grid of one, the search a grid of
-millions, through the same expressions. Candidates are grouped by pipeline
+The grid evaluator: the search prices millions of candidates through the same
+expressions `estimate` compiles for one (hpdsl/cost/scalar.py). Candidates are grouped by pipeline
 layout (pp, vpp, split), since a layout fixes how many layers of each column
 every chunk holds; within a group every quantity is an array over candidates
 (per column) or over candidates × stages, never a Python loop per candidate.
@@ -20,6 +20,7 @@ import numpy as np
 from hpdsl.cost import comm as comm_mod
 from hpdsl.cost import flops as flop_mod
 from hpdsl.cost import memory as mem
+from hpdsl.cost import stage, xp
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, model_columns
 from hpdsl.cost.context import Ctx, context
@@ -39,6 +40,7 @@ class Prepared:
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
+    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # scalar plans, or 1: seen once (cost/scalar.py)
 
     @property
     def n_columns(self) -> int:
@@ -125,11 +127,16 @@ class Columnwise:
     model_mfu: Cols      # forward FLOPs per sequence in the model convention
 
 
+def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
+    """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
+    return (mem.static_factors(x), comm_mod.data_parallel_factors(x),
+            xp.where(x.pp > 1, p.output_copy, 0.0))
+
+
 def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
     """Return every per-column quantity of one group."""
-    shared = (mem.static_factors(x), comm_mod.data_parallel_factors(x),
-              np.where(x.pp > 1, p.output_copy, 0.0))
-    rows = [_column(p, j, x, *shared) for j in range(p.n_columns)]
+    shared = shared_factors(p, x)
+    rows = [column_values(p, j, x, *shared) for j in range(p.n_columns)]
     flat = {k: [row[k] for row in rows] for k in attrs.fields_dict(Columnwise)
             if k not in ("parts", "vol", "vol_rec")}
     params, grads, optimizer = ([row["parts"][k] for row in rows] for k in range(3))
@@ -141,11 +148,11 @@ def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
         **flat)
 
 
-def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndarray, ...],
-            output_copy: np.ndarray) -> dict[str, Any]:
-    """Return one column's arrays (n,): bytes, seconds, FLOPs and traffic per micro-batch."""
+def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
+                  output_copy: Any) -> dict[str, Any]:
+    """Return one column's arrays (n,), or floats for one strategy: bytes, seconds, FLOPs and traffic per micro-batch."""
     role = p.columns.columns[j].role
-    layer, zero = role in ("layer", "mtp"), np.zeros_like(x.tok)
+    layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tok)
     if layer:
         none, rec = mem.recomputed_activation(p.act[j], x)
     else:
@@ -158,7 +165,7 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
     bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
     score = flop_mod.device_scores(c, x, keys) / x.flops if c.ts or c.w_ts else zero
-    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, np.where(x.recompute >= 1, score, 0.0))
+    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     compute, compute_rec = (fwd + bwd) / x.flops, frec / x.flops
     model_fwd = flop_mod.model_forward(c, x, keys)
     values = {
@@ -174,12 +181,12 @@ def _column(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[np.ndar
         "model_bwd": flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
         "model_rec": flop_mod.model_recompute(c, x, keys) if layer else zero,
         "model_mfu": x.s * (p.model_flops[j].per_token + p.model_flops[j].per_key * x.s)}
-    out: dict[str, Any] = {k: np.broadcast_to(v, x.tok.shape) for k, v in values.items()}
+    out: dict[str, Any] = {k: xp.broadcast(v, x.tok) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out
 
 
-def sp_grad_allreduce(replicated: float, x: Ctx) -> np.ndarray:
+def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
     """Return the bytes one device sends per step to all-reduce replicated parameters' gradients over tp.
 
     Under sequence parallelism each tp rank computes a replicated parameter's
@@ -189,7 +196,7 @@ def sp_grad_allreduce(replicated: float, x: Ctx) -> np.ndarray:
     Without sp every rank saw the whole sequence: nothing to sum.
     """
     ring = 2 * (x.t - 1) / x.t
-    return np.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
+    return xp.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
 
 
 def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
@@ -246,6 +253,7 @@ class _Group:
 
     prepared: Prepared
     x: Ctx
+    xr: Ctx               # x with every array (n, 1), for the per-rank formulas over (n, S)
     cw: Columnwise
     layout: Layout
     rc: np.ndarray        # recomputed layers per chunk and column: (1 or n, C, J)
@@ -262,7 +270,7 @@ def _group(p: Prepared, grid: StrategyGrid, layout: Layout) -> _Group:
     x = context(grid, p.columns.cost_model.profile.run)
     rc = _recomputed(p, layout, x)
     rc_rank = np.moveaxis(_per_rank(np.moveaxis(rc, 1, -1), layout.stages, layout.vpp), -1, -2)
-    return _Group(p, x, _columnwise(p, x), layout, rc, rc_rank)
+    return _Group(p, x, x.expanded(), _columnwise(p, x), layout, rc, rc_rank)
 
 
 def _memory(g: _Group) -> dict[str, np.ndarray]:
@@ -273,46 +281,36 @@ def _memory(g: _Group) -> dict[str, np.ndarray]:
     activations = _per_rank(in_flight(S, layout.vpp, x.m) * per_chunk, S, layout.vpp)
     static = g.ranks(cw.static)
     layers = g.prepared.columns.layer_columns
-    transient = (np.where((x.recompute == 2)[:, None],
-                          _present_max(rank_spans, S, cw.act_none, layers), 0.0)
-                 + np.where((x.zero == 3)[:, None], _present_max(rank_spans, S, cw.gathered, layers), 0.0))
-    return {"static": static, "activations": activations, "transient": transient,
-            "total": static + activations + transient}
+    transient, total = stage.rank_memory(g.xr, static, activations,
+                                         _present_max(rank_spans, S, cw.act_none, layers),
+                                         _present_max(rank_spans, S, cw.gathered, layers))
+    return {"static": static, "activations": activations, "transient": transient, "total": total}
 
 
 def _time(g: _Group) -> dict[str, np.ndarray]:
     """Return per-rank micro-batch seconds, gradient traffic, and the modeled step time."""
-    x, cw, v = g.x, g.cw, g.layout.vpp
-    pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
-    t_rank = g.ranks(cw.tau, cw.tau_rec) + (pp_bytes / x.bw_pp)[:, None]
-    compute = None
-    if np.any(x.zero >= 2) or x.overlapped_grad_reduce:
-        compute = g.ranks(cw.compute, cw.compute_rec)
-        # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
-        t_rank = t_rank + np.maximum(0.0, g.ranks(cw.dp_micro) / x.bw_dp[:, None] - compute)
+    x, xr, cw = g.x, g.xr, g.cw
+    pp_bytes = comm_mod.pipeline_bytes(xr, g.prepared.columns.cost_model.model.hidden)
+    compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
     once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
-    once_s = once / x.bw_dp[:, None]
-    if compute is not None and x.overlapped_grad_reduce:
-        once_s = np.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
-    once_s = once_s + tp_once / x.bw_tp[:, None]  # after the backward, before the step: not overlapped
-    pipe = (np.cumsum(t_rank, axis=1)[:, -1] + (x.m * v - 1) * t_rank.max(axis=1)) / v
-    return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once,
-            "step": pipe + once_s.max(axis=1)}
+    t_rank, once_s = stage.rank_time(xr, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
+                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once)
+    step = stage.step_time(x, np.cumsum(t_rank, axis=1)[:, -1], t_rank.max(axis=1), once_s.max(axis=1),
+                           g.layout.vpp)
+    return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once, "step": step}
 
 
 def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
              ) -> dict[str, np.ndarray]:
     """Return the per-rank breakdown an Estimate reports: bytes by part, FLOPs, traffic, time."""
-    x, cw = g.x, g.cw
-    m = x.m[:, None]
+    xr, cw = g.xr, g.cw
     params, grads, optim = (g.ranks(part) for part in cw.parts)
-    traffic = {axis: m * g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
-    traffic["tp"] = traffic["tp"] + time["tp_once"]
-    traffic["pp"] = np.broadcast_to((x.m * time["pp"])[:, None], params.shape)
-    traffic["dp"] = time["once"] + m * g.ranks(cw.dp_micro)
+    moved = {axis: g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
+    traffic = stage.rank_traffic(xr, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
+    traffic["pp"] = np.broadcast_to(traffic["pp"], params.shape)
     return {"params": params, "grads": grads, "optimizer": optim,
             "activations": memory["activations"], "transient": memory["transient"],
-            "total": memory["total"], "flops": m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
+            "total": memory["total"], "flops": xr.m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
             "time": time["time"], **traffic}
 
 

@@ -100,6 +100,8 @@ INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global
 CODE_FIELDS = ("split_id", "cp_kind", "sp", "recompute", "zero", "flash", "device_id", "precision",
                "optimizer")
 GRID_FIELDS = (*INT_FIELDS, *CODE_FIELDS, "mfu")
+TRACED = ("tp", "cp", "ep", "etp", "dp", "micro_batch", "seq_len", "global_batch", "mfu")
+"""The fields a compiled plan takes as arguments (hpdsl/cost/trace.py); the others key the plan."""
 
 
 @attrs.frozen(eq=False)
@@ -136,7 +138,7 @@ class StrategyGrid:
             split = tuple(strategy.pp_split) if strategy.pp_split is not None else None
             if split not in splits:
                 splits.append(split)
-            for name, value in _codes(strategy, splits.index(split)).items():
+            for name, value in codes_of(strategy, splits.index(split)).items():
                 columns[name].append(value)
         arrays = {name: np.asarray(values, dtype=np.float64 if name == "mfu" else np.int64)
                   for name, values in columns.items()}
@@ -145,7 +147,7 @@ class StrategyGrid:
     @classmethod
     def from_arrays(cls, n: int, **arrays: np.ndarray | int | float) -> StrategyGrid:
         """Return a grid of `n` strategies: the given arrays (or scalars) over Strategy's defaults."""
-        defaults = _codes(Strategy(), 0)
+        defaults = codes_of(Strategy(), 0)
         out = {}
         for name in GRID_FIELDS:
             value = arrays.pop(name, defaults[name])
@@ -177,7 +179,7 @@ class StrategyGrid:
             mfu=float(self.arrays["mfu"][i]), num_devices=a["num_devices"] or None)
 
 
-def _codes(s: Strategy, split_id: int) -> dict[str, Any]:
+def codes_of(s: Strategy, split_id: int) -> dict[str, Any]:
     """Return the grid codes of one strategy (unknown names become -1 for the checks to report)."""
     out: dict[str, Any] = {name: getattr(s, name) or 0 for name in INT_FIELDS}
     out.update(

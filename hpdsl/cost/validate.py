@@ -8,17 +8,22 @@ disagree: a strategy is valid iff no predicate flags it.
 from __future__ import annotations
 
 import math
+import operator
+import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost import xp
 from hpdsl.cost.bounds import MIN_MFU, bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, TRACED, Strategy, StrategyGrid, codes_of
+from hpdsl.cost.trace import compile_plan
 from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
@@ -102,7 +107,7 @@ def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
                            dtype=bool)
         return refused[inverse] & job  # not a job at all: the positivity rules report it
 
-    return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}")
+    return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}", require=True)
 
 
 def group_rows(columns: list[np.ndarray], n: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
@@ -155,8 +160,9 @@ def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int]) -> bool:
 class Rule:
     """One reason a strategy can be invalid: a vectorised predicate and the message."""
 
-    bad: Callable[[StrategyGrid, Shape], Mask]
+    bad: Callable[[Any, Shape], Any]      # over a StrategyGrid (arrays) or one traced strategy (_One)
     message: Callable[[Strategy, Shape], str]
+    require: bool = False                 # a family's require (judged per axis sizes, not traced)
 
 
 def _positive(field: str) -> Rule:
@@ -166,35 +172,35 @@ def _positive(field: str) -> Rule:
 
 def _divides_devices(field: str) -> Rule:
     return Rule(lambda g, _s: (g.num_devices > 0) & (getattr(g, field) >= 1)
-                & (g.num_devices % np.maximum(getattr(g, field), 1) != 0),
+                & (g.num_devices % xp.maximum(getattr(g, field), 1) != 0),
                 lambda s, _sh: f"{field} {getattr(s, field)} does not divide the {s.num_devices} devices")
 
 
 def _divides(label: str, count: int) -> Rule:
-    return Rule(lambda g, _s: (g.tp < 1) | (count % np.maximum(g.tp, 1) != 0),
+    return Rule(lambda g, _s: (g.tp < 1) | (count % xp.maximum(g.tp, 1) != 0),
                 lambda s, _sh: f"tp {s.tp} does not divide the {count} {label}")
 
 
 def _tp_width(label: str, width: int) -> Rule:
-    return Rule(lambda g, _s: (g.tp >= 1) & (width % np.maximum(g.tp, 1) != 0),
+    return Rule(lambda g, _s: (g.tp >= 1) & (width % xp.maximum(g.tp, 1) != 0),
                 lambda s, _sh: f"tp {s.tp} does not divide the {label} {width}")
 
 
 def _etp_width(width: int) -> Rule:
-    return Rule(lambda g, _s: (g.etp >= 1) & (width % np.maximum(g.etp, 1) != 0),
+    return Rule(lambda g, _s: (g.etp >= 1) & (width % xp.maximum(g.etp, 1) != 0),
                 lambda s, _sh: f"etp {s.etp} does not divide the expert width {width}")
 
 
 def _a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
-        return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.tp * g.cp, 1) != 0)
+        return (g.cp > 1) & (g.cp_kind == 1) & (heads % xp.maximum(g.tp * g.cp, 1) != 0)
     return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
                                     f"to divide the {heads} heads")
 
 
 def _cp_a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
-        return (g.cp > 1) & (g.cp_kind == 1) & (heads % np.maximum(g.cp, 1) != 0)
+        return (g.cp > 1) & (g.cp_kind == 1) & (heads % xp.maximum(g.cp, 1) != 0)
     return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs cp {s.cp} "
                                     f"to divide the {heads} heads")
 
@@ -215,15 +221,15 @@ def _split_negative(g: StrategyGrid, _shape: Shape) -> Mask:
 
 
 def _sp(g: StrategyGrid, shape: Shape) -> np.ndarray:
-    return np.where(g.sp < 0, int(shape.shard_activations), g.sp)
+    return xp.where(g.sp < 0, int(shape.shard_activations), g.sp)
 
 
 def _batch(g: StrategyGrid) -> np.ndarray:
-    return np.where(g.global_batch > 0, g.global_batch, g.micro_batch * g.dp * g.pp)
+    return xp.where(g.global_batch > 0, g.global_batch, g.micro_batch * g.dp * g.pp)
 
 
 def _micro_batches(g: StrategyGrid) -> np.ndarray:
-    return _batch(g) // np.maximum(g.micro_batch * g.dp, 1)
+    return _batch(g) // xp.maximum(g.micro_batch * g.dp, 1)
 
 
 def precision_rules() -> Iterator[Rule]:
@@ -248,7 +254,7 @@ def _static_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
     yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
-    yield Rule(lambda g, _s: ~((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
+    yield Rule(lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
                lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
     yield Rule(lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
@@ -256,21 +262,21 @@ def _static_rules() -> Iterator[Rule]:
                lambda s, _sh: f"dp·tp·pp·cp = {s.devices}, but the job has {s.num_devices} devices")
     for field in ("tp", "pp", "dp", "cp"):
         yield _divides_devices(field)
-    yield Rule(lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % np.maximum(g.ep * g.etp, 1) != 0),
+    yield Rule(lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % xp.maximum(g.ep * g.etp, 1) != 0),
                lambda s, _sh: f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
                               f"{s.dp * s.cp * s.tp} (the devices of a stage's expert layers)")
-    yield Rule(lambda g, _s: (g.global_batch > 0) & (g.global_batch % np.maximum(g.micro_batch * g.dp, 1) != 0),
+    yield Rule(lambda g, _s: (g.global_batch > 0) & (g.global_batch % xp.maximum(g.micro_batch * g.dp, 1) != 0),
                lambda s, _sh: f"global batch {s.global_batch} is not a multiple of "
                               f"micro_batch·dp = {s.micro_batch * s.dp}")
     yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp < 2),
                lambda s, _sh: f"vpp {s.vpp} needs pipeline parallelism (pp > 1)")
-    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp > 1) & (_micro_batches(g) % np.maximum(g.pp, 1) != 0),
+    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp > 1) & (_micro_batches(g) % xp.maximum(g.pp, 1) != 0),
                lambda s, _sh: f"the interleaved schedule needs the {s.micro_batches} micro-batches "
                               f"to be a multiple of pp {s.pp}")
-    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 0) & (g.seq_len % np.maximum(2 * g.cp, 1) != 0),
+    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 0) & (g.seq_len % xp.maximum(2 * g.cp, 1) != 0),
                lambda s, _sh: f"seq_len {s.seq_len} is not divisible by 2·cp = {2 * s.cp} "
                               f"(ring attention balances causal chunks)")
-    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 1) & (g.seq_len % np.maximum(g.cp, 1) != 0),
+    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 1) & (g.seq_len % xp.maximum(g.cp, 1) != 0),
                lambda s, _sh: f"seq_len {s.seq_len} is not divisible by cp {s.cp}")
 
 
@@ -296,7 +302,7 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _tp_width(label, width)
     if shape.experts > 1:
         experts = shape.experts
-        yield Rule(lambda g, _s: (g.ep >= 1) & (experts % np.maximum(g.ep, 1) != 0),
+        yield Rule(lambda g, _s: (g.ep >= 1) & (experts % xp.maximum(g.ep, 1) != 0),
                    lambda s, _sh: f"ep {s.ep} does not divide the {experts} routed experts")
         for width in shape.expert_widths:
             yield _etp_width(width)
@@ -325,13 +331,104 @@ def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool 
 
 
 def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -> tuple[str, ...]:
-    """Return every reason one strategy cannot run the model, in rule order (bounds first, alone)."""
+    """Return every reason one strategy cannot run the model, in rule order.
+
+    The same predicates the grid runs, traced once per model and per strategy
+    shape (its non-numeric choices) into a compiled check (hpdsl/cost/trace.py);
+    a family's requires are judged on the strategy's axis sizes directly. A
+    number past its bound (hpdsl/cost/bounds.py) is reported alone: the rules'
+    int64 products could wrap on it.
+    """
     bounds = bound_reasons(strategy)
-    if bounds:  # past a bound, the rules' int64 products could wrap: nothing else is checked
+    if bounds:
         return bounds
     columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
-    shape = model_shape(columns)
-    grid = StrategyGrid.from_strategies([strategy])
-    return tuple(rule.message(strategy, shape) for rule in rules(shape)
-                 if bool(rule.bad(grid, shape)[0]))
+    checks = _checks(columns)
+    split = tuple(strategy.pp_split) if strategy.pp_split is not None else None
+    key = (split, _fixed_of(strategy))
+    entry = checks.plans.get(key)
+    values = [0 if value is None else value for value in _traced_of(strategy)]
+    if entry is None:  # the first of its shape: the rules on plain values; the second compiles them
+        checks.plans[key] = 1
+        flags = _judge(checks, strategy, split)(*values)
+    else:
+        if not callable(entry):
+            entry = checks.plans[key] = compile_plan(_judge(checks, strategy, split), TRACED, "check")
+        flags = entry(*values)
+    reasons = [rule.message(strategy, checks.shape) for rule, flag in zip(checks.plain, flags) if flag]
+    if checks.requires and all(getattr(strategy, axis) >= 1 for axis in CONDITION_AXES):
+        sizes = {axis: int(getattr(strategy, axis)) for axis in CONDITION_AXES}  # else positivity reports it
+        reasons += [message for message, refuses in checks.requires if refuses(sizes)]
+    return tuple(reasons)
 
+
+_fixed_of = operator.attrgetter(*(a.name for a in attrs.fields(Strategy) if a.name not in TRACED + ("pp_split",)))
+"""The fields that key a compiled check (with the split): its codes are constants in it."""
+
+
+def _judge(checks: _Checks, strategy: Strategy, split: tuple[int, ...] | None) -> Callable[..., list[Any]]:
+    """Return the plain rules as a function of the traced fields (values or Syms), the rest fixed."""
+    fixed = {name: value for name, value in codes_of(strategy, 0 if split is None else 1).items()
+             if name not in TRACED}
+
+    def judge(*values: Any) -> list[Any]:
+        one = _One({**fixed, **dict(zip(TRACED, values))}, (None, split))
+        return [rule.bad(one, checks.shape) for rule in checks.plain]
+
+    return judge
+
+
+_traced_of = operator.attrgetter(*TRACED)
+
+
+@attrs.frozen(eq=False)
+class _One:
+    """One strategy's grid codes as attributes: what a rule reads, for one candidate."""
+
+    arrays: dict[str, Any]
+    splits: tuple[tuple[int, ...] | None, ...]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@attrs.frozen(eq=False)
+class _Checks:
+    """A model's rules, split into traceable predicates and family requires, and its compiled checks."""
+
+    shape: Shape
+    plain: tuple[Rule, ...]
+    requires: tuple[tuple[str, Callable[[dict[str, int]], bool]], ...]
+    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # compiled checks, or 1: seen once
+
+
+_CHECKS: weakref.WeakKeyDictionary[ModelColumns, _Checks] = weakref.WeakKeyDictionary()
+
+
+def _checks(columns: ModelColumns) -> _Checks:
+    found = _CHECKS.get(columns)
+    if found is None:
+        shape = model_shape(columns)
+        plain = tuple(rule for rule in rules(shape) if not rule.require)
+        found = _CHECKS[columns] = _Checks(shape, plain, tuple(
+            (f"{role}: family '{family.name}': {require.message}", _require_check(family, require))
+            for role, family, require in shape.requires))
+    return found
+
+
+def _require_check(family: FamilyIR, require: RequireIR) -> Callable[[dict[str, int]], bool]:
+    """Return whether a require refuses the given axis sizes, judged once per distinct sizes it reads."""
+    names = names_in(require.condition)
+    read = tuple(a for a in CONDITION_AXES if a in names or (a == family.parallel and "parallel" in names))
+    memo: dict[tuple[int, ...], bool] = {}
+
+    def refuses(sizes: dict[str, int]) -> bool:
+        row = tuple(sizes[axis] for axis in read)
+        if row not in memo:
+            memo[row] = _refuses(family, require, dict(zip(read, row, strict=True)))
+        return memo[row]
+
+    return refuses

@@ -36,7 +36,7 @@ from hpdsl import ast
 from hpdsl.diagnostics.span import Source, Span
 from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_literal, format_operand,
                               format_placement, format_selector_type, format_stack_list)
-from hpdsl.syntax.parser import parse_source
+from hpdsl.syntax import parse_source
 
 INDENT = "  "
 WIDTH = 120

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from hpdsl import ast
-from hpdsl.syntax.transformer import quote
+from hpdsl.syntax.text import quote
 
 # Binding strength of condition nodes, loosest first (the grammar's precedence).
 _PREC: dict[type, int] = {ast.Implies: 0, ast.AnyOf: 1, ast.AllOf: 2, ast.Negation: 3}

@@ -23,7 +23,7 @@ from hpdsl import ast
 from hpdsl.diagnostics import Diagnostic, Source, Span
 from hpdsl.diagnostics.diagnostic import sort_key
 from hpdsl.errors import SpecError
-from hpdsl.resources import data_dir
+from hpdsl.resources import cache_folder, data_dir
 from hpdsl.syntax.transformer import ToAst
 
 # Deeper trees would exhaust Python's recursion in the transformer and the checks.
@@ -134,10 +134,6 @@ class _CommentSink:
 _COMMENTS = _CommentSink()
 
 
-CACHE_VARIABLE = "HPDSL_CACHE_DIR"
-"""Where the LALR tables are cached (default: $XDG_CACHE_HOME/hpdsl or ~/.cache/hpdsl); "" turns it off."""
-
-
 @cache
 def _parser() -> Lark:
     grammar = (data_dir("grammar") / "hpdsl.lark").read_text(encoding="utf-8")
@@ -151,11 +147,8 @@ def _parser() -> Lark:
 
 def _cache_path(grammar: str) -> str | None:
     """Return the cache file for this grammar, Lark and Python; None when no folder is writable."""
-    folder = os.environ.get(CACHE_VARIABLE)
+    folder = cache_folder()
     if folder is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(base, "hpdsl")
-    if not folder:
         return None
     key = hashlib.sha256(f"{grammar}\0{lark.__version__}\0{sys.version_info[:2]}".encode()).hexdigest()
     try:

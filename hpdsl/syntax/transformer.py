@@ -24,12 +24,6 @@ def unquote(text: str) -> str:
     return _ESCAPE.sub(lambda m: _UNESCAPES.get(m.group(1), m.group(1)), text[1:-1])
 
 
-def quote(value: str) -> str:
-    """Return `value` written as a string token; the inverse of unquote."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + escaped.replace("\n", "\\n").replace("\t", "\\t") + '"'
-
-
 @v_args(meta=True)
 class ToAst(Transformer):
     """Builds an ast.File from the tree of one source file."""
