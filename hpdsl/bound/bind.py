@@ -20,12 +20,14 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.config import LayerConfig
-from hpdsl.ir.nodes import FamilyIR, ModelIR, ProfileIR, block_stated, evolve
+from hpdsl.bound.config import dim_environment
+from hpdsl.ir.layouts import layout_tally
+from hpdsl.ir.nodes import FamilyIR, KindIR, ModelIR, ProfileIR, block_stated, evolve
 from hpdsl.model.fields import FIELDS
 
 ATTENTION_FIELDS = (
     "attn_kind", "heads", "head_dim", "kv_heads", "output_gate", "attn_extra_params", "qk_norm",
-    "key_heads", "key_head_dim", "value_heads", "value_head_dim", "conv", "window",
+    "key_heads", "key_head_dim", "value_heads", "value_head_dim", "conv", "window", "mixer_macs",
 )
 """What an attention flavour assigns (upstream: attn_kind, a, dh, n_kv, attn_output_gate,
 attn_extra_p, n_qknorm, lin_n_k, lin_d_k, lin_n_v, lin_d_v, lin_conv)."""
@@ -101,10 +103,10 @@ def bind(model: ModelIR, profile: ProfileIR, *,
         groups: tuple[CostGroup, ...] = (CostGroup(None, model.layers + model.mtp),)
         kinds: dict[str, BoundKind] = {}
         if used:
-            kinds[used[0]] = _bound_kind(used[0], used, base, model, profile)
+            kinds[used[0]] = _bound_kind(used[0], used, base, model, profile, in_scope)
         return CostModel(model, profile, base, groups, kinds, in_scope)
     groups = tuple(CostGroup(g.kind, g.count, g.mtp) for g in model.groups)
-    kinds = {name: _bound_kind(name, used, base, model, profile) for name in used}
+    kinds = {name: _bound_kind(name, used, base, model, profile, in_scope) for name in used}
     return CostModel(model, profile, base, groups, kinds, in_scope)
 
 
@@ -151,6 +153,27 @@ def linear_attention_fields(model: ModelIR) -> dict[str, Any]:
     }
 
 
+def ssm_fields(base: LayerConfig, kind: KindIR, profile: ProfileIR,
+               families: Mapping[str, FamilyIR]) -> dict[str, Any]:
+    """Return the attention fields of a state-space layer: its mixer priced from its family's layout.
+
+    The family bound to the `ssm` slot (the kind's, else the profile's binding)
+    declares every parameter in its `layout { }`; the mixer's parameters are
+    their sum and its weight matmuls the per-token multiply-adds of its module
+    weights (hpdsl.ir.layouts.layout_tally), both evaluated on this layer's
+    dims. No head, no score: nothing here is a formula of any one mixer. Without
+    the family (a model bound without its registry) both stay 0, and
+    hpdsl/bound/shape.py reports the layer unpriceable.
+    """
+    fields: dict[str, Any] = {"attn_kind": "ssm", "qk_norm": False, "output_gate": False,
+                              "attn_extra_params": 0, "mixer_macs": 0}
+    family = families.get((kind.slots or profile.slots).get("ssm", ""))
+    tally = None if family is None else layout_tally(family, dim_environment(evolve(base, **fields)))
+    if tally is not None:
+        fields.update(attn_extra_params=tally.params, mixer_macs=tally.macs)
+    return fields
+
+
 def _ffn_fields(base: LayerConfig, model: ModelIR, flavour: str | None) -> dict[str, Any]:
     if flavour == "dense":
         return {"ffn_width": model.ffn_width or 0, "top_k": 1, "experts": 1, "shared_experts": 0,
@@ -162,12 +185,15 @@ def _ffn_fields(base: LayerConfig, model: ModelIR, flavour: str | None) -> dict[
 
 
 def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
-                profile: ProfileIR) -> BoundKind:
+                profile: ProfileIR, families: Mapping[str, FamilyIR]) -> BoundKind:
     kind = profile.kinds[name]
     fields: dict[str, Any] = {"ops": dict(kind.ops)}
     if any(profile.kinds[k].attention != "full" for k in used):
         if kind.attention == "linear" and block_stated(model, "linear"):
             fields.update(linear_attention_fields(model))
+        elif kind.attention == "ssm":
+            fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
+            fields.update(ssm_fields(base, kind, profile, families))
         else:
             fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
         if kind.attention == "sliding":

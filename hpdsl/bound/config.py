@@ -31,9 +31,12 @@ class Bound:
 
 BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("ops", dict, None, "the kind's op vector (op name → count)"),
-    Bound("attn_kind", str, "full", "the mixer's attention: full, linear or mla"),
+    Bound("attn_kind", str, "full", "the mixer's attention: full, linear, mla or ssm"),
     Bound("attn_extra_params", int, 0, "linear attention's parameters beside its projections "
-                                       "(convolution, gates, decay, output norm)"),
+                                       "(convolution, gates, decay, output norm); an ssm mixer's all, "
+                                       "from its family's layout"),
+    Bound("mixer_macs", int, 0, "multiply-adds per token of a layout-priced mixer's weights (every module "
+                                "weight of rank ≥ 2 in its family's layout; the ssm flavour)"),
     Bound("ep", Optional[int], 1, "expert-parallel degree: 1 for dense layers, None for the strategy's"),  # noqa: UP007
     Bound("gated", bool, True, "the feed-forward is gated (gate·up·down) rather than plain (up·down)"),
     Bound("window", int, 0, "positions each query of a sliding-window layer sees (0: the whole prefix)"),

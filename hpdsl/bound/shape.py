@@ -20,6 +20,7 @@ import attrs
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import LayerConfig
 from hpdsl.bound.slots import layer_shape, mixer_role
+from hpdsl.ir.layouts import dim_names
 from hpdsl.ir.nodes import ModelIR, block_stated
 from hpdsl.model import ops
 from hpdsl.model.fields import BLOCKS, FIELDS, required
@@ -205,10 +206,36 @@ def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            f"kind '{kind}' is linear attention, but model '{model.name}' declares no linear block",
                            "declare `linear { key_heads  key_head_dim  value_heads  value_head_dim  conv }`",
                            kind=kind, field="linear")
+    if flavours.attention == "ssm" and not block_stated(model, "ssm"):
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is a state-space mixer, but model '{model.name}' declares no ssm block",
+                           "declare `ssm { ssm_state  ssm_conv  ssm_expand  ssm_dt_rank }`", kind=kind, field="ssm")
+    elif flavours.attention == "ssm" and cost.families:
+        yield from _ssm_layout(cost, kind)
     if flavours.ffn == "moe" and not block_stated(model, "moe"):
         yield LayerProblem("missing-moe-dims",
                            f"kind '{kind}' is MoE, but model '{model.name}' declares no moe block",
                            "declare `moe { experts E  top_k K  expert_width W }`", kind=kind, field="moe")
+
+
+def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
+    """Yield an ssm kind whose family layout cannot price it: no layout, or a dim it reads left unstated."""
+    model = cost.model
+    family = cost.families.get((cost.profile.kinds[kind].slots or cost.profile.slots).get("ssm", ""))
+    if family is None or not family.layout:
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is a state-space mixer, but the family bound to its ssm slot has no "
+                           f"layout that prices it on model '{model.name}'",
+                           "bind `ssm` to a family with a `layout { }` (families/mamba.hpf)", kind=kind, field="ssm")
+        return
+    read = sorted({name for entry in family.layout for dim in entry.dims for name in dim_names(dim)})
+    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int"
+                and (FIELDS[name].minimum or 0) >= 1 and getattr(model, name) is None and name != "hidden"]
+    if unstated:
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is built by family '{family.name}', whose layout reads "
+                           f"{', '.join(unstated)}, which model '{model.name}' does not state",
+                           f"state `{unstated[0]}` in the model's ssm block", kind=kind, field=unstated[0])
 
 
 def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:

@@ -49,8 +49,8 @@ def layer_shape(layer: LayerConfig) -> tuple[Fraction, int]:
 
 
 def mixer_role(config: ModuleConfig) -> str:
-    """Return the role of a layer's mixer: linear_attention, mla or attention."""
-    return {"linear": "linear_attention", "mla": "mla"}.get(config.attn_kind, "attention")
+    """Return the role of a layer's mixer: linear_attention, mla, ssm or attention."""
+    return {"linear": "linear_attention", "mla": "mla", "ssm": "ssm"}.get(config.attn_kind, "attention")
 
 
 def cross_attention_config(config: ModuleConfig) -> ModuleConfig:

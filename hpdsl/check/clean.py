@@ -48,7 +48,7 @@ def lower_clean(scope: Scope, diagnostics: Sequence[Diagnostic]) -> Clean:
     for name, model in scope.models.items():
         profile = profiles.get(model_profile(model))
         if profile is not None and not has_errors(model.span, errors):
-            models[name] = bind(lower_model(model, scope), profile)
+            models[name] = bind(lower_model(model, scope), profile, families=families)
     return Clean(profiles, families, models)
 
 

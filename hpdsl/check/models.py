@@ -386,6 +386,11 @@ def _check_flavours(model: ast.Model, profile: ast.Profile, used: list[str], blo
                             f"the stack has sliding-window layers (kind '{kind}' of profile "
                             f"'{profile.name.value}'), but the model states no sliding_window",
                             hint="state the window: `sliding_window 4096` (HF sliding_window)")
+        if attention == "ssm" and "ssm" not in blocks:
+            collector.error(_kind_site(model, kind), "missing-field",
+                            f"the stack has state-space layers (kind '{kind}' of profile "
+                            f"'{profile.name.value}'), but the model declares no ssm block",
+                            hint="declare `ssm { ssm_state  ssm_conv  ssm_expand  ssm_dt_rank }`")
         if attention == "linear" and "linear" not in blocks:
             collector.error(_kind_site(model, kind), "missing-linear-dims",
                             f"the stack has linear-attention layers (kind '{kind}' of profile "

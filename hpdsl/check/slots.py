@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from hpdsl import ast
 from hpdsl.diagnostics import did_you_mean
-from hpdsl.scope import Scope, model_profile, profile_slots, top_level_slots
+from hpdsl.scope import Scope, kind_flavours, model_profile, profile_kinds, profile_slots, top_level_slots
 from hpdsl.diagnostics import Collector, Note
 from hpdsl.model.slots import SLOTS
 from hpdsl.resources import STDLIB_PREFIX
@@ -128,10 +128,10 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
         if profile is None:
             continue  # the model check reports the unknown profile
         bound = profile_slots(profile, scope)
-        missing = [slot for slot in SLOTS if slot not in bound]
+        missing = [slot for slot in SLOTS if slot not in bound and _needed(slot, profile)]
         if not missing:
             continue
-        if len(missing) == len(SLOTS):
+        if not any(slot in bound for slot in SLOTS):
             what = "binds no slot to a family (no slots block in it or at the top level)"
         else:
             listed = ", ".join(f"'{slot}'" for slot in missing)
@@ -141,6 +141,19 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
                         hint=f"bind {'it' if len(missing) == 1 else 'them'} in a `slots {{ ... }}` block in the profile or at the top "
                              f"level, e.g. `slots {{ {missing[0]} FAMILY }}`, or {_NO_STDLIB}",
                         notes=(Note(model.name.span, "a model using the profile"),))
+
+
+def _needed(slot: str, profile: ast.Profile) -> bool:
+    """Whether a model of `profile` may build `slot`: the ssm slot only under a kind with `attention ssm`."""
+    if slot not in OPTIONAL_SLOTS:
+        return True
+    kinds = profile_kinds(profile)
+    return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
+
+
+OPTIONAL_SLOTS = {"ssm": "ssm"}
+"""Slots added after the first profiles were written → the attention flavour that builds them: a
+profile without such a kind need not bind them (a --no-stdlib profile of attention layers)."""
 
 
 __all__ = ["check_slots"]

@@ -48,6 +48,8 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     Examples:
       hpdsl train examples/mixtral_8x7b.hpf --dp 4 --ep 2 --zero os+grad+params --nproc 4 \\
           --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
+      hpdsl train examples/mixtral_8x7b.hpf --pp 2 --vpp 2 --tp 2 --sp --nproc 4 \\
+          --set layers=4 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
     """
     from hpdsl.cli.models import load_cost_model
     from hpdsl.cli.report import strategy_from_flags
@@ -58,15 +60,14 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     _check_runnable(strategy, nproc)
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    stage = estimate(cost_model, strategy).memory.per_stage[0]
-    estimated = {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
-                 "optimizer_bytes": stage.optimizer_bytes, "activation_peak_bytes": stage.activation_bytes}
+    _check_stages(cost_model.model, strategy)
+    estimated = _stage_estimates(estimate(cost_model, strategy))
     config = {"paths": [str(p) for p in paths], "model": cost_model.model.name, "stdlib": not no_stdlib,
               "sets": parsed, "strategy": attrs.asdict(strategy), "steps": steps, "seed": seed}
     ranks = _launch(config, nproc, timeout_s)
     result = {"loss": ranks[0]["loss"], "reference_loss": ranks[0]["reference_loss"],
               "ranks": [{"rank": r["rank"], "coords": r["coords"], "measured": r["measured"],
-                         "estimated": estimated} for r in ranks]}
+                         "estimated": estimated[r["coords"].get("pp", 0)]} for r in ranks]}
     if as_json:
         emit_json(result)
     else:
@@ -83,12 +84,30 @@ def _check_runnable(strategy: Any, nproc: int) -> None:
     if strategy.precision != "fp32" or strategy.optimizer != "adam":
         reasons.append(f"precision {strategy.precision}, optimizer {strategy.optimizer}: `train` runs fp32 "
                        "with AdamW only")
+    if strategy.impl != "fused":
+        reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
+                       "keep (--impl fused)")
     if reasons:
         raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
     if nproc != strategy.devices:
         raise InputError(f"--nproc {nproc} does not match the strategy's dp·tp·pp·cp = {strategy.devices}")
-    if strategy.micro_batches > 1:
+    if strategy.pp == 1 and strategy.micro_batches > 1:
         raise InputError("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
+
+
+def _check_stages(model: Any, strategy: Any) -> None:
+    """Raise InputError if the model cannot be cut into the strategy's pipeline stages."""
+    from hpdsl.torch.pipeline import model_refusals
+
+    reasons = model_refusals(model) if strategy.pp > 1 else ()
+    if reasons:
+        raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
+
+
+def _stage_estimates(priced: Any) -> list[dict[str, float]]:
+    """Return the estimator's four byte counts for each pipeline rank (the ranks of stage i hold stage i's)."""
+    return [{"params_bytes": s.params_bytes, "grads_bytes": s.grads_bytes, "optimizer_bytes": s.optimizer_bytes,
+             "activation_peak_bytes": s.activation_bytes} for s in priced.memory.per_stage]
 
 
 def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str, Any]]:
@@ -114,7 +133,8 @@ def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str
 def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     """Return the readable report: losses per step beside the reference, then bytes per rank."""
     s = strategy
-    lines = [f"{name}: dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}, zero {s.zero}, recompute {s.recompute}; "
+    stages = f"pp {s.pp}, vpp {s.vpp} ({s.micro_batches} micro-batches), " if s.pp > 1 else ""
+    lines = [f"{name}: {stages}dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}, zero {s.zero}, recompute {s.recompute}; "
              f"{len(result['ranks'])} processes (gloo), seq {s.seq_len}, micro-batch {s.micro_batch}, fp32",
              "step        loss   one process, unsharded"]
     for step, (loss, ref) in enumerate(zip(result["loss"], result["reference_loss"])):
@@ -125,4 +145,9 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
         coords = ",".join(str(v) for v in rank["coords"].values())
         cells = "".join(f"{rank['measured'][p]:>12,} / {rank['estimated'][p]:>11,.0f}" for p in _PARTS)
         lines.append(f"{rank['rank']:>4} {coords:<13}{cells}")
+    gaps = [r["measured"]["grad_max_diff"] for r in result["ranks"] if "grad_max_diff" in r["measured"]]
+    if gaps:
+        scale = max(r["measured"]["grad_max_abs"] for r in result["ranks"])
+        lines.append(f"gradients after step 0 against one process: max |diff| {max(gaps):.1e} "
+                     f"(largest gradient {scale:.1e})")
     return "\n".join(lines)

@@ -92,6 +92,8 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
 
 def head_counts(config: LayerConfig) -> dict[str, int]:
     """Return the head counts a tensor-parallel degree must divide, by what they are."""
+    if config.attn_kind == "ssm":
+        return {}  # no heads: the mixer's layout says what tp splits (families/mamba.hpf replicates it)
     if config.attn_kind == "linear":
         return {"linear-attention key heads": config.key_heads,
                 "linear-attention value heads": config.value_heads}

@@ -43,8 +43,9 @@ NORM = 10.0          # per element (upstream: 30)
 FF_ACT = 7.0         # per element of the activation's input (upstream: 21)
 BACKWARD = 2.0       # backward FLOPs per forward FLOP
 LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
+SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
 
-MATMUL_TERMS = ("attMM", "attBMM", "linrec", "conv", "ffMM", "router", "output")
+MATMUL_TERMS = ("attMM", "attBMM", "linrec", "conv", "scan", "ffMM", "router", "output")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
 
 
@@ -80,6 +81,8 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
     duplicated); gated DeltaNet adds its two per-head gate projections (β, decay).
     """
     h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
+    if cfg.attn_kind == "ssm":
+        return float(cfg.mixer_macs), 0.0  # its family layout's module weights (hpdsl.ir.layouts.layout_tally)
     if cfg.attn_kind == "mla":
         d_qk = (cfg.nope_dim or d_h) + cfg.rope_dim
         dcq, dckv = cfg.q_lora_rank, cfg.kv_lora_rank
@@ -124,6 +127,28 @@ def linear_recurrence(cfg: LayerConfig) -> float:
     return delta_rule_flops(cfg) + wy_inverse_flops(cfg) + short_conv_flops(cfg)
 
 
+def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
+    """Return a state-space mixer's scan FLOPs per token: (its matmuls, its elementwise work).
+
+    Mamba (no ssm_heads): each token updates a d_inner × N state elementwise
+    (SCAN_UPDATE per element) and reads it out with C, a (d_inner × N)·(N × 1)
+    product, 2·d_inner·N. Mamba-2 (ssm_heads H of head dim P, chunks of L =
+    ssm_chunk): per head, the chunk's scores C·Bᵀ (2·L·N), the scores times Δ·x
+    (2·L·P), the chunk's state Bᵀ·Δ·x (2·P·N) and the read-out of the state
+    entering the chunk (2·P·N); the decays and the chunk-to-chunk state
+    update are elementwise. Linear in the sequence either way: no s² term.
+    """
+    if cfg.attn_kind != "ssm":
+        return 0.0, 0.0
+    inner, n = cfg.ssm_expand * cfg.hidden, cfg.ssm_state
+    if not cfg.ssm_heads:
+        return 2.0 * inner * n, SCAN_UPDATE * inner * n
+    heads, chunk = cfg.ssm_heads, max(cfg.ssm_chunk, 1)
+    p = inner / heads
+    matmuls = 2.0 * heads * (chunk * n + chunk * p + 2 * p * n)
+    return matmuls, heads * (3.0 * chunk + n + 2 * p * n / chunk)
+
+
 def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     """Return one layer's forward FLOP coefficients term by term; they sum to layer_flop_coeffs.
 
@@ -142,6 +167,7 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
     cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
     ffn, act, router = _ffn_flops(cfg)
+    scan, update = selective_scan_flops(cfg)
     return {
         "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
         "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
@@ -151,6 +177,8 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
         "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
         "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
         "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),
+        "scan": FlopCoeffs(t=att * scan),
+        "scanUpdate": FlopCoeffs(t=att * update),
         "normOp": FlopCoeffs(sp=op_count(ops, OP.NORM) * NORM * cfg.hidden),
         "dropout": FlopCoeffs(sp=op_count(ops, OP.DROPOUT) * DROPOUT * cfg.hidden),
         "ffMM": FlopCoeffs(t=ffn),
@@ -159,7 +187,8 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     }
 
 
-MIXER_TERMS = ("attMM", "attBMM", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv")
+MIXER_TERMS = ("attMM", "attBMM", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv", "scan",
+               "scanUpdate")
 """The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
 
 

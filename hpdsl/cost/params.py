@@ -141,6 +141,8 @@ def mtp_extra(cfg: LayerConfig) -> int:
 def _projections(cfg: LayerConfig) -> Fraction:
     """Return one attention's projection weights and biases (q, k, v, o or MLA's latents)."""
     h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
+    if cfg.attn_kind == "ssm":
+        return Fraction(0)  # the whole mixer is attn_extra_params, summed from its family's layout
     if cfg.attn_kind == "mla":
         d_qk = cfg.nope_dim or d_h
         heads_q = a * (d_qk + cfg.rope_dim)

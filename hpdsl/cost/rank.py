@@ -18,13 +18,14 @@ import numpy as np
 
 from hpdsl.cost.bounds import search_bound_reasons
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.strategy import InvalidStrategyError, StrategyGrid
+from hpdsl.cost.strategy import IMPLS, InvalidStrategyError, StrategyGrid
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
                          micro_batches: Sequence[int] = (1,), vpp: Sequence[int] = (1,),
                          global_batch: int = 1, seq_len: int = 1, precision: str = "bf16-mixed",
-                         optimizer: str = "adam") -> tuple[str, ...]:
+                         optimizer: str = "adam", impl: str = "fused", softmax_bytes: int = 2
+                         ) -> tuple[str, ...]:
     """Return every reason the search's inputs are unusable (empty: they are fine)."""
     reasons: list[str] = []
     if devices < 1:
@@ -51,6 +52,10 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
         reasons.append(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
     if optimizer not in OPTIMIZERS:
         reasons.append(f"optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
+    if impl not in IMPLS:
+        reasons.append(f"impl '{impl}' is not one of {', '.join(IMPLS)}")
+    if softmax_bytes < 1:
+        reasons.append(f"softmax-bytes must be at least 1, got {softmax_bytes}")
     return tuple(reasons)
 
 

@@ -59,7 +59,7 @@ def one_of(price: GridPrice, i: int) -> OnePrice:
 
 plan_key = operator.attrgetter("pp", "vpp", "pp_split", "cp_kind", "sequence_parallel", "recompute",
                                "recompute_layers", "zero", "precision", "optimizer", "param_bytes",
-                               "compute_bytes", "softmax_bytes", "flash_attention", "device")
+                               "compute_bytes", "softmax_bytes", "flash_attention", "impl", "device")
 """What selects a strategy's compiled plan: its layout and discrete choices."""
 
 

@@ -22,7 +22,7 @@ from hpdsl.cost.bounds import MIN_MFU, bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, TRACED, Strategy, StrategyGrid, codes_of
+from hpdsl.cost.strategy import CP_KINDS, IMPLS, RECOMPUTE, ZERO, TRACED, Strategy, StrategyGrid, codes_of
 from hpdsl.cost.trace import compile_plan
 from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
@@ -241,6 +241,7 @@ def precision_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
     yield Rule(lambda g, _s: g.compute_bytes < 0,
                lambda s, _sh: f"compute_bytes must be positive, got {s.compute_bytes}")
+    yield Rule(lambda g, _s: g.impl < 0, lambda s, _sh: f"impl '{s.impl}' is not one of {', '.join(IMPLS)}")
 
 
 def _static_rules() -> Iterator[Rule]:

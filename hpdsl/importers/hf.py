@@ -107,6 +107,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     warnings = _unknown_keys(config, allow_unknown)  # first: a refused key is named whatever the type
     chosen = _pick_profile(model_type, profiles, profile)
     cfg = _effective(config, model_type, outer_type)
+    warnings += _unbuilt_block_keys(cfg, chosen, allow_unknown)
     towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
                     and isinstance(v, Mapping) and not irrelevant(k, v))
     if towers:
@@ -122,7 +123,10 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     items: list[ast.ModelItem] = [_field(key, fields[key]) for key in FIELD_ORDER if key in fields]
     items += _choices(cfg, choice_facts)
-    items += [block for block in (_moe(cfg, block_facts), _block("linear", cfg, LINEAR_FIELDS),
+    moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
+    ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
+    items += [block for block in (_moe(cfg, moe_facts), _block("linear", cfg, LINEAR_FIELDS),
+                                  _ssm(cfg, ssm_facts, fields["hidden"]) if _has_ssm(chosen) else None,
                                   _mla(cfg)) if block is not None]
     if kinds is not None:
         items.append(_stack(kinds, chosen))
@@ -225,11 +229,30 @@ def _unknown_keys(config: Mapping[str, Any], allow_unknown: bool) -> list[str]:
         unknown += [f"text_config.{key}" for key, value in text.items() if not _known(key, value)]
     if not unknown:
         return []
+    return _refuse(unknown, allow_unknown)
+
+
+def _unbuilt_block_keys(cfg: _Config, profile: ProfileIR, allow_unknown: bool) -> list[str]:
+    """Return warnings for (or refuse) state-space keys a profile with no `attention ssm` kind cannot build."""
+    if _has_ssm(profile):
+        return []
+    keys = {key for field in block_fields("ssm").values() for key in field.hf}
+    why = f"which profile '{profile.name}' cannot build: it has no state-space (`attention ssm`) kind"
+    return _refuse([key for key in cfg.stated if key in keys], allow_unknown, why)
+
+
+def _has_ssm(profile: ProfileIR) -> bool:
+    return any(kind.attention == "ssm" for kind in profile.kinds.values())
+
+
+def _refuse(unknown: list[str], allow_unknown: bool, why: str = "which hpdsl does not understand") -> list[str]:
+    """Raise naming the first of `unknown`, or with allow_unknown return the loud warning; [] when none."""
+    if not unknown:
+        return []
     listed = ", ".join(unknown)
     if not allow_unknown:
-        raise HfImportError(f"the config states {listed}, which hpdsl does not understand; pricing the "
-                            "model without it could be wrong (--allow-unknown imports it anyway)",
-                            unknown[0])
+        raise HfImportError(f"the config states {listed}, {why}; pricing the model without it could be "
+                            "wrong (--allow-unknown imports it anyway)", unknown[0])
     return [f"IGNORED {len(unknown)} config key(s) hpdsl does not understand: {listed}. The import "
             "may price the model WRONG (--allow-unknown)"]
 
@@ -445,6 +468,41 @@ def _block(name: str, cfg: _Config, table: Mapping[str, str]) -> ast.Block | Non
     return ast.Block(ast.Name(name), tuple(_field(k, _whole(v, table[k], k)) for k, v in stated.items()))
 
 
+def _ssm(cfg: _Config, facts: Mapping[str, Any], hidden: int) -> ast.Block | None:
+    """Return the ssm block of a state-space (Mamba) config: dims, biases, and the profile's norm fact."""
+    ssm = block_fields("ssm")
+    sources = {name: next((key for key in field.hf if cfg.get(key) is not None), None)
+               for name, field in ssm.items() if field.hf}
+    if sources["ssm_state"] is None:
+        return None
+    values: dict[str, Any] = {}
+    for name, source in sources.items():
+        field = ssm[name]
+        if source is None:
+            if field.required:
+                raise HfImportError(f"an SSM config ({sources['ssm_state']} set) must state "
+                                    f"{field.hf[0]}", field.hf[0])
+            continue
+        value = cfg.get(source)
+        if name == "ssm_dt_rank" and value == "auto":
+            value = math.ceil(hidden / 16)  # JambaConfig: "auto" is ⌈hidden_size / 16⌉
+        values[name] = _flag(value, source) if field.type == "bool" else _whole(value, source, name)
+    _check_head_dim(cfg, values, hidden)
+    values.update({k: bool(v) for k, v in facts.items()})
+    return ast.Block(ast.Name("ssm"), tuple(_field(k, v) for k, v in values.items()))
+
+
+def _check_head_dim(cfg: _Config, values: Mapping[str, Any], hidden: int) -> None:
+    """Refuse a Mamba-2 head dim that does not split d_inner = ssm_expand × hidden into ssm_heads heads."""
+    stated = cfg.get("mamba_d_head")
+    if stated is None or stated == "auto" or "ssm_heads" not in values:
+        return
+    head_dim = _whole(stated, "mamba_d_head")
+    if head_dim * values["ssm_heads"] != values["ssm_expand"] * hidden:
+        raise HfImportError(f"mamba_d_head {head_dim} × mamba_n_heads {values['ssm_heads']} is not "
+                            f"mamba_expand × hidden_size = {values['ssm_expand'] * hidden}", "mamba_d_head")
+
+
 def _mla(cfg: _Config) -> ast.Block | None:
     if not cfg.get("kv_lora_rank"):
         return None
@@ -474,6 +532,9 @@ def _layer_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | N
     `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`. All are lowered
     to the same per-layer kind list, which the stack compresses into runs.
     """
+    periodic = _period_kinds(cfg, layers)
+    if periodic is not None:
+        return periodic
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
@@ -485,6 +546,31 @@ def _layer_kinds(cfg: _Config, profile: ProfileIR, layers: int) -> list[str] | N
     return kinds
 
 
+def _period_kinds(cfg: _Config, layers: int) -> list[str] | None:
+    """Return Jamba's kinds, MIXER_FFN per layer, from its period/offset rules; None without them.
+
+    Layer i attends when i % attn_layer_period == attn_layer_offset (else it is a
+    Mamba layer) and routes through experts when i % expert_layer_period ==
+    expert_layer_offset (else dense), as JambaConfig's layers_block_type and
+    layers_num_experts say.
+    """
+    if cfg.get("attn_layer_period") is None and cfg.get("expert_layer_period") is None:
+        return None
+    rules = {}
+    for rule in ("attn_layer", "expert_layer"):
+        period = _whole(cfg.required(f"{rule}_period"), f"{rule}_period")
+        offset = _whole(cfg.required(f"{rule}_offset"), f"{rule}_offset", "first_k_dense")
+        if offset >= period:
+            raise HfImportError(f"{rule}_offset is {offset}; it must be below {rule}_period {period}",
+                                f"{rule}_offset")
+        rules[rule] = (period, offset)
+    (a_period, a_offset), (e_period, e_offset) = rules["attn_layer"], rules["expert_layer"]
+    experts = cfg.get("num_experts")
+    routed = experts is not None and not isinstance(experts, bool) and experts not in (0, 1)
+    return [("attention" if i % a_period == a_offset else "mamba")
+            + ("_moe" if routed and i % e_period == e_offset else "_dense") for i in range(layers)]
+
+
 def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
@@ -492,6 +578,9 @@ def _mixer_kinds(cfg: _Config, layers: int) -> list[str] | None:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
+    indices = cfg.get("attn_layer_indices")
+    if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
+        return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
     interval = _count(cfg, "full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"

@@ -20,6 +20,8 @@ READ: frozenset[str] = frozenset({
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "attention_bias", "qkv_bias",
     "use_bias", "num_decoder_layers", "use_sliding_window", "max_window_layers", "moe_layer_freq",
     "qk_head_dim", "sliding_window_pattern", "_sliding_window_pattern",
+    "attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset",
+    "attn_layer_indices", "mamba_d_head",
 })
 """Keys the importer reads beside the FIELDS rows' `hf` keys."""
 
@@ -33,7 +35,8 @@ IGNORED: dict[str, str] = {key: why for why, keys in {
                                    "output_router_logits", "torchscript", "chunk_size_feed_forward",
                                    "use_return_dict", "pruned_heads",
                                    "num_logits_to_keep", "gradient_checkpointing", "output_past",
-                                   "cache_implementation", "use_mamba_kernels"),
+                                   "cache_implementation", "use_mamba_kernels", "use_mambapy",
+                                   "use_associative_scan"),
     "positions (no parameters, elementwise cost)": ("rope_theta", "rope_scaling", "rope_parameters",
                                                     "partial_rotary_factor", "original_max_position_embeddings",
                                                     "rope_local_base_freq", "relative_attention_max_distance",
@@ -46,7 +49,9 @@ IGNORED: dict[str, str] = {key: why for why, keys in {
                                                  "attn_logit_softcapping", "final_logit_softcapping",
                                                  "query_pre_attn_scalar", "scale_attn_weights",
                                                  "routed_scaling_factor", "norm_topk_prob", "pretraining_tp",
-                                                 "layer_norm_type"),
+                                                 "layer_norm_type", "time_step_limit", "time_step_min",
+                                                 "time_step_max", "time_step_floor"),
+    "training losses (no parameters)": ("z_loss_coefficient",),
     "routing policy (same router parameters)": ("router_aux_loss_coef", "aux_loss_alpha", "topk_method",
                                                 "n_group", "topk_group", "scoring_func", "seq_aux", "ep_size",
                                                 "router_jitter_noise"),
@@ -107,6 +112,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"tie_word_embeddings": True, "hidden_activation": "gelu_pytorch_tanh",
                     "attention_bias": False, "head_dim": 256},
     "gpt_oss": {"tie_word_embeddings": False, "attention_bias": True, "head_dim": 64},
+    "bamba": {"tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
+              "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256,
+              "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True,
+              "mamba_proj_bias": False},
+    "jamba": {"tie_word_embeddings": False, "hidden_act": "silu", "num_experts": 16, "num_experts_per_tok": 2,
+              "expert_layer_period": 2, "expert_layer_offset": 1, "attn_layer_period": 8, "attn_layer_offset": 4,
+              "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": "auto",
+              "mamba_conv_bias": True, "mamba_proj_bias": False},
 }
 """model_type → key → what transformers' config class uses when the key is absent (None: unset)."""
 

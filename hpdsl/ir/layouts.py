@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+import attrs
+
 from hpdsl import ast
 from hpdsl.ir.nodes import DimIR, FamilyIR, LayoutEntryIR
 from hpdsl.model.layouts import PLACEMENT_DIMS
@@ -155,5 +157,41 @@ def declared_params(family: FamilyIR, variant: str) -> tuple[str, ...]:
     return next((v.params for v in family.variants if v.name == variant), ())
 
 
-__all__ = ["covers", "declared_params", "dim_from_ast", "dim_names", "evaluate_dim", "layout_for",
-           "render_dim", "render_dims", "sharded_dim", "split_problem", "whole"]
+@attrs.frozen
+class LayoutTally:
+    """What a family's layout says its module holds and multiplies: parameters and per-token multiply-adds."""
+
+    params: int
+    macs: int
+
+
+def layout_tally(family: FamilyIR, env: Mapping[str, int]) -> LayoutTally | None:
+    """Return the parameters and per-token multiply-adds the default variant's layout declares on `env`.
+
+    Parameters: every entry's dims multiplied out (a dim that evaluates to 0,
+    such as `ssm_conv_bias * d`, is a parameter the config leaves out). Per-token
+    multiply-adds: every module weight (a path ending in `.weight`) of rank ≥ 2,
+    which a Linear or a depthwise convolution applies once per token, its numel
+    each (docs/cost-model.md, "Layout-priced mixers"). None when the family has
+    no layout or a dims value is unknown or not whole.
+    """
+    default = next((v.name for v in family.variants if v.default), family.variants[0].name if family.variants else "")
+    entries = layout_for(family, default)
+    if not entries:
+        return None
+    params = macs = 0
+    for path, entry in entries.items():
+        sizes = [whole(evaluate_dim(d, env)) for d in entry.dims]
+        if any(size is None for size in sizes):
+            return None
+        numel = 1
+        for size in sizes:
+            numel *= int(size or 0)
+        params += numel
+        if path.endswith(".weight") and len(sizes) >= 2:
+            macs += numel
+    return LayoutTally(params, macs)
+
+
+__all__ = ["LayoutTally", "covers", "declared_params", "dim_from_ast", "dim_names", "evaluate_dim", "layout_for",
+           "layout_tally", "render_dim", "render_dims", "sharded_dim", "split_problem", "whole"]

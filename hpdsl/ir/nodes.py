@@ -68,7 +68,7 @@ class KindIR:
 
     name: str
     ops: dict[str, int]
-    attention: Literal["full", "linear", "sliding"] = "full"
+    attention: Literal["full", "linear", "sliding", "ssm"] = "full"
     ffn: Literal["dense", "moe"] | None = None
     base: str | None = None
     slots: dict[str, str] = attrs.field(factory=dict)

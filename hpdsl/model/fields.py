@@ -99,6 +99,7 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _bool("qk_norm_full", "the QK-norm spans the whole q and k projections, not one head (OLMoE)"),
     _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
     _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
+    _bool("norm_offset", "norms scale by (1 + w) in fp32 and keep the normalised copy in fp32 (Gemma, Qwen3-Next)"),
     _bool("sandwich_norms", "a norm after each mixer and feed-forward too, before the residual (Gemma)"),
     _choice("norm", "the normalisation", ("rmsnorm", "layernorm"), "rmsnorm"),
     _choice("mlp", "the feed-forward form: gated (3 matrices) or plain (2)", ("gated", "plain"), "gated"),
@@ -125,6 +126,23 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
          hf=("linear_value_head_dim",)),
     _int("conv", "linear-attention short convolution kernel K", block="linear", required=True,
          hf=("linear_conv_kernel_dim",)),
+    # ssm { }: a selective state-space (Mamba) mixer; its family's layout reads these (families/mamba.hpf)
+    _int("ssm_state", "state size N per channel", block="ssm", required=True,
+         hf=("mamba_d_state", "ssm_state_size")),
+    _int("ssm_conv", "depthwise causal convolution kernel K", block="ssm", required=True,
+         hf=("mamba_d_conv", "conv_kernel")),
+    _int("ssm_expand", "inner width over hidden: d_inner = ssm_expand × hidden", block="ssm", required=True,
+         hf=("mamba_expand", "expand")),
+    _int("ssm_dt_rank", "Mamba-1: rank of the time-step projection (HF \"auto\": ⌈hidden / 16⌉)", block="ssm",
+         hf=("mamba_dt_rank", "time_step_rank")),
+    _int("ssm_heads", "Mamba-2: heads H, each of head dim ssm_expand × hidden / H, one time step each",
+         block="ssm", hf=("mamba_n_heads", "mamba_num_heads")),
+    _int("ssm_groups", "Mamba-2: groups of heads sharing B and C", block="ssm", hf=("mamba_n_groups", "n_groups")),
+    _int("ssm_chunk", "Mamba-2: tokens per chunk of the chunked (SSD) scan", block="ssm", default=256,
+         hf=("mamba_chunk_size", "chunk_size")),
+    _bool("ssm_conv_bias", "the convolution has a bias", block="ssm", hf=("mamba_conv_bias", "use_conv_bias")),
+    _bool("ssm_proj_bias", "the in and out projections have biases", block="ssm", hf=("mamba_proj_bias",)),
+    _bool("ssm_norms", "RMSNorms on the time step, B and C (Jamba)", block="ssm"),
     # mla { }: multi-head latent attention
     _int("q_lora_rank", "query latent rank (0: no query latent)", block="mla", minimum=0, default=0,
          hf=("q_lora_rank",)),
@@ -138,7 +156,7 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
 """Every model field, top-level ones first, then each block's, in the order fmt and docs list them."""
 
 BLOCKS: tuple[str, ...] = tuple(dict.fromkeys(f.block for f in FIELDS.values() if f.block is not None))
-"""The blocks a model may hold (`moe { }`, `linear { }`, `mla { }`)."""
+"""The blocks a model may hold (`moe { }`, `linear { }`, `ssm { }`, `mla { }`)."""
 
 
 def top_level(*, kinds: tuple[FieldType, ...] | None = None) -> dict[str, Field]:

@@ -25,6 +25,7 @@ class SlotSpec:
 SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("attention", "full (softmax) self-attention, and an encoder-decoder's cross-attention", "layer"),
     SlotSpec("linear_attention", "the mixer of a kind with `attention linear`", "layer"),
+    SlotSpec("ssm", "the mixer of a kind with `attention ssm`: a selective state-space model", "layer"),
     SlotSpec("mla", "the mixer of every layer of a model with an `mla` block", "layer"),
     SlotSpec("mlp", "the dense feed-forward block", "layer"),
     SlotSpec("experts", "the routed experts of a MoE feed-forward block", "layer"),
@@ -35,10 +36,10 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
-ATTENTION_FLAVOURS = ("full", "linear", "sliding")
+ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm")
 """A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear
 linear_attention, sliding the attention slot with each query seeing the model's `sliding_window`
-latest positions."""
+latest positions, ssm the ssm slot (its parameters and matmuls come from the bound family's layout)."""
 
 FFN_FLAVOURS = ("dense", "moe")
 """A kind's `ffn` flavour: dense fills the mlp slot, moe the experts and shared_experts slots."""

@@ -134,7 +134,7 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
     reg = as_registry(registry)
     model = reg.model(model_spec) if isinstance(model_spec, str) else model_spec
     job = job_context(as_job_mesh(mesh, expert_mesh), context, where=model.name)
-    builder = _Builder(model, bind(model, reg.profile(model.profile)), reg, job,
+    builder = _Builder(model, bind(model, reg.profile(model.profile), families=reg.families), reg, job,
                        dict(families or {}), dict(selectors or {}), tuple(allowed_prefixes))
     _refuse_problems(builder.cost)
     unknown = sorted((set(builder.selectors) | set(builder.families)) - set(SLOTS))

@@ -4,7 +4,7 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
   layouts over tp, ring attention over cp, all-to-all experts over ep);
-  `train_mesh` lays the mesh out as (dp_shard, ep, cp, tp), ep carved out of dp
+  `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
 - dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` reshards parameters
   after forward (ZeRO-3), `os+grad` keeps them gathered until backward (ZeRO-2).
@@ -15,7 +15,10 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 - recompute `full` checkpoints whole layers, `selective` each layer's mixer
   (the attention slot), the first `recompute_layers` layers when stated, with
   `torch.utils.checkpoint` (non-reentrant);
-- pp > 1 is refused: pipeline stages are not built yet (issue 13).
+- pp: `train_mesh` puts a pp axis outermost; hpdsl/torch/pipeline.py cuts the
+  model into pp·vpp chunks where the estimator cuts it and runs them with
+  torch.distributed.pipelining's 1F1B (interleaved when vpp > 1); each chunk is
+  parallelised like a whole model over its stage's (dp_shard, ep, cp, tp) mesh.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
 from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.torch.modules import ExpertParallelExperts
 
-MESH_AXES = ("dp_shard", "ep", "cp", "tp")
+MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
+STAGE_AXES = MESH_AXES[1:]
+"""The axes of one pipeline stage's mesh: what a stage's modules are built and sharded over."""
 
 _FSDP_ZERO = {"os+grad+params": True, "os+grad": False}
 """ZeRO level → FSDP2's reshard_after_forward."""
@@ -43,10 +49,7 @@ _FSDP_ZERO = {"os+grad+params": True, "os+grad": False}
 
 def refusals(strategy: Strategy) -> tuple[str, ...]:
     """Return every reason this backend cannot run `strategy` (empty: it can)."""
-    reasons = []
-    if strategy.pp > 1 or strategy.vpp > 1:
-        reasons.append(f"pp={strategy.pp}, vpp={strategy.vpp}: pipeline parallelism is not built yet "
-                       "(issue 13, 'From plan to running job')")
+    reasons = list(_pipeline_refusals(strategy))
     if strategy.etp > 1:
         reasons.append(f"etp={strategy.etp}: expert tensor parallelism is not built by `train` yet")
     if strategy.ep > 1 and strategy.dp % strategy.ep:
@@ -60,6 +63,21 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
     return tuple(reasons)
 
 
+def _pipeline_refusals(strategy: Strategy) -> tuple[str, ...]:
+    """Return what torch.distributed.pipelining's 1F1B schedules cannot run of the strategy's pipeline."""
+    pp, vpp, micro = strategy.pp, strategy.vpp, strategy.micro_batches
+    if pp == 1:
+        return (f"vpp={vpp} without pp > 1: nothing to interleave",) if vpp > 1 else ()
+    if micro < pp:
+        return (f"pp={pp} with {micro} micro-batches: 1F1B needs at least pp micro-batches per step "
+                "(raise --global-batch)",)
+    rounds = max(1, micro // pp)
+    if vpp > 1 and micro % rounds:
+        return (f"{micro} micro-batches: the interleaved schedule needs a multiple of its "
+                f"{rounds} rounds (micro-batches // pp)",)
+    return ()
+
+
 def require_runnable(strategy: Strategy) -> None:
     """Raise BuildError listing every reason this backend cannot run `strategy`."""
     reasons = refusals(strategy)
@@ -68,10 +86,15 @@ def require_runnable(strategy: Strategy) -> None:
 
 
 def train_mesh(strategy: Strategy, device: str = "cpu") -> DeviceMesh:
-    """Return the job's mesh (dp_shard, ep, cp, tp) for `strategy` in the current process group."""
+    """Return the job's mesh (pp, dp_shard, ep, cp, tp) for `strategy` in the current process group."""
     require_runnable(strategy)
-    shape = (strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
+    shape = (strategy.pp, strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
     return init_device_mesh(device, shape, mesh_dim_names=MESH_AXES)
+
+
+def stage_mesh(mesh: DeviceMesh) -> DeviceMesh:
+    """Return this rank's pipeline stage's mesh (dp_shard, ep, cp, tp) of the job's mesh."""
+    return mesh[STAGE_AXES]
 
 
 def coordinates(mesh: DeviceMesh) -> dict[str, int]:
@@ -92,8 +115,9 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     data = strategy.dp * strategy.cp
     if data == 1:
         return model
-    if mesh is None or tuple(mesh.mesh_dim_names or ()) != MESH_AXES:
-        raise BuildError(f"dp·cp={data} needs the job's mesh with axes {MESH_AXES} (train_mesh makes it)")
+    if mesh is None or tuple(mesh.mesh_dim_names or ()) not in (MESH_AXES, STAGE_AXES):
+        raise BuildError(f"dp·cp={data} needs the job's mesh with axes {MESH_AXES} (train_mesh makes it) "
+                         f"or a stage's {STAGE_AXES}")
     reshard = _FSDP_ZERO[strategy.zero]
     dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
     experts = mesh["dp_shard", "cp"]._flatten("efsdp")
@@ -114,11 +138,22 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
 def _divide(module: nn.Module, factor: float) -> None:
     # The experts' gradients already sum over the ep ranks (all-to-all); average over all dp·cp.
     assert isinstance(module, FSDPModule)
+    shard = next(module.parameters())
+    if isinstance(shard, DTensor) and shard.device_mesh.size() == 1:
+        # On a one-rank mesh FSDP2 (torch 2.13, forced sum on gloo) divides by a set factor twice: in its
+        # copy standing in for the reduce-scatter and again after it. Divide once, after the reduction.
+        def divide(grad: torch.Tensor) -> None:
+            grad.div_(factor)
+
+        module.set_all_reduce_hook(divide)
+        return
     module.set_gradient_divide_factor(factor)
 
 
 def _layers(model: nn.Module) -> list[nn.Module]:
-    layers = getattr(model, "layers", None)
+    layers = getattr(model, "layers", None)  # a pipeline chunk keys its layers by model index
+    if isinstance(layers, nn.ModuleDict):
+        return list(layers.values())
     return list(layers) if isinstance(layers, nn.ModuleList) else []
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
 from hpdsl.api import compile_paths
@@ -38,7 +39,8 @@ from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
-from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, train_mesh
+from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
+from hpdsl.torch.pipeline import run_step, schedule, split_model
 
 LEARNING_RATE = 1e-3
 
@@ -93,6 +95,61 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
         yield total
 
 
+class _Saved:
+    """One tensor autograd saved for backward; tells the tracker when autograd lets it go."""
+
+    __slots__ = ("tensor", "key", "release")
+
+    def __init__(self, tensor: torch.Tensor, key: int, release: Callable[[int], None]) -> None:
+        self.tensor, self.key, self.release = tensor, key, release
+
+    def __del__(self) -> None:
+        self.release(self.key)
+
+
+@contextmanager
+def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
+    """Track the bytes autograd holds for backward inside the block (parameters excluded); yield [peak bytes].
+
+    A pipeline step interleaves micro-batches' forwards and backwards, so what is
+    saved is also freed during the step: each storage counts from the first
+    tensor saved on it until autograd drops the last one, and the peak of the sum
+    is what the rank held at its fullest (the estimator's in-flight micro-batches).
+    """
+    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
+              for p in model.parameters()}
+    holders: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    live_peak = [0, 0]
+
+    def release(key: int) -> None:
+        holders[key] -= 1
+        if not holders[key]:
+            del holders[key]
+            live_peak[0] -= sizes.pop(key)
+
+    def pack(tensor: torch.Tensor) -> Any:
+        if isinstance(tensor, nn.Parameter) or isinstance(tensor, DTensor):
+            return tensor
+        key = tensor.untyped_storage().data_ptr()
+        if key in params:
+            return tensor
+        if key not in holders:
+            holders[key], sizes[key] = 0, tensor.untyped_storage().nbytes()
+            live_peak[0] += sizes[key]
+            live_peak[1] = max(live_peak)
+        holders[key] += 1
+        return _Saved(tensor, key, release)
+
+    def unpack(saved: Any) -> torch.Tensor:
+        return saved.tensor if isinstance(saved, _Saved) else saved
+
+    peak = [0]
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield peak
+    peak[0] = live_peak[1]
+
+
 def load_reference(model: nn.Module, reference: nn.Module) -> None:
     """Copy the reference's weights into this rank's shards (tp slices, its experts)."""
     full = reference.state_dict()
@@ -134,10 +191,16 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    strategy = Strategy(**{**config["strategy"], "pp_split": None})
+    split = config["strategy"].get("pp_split")
+    strategy = Strategy(**{**config["strategy"], "pp_split": None if split is None else tuple(split)})
     model_ir, registry = load_model(config)
     seed, steps, seq, vocab = config["seed"], config["steps"], strategy.seq_len, model_ir.vocab
     mesh = train_mesh(strategy)
+    if strategy.pp > 1:
+        staged = train_pipelined(model_ir, registry, strategy, mesh, seed, steps)
+        (out_dir / f"{rank}.json").write_text(json.dumps(staged), encoding="utf-8")
+        dist.destroy_process_group()
+        return
     reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
     model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
     load_reference(model, reference)
@@ -171,6 +234,105 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab)
     (out_dir / f"{rank}.json").write_text(json.dumps(out), encoding="utf-8")
     dist.destroy_process_group()
+
+
+def reference_grads(model: nn.Module, seed: int, rows: int, seq: int, vocab: int) -> dict[str, torch.Tensor]:
+    """Return the unsharded model's gradients after step 0's whole batch (its .grad left empty)."""
+    ids, targets = batch(0, seed, rows, seq, vocab)
+    F.cross_entropy(model(ids).reshape(-1, vocab), targets.reshape(-1)).backward()
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[float, float]:
+    """Return (max |gradient - reference gradient|, max |reference gradient|) over `model`'s parameters.
+
+    A sharded gradient is gathered whole first (a collective over its mesh: every
+    rank of the stage calls it, parameters in the same order); an ep rank's
+    experts are compared with their rows of the reference.
+    """
+    experts = {f"{path}.{name}": (module.first, module.local)
+               for path, module in model.named_modules() if isinstance(module, ExpertParallelExperts)
+               for name, _ in module.named_parameters(recurse=False)}
+    gap, scale = 0.0, 0.0
+    for name, param in model.named_parameters():
+        if param.grad is None:
+            continue
+        grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
+        ref = reference[name]
+        if name in experts:
+            first, count = experts[name]
+            ref = ref[first:first + count]
+        if grad.shape != ref.shape:
+            raise ValueError(f"{name}: gradient {tuple(grad.shape)} against the reference's {tuple(ref.shape)}")
+        gap = max(gap, (grad - ref).abs().max().item())
+        scale = max(scale, ref.abs().max().item())
+    return gap, scale
+
+
+def shard_like_params(model: nn.Module) -> None:
+    """Give every DTensor gradient its parameter's placements (in place of the whole tensor).
+
+    Summing micro-batches' gradients of a vocabulary-split table can leave the
+    sum replicated (a Shard and a Partial contribution add up to Replicate); the
+    values are right, but each rank would hold the whole gradient.
+    """
+    for param in model.parameters():
+        grad = param.grad
+        if isinstance(param, DTensor) and isinstance(grad, DTensor) and grad.placements != param.placements:
+            param.grad = grad.redistribute(param.device_mesh, param.placements)
+
+
+def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, mesh: DeviceMesh,
+                    seed: int, steps: int) -> dict[str, Any]:
+    """Train this rank's pipeline chunks (torch.distributed.pipelining) K steps; return its measurements."""
+    seq, vocab, coords = strategy.seq_len, model_ir.vocab, coordinates(mesh)
+    stage = stage_mesh(mesh)
+    reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
+    chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry), strategy, coords["pp"])
+    for chunk in chunks.values():
+        materialize(chunk, "cpu")
+        load_reference(chunk, reference)
+        parallelize(chunk, strategy, stage)
+    held = nn.ModuleList(chunks.values())
+    optimizer = torch.optim.AdamW(held.parameters(), lr=LEARNING_RATE)
+
+    def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1))
+
+    runner = schedule(chunks, strategy, mesh["pp"].get_group(), loss_fn, torch.device("cpu"))
+    where, groups = data_rank(mesh)
+    share = strategy.micro_batch * strategy.micro_batches  # this data-parallel rank's rows per step
+    rows, cp, cps = share * groups, coords["cp"], strategy.cp
+    expected = reference_grads(reference, seed, rows, seq, vocab)
+    measured: dict[str, Any] = {"params_bytes": local_bytes(held.parameters())}
+    losses = []
+    for step in range(steps):
+        ids, targets = batch(step, seed, rows, seq, vocab)
+        part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
+        with saved_activation_peak(held) as saved:
+            micro = run_step(runner, chunks, strategy, ids[part], targets[part])
+        shard_like_params(held)
+        if step == 0:
+            measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
+            measured["activation_peak_bytes"] = saved[0]
+            gaps = [grad_gap(chunk, expected) for chunk in chunks.values()]  # chunks keep the model's names
+            measured["grad_max_diff"] = max(gap for gap, _ in gaps)
+            measured["grad_max_abs"] = max(scale for _, scale in gaps)
+        optimizer.step()
+        optimizer.zero_grad()
+        if step == 0:
+            measured["optimizer_bytes"] = optimizer_bytes(optimizer)
+        # The last stage's dp·cp·tp ranks hold the loss (tp ranks agree); the others add nothing.
+        mean = torch.stack(micro).mean().detach() if micro else torch.zeros(())
+        mean = mean * strategy.pp / dist.get_world_size()
+        dist.all_reduce(mean)
+        losses.append(mean.item())
+    out: dict[str, Any] = {"rank": dist.get_rank(), "coords": coords, "loss": losses, "measured": measured}
+    if dist.get_rank() == 0:
+        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab)
+    return out
 
 
 def main(argv: list[str]) -> int:

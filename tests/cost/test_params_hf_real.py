@@ -89,8 +89,11 @@ def test_build_model_has_the_same_count(name: str, tmp_path: Path) -> None:
     assert sum(p.numel() for p in built.parameters()) == hf_counts(config, how)[0]
 
 
-def test_jamba_is_refused_naming_the_field(tmp_path: Path) -> None:
+def test_jamba_imports_its_period_rules_as_runs(tmp_path: Path) -> None:
+    """attn_layer_period 8 offset 4, expert_layer_period 2 offset 1: one period of eight kinds, four times."""
     (tmp_path / "config.json").write_text(json.dumps(JAMBA_V0_1))
-    result = _hpdsl("import-hf", "config.json", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "attn_layer_offset" in result.stderr
+    assert _hpdsl("import-hf", "config.json", "--name", "jamba", "-o", "jamba.hpf", cwd=tmp_path).returncode == 0
+    text = (tmp_path / "jamba.hpf").read_text()
+    assert ("stack [mamba_dense, mamba_moe, mamba_dense, mamba_moe, attention_dense, mamba_moe, mamba_dense, "
+            "mamba_moe] * 4") in text
+    assert "ssm_dt_rank 256" in text and "ssm_norms true" in text

@@ -194,4 +194,20 @@ JAMBA_V0_1: dict[str, Any] = {
     "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
     "use_cache": True, "use_mamba_kernels": True, "vocab_size": 65536,
 }
-"""Jamba-v0.1 as published: its Mamba mixers are not expressible yet, so the import must refuse it."""
+"""Jamba-v0.1 as published (ai21labs/Jamba-v0.1 config.json): Mamba and attention layers by
+attn_layer_period/offset, MoE layers by expert_layer_period/offset."""
+
+CONFIGS["jamba_v0_1"] = (JAMBA_V0_1, "causal")
+
+CONFIGS["bamba_9b"] = ({
+    "architectures": ["BambaForCausalLM"], "model_type": "bamba", "hidden_size": 4096, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128000,
+    "attn_layer_indices": [9, 18, 27], "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_n_groups": 1,
+    "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True,
+    "mamba_proj_bias": False, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "hidden_act": "silu",
+    "max_position_embeddings": 262144, "attention_dropout": 0.0, "num_logits_to_keep": 1, "pad_token_id": 0,
+    "bos_token_id": 1, "eos_token_id": 2,
+}, "causal")
+"""Bamba-9B (Mamba-2 and three attention layers): the model card's 32 layers, hidden 4096, 32 heads,
+8 kv heads, untied; state size 128 and attention at layers 9, 18, 27, the rest BambaConfig's
+defaults. transformers counts 9,778,138,240 parameters: the card's 9.78B."""

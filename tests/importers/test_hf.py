@@ -76,6 +76,33 @@ def test_hybrid_layer_types_become_a_compact_stack(profiles) -> None:
     assert [(g.kind, g.count) for g in model.groups][:2] == [("linear_attention", 3), ("full_attention", 1)]
 
 
+JAMBA_SMALL = {"model_type": "jamba", "hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 96, "num_experts": 4,
+               "attn_layer_period": 3, "attn_layer_offset": 2, "expert_layer_period": 2, "expert_layer_offset": 0,
+               "mamba_dt_rank": "auto"}
+
+
+def test_period_and_offset_rules_become_runs_of_mixer_ffn_kinds(profiles) -> None:
+    """JambaConfig: layer i attends when i % 3 == 2 and routes when i % 2 == 0; ssm dims from its defaults."""
+    imported = import_hf_config(JAMBA_SMALL, profiles=profiles, name="hybrid")
+    assert "stack [mamba_moe, mamba_dense, attention_moe, mamba_dense, mamba_moe, attention_dense]" in imported.text
+    assert "ssm_dt_rank 4" in imported.text  # "auto": ⌈64 / 16⌉
+    model = _compiles(imported.text, "hybrid")
+    assert (model.ssm_state, model.ssm_conv, model.ssm_expand, model.ssm_conv_bias) == (16, 4, 2, True)
+
+
+def test_an_offset_past_its_period_is_an_error_naming_it(profiles) -> None:
+    with pytest.raises(HfImportError) as error:
+        import_hf_config({**JAMBA_SMALL, "expert_layer_offset": 2}, profiles=profiles, name="bad")
+    assert error.value.field == "expert_layer_offset"
+
+
+def test_ssm_keys_under_a_profile_without_ssm_kinds_are_refused(profiles) -> None:
+    with pytest.raises(HfImportError) as error:
+        import_hf_config({**LLAMA, "mamba_d_state": 16}, profiles=profiles, name="bad")
+    assert error.value.field == "mamba_d_state"
+
+
 def test_a_partial_linear_block_is_an_error_naming_the_field(profiles) -> None:
     config = {**LLAMA, "model_type": "qwen3_next", "linear_num_key_heads": 2}
     with pytest.raises(HfImportError) as error:

@@ -31,6 +31,11 @@ def _class_default(model_type: str, key: str) -> object:
     value = getattr(config, key, None)
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
+    if model_type == "jamba" and key == "mamba_dt_rank" and value == -(-config.hidden_size // 16):
+        return "auto"  # JambaConfig resolves "auto" to ⌈hidden_size / 16⌉ on construction; so does the importer
+    if model_type == "bamba" and key == "mamba_d_head" and value == config.mamba_expand * config.hidden_size \
+            // config.mamba_n_heads:
+        return "auto"  # BambaConfig resolves "auto" to d_inner / heads; the importer reads the heads
     return value
 
 

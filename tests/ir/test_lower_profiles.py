@@ -23,6 +23,7 @@ OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "hea
 DECODER = (4, 2, 3, 1, 0, 2, 4, 1, 1, 0)
 PLAIN = (4, 2, 2, 1, 0, 2, 4, 1, 1, 0)
 SANDWICH = (4, 2, 3, 1, 0, 4, 4, 1, 1, 0)
+MAMBA = (4, 0, 3, 0, 0, 2, 4, 0, 1, 0)  # a state-space mixer: no score matmul, softmax or score cast
 WINDOWED: dict[str, tuple[tuple[int, ...], str, str | None]] = {
     "full_attention": (DECODER, "full", None), "sliding_attention": (DECODER, "sliding", None)}
 
@@ -48,6 +49,9 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "olmoe": {"decoder": (DECODER, "full", None)},
     "gemma3": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
     "gpt_oss": {"full_attention": (DECODER, "full", None), "sliding_attention": (DECODER, "sliding", None)},
+    "jamba": {"attention_dense": (DECODER, "full", "dense"), "attention_moe": (DECODER, "full", "moe"),
+              "mamba_dense": (MAMBA, "ssm", "dense"), "mamba_moe": (MAMBA, "ssm", "moe")},
+    "bamba": {"full_attention": (DECODER, "full", None), "linear_attention": (MAMBA, "ssm", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -65,6 +69,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "vision": ("encoder", {}, None),
     "starcoder2": ("decoder", {}, None), "gpt2": ("decoder", {}, None), "olmoe": ("decoder", {}, None),
     "gemma3": ("full_attention", {}, None), "gpt_oss": ("full_attention", {}, None),
+    "jamba": ("attention_dense", {}, None), "bamba": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -73,6 +78,7 @@ MODEL_TYPES = {
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
     "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",), "starcoder2": ("starcoder2",),
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text",), "gpt_oss": ("gpt_oss",),
+    "jamba": ("jamba",), "bamba": ("bamba",),
 }
 
 
@@ -168,16 +174,21 @@ def test_lower_profile_of_a_small_spec() -> None:
 # Slot bindings
 # --------------------------------------------------------------------------
 
-STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "mla": "mla",
+STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
                   "norm": "norm", "embedding": "embedding", "head": "output_head"}
+
+
+KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"}}
+"""The standard kinds that bind a slot of their own: Bamba's Mamba-2 layers."""
 
 
 def test_every_standard_profile_and_kind_binds_every_slot_to_the_standard_family() -> None:
     assert list(STANDARD_SLOTS) == list(SLOTS)
     for profile in _profiles().values():
         assert profile.slots == STANDARD_SLOTS, profile.name
-        assert all(kind.slots == STANDARD_SLOTS for kind in profile.kinds.values()), profile.name
+        for kind in profile.kinds.values():
+            assert kind.slots == {**STANDARD_SLOTS, **KIND_SLOTS.get((profile.name, kind.name), {})}, kind.name
 
 
 SLOTTED = """
@@ -185,7 +196,7 @@ vocabulary { mm "matmuls" }
 family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }
 family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
-slots { head f  norm f  embedding f  attention f  linear_attention f }
+slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f }
 profile p {
   slots { mlp g  head g }

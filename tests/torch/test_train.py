@@ -58,7 +58,8 @@ def test_estimate_takes_set() -> None:
 
 
 @pytest.mark.parametrize(("changes", "reason"), [
-    ({"pp": 2}, "pipeline parallelism is not built yet (issue 13"),
+    ({"pp": 2, "global_batch": 1}, "pp=2 with 1 micro-batches: 1F1B needs at least pp micro-batches"),
+    ({"vpp": 2}, "vpp=2 without pp > 1"),
     ({"dp": 2, "zero": "os"}, "zero=os under dp·cp=2: FSDP2 always reduce-scatters gradients"),
     ({"dp": 2}, "zero=none under dp·cp=2"),
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
@@ -69,8 +70,8 @@ def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, re
 
 
 def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--pp", "2", "--nproc", "2")
-    assert code == 2 and "pipeline parallelism is not built yet" in output
+    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--pp", "2", "--global-batch", "1", "--nproc", "2")
+    assert code == 2 and "1F1B needs at least pp micro-batches" in output
     code, output = _hpdsl("train", MIXTRAL, *SMALL, "--dp", "2", "--zero", "os+grad", "--nproc", "4")
     assert code == 2 and "does not match" in output
 

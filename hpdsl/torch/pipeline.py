@@ -1,0 +1,133 @@
+"""A built causal model cut into pipeline chunks where the estimator cuts it, run by torch.distributed.pipelining.
+
+The body's layers are cut into pp·vpp chunks in model order, as
+hpdsl/cost/layout.py prices them: the strategy's `pp_split` when stated, else
+its `even_split`; chunk c runs on pipeline rank c mod pp (Megatron's
+interleaving, which is also how PyTorch's interleaved schedule places stages).
+The embedding (and a learned position table) rides on the first chunk, the
+final norm and the output head on the last. Each chunk is a `StageChunk` built
+from the model's own modules (no tracing), so its parameters keep the model's
+names (`layers.5.mixer...`) and a rank holds only its chunks' parameters.
+`Schedule1F1B` runs one chunk per rank, `ScheduleInterleaved1F1B` several
+(vpp > 1); both split the rank's batch into the strategy's micro-batches and
+scale the gradients by their count, so a step's gradients are the mean over the
+whole batch, as on one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.distributed import ProcessGroup
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+from torch.distributed.pipelining.schedules import _PipelineSchedule
+from torch.distributed.pipelining.stage import _PipelineStageBase
+
+from hpdsl.cost.layout import even_split
+from hpdsl.cost.strategy import Strategy
+from hpdsl.errors import BuildError
+from hpdsl.ir.nodes import ModelIR
+from hpdsl.torch.layers import CausalLM
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
+
+
+def chunk_spans(layers: int, strategy: Strategy) -> tuple[range, ...]:
+    """Return the body layers each of the pp·vpp chunks holds, in model order (the estimator's cut)."""
+    chunks = strategy.pp * strategy.vpp
+    sizes = tuple(strategy.pp_split) if strategy.pp_split is not None else even_split(layers, chunks)
+    if len(sizes) != chunks or sum(sizes) != layers:
+        raise BuildError(f"pp_split {list(sizes)} must give {chunks} chunks (pp·vpp) summing to the "
+                         f"{layers} body layers")
+    starts = [sum(sizes[:c]) for c in range(chunks)]
+    return tuple(range(start, start + size) for start, size in zip(starts, sizes))
+
+
+def rank_chunks(strategy: Strategy, pp_rank: int) -> tuple[int, ...]:
+    """Return the chunk indices pipeline rank `pp_rank` runs (c mod pp = pp_rank)."""
+    return tuple(range(pp_rank, strategy.pp * strategy.vpp, strategy.pp))
+
+
+def model_refusals(model: ModelIR) -> tuple[str, ...]:
+    """Return why this backend cannot cut `model` into pipeline stages (empty: it can)."""
+    reasons = []
+    if {"encoder", "decoder"} <= {g.kind for g in model.groups}:
+        reasons.append(f"{model.name} is an encoder-decoder: pipeline stages are cut for causal models only")
+    if model.tie_embeddings:
+        reasons.append(f"{model.name} ties its head to the embedding: the last stage's copy of the table "
+                       "and its gradient all-reduce with the first stage are not built")
+    if any(g.mtp for g in model.groups):
+        reasons.append(f"{model.name} has MTP layers, which the estimator prices on the last stage with a copy "
+                       "of the embedding; `train` does not build or train them yet (--set mtp=0)")
+    if model.position_buckets:
+        reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
+    return tuple(reasons)
+
+
+class StageChunk(nn.Module):
+    """One pipeline chunk: some body layers, with the embedding (first chunk) or norm and head (last)."""
+
+    def __init__(self, model: CausalLM, span: range, *, first: bool, last: bool) -> None:
+        super().__init__()
+        self.embed = model.embed if first else None
+        self.positions = model.positions if first else None
+        # Keyed by the model's layer index: the chunk's parameter names are the model's.
+        self.layers = nn.ModuleDict({str(i): model.layers[i] for i in span})
+        self.norm = model.norm if last else None
+        self.head = model.head if last else None
+        self.cp_rank = model.cp_rank
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Return the chunk's output: hidden states [b, s, h], or the logits on the last chunk."""
+        seq = x.shape[1]
+        positions = self.cp_rank * seq + torch.arange(seq, device=x.device)
+        if self.embed is not None:
+            x = self.embed(x)
+            if self.positions is not None:
+                x = x + self.positions(positions)
+        for layer in self.layers.values():
+            x = layer(x, positions=positions)
+        if self.norm is not None and self.head is not None:  # model_refusals: never a tied head
+            x = self.head(self.norm(x))
+        return x
+
+
+def split_model(model: nn.Module, strategy: Strategy, pp_rank: int) -> dict[int, StageChunk]:
+    """Return this pipeline rank's chunks of a built causal model, by chunk index."""
+    if not isinstance(model, CausalLM):
+        raise BuildError(f"pipeline stages are cut from a causal model, not {type(model).__name__}")
+    if model.position_bias is not None or model.mtp is not None or model.head is None:
+        raise BuildError("pipeline stages are not cut for a relative position bias, MTP layers or a tied head yet")
+    spans = chunk_spans(len(model.layers), strategy)
+    last = len(spans) - 1
+    return {c: StageChunk(model, spans[c], first=c == 0, last=c == last) for c in rank_chunks(strategy, pp_rank)}
+
+
+def schedule(chunks: dict[int, StageChunk], strategy: Strategy, group: ProcessGroup,
+             loss_fn: LossFn, device: torch.device) -> _PipelineSchedule:
+    """Return the 1F1B schedule (interleaved when vpp > 1) over this rank's chunks' PipelineStages."""
+    total = strategy.pp * strategy.vpp
+    stages: list[_PipelineStageBase] = [PipelineStage(chunk, c, total, device, group=group)
+                                        for c, chunk in sorted(chunks.items())]
+    if strategy.vpp == 1:
+        (stage,) = stages
+        return Schedule1F1B(stage, strategy.micro_batches, loss_fn=loss_fn)
+    return ScheduleInterleaved1F1B(stages, strategy.micro_batches, loss_fn=loss_fn)
+
+
+def run_step(runner: _PipelineSchedule, chunks: dict[int, StageChunk], strategy: Strategy,
+             ids: Tensor, targets: Tensor) -> list[Tensor]:
+    """Run one step (forward and backward of every micro-batch); return the last chunk's micro-batch losses."""
+    last = strategy.pp * strategy.vpp - 1
+    losses: list[Tensor] = []
+    args: Sequence[Tensor] = (ids,) if 0 in chunks else ()
+    if last in chunks:
+        runner.step(*args, target=targets, losses=losses)
+    else:
+        runner.step(*args)
+    return losses
+
+
+__all__ = ["StageChunk", "chunk_spans", "model_refusals", "rank_chunks", "run_step", "schedule", "split_model"]
