@@ -128,3 +128,25 @@ def test_a_path_too_long_for_the_system_exits_2(tmp_path: Path) -> None:
                          cwd=tmp_path, timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith("hpdsl: 'aaaa") and len(run.stderr) < 400
+
+
+# Found by bench/fuzz.py (fmt, seed 6, input 12716): a shipped file with runs of its lines repeated,
+# just under the old 1 MiB cap, took 3 s to format. The cap (128 KiB) bounds parse, check and format.
+def test_a_file_at_the_size_cap_parses_checks_and_formats_in_bounded_time() -> None:
+    from hpdsl.fmt import format_file
+    from hpdsl.syntax import parse_source
+    from hpdsl.syntax.parser import MAX_FILE_CHARS
+
+    spec = (Path(__file__).resolve().parent.parent / "examples" / "llama3_8b.hpf").read_text()
+    body = spec[spec.index("model"):spec.rindex("}")]  # the model's fields, repeated: duplicate-field errors
+    text = spec[:spec.rindex("}")] + body * ((MAX_FILE_CHARS - len(spec)) // len(body)) + "}\n"
+    assert MAX_FILE_CHARS - len(body) <= len(text) <= MAX_FILE_CHARS
+    started = time.process_time()
+    result = check_sources([Source("big.hpf", text)])
+    assert time.process_time() - started < 2 and not result.ok
+    started = time.process_time()
+    try:
+        format_file(parse_source(Source("big.hpf", text)))
+    except SpecError:
+        pass
+    assert time.process_time() - started < 2
