@@ -52,7 +52,7 @@ def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
     (("estimate", "--global-batch", str(-2**63), "--devices", "-1"),
      ("global_batch must be at least 1", "num_devices must be at least 1, got -1")),
     (("estimate", "--softmax-bytes", str(2**40)), ("softmax_bytes must be at most 64",)),
-    (("search", "--devices", "64", "--top", str(2**62)), ("top must be at most 100",)),
+    (("search", "--devices", "64", "--top", str(2**62)), ("top must be at most 200",)),
     (("search", "--devices", "64", "--seq-len", str(2**40), "--global-batch", str(2**50)),
      ("seq-len must be at most 2^30", "global batch must be at most 2^40")),
     (("search", "--devices", "64", "--micro-batches", ",".join(map(str, range(1, 40)))),

@@ -29,8 +29,8 @@ MAX_BYTES = 64
 """Bytes per element (softmax, parameter and activation widths)."""
 MIN_MFU = 1e-6
 """The smallest fraction of peak FLOP/s: below it, a step of the largest batch takes infinite time."""
-MAX_TOP = 100
-"""Strategies a search returns (each is estimated in full)."""
+MAX_TOP = 200
+"""Strategies a search returns (each is estimated in full; `search --run` asks for 200)."""
 MAX_CHOICES = 16
 """Values a search tries per list (--micro-batches, --vpp)."""
 MAX_CANDIDATES = 2_000_000

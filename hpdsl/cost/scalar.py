@@ -57,10 +57,10 @@ def one_of(price: GridPrice, i: int) -> OnePrice:
         {key: [float(v) for v in rows[key]] for key in STAGE_KEYS})
 
 
-plan_key = operator.attrgetter("pp", "vpp", "pp_split", "cp_kind", "sequence_parallel", "recompute",
-                               "recompute_layers", "zero", "precision", "optimizer", "param_bytes",
-                               "compute_bytes", "softmax_bytes", "flash_attention", "impl", "device")
-"""What selects a strategy's compiled plan: its layout and discrete choices."""
+plan_key = operator.attrgetter(*(f.name for f in attrs.fields(Strategy) if f.name not in TRACED))
+"""What selects a strategy's compiled plan: every field the plan does not take as an input.
+
+Derived from the class, so a new Strategy field can never reuse a plan priced without it."""
 
 
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
@@ -197,8 +197,11 @@ class _Ranks:
         p, x, layout, rows = self.p, self.x, self.layout, self.rows
         S, v = layout.stages, layout.vpp
         static, act = self.ranks("static"), self._activations()
+        # ZeRO-3 holds one layer gathered with the profile's reshard_params, else all of the rank's.
+        gathered = (self._largest("gathered") if p.columns.cost_model.profile.run.reshard_params
+                    else self.ranks("gathered"))
         memory = [stage.rank_memory(x, *values) for values in
-                  zip(static, act, self._largest("act_none"), self._largest("gathered"))]
+                  zip(static, act, self._largest("act_none"), gathered)]
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")
