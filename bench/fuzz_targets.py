@@ -168,8 +168,8 @@ def flags_target(rng: random.Random) -> None:
         context = command.make_context(command.name, list(args))
     except click.ClickException:
         return  # click's own usage error: exit 2
-    flags = {k: v for k, v in context.params.items() if k not in ("paths", "model", "no_stdlib", "as_json",
-                                                                   "sets", "plot")}
+    # The flag table's own flags only: --set, --plot, --run and the like are not strategy flags.
+    flags = {name: context.params[name] for _, name, _, _ in table if name in context.params}
     try:
         result = (run_search if searching else run_estimate)(_cost_model(spec), flags)
     except HpdslError:
