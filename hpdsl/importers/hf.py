@@ -25,6 +25,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.errors import HpdslError, SpecError
+from hpdsl.files import read_text, reason
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
 from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS, READ, irrelevant
@@ -58,6 +59,10 @@ class HfImportError(HpdslError):
     field: str = ""
 
 
+# The largest config.json read (hpdsl/files.py: regular files only, never blocking): real ones are a few KiB.
+MAX_CONFIG_BYTES = 16 << 20
+
+
 @attrs.frozen
 class ImportedModel:
     """The result of an import: the model's AST, its .hpf text and what was assumed."""
@@ -72,9 +77,9 @@ def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name:
                    profile: str | None = None, allow_unknown: bool = False) -> ImportedModel:
     """Read a config.json and import it (see import_hf_config)."""
     try:
-        config = json.loads(Path(path).read_text(), parse_constant=_no_constant)
+        config = json.loads(read_text(path, limit=MAX_CONFIG_BYTES), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError) as exc:
-        raise HfImportError(f"{path}: cannot read the config: {exc}") from None
+        raise HfImportError(f"{str(path)[:200]}: cannot read the config: {reason(exc)}") from None
     except json.JSONDecodeError as exc:
         raise HfImportError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
