@@ -82,14 +82,25 @@ def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
                   k_norm_width=int(layer.kv_heads * layer.head_dim if full else layer.head_dim))
 
 
+def buildable(attentions: Fraction, matrices: int) -> bool:
+    """Whether an op vector's (attentions, feed-forward matrices) make a layer: a mixer, a feed-forward or both.
+
+    A Megatron-style hybrid (Nemotron-H) has mixer-only layers (ffMM 0) and
+    feed-forward-only layers (attMM 0); a layer with neither is no layer.
+    """
+    return attentions in (0, 1, 2) and matrices in (0, 2, 3) and (attentions > 0 or matrices > 0)
+
+
 def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:
     """Return every slot of a layer priced with `layer`; () when its op vector prices no buildable layer."""
     attentions, matrices = layer_shape(layer)
-    if attentions not in (1, 2) or matrices not in (0, 2, 3):
+    if not buildable(attentions, matrices):
         return ()
     config = layer_config(layer, causal=causal)
-    slots = [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
-    if config.sandwich_norms:
+    slots: list[Slot] = []
+    if attentions:
+        slots += [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
+    if attentions and config.sandwich_norms:
         slots.append(_slot("norm", "mixer_post_norm", config, bindings))
     if attentions == 2:
         slots += [_slot("norm", "cross_norm", config, bindings),
@@ -136,5 +147,5 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["Slot", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
+__all__ = ["Slot", "buildable", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
            "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]

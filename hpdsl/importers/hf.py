@@ -27,6 +27,8 @@ from hpdsl import ast
 from hpdsl.errors import HpdslError, SpecError
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
+from hpdsl.importers.hf_hybrid import HYBRID_TYPES, PatternError, normalise
+from hpdsl.importers.hf_hybrid import READ_KEYS as HYBRID_KEYS
 from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS, READ, irrelevant
 from hpdsl.model.fields import FIELDS, MAX_DIMENSION, block_fields, block_flags
 
@@ -174,7 +176,12 @@ def _effective(config: Mapping[str, Any], model_type: str, outer_type: str) -> _
     """
     text = config.get("text_config")
     if not isinstance(text, Mapping):
-        return _Config(config, DEFAULTS.get(model_type, {}), model_type)
+        defaults = DEFAULTS.get(model_type, {})
+        try:
+            stated = normalise(model_type, config, defaults)  # a Megatron-style hybrid's pattern and keys
+        except PatternError as exc:
+            raise HfImportError(str(exc), exc.field) from None
+        return _Config(stated, defaults, model_type)
     stated = dict(text)
     defaults = dict(DEFAULTS.get(model_type, {}))
     for key in COMPOSITE_KEYS:
@@ -219,6 +226,8 @@ class _Config:
 def _unknown_keys(config: Mapping[str, Any], allow_unknown: bool) -> list[str]:
     """Return warnings for unknown keys under allow_unknown; else raise naming the first one."""
     unknown = [key for key, value in config.items() if not _known(key, value)]
+    if _model_types(config)[0] not in HYBRID_TYPES:  # only a hybrid's config class reads these
+        unknown += [key for key in config if key in HYBRID_KEYS]
     text = config.get("text_config")
     if isinstance(text, Mapping):
         unknown += [f"text_config.{key}" for key, value in text.items() if not _known(key, value)]
