@@ -45,13 +45,16 @@ def normalise(model_type: str, stated: Mapping[str, Any], defaults: Mapping[str,
     def get(key: str) -> Any:
         return out[key] if key in out else defaults.get(key)
 
+    if get("num_nextn_predict_layers"):
+        raise PatternError("the config has Nemotron-H multi-token-prediction layers (num_nextn_predict_layers), "
+                           "whose mtp_layers_block_type hpdsl does not build", "num_nextn_predict_layers")
     out["layer_types"] = layer_types(out)
     out["num_hidden_layers"] = len(out["layer_types"])  # NemotronHConfig.num_hidden_layers is the list's length
-    if not get("num_nextn_predict_layers"):
-        out.pop("mtp_hybrid_override_pattern", None)  # no MTP layer is built from them
-        out.pop("mtp_layers_block_type", None)
-    out["mamba_proj_bias"] = bool(get("use_bias"))  # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias
-    out.pop("use_bias", None)
+    out.pop("mtp_hybrid_override_pattern", None)  # without MTP layers, nothing is built from them
+    out.pop("mtp_layers_block_type", None)
+    # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias (False when absent); not hf_keys.DEFAULTS,
+    # where the importer's StarCoder2 rule would read it as every projection's bias.
+    out["mamba_proj_bias"] = bool(out.pop("use_bias", False))
     out.pop("attention_bias", None)  # NemotronHAttention's projections are bias=False whatever it says
     out["hidden_act"] = get("mlp_hidden_act")  # NemotronHMLP reads mlp_hidden_act; hidden_act is unread
     out.pop("mlp_hidden_act", None)

@@ -121,7 +121,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True,
               "mamba_proj_bias": False},
     "nemotron_h": {"tie_word_embeddings": False, "head_dim": 128, "mlp_hidden_act": "relu2", "mlp_bias": False,
-                   "use_bias": False, "mamba_num_heads": 128, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
+                   "mamba_num_heads": 128, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
                    "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "chunk_size": 128,
                    "use_conv_bias": True, "num_nextn_predict_layers": 0},
     "jamba": {"tie_word_embeddings": False, "hidden_act": "silu", "num_experts": 16, "num_experts_per_tok": 2,
