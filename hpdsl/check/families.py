@@ -23,6 +23,7 @@ from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.fmt.inline import format_selector_type
 from hpdsl.scope import Scope
 from hpdsl.model.axes import CONDITION_AXES as AXES
+from hpdsl.model.fields import FIELDS
 
 RESERVED = (*AXES, "parallel")
 """Names a selector may not take: conditions read them as axis sizes and the parallel flag."""
@@ -122,7 +123,44 @@ def _check_selectors(family: ast.Family, collector: Collector) -> dict[str, ast.
                             notes=(Note(table[name.value].name.span, "first declared here"),))
         else:
             table[name.value] = selector
+            _check_follows_field(selector, collector)
     return table
+
+
+def _check_follows_field(selector: ast.Selector, collector: Collector) -> None:
+    """Warn when a selector named like a model field cannot take its values (it would never follow it).
+
+    Selectors named like a field follow the slot's value in the build and the strategy
+    checks (hpdsl.model.axes.config_selectors), bool for a bool field, an enum
+    member for a choice; a require over one that cannot follow judges its default.
+    """
+    field = FIELDS.get(selector.name.value)
+    if field is None:
+        return
+    type_ = selector.type
+    if field.type == "bool" and not isinstance(type_, ast.BoolType):
+        problem = "a bool"
+    elif field.type == "choice" and not isinstance(type_, ast.EnumType):
+        problem = f"an enum of {', '.join(field.choices)}"
+    elif field.type == "choice" and isinstance(type_, ast.EnumType):
+        missing = [c for c in field.choices if c not in {v.value for v in type_.values}]
+        if not missing:
+            return
+        problem = f"an enum with {', '.join(missing)} too"
+    elif field.type not in ("bool", "choice"):
+        collector.warning(selector.name.span, "selector-field-type",
+                          f"selector '{selector.name.value}' is named like the model field '{field.name}' "
+                          f"({field.type}), but selectors follow only bool and choice fields: it never "
+                          "follows the model, and a require over it judges its default",
+                          hint="rename the selector")
+        return
+    else:
+        return
+    collector.warning(selector.name.span, "selector-field-type",
+                      f"selector '{selector.name.value}' is named like the model field "
+                      f"'{field.name}' ({field.type}), so it follows the model's value, but "
+                      f"as declared it cannot take every value: it needs to be {problem}",
+                      hint="declare it with the field's type, or rename it")
 
 
 def _check_selector_type(selector: ast.Selector, collector: Collector) -> None:

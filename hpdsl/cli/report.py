@@ -49,6 +49,8 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
                                                "4 for an fp32 softmax)"),
+    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
+                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
     ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
@@ -64,6 +66,9 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
+    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
+                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
+    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
 """`hpdsl search` flags: (flag, search_command keyword, type, help)."""
@@ -130,7 +135,7 @@ def require_search_flags(flags: Mapping[str, Any], options: Mapping[str, Any]) -
         return
     clean = {k: v for k, v in options.items() if k not in bad}
     keywords = {k: clean[k] for k in ("micro_batches", "vpp", "global_batch", "seq_len", "precision",
-                                      "optimizer") if k in clean}
+                                      "optimizer", "impl", "softmax_bytes") if k in clean}
     require_search_inputs((*bad.values(), *search_input_reasons(
         clean.get("devices", 1), None, clean.get("top", 10), **keywords)))
 
@@ -172,7 +177,8 @@ def _si(value: float, unit: str = "") -> str:
 
 def describe_strategy(s: Strategy) -> str:
     """Return a one-line summary of a strategy."""
-    parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else ""), f"dp {s.dp}",
+    split = f" split {','.join(map(str, s.pp_split))}" if s.pp_split else ""
+    parts = [f"tp {s.tp}", f"pp {s.pp}" + (f"x{s.vpp}" if s.vpp > 1 else "") + split, f"dp {s.dp}",
              f"cp {s.cp}" + (f" ({s.cp_kind})" if s.cp > 1 else ""), f"ep {s.ep}", f"etp {s.etp}"]
     parts.append("sp" if s.sequence_parallel else "no sp")
     parts += [f"mb {s.micro_batch} x {s.micro_batches}", f"recompute {s.recompute}", f"zero {s.zero}"]
@@ -186,7 +192,8 @@ def describe_assumptions(e: Estimate) -> str:
              f"{a['extra_bytes']} fp8 weight copy" if a["extra_bytes"] else "",
              f"{a['optimizer_states']}x{a['optimizer_state_bytes']} optimizer states"]
     return (f"assumed {a['precision']}, {a['optimizer']}: " + " + ".join(p for p in parts if p)
-            + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B")
+            + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B, "
+            + f"impl {e.strategy.impl}")
 
 
 def render_estimate(e: Estimate) -> str:
@@ -241,7 +248,8 @@ def render_search(r: SearchResult) -> str:
     for rank, (e, count) in enumerate(zip(r.top, counts), 1):
         s = e.strategy
         cp = f"{s.cp}" + (f" {s.cp_kind}" if s.cp > 1 else "")
-        table.add_row(str(rank), str(s.tp), str(s.pp), str(s.dp), cp, str(s.ep), str(s.etp),
+        pp = f"{s.pp}" + (f" ({','.join(map(str, s.pp_split))})" if s.pp_split else "")
+        table.add_row(str(rank), str(s.tp), pp, str(s.dp), cp, str(s.ep), str(s.etp),
                       "on" if s.sequence_parallel else "off", f"{s.micro_batch}x{s.micro_batches}",
                       s.recompute, s.zero, _gib(e.memory.peak_bytes), f"{e.step_time_s:,.3f}",
                       f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", str(count))

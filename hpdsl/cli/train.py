@@ -84,6 +84,9 @@ def _check_runnable(strategy: Any, nproc: int) -> None:
     if strategy.precision != "fp32" or strategy.optimizer != "adam":
         reasons.append(f"precision {strategy.precision}, optimizer {strategy.optimizer}: `train` runs fp32 "
                        "with AdamW only")
+    if strategy.impl != "fused":
+        reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
+                       "keep (--impl fused)")
     if reasons:
         raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
     if nproc != strategy.devices:

@@ -37,6 +37,7 @@ class CommCoeffs:
     linear_a2a: float = 0.0  # linear attention's q, k, v and output (all-to-all under any CP)
     ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
     whole: bool = False      # the mixer runs whole on every tp rank: its cp traffic is not divided by t
+    window: int = 0          # a sliding-window layer's window: the ring passes only the chunks within it
 
 
 def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> CommCoeffs:
@@ -57,7 +58,7 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     return CommCoeffs(
         tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
         a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=op_count(ops, OP.LINREC) * 2 * lin,
-        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0)
+        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window)
 
 
 def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
@@ -93,7 +94,7 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
     if c.tp_sp:
         tp = tp + xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
     mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
-    ring = xp.where(x.ring, mixer * c.ring * (x.cp - 1), 0.0) if c.ring else zero
+    ring = xp.where(x.ring, mixer * c.ring * ring_steps(x, c.window), 0.0) if c.ring else zero
     a2a = zero
     if c.a2a or c.linear_a2a:
         width = xp.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
@@ -114,6 +115,20 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
         rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
     return LayerComm(2 * tp, 3 * ring + 2 * a2a, 2 * ep, time, rec_tp, rec_ring + rec_a2a, rec_ep,
                      rec_time)
+
+
+def ring_steps(x: Ctx, window: int) -> Val:
+    """Return how many other ranks receive a rank's keys and values: cp − 1, or those a sliding window reaches.
+
+    Under the load-balanced layout rank r holds chunks r and 2cp − 1 − r of
+    s/(2cp) positions. A query sees keys at most w − 1 positions back, so m =
+    ⌈(w − 1)·2cp / s⌉ chunks before each of its two: those of ranks r − m … r − 1
+    and r + 1 … r + m, at most 2m others (docs/cost-model.md#sliding-window-attention).
+    """
+    if not window:
+        return x.cp - 1
+    reach = -((-(window - 1) * 2 * x.cp) // x.s)  # the ceiling, in operators floats, arrays and traces share
+    return xp.minimum(x.cp - 1, 2 * reach)
 
 
 def pipeline_bytes(x: Ctx, hidden: int) -> Val:

@@ -14,7 +14,7 @@ import numpy as np
 from hpdsl.cost import xp
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
+from hpdsl.cost.strategy import CP_KINDS, IMPLS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.cost.xp import Val
 from hpdsl.ir.nodes import RunFacts
 
@@ -43,6 +43,9 @@ class Ctx:
     b_sm: F
     b_p: F
     flash: Any                # bool array, or a bool
+    hf: Any                   # transformers' modules (hf-sdpa or hf-eager) save the activations
+    eager: Any                # transformers' eager attention: expanded K and V, the scores kept
+    any_hf: bool              # some candidate is priced as transformers' (else the hf terms are skipped)
     recompute: Any            # int codes (RECOMPUTE), or an int
     all_layers: Any
     recompute_layers: Any
@@ -93,7 +96,8 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
              "global_batch": 0 if s.global_batch is None else s.global_batch, "micro_batch": s.micro_batch, "dp": s.dp, "pp": s.pp,
              "softmax_bytes": s.softmax_bytes, "flash": int(bool(s.flash_attention)),
              "recompute": RECOMPUTE.index(s.recompute), "recompute_layers": s.recompute_layers or 0,
-             "zero": ZERO.index(s.zero), "cp_kind": CP_KINDS.index(s.cp_kind), "mfu": s.mfu}
+             "zero": ZERO.index(s.zero), "cp_kind": CP_KINDS.index(s.cp_kind), "mfu": s.mfu,
+             "impl": IMPLS.index(s.impl)}
     d = get_device(s.device)
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node}
@@ -114,12 +118,16 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         return xp.where(span <= per_node, intra, inter)
 
     ep, etp = f["ep"], f["etp"]
+    # Eager attention keeps the score matrix whatever --flash says
+    # (docs/cost-model.md#activations-per-implementation).
+    eager = g["impl"] == IMPLS.index("hf-eager")
     return Ctx(
         t=t, sp=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         b=b, s=s, m=m, batch=batch * 1.0, tok=s * b / cp,
         loss_t=t if run.loss_parallel else xp.ones_like(t),
         b_c=widths["compute"], b_sm=g["softmax_bytes"] * 1.0,
-        b_p=widths["param"], flash=g["flash"] > 0, recompute=g["recompute"],
+        b_p=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
+        hf=g["impl"] > 0, eager=eager, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
         all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
         zero=g["zero"], ring=g["cp_kind"] == 0, edp=dp * cp * t / (ep * etp),
         b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],

@@ -28,7 +28,8 @@ class FlopReport:
     forward, backward and recompute are what the kernels execute (causal flash
     attention skips the masked half of the scores; the flash backward runs QKᵀ and
     the softmax again); `model_total` is the MFU convention (PaLM's 6N + 12·L·a·d_h·s
-    per token: parameter matmuls and the full score square, forward and backward).
+    per token: parameter matmuls and the full score square, min(s, w) keys per query
+    for a sliding-window layer, forward and backward).
     """
 
     forward: float

@@ -226,27 +226,39 @@ def output_flop_coeffs(hidden: int, vocab: int) -> FlopCoeffs:
     return _sum(output_flop_terms(hidden, vocab).values())
 
 
-def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int
+def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, windowed: bool = False
                           ) -> dict[str, dict[str, float]]:
     """Return the forward FLOPs of one layer of each body kind and of the output layer, term by term.
 
     Model-wide (every parallel degree 1) for `batch` sequences of `seq_len`
     tokens; keys are the pricing columns' names (a kind, "layer" for a model
-    without kinds, "output"). Scores over the whole square: summed over the
+    without kinds, "output"). Scores over the whole square (what an eager
+    kernel computes before masking, sliding layers included): summed over the
     stack they give the estimate's forward FLOPs without flash and MTP layers.
+    `windowed` prices a sliding-window layer's scores over min(s, w) keys per
+    query instead: the model convention, and what a banded kernel computes.
     """
     columns = model_columns(cost_model)
     out: dict[str, dict[str, float]] = {}
     for column in columns.columns:
+        keys = float(seq_len)
         if column.role == "layer":
             assert column.config is not None
             terms = layer_flop_terms(column.config)
+            if windowed:
+                keys = float(attended_keys(float(seq_len), column.config.window))
         elif column.role == "output":
             terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab)
         else:
             continue
-        out[column.name] = {name: batch * seq_len * c.per_token(seq_len) for name, c in terms.items()}
+        out[column.name] = {name: batch * seq_len * (c.per_token(0.0) + (c.ts + c.w_ts) * keys)
+                            for name, c in terms.items()}
     return out
+
+
+def column_window(column: Column) -> int:
+    """Return the sliding window a column's self-attention attends through (0: the whole prefix)."""
+    return column.config.window if column.config is not None else 0
 
 
 def _sum(terms: Iterable[FlopCoeffs]) -> FlopCoeffs:
@@ -278,14 +290,46 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
 # --------------------------------------------------------------------------
 
 
-def executed_keys(x: Ctx, causal: float) -> Val:
-    """Return the keys each query's score work runs over: half the causal share's under flash.
+def causal_window_keys(seq: Val, window: int) -> Val:
+    """Return the mean keys a causal query attends to over `seq` positions, each seeing at most `window`.
+
+    The area of the causal band (docs/cost-model.md#sliding-window-attention):
+    s/2 for full attention, w − w²/(2s) for a window w < s (query i sees
+    min(i+1, w) keys; s·w − w(w−1)/2 in all, to the continuous area's w/2).
+    """
+    if not window:
+        return seq / 2
+    beyond = xp.maximum(seq - window, 0.0)
+    return seq / 2 - beyond * beyond / (2 * seq)
+
+
+def attended_keys(seq: Val, window: int) -> Val:
+    """Return the keys per query of the model convention: s, or min(s, w) for a sliding-window layer."""
+    return xp.minimum(seq, window) if window else seq
+
+
+def executed_keys(x: Ctx, causal: float, window: int = 0) -> Val:
+    """Return the keys each query's score work runs over: the causal share's band under flash.
 
     A flash kernel skips the blocks a causal mask empties (about half the s×s
-    square); without flash the whole score matrix is computed, then masked.
-    `causal` is the share of the column's score work that is causal self-attention.
+    square) and, for a sliding-window layer, the blocks beyond the window;
+    without flash the whole score matrix is computed, then masked (transformers'
+    eager attention does this for sliding layers too). `causal` is the share of
+    the column's score work that is causal self-attention; `window` the layer's
+    sliding window (0: none), which only that causal share attends through.
+    Under context parallelism each rank's tok = s·b/cp queries see the same
+    band: a query chunk needs only the keys within the window.
     """
-    return x.s * xp.where(x.flash, 1.0 - causal / 2, 1.0)
+    if not window:
+        return x.s * xp.where(x.flash, 1.0 - causal / 2, 1.0)
+    return xp.where(x.flash, (1.0 - causal) * x.s + causal * causal_window_keys(x.s, window), x.s)
+
+
+def model_keys(x: Ctx, causal: float, window: int = 0) -> Val:
+    """Return the keys per query of the model (MFU) convention: s, min(s, w) for the windowed causal share."""
+    if not window:
+        return x.s
+    return (1.0 - causal) * x.s + causal * attended_keys(x.s, window)
 
 
 def device_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
@@ -331,7 +375,7 @@ def model_recompute(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
 
 
 # --------------------------------------------------------------------------
-# The model convention (MFU): parameter matmuls and the full score square
+# The model convention (MFU): parameter matmuls and the attended score square
 # --------------------------------------------------------------------------
 
 
@@ -348,11 +392,13 @@ class ModelFlops:
 
 
 def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
-    """Return a column's forward model FLOPs: its parameter matmuls and score matmuls over the full square.
+    """Return a column's forward model FLOPs: its parameter matmuls and score matmuls per attended key.
 
     PaLM's convention (Chowdhery et al. 2022, appendix B): 6N + 12·L·a·d_h·s per
     token with the backward; elementwise work, the delta rule's state products
     and the flash backward's recompute are executed work, not model FLOPs.
+    per_key is priced over s keys per query, min(s, w) for a sliding-window
+    layer (model_keys): the keys its queries can attend to.
     """
     model = columns.cost_model.model
     if column.role == "embedding":

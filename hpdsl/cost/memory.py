@@ -23,6 +23,7 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost import xp
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, scalar_context
+from hpdsl.cost.impl_terms import INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.params import LayerParams, mtp_extra
 from hpdsl.cost.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
@@ -56,6 +57,7 @@ class ActCoeffs:
     whole_c: float = 0.0   # elements at compute bytes of a tp-replicated mixer, not divided by t
     whole_b: float = 0.0   # bytes of a tp-replicated mixer, not divided by t
     scores_whole: bool = False  # the score terms belong to a tp-replicated mixer: not divided by t
+    hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
 
 
 @attrs.frozen
@@ -118,7 +120,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     coeffs = ActCoeffs(
         sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
         sc_sm=softmax * a, sc_c=casts * a, sc_b=softmax * b_d * a,
-        flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h)
+        flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h, hf=hf_coeffs(cfg, run))
     if MIXER_ROLES & whole:
         # All the head-split terms above but the FFN's are the mixer's.
         return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True)
@@ -163,10 +165,16 @@ def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
     return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
 
 
-def output_act_coeffs(hidden: int, vocab: int, run: RunFacts) -> ActCoeffs:
-    """Return the final norm's input, the output projection's input and the fp32 logits."""
+def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False
+                      ) -> ActCoeffs:
+    """Return the final norm's input, the output projection's input and the fp32 logits.
+
+    transformers also keeps the final norm's terms (hpdsl/cost/impl_terms.py) and
+    the int64 labels the loss's NllLossBackward reads.
+    """
+    c, b = output_norm_terms(norm, run, hidden, offset=offset)
     return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden,
-                     logit_b=LOGIT_BYTES * vocab)
+                     logit_b=LOGIT_BYTES * vocab, hf=HfCoeffs(sp_c=c, sp_b=b + INDEX))
 
 
 def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
@@ -176,13 +184,13 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     if column.role == "embedding":
         return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden)  # the embedding dropout's mask
     if column.role == "output":
-        return output_act_coeffs(model.hidden, model.vocab, run)
+        return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset)
     assert column.config is not None
     layer = layer_act_coeffs(column.config, run, whole=column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
-    out = output_act_coeffs(h, model.vocab, run)
+    out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
     # MTP: two input norms, the 2h-wide projection input, then its own output head.
     return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
                         full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
@@ -285,18 +293,28 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
         body = body + (x.b_c * wide + c.t_b) / x.t
     if c.whole_c or c.whole_b:
         body = body + x.b_c * c.whole_c + c.whole_b
+    if c.hf is not None and x.any_hf:
+        body = body + hf_extra(c.hf, x)
     selective = x.tok * body
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
-        copied = (x.b_sm != x.b_c) | (x.b_d > 0)
+        b_sm = xp.where(x.eager, c.hf.eager_softmax or x.b_c, x.b_sm) if c.hf and x.any_hf else x.b_sm
+        copied = (b_sm != x.b_c) | (x.b_d > 0)
         scores = xp.where(x.flash, c.flash_b,
-                          x.s * (x.b_sm * c.sc_sm + xp.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
+                          x.s * (b_sm * c.sc_sm + xp.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
         none = x.tok * (body + (scores if c.scores_whole else scores / x.t))
     else:
         none = selective
     full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
     return none, selective, full
+
+
+def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
+    """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
+    extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + c.t_b + x.etp * c.routed_b) / x.t
+    extra = extra + x.b_c * xp.where(x.eager, c.eager_t_c, c.sdpa_t_c) / x.t
+    return xp.where(x.hf, extra, 0.0)
 
 
 def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy

@@ -39,6 +39,7 @@ class Prepared:
     output_copy: float
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
+    windows: tuple[int, ...]                   # each column's sliding window (0: none)
     layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
     plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # scalar plans, or 1: seen once (cost/scalar.py)
 
@@ -73,7 +74,8 @@ def prepare(cost_model: CostModel) -> Prepared:
         tuple(comm_mod.column_comm_coeffs(c, columns) for c in cols),
         tuple(mem.column_params(c, columns) for c in cols), mem.output_copy(columns),
         tuple(flop_mod.causal_share(c, columns) for c in cols),
-        tuple(flop_mod.column_model_flops(c, columns) for c in cols))
+        tuple(flop_mod.column_model_flops(c, columns) for c in cols),
+        tuple(flop_mod.column_window(c) for c in cols))
     for key in [key for key, (ref, _) in _CACHE.items() if ref() is None]:
         del _CACHE[key]  # models that are gone
     _CACHE[id(cost_model)] = (weakref.ref(cost_model), prepared)
@@ -90,7 +92,7 @@ class GridPrice:
     flops_forward: np.ndarray      # model-wide per step
     flops_backward: np.ndarray
     flops_recompute: np.ndarray
-    flops_model: np.ndarray        # the MFU convention per step: 3 × (parameter matmuls + full score square)
+    flops_model: np.ndarray        # the MFU convention per step: 3 × (parameter matmuls + attended score square)
     device_flops: np.ndarray | None = None  # per step on the busiest device (with detail)
     communication: dict[str, np.ndarray] | None = None  # bytes per step per device, busiest rank
     stages: tuple[dict[str, np.ndarray] | None, ...] | None = None  # per candidate, arrays over stages
@@ -160,7 +162,7 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     dense, expert = mem.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
     parts = mem.static_bytes(dense, expert, factors)
     once_dense, once_expert, micro_dense, micro_expert = dp_factors
-    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j])
+    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
     fwd = flop_mod.device_forward(c, x, keys)
     bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
@@ -180,7 +182,8 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
         "model_fwd": model_fwd,
         "model_bwd": flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
         "model_rec": flop_mod.model_recompute(c, x, keys) if layer else zero,
-        "model_mfu": x.s * (p.model_flops[j].per_token + p.model_flops[j].per_key * x.s)}
+        "model_mfu": x.s * (p.model_flops[j].per_token
+                            + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j]))}
     out: dict[str, Any] = {k: xp.broadcast(v, x.tok) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.strategy import InvalidStrategyError, StrategyGrid
+from hpdsl.cost.strategy import IMPLS, InvalidStrategyError, StrategyGrid
 
 
 MAX_DEVICES = 1 << 40
@@ -27,7 +27,8 @@ MAX_DEVICES = 1 << 40
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
                          micro_batches: Sequence[int] = (1,), vpp: Sequence[int] = (1,),
                          global_batch: int = 1, seq_len: int = 1, precision: str = "bf16-mixed",
-                         optimizer: str = "adam") -> tuple[str, ...]:
+                         optimizer: str = "adam", impl: str = "fused", softmax_bytes: int = 2
+                         ) -> tuple[str, ...]:
     """Return every reason the search's inputs are unusable (empty: they are fine)."""
     reasons = []
     if devices < 1:
@@ -53,6 +54,10 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
         reasons.append(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
     if optimizer not in OPTIMIZERS:
         reasons.append(f"optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
+    if impl not in IMPLS:
+        reasons.append(f"impl '{impl}' is not one of {', '.join(IMPLS)}")
+    if softmax_bytes < 1:
+        reasons.append(f"softmax-bytes must be at least 1, got {softmax_bytes}")
     return tuple(reasons)
 
 

@@ -57,10 +57,10 @@ def one_of(price: GridPrice, i: int) -> OnePrice:
         {key: [float(v) for v in rows[key]] for key in STAGE_KEYS})
 
 
-plan_key = operator.attrgetter("pp", "vpp", "pp_split", "cp_kind", "sequence_parallel", "recompute",
-                               "recompute_layers", "zero", "precision", "optimizer", "param_bytes",
-                               "compute_bytes", "softmax_bytes", "flash_attention", "device")
-"""What selects a strategy's compiled plan: its layout and discrete choices."""
+plan_key = operator.attrgetter(*(f.name for f in attrs.fields(Strategy) if f.name not in TRACED))
+"""What selects a strategy's compiled plan: every field the plan does not take as an input.
+
+Derived from the class, so a new Strategy field can never reuse a plan priced without it."""
 
 
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:

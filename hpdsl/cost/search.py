@@ -25,6 +25,7 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost import rank
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
+from hpdsl.cost.layout import even_split
 from hpdsl.cost.pricing import Prepared, prepare, price_grid
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
 from hpdsl.cost.validate import invalid_mask
@@ -138,14 +139,17 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS,
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
            progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
-           pareto: bool = False) -> SearchResult:
+           impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False) -> SearchResult:
     """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier)."""
     start = time.perf_counter()
     base = (base or Strategy()).with_(device=device)
-    base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer)
+    base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
+                      impl=impl or base.impl,
+                      softmax_bytes=base.softmax_bytes if softmax_bytes is None else softmax_bytes)
     rank.require_search_inputs(rank.search_input_reasons(
         devices, memory_bytes, top, micro_batches=micro_batches, vpp=vpp, global_batch=global_batch,
-        seq_len=seq_len, precision=base.precision, optimizer=base.optimizer))
+        seq_len=seq_len, precision=base.precision, optimizer=base.optimizer, impl=base.impl,
+        softmax_bytes=base.softmax_bytes))
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     capacity = int(memory_bytes) if memory_bytes is not None else get_device(device).memory_bytes
     grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
@@ -153,12 +157,74 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
                           cp_kinds=cp_kinds, vpp=vpp, base=base)
     valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid)))
     times, peaks = _price_chunks(prepared, valid, progress, start)
+    even = len(valid)
+    valid, times, peaks = with_uneven_splits(prepared, valid, times, peaks, capacity)
     fits = np.nonzero(peaks <= capacity)[0]
     ranked, counts = (rank.pareto if pareto else rank.collapse)(times, peaks, fits)
     best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked[:top])
-    return SearchResult(prepared.columns.cost_model.model.name, devices, capacity, len(grid),
-                        len(valid), len(fits), time.perf_counter() - start, best,
+    return SearchResult(prepared.columns.cost_model.model.name, devices, capacity,
+                        len(grid) + len(valid) - even, len(valid), len(fits), time.perf_counter() - start, best,
                         tuple(int(c) for c in counts[:top]), pareto)
+
+
+UNEVEN_TRIED = 32
+"""Pipelined candidates whose uneven splits are priced: the fastest that fit or nearly fit."""
+NEAR_FIT = 1.25
+"""A candidate whose peak is within this factor of the capacity may fit with a lighter first or last stage."""
+
+
+def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray, peaks: np.ndarray,
+                       capacity: float) -> tuple[StrategyGrid, np.ndarray, np.ndarray]:
+    """Return the grid, times and peaks with uneven pipeline splits of the promising candidates appended.
+
+    The first stage holds the embedding and the most micro-batches in flight, the
+    last the output layer and the loss; a split whose first or last stage (or
+    both) holds one or two body layers fewer, the rest spread over the other
+    stages, can fit where the even one does not or balance the stages' times.
+    Only the UNEVEN_TRIED fastest even-split pipelined candidates within
+    NEAR_FIT of the capacity are tried, so the search stays as fast.
+    """
+    layers = len(prepared.columns.body)
+    near = np.nonzero((grid.pp > 1) & (grid.vpp == 1) & (grid.split_id == 0) & (peaks <= capacity * NEAR_FIT))[0]
+    picked = near[np.lexsort((peaks[near], times[near]))][:UNEVEN_TRIED]
+    splits = list(grid.splits)
+    rows, ids = [], []
+    for i in picked:
+        for split in uneven_splits(layers, int(grid.pp[i])):
+            if split not in splits:
+                splits.append(split)
+            rows.append(i)
+            ids.append(splits.index(split))
+    if not rows:
+        return grid, times, peaks
+    extra = grid.take(np.asarray(rows))
+    extra = StrategyGrid({**extra.arrays, "split_id": np.asarray(ids, dtype=np.int64)}, tuple(splits),
+                         grid.devices)
+    extra = extra.take(~invalid_mask(prepared.columns, extra))
+    price = price_grid(prepared, extra)
+    merged = StrategyGrid({k: np.concatenate([grid.arrays[k], extra.arrays[k]]) for k in grid.arrays},
+                          tuple(splits), grid.devices)
+    return (merged, np.concatenate([times, price.step_time_s]), np.concatenate([peaks, price.peak_bytes]))
+
+
+@cache
+def uneven_splits(layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
+    """Return the splits of `layers` over `stages` whose first, last or both ends hold one or two layers fewer than the even split."""
+    base = even_split(layers, stages)
+    out: list[tuple[int, ...]] = []
+    ends = ((0,), (stages - 1,), (0, stages - 1)) if stages > 2 else ((0,), (stages - 1,))
+    for lighter in (1, 2):
+        for end in ends:
+            counts = list(base)
+            for e in end:
+                counts[e] -= lighter
+            others = [c for c in range(stages) if c not in end]
+            for k in range(lighter * len(end)):
+                counts[others[k % len(others)]] += 1
+            split = tuple(counts)
+            if min(split) >= 1 and split != base and split not in out:
+                out.append(split)
+    return tuple(out)
 
 
 def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,

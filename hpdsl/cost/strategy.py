@@ -26,12 +26,17 @@ ZERO = ("none", "os", "os+grad", "os+grad+params")
 """Optimizer sharding over the data-parallel group (ZeRO stages 0 to 3)."""
 CP_KINDS = ("ring", "a2a")
 """Context parallelism: ring attention passes key/value chunks; all-to-all (Ulysses) swaps heads."""
+IMPLS = ("fused", "hf-sdpa", "hf-eager")
+"""What saves the activations: fused kernels (flash attention, fused norm and activation, as
+Megatron/TransformerEngine); transformers' modules with SDPA; transformers' eager attention
+(docs/cost-model.md#activations-per-implementation)."""
 ALL_LAYERS = 0
 """recompute_layers code for "every layer of the stage"."""
 
 Recompute = Literal["none", "selective", "full"]
 Zero = Literal["none", "os", "os+grad", "os+grad+params"]
 CpKind = Literal["ring", "a2a"]
+Impl = Literal["fused", "hf-sdpa", "hf-eager"]
 
 
 @attrs.frozen(auto_exc=True)
@@ -71,6 +76,7 @@ class Strategy:
     compute_bytes: int | None = None      # activations saved for backward; None: the precision's
     softmax_bytes: int = 2                # the softmax output kept for its backward
     flash_attention: bool = True          # no score-shaped tensor is saved (only the row statistics)
+    impl: str = "fused"                   # IMPLS: what the saved activations are those of
     device: str = "h100"
     mfu: float = 0.4                      # fraction of peak FLOP/s reached on the executed FLOPs
     num_devices: int | None = None        # the job's device count, when stated
@@ -98,7 +104,7 @@ class Strategy:
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "recompute_layers", "param_bytes", "compute_bytes", "softmax_bytes", "num_devices")
 CODE_FIELDS = ("split_id", "cp_kind", "sp", "recompute", "zero", "flash", "device_id", "precision",
-               "optimizer")
+               "optimizer", "impl")
 GRID_FIELDS = (*INT_FIELDS, *CODE_FIELDS, "mfu")
 TRACED = ("tp", "cp", "ep", "etp", "dp", "micro_batch", "seq_len", "global_batch", "mfu")
 """The fields a compiled plan takes as arguments (hpdsl/cost/trace.py); the others key the plan."""
@@ -108,8 +114,8 @@ TRACED = ("tp", "cp", "ep", "etp", "dp", "micro_batch", "seq_len", "global_batch
 class StrategyGrid:
     """Many strategies as parallel numpy arrays (int64, except mfu: float64).
 
-    Codes: cp_kind, recompute, zero, precision and optimizer index CP_KINDS,
-    RECOMPUTE, ZERO, PRECISION_NAMES and OPTIMIZER_NAMES (-1: unknown name);
+    Codes: cp_kind, recompute, zero, precision, optimizer and impl index CP_KINDS,
+    RECOMPUTE, ZERO, PRECISION_NAMES, OPTIMIZER_NAMES and IMPLS (-1: unknown name);
     param_bytes and compute_bytes 0 mean "the precision's"; sp is 1/0, or -1 for "the profile's default"; global_batch 0
     means micro_batch·dp·pp; recompute_layers 0 means every layer; num_devices 0
     means unstated; split_id indexes `splits` (entry 0 is the even split);
@@ -174,7 +180,7 @@ class StrategyGrid:
             zero=_name(ZERO, a["zero"]), param_bytes=a["param_bytes"] or None,
             compute_bytes=a["compute_bytes"] or None, precision=_name(PRECISION_NAMES, a["precision"]),
             optimizer=_name(OPTIMIZER_NAMES, a["optimizer"]),
-            softmax_bytes=a["softmax_bytes"], flash_attention=bool(a["flash"]),
+            softmax_bytes=a["softmax_bytes"], flash_attention=bool(a["flash"]), impl=_name(IMPLS, a["impl"]),
             device=self.devices[a["device_id"]] if a["device_id"] >= 0 else "?",
             mfu=float(self.arrays["mfu"][i]), num_devices=a["num_devices"] or None)
 
@@ -186,6 +192,7 @@ def codes_of(s: Strategy, split_id: int) -> dict[str, Any]:
         split_id=split_id, cp_kind=_code(CP_KINDS, s.cp_kind), recompute=_code(RECOMPUTE, s.recompute),
         zero=_code(ZERO, s.zero), flash=int(bool(s.flash_attention)),
         precision=_code(PRECISION_NAMES, s.precision), optimizer=_code(OPTIMIZER_NAMES, s.optimizer),
+        impl=_code(IMPLS, s.impl),
         sp=-1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
         device_id=_device_code(s.device), mfu=float(s.mfu))
     return out

@@ -21,16 +21,27 @@ from hpdsl.cost import xp
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, TRACED, Strategy, StrategyGrid, codes_of
+from hpdsl.cost.strategy import CP_KINDS, IMPLS, RECOMPUTE, ZERO, TRACED, Strategy, StrategyGrid, codes_of
 from hpdsl.cost.trace import compile_plan
 from hpdsl.ir.conditions import evaluate, names_in
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.bound.slots import end_slots, model_slots
 from hpdsl.model import ops as OP
-from hpdsl.model.axes import CONDITION_AXES, AxisSizes, condition_inputs
+from hpdsl.model.axes import CONDITION_AXES, AxisSizes, condition_inputs, config_selectors
+from hpdsl.model.fields import Scalar
 from hpdsl.model.ops import count as op_count
 
 Mask = np.ndarray
+
+
+@attrs.frozen
+class FamilyRequire:
+    """A require of the family that builds a slot, with the selectors that follow the slot's config."""
+
+    role: str
+    family: FamilyIR
+    require: RequireIR
+    selectors: tuple[tuple[str, Scalar], ...] = ()
 
 
 @attrs.frozen
@@ -44,7 +55,7 @@ class Shape:
     tp_widths: tuple[tuple[str, int], ...]    # dense and shared expert widths tp must divide
     layers: int
     shard_activations: bool
-    requires: tuple[tuple[str, FamilyIR, RequireIR], ...] = ()  # (slot path, family, require)
+    requires: tuple[FamilyRequire, ...] = ()  # every family require a slot of the model is built under
     cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
 
 
@@ -80,33 +91,42 @@ def model_shape(columns: ModelColumns) -> Shape:
                  tuple(cp_heads))
 
 
-def family_requires(cost: CostModel) -> tuple[tuple[str, FamilyIR, RequireIR], ...]:
-    """Return the requires of every family that builds a slot of the model (none without families)."""
-    found: dict[tuple[str, str], tuple[str, FamilyIR, RequireIR]] = {}
+def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
+    """Return the requires of every family that builds a slot of the model (none without families).
+
+    A selector named like a config field is judged at the slot's value (model.py's
+    build does the same): `require qk_norm and qk_norm_full -> tp == 1` refuses
+    tp > 1 for a model with a full-width QK-norm only.
+    """
+    found: dict[tuple[str, str, tuple[tuple[str, Scalar], ...]], FamilyRequire] = {}
     slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
     for slot in slots:
         family = cost.families.get(slot.family)
         if family is None:
             continue
+        chosen = tuple(sorted(config_selectors(family, slot.config).items()))
         for require in family.requires:
-            found.setdefault((family.name, require.message), (slot.role, family, require))
+            found.setdefault((family.name, require.message, chosen),
+                             FamilyRequire(slot.role, family, require, chosen))
     return tuple(found.values())
 
 
-def _require_rule(role: str, family: FamilyIR, require: RequireIR) -> Rule:
-    """A family's require over the grid's axis sizes, with its selectors at their defaults."""
+def _require_rule(required: FamilyRequire) -> Rule:
+    """A family's require over the grid's axis sizes, its selectors at the slot's values or their defaults."""
+    family, require = required.family, required.require
     names = names_in(require.condition)
     read = [a for a in CONDITION_AXES if a in names or (a == family.parallel and "parallel" in names)]
+    selectors = dict(required.selectors)
 
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         # Judged once per distinct value of the axes the require reads (few), never per candidate.
         job = np.logical_and.reduce([getattr(g, axis) >= 1 for axis in CONDITION_AXES])
         values, inverse = group_rows([np.maximum(getattr(g, axis), 1) for axis in read], len(g))
-        refused = np.array([_refuses(family, require, dict(zip(read, row, strict=True))) for row in values],
-                           dtype=bool)
+        refused = np.array([_refuses(family, require, dict(zip(read, row, strict=True)), selectors)
+                            for row in values], dtype=bool)
         return refused[inverse] & job  # not a job at all: the positivity rules report it
 
-    return Rule(bad, lambda s, _sh: f"{role}: family '{family.name}': {require.message}", require=True)
+    return Rule(bad, lambda s, _sh: f"{required.role}: family '{family.name}': {require.message}", require=True)
 
 
 def group_rows(columns: list[np.ndarray], n: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
@@ -150,9 +170,9 @@ def _ranks(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranks.ravel(), values
 
 
-def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int]) -> bool:
+def _refuses(family: FamilyIR, require: RequireIR, row: dict[str, int], selectors: dict[str, Scalar]) -> bool:
     sizes = AxisSizes(**row)  # the axes the require does not read stay 1: it cannot tell
-    return not evaluate(require.condition, condition_inputs(family, sizes, {}))
+    return not evaluate(require.condition, condition_inputs(family, sizes, selectors))
 
 
 @attrs.frozen
@@ -240,6 +260,7 @@ def precision_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
     yield Rule(lambda g, _s: g.compute_bytes < 0,
                lambda s, _sh: f"compute_bytes must be positive, got {s.compute_bytes}")
+    yield Rule(lambda g, _s: g.impl < 0, lambda s, _sh: f"impl '{s.impl}' is not one of {', '.join(IMPLS)}")
 
 
 def _static_rules() -> Iterator[Rule]:
@@ -311,8 +332,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
     else:
         yield Rule(lambda g, _s: (g.ep > 1) | (g.etp > 1),
                    lambda s, _sh: f"ep {s.ep} / etp {s.etp}: the model has no routed experts to shard")
-    for role, family, require in shape.requires:
-        yield _require_rule(role, family, require)
+    for required in shape.requires:
+        yield _require_rule(required)
 
 
 def rules(shape: Shape) -> tuple[Rule, ...]:
@@ -408,13 +429,14 @@ def _checks(columns: ModelColumns) -> _Checks:
         shape = model_shape(columns)
         plain = tuple(rule for rule in rules(shape) if not rule.require)
         found = _CHECKS[columns] = _Checks(shape, plain, tuple(
-            (f"{role}: family '{family.name}': {require.message}", _require_check(family, require))
-            for role, family, require in shape.requires))
+            (f"{r.role}: family '{r.family.name}': {r.require.message}", _require_check(r))
+            for r in shape.requires))
     return found
 
 
-def _require_check(family: FamilyIR, require: RequireIR) -> Callable[[dict[str, int]], bool]:
+def _require_check(required: FamilyRequire) -> Callable[[dict[str, int]], bool]:
     """Return whether a require refuses the given axis sizes, judged once per distinct sizes it reads."""
+    family, require, selectors = required.family, required.require, dict(required.selectors)
     names = names_in(require.condition)
     read = tuple(a for a in CONDITION_AXES if a in names or (a == family.parallel and "parallel" in names))
     memo: dict[tuple[int, ...], bool] = {}
@@ -422,7 +444,7 @@ def _require_check(family: FamilyIR, require: RequireIR) -> Callable[[dict[str, 
     def refuses(sizes: dict[str, int]) -> bool:
         row = tuple(sizes[axis] for axis in read)
         if row not in memo:
-            memo[row] = _refuses(family, require, dict(zip(read, row, strict=True)))
+            memo[row] = _refuses(family, require, dict(zip(read, row, strict=True)), selectors)
         return memo[row]
 
     return refuses

@@ -65,6 +65,7 @@ CODES: dict[str, str] = {
     "invalid-import-path": "an import path is not of the form 'package.module:Name'",
     "unknown-axis": "a name is used as a parallel axis but is not tp, cp, ep or pp",
     "reserved-name": "a selector is named like an axis or 'parallel'",
+    "selector-field-type": "a selector is named like a model field but cannot take the field's values, so it never follows the model",
     "invalid-int-range": "an int selector's range is empty",
     "duplicate-enum-value": "an enum selector lists a value twice",
     "selector-default-type": "a selector's default is outside the selector's type",

@@ -111,6 +111,23 @@ def selector_defaults(family: FamilyIR) -> dict[str, Scalar]:
     return {s.name: s.default for s in family.selectors if s.default is not None}
 
 
+def config_selectors(family: FamilyIR, config: object) -> dict[str, Scalar]:
+    """Return the family's selectors named like a config field, at the config's value (`norm`, `qk_norm_full`).
+
+    A selector that shares a field's name follows the model: the norm family picks
+    LayerNorm for `norm layernorm`, and a require over such a selector judges the
+    model's value, in the build and in the strategy checks alike.
+    """
+    chosen: dict[str, Scalar] = {}
+    for selector in family.selectors:
+        value = getattr(config, selector.name, None)
+        if selector.type == "enum" and value in selector.values:
+            chosen[selector.name] = value
+        elif selector.type == "bool" and isinstance(value, bool):
+            chosen[selector.name] = value
+    return chosen
+
+
 def condition_inputs(family: FamilyIR, sizes: AxisSizes, selectors: Mapping[str, Scalar]) -> dict[str, Scalar]:
     """Return what `family`'s conditions read: selector defaults, `selectors` over them, the axes, `parallel`."""
     return with_parallel({**selector_defaults(family), **selectors, **sizes.as_dict(CONDITION_AXES)},
@@ -118,4 +135,4 @@ def condition_inputs(family: FamilyIR, sizes: AxisSizes, selectors: Mapping[str,
 
 
 __all__ = ["CONDITION_AXES", "EXPERT_AXES", "STAGE_MESH_AXES", "STRATEGY_AXES", "AxisSizeError", "AxisSizes",
-           "condition_inputs", "selector_defaults", "with_parallel"]
+           "condition_inputs", "config_selectors", "selector_defaults", "with_parallel"]

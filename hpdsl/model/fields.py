@@ -93,6 +93,7 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _bool("qk_norm_full", "the QK-norm spans the whole q and k projections, not one head (OLMoE)"),
     _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
     _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
+    _bool("norm_offset", "norms scale by (1 + w) in fp32 and keep the normalised copy in fp32 (Gemma, Qwen3-Next)"),
     _bool("sandwich_norms", "a norm after each mixer and feed-forward too, before the residual (Gemma)"),
     _choice("norm", "the normalisation", ("rmsnorm", "layernorm"), "rmsnorm"),
     _choice("mlp", "the feed-forward form: gated (3 matrices) or plain (2)", ("gated", "plain"), "gated"),

@@ -34,6 +34,7 @@ from hpdsl.bound.slots import (Slot, ffn_slots, kind_bindings, layer_config, lay
                                layer_slots, positions_config)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
+from hpdsl.model.axes import config_selectors as model_selectors
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
@@ -114,14 +115,7 @@ def config_selectors(family: FamilyIR, config: ModuleConfig) -> dict[str, Any]:
     LayerNorm for `norm layernorm`, the mlp family its plain form for a 2-matrix
     feed-forward. An explicit selector from the caller still wins.
     """
-    chosen: dict[str, Any] = {}
-    for selector in family.selectors:
-        value = getattr(config, selector.name, None)
-        if selector.type == "enum" and value in selector.values:
-            chosen[selector.name] = value
-        elif selector.type == "bool" and isinstance(value, bool):
-            chosen[selector.name] = value
-    return chosen
+    return dict(model_selectors(family, config))
 
 
 def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = None, *,

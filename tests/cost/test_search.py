@@ -11,7 +11,7 @@ from cost_builders import ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare
-from hpdsl.cost.search import enumerate_grid, layouts, search
+from hpdsl.cost.search import enumerate_grid, layouts, search, with_uneven_splits
 from hpdsl.cost.strategy import validate_strategy
 from hpdsl.cost.validate import invalid_mask
 
@@ -58,6 +58,13 @@ def test_search_agrees_with_pricing_every_candidate_one_at_a_time() -> None:
     scalar = [estimate(prepared, valid.strategy(i)) for i in range(len(valid))]
     capacity = int(np.median([e.memory.peak_bytes for e in scalar]))
     fitting = [e for e in scalar if e.memory.peak_bytes <= capacity]
+    # The uneven pipeline splits the search adds, each priced one at a time too.
+    times = np.array([e.step_time_s for e in scalar])
+    peaks = np.array([float(e.memory.peak_bytes) for e in scalar])
+    merged, _, _ = with_uneven_splits(prepared, valid, times, peaks, capacity)
+    assert len(merged) > len(valid)
+    fitting += [e for e in (estimate(prepared, merged.strategy(i)) for i in range(len(valid), len(merged)))
+                if e.memory.peak_bytes <= capacity]
     best = min(fitting, key=lambda e: (e.step_time_s, e.memory.peak_bytes))
     result = search(prepared, 4, capacity, global_batch=8, seq_len=256, micro_batches=(1, 2), top=3)
     assert result.fitting == len(fitting)

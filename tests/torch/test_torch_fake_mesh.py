@@ -107,3 +107,17 @@ def test_meta_build_on_a_large_mesh_is_cheap(mesh64, examples_registry) -> None:
     assert len(collect_family_modules(built)) == 4 * len(built.layers) + 3
     assert built.layers[0].ffn.experts.local == 128 // 4
     assert isinstance(built.layers[0].ffn.experts.gate_up_proj, torch.nn.Parameter)
+
+
+def test_a_full_width_qk_norm_is_refused_under_tp(tmp_path) -> None:
+    from hpdsl.api import compile_paths
+
+    path = tmp_path / "olmoe_small.hpf"
+    path.write_text("model olmoe_small : olmoe {\n  hidden 64  layers 1  heads 4  kv_heads 4  vocab 32  ffn_width 32\n"
+                    "  qk_norm true  qk_norm_full true\n  moe { experts 4  top_k 2  expert_width 32 }\n}\n")
+    registry = compile_paths([path])
+    with process_group(2, rank=0, fake=True):
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+        with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'attention': a full-width QK-norm "
+                                                  r"\(qk_norm_full\).*use tp = 1 \(declared at .*attention\.hpf:"):
+            build_model("olmoe_small", mesh, registry=registry)

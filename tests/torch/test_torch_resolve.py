@@ -48,7 +48,7 @@ def test_attention_follows_the_cp_axis(stdlib_registry, context, variant) -> Non
     resolved = resolve_family(request(stdlib_registry, "attention"), context)
     assert resolved.variant.name == variant
     assert resolved.parallel == (variant == "ring")
-    assert resolved.selectors == {"backend": "sdpa"}
+    assert resolved.selectors == {"backend": "sdpa", "qk_norm": False, "qk_norm_full": False}
 
 
 @pytest.mark.parametrize(("arguments", "context", "variant"), [

@@ -4,7 +4,8 @@
 heads than query heads), optionally normalises queries and keys per head
 (QK-norm) and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
-or the eager reference. Under tensor parallelism (families/attention.hpf's
+or the eager reference; a sliding-window layer's eager reference computes only
+its band of w keys per query (common.banded_attention). Under tensor parallelism (families/attention.hpf's
 layout) each rank holds whole heads: the module reads the head count from its
 projections' outputs, takes its heads' share of a position bias, and sums its
 replicated QK norms' gradients over tp. `RingAttention` is the cp > 1 variant: every cp rank
@@ -22,7 +23,7 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import attend, causal_mask, job_of, make_norm, rotate
+from hpdsl.torch.modules.common import attend, banded_attention, causal_mask, job_of, make_norm, rotate
 
 BACKENDS = ("sdpa", "eager")
 
@@ -60,6 +61,10 @@ class Attention(nn.Module):
 
     def tensor_parallel_applied(self, tp: TensorParallel) -> None:
         """Note that the projections were split by heads over tp (hpdsl.torch.layout calls this)."""
+        if self.config.qk_norm and self.config.qk_norm_full and tp.size > 1:
+            raise BuildError(f"a full-width QK-norm (qk_norm_full) normalises over every head; tp {tp.size} "
+                             "splits the heads over ranks and this module has no all-reduce of the norm's "
+                             "statistics: use tp = 1")
         self.tp = tp
 
     def forward(self, x: Tensor, *, positions: Tensor | None = None, bias: Tensor | None = None,
@@ -79,8 +84,12 @@ class Attention(nn.Module):
             bias = bias.chunk(self.tp.size, dim=1)[self.tp.rank]  # this rank's heads
         sinks = self._sinks(q.shape[2])
         window = self.config.window if memory is None else 0
-        if causal and bias is None and k_positions is positions and not window:  # aligned: no mask tensor
+        window = window if window < k.shape[1] else 0  # a window past the keys is no window
+        aligned = causal and bias is None and k_positions is positions
+        if aligned and not window:  # no mask tensor
             out = attend(q, k, v, None, backend=self.backend, causal=True, sinks=sinks)
+        elif aligned and (self.backend == "eager" or sinks is not None):  # the eager path: only the band
+            out = banded_attention(q, k, v, window, sinks=sinks)
         else:
             mask = self._mask(positions, k_positions, bias, causal=causal, window=window)
             out = attend(q, k, v, mask, backend=self.backend, sinks=sinks)

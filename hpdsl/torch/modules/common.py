@@ -158,6 +158,37 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
     return (scores.softmax(-1) @ v.float()).to(q.dtype)
 
 
+def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, *, scale: float | None = None,
+                     sinks: Tensor | None = None) -> Tensor:
+    """Return causal sliding-window attention of q [b, s, h, d] over aligned k, v [b, s, h_kv, d].
+
+    Query i sees keys i − w + 1 .. i (transformers' sliding_window_overlay:
+    kv_idx > q_idx − w). Only the band is computed: each query's scores and
+    context run over exactly w keys (the first w − 1 queries' band padded with
+    masked zeros), s·w per head instead of the s×s square, which is what
+    docs/validation.md measures against the model convention's windowed count.
+    """
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    seq, pad = q.shape[2], window - 1
+    keys = F.pad(k.float(), (0, 0, pad, 0)).unfold(2, window, 1)    # [b, h, s, d, w]
+    values = F.pad(v.float(), (0, 0, pad, 0)).unfold(2, window, 1)
+    scores = torch.einsum("bhsd,bhsdw->bhsw", q.float(), keys) * scale
+    first = torch.arange(seq, device=q.device)[:, None] - pad
+    valid = first + torch.arange(window, device=q.device)[None, :] >= 0  # the padding is no key
+    scores = scores.masked_fill(~valid, float("-inf"))
+    if sinks is not None:
+        sink = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
+        probs = torch.cat([scores, sink], -1).softmax(-1)[..., :-1]
+    else:
+        probs = scores.softmax(-1)
+    out = torch.einsum("bhsw,bhsdw->bhsd", probs, values)
+    return out.to(q.dtype).transpose(1, 2)
+
+
 def job_of(context: ContextLike, module_fqn: str) -> JobContext:
     """Return a module's build context as a JobContext (a mapping is validated; None: a one-process job)."""
     return job_context(None, context, where=module_fqn or "<root>")
