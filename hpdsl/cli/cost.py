@@ -6,11 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import click
 
 from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, set_option, spec_paths
 from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+from hpdsl.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,32 +74,70 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @model_option
 @no_stdlib_option
 @_flags(SEARCH_FLAGS, required=("devices",))
+@set_option
+@click.option("--run", "run_best", is_flag=True,
+              help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
+@click.option("--steps", type=int, default=3, show_default=True, help="training steps of --run")
 @json_option
-def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, as_json: bool,
-                   **flags: Any) -> None:
+def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
+                   run_best: bool, steps: int, as_json: bool, **flags: Any) -> None:
     """Price every valid strategy for N devices as arrays; rank those that fit by step time.
 
     \b
     Examples:
       hpdsl search examples/llama3_8b.hpf --devices 64
       hpdsl search examples/deepseek_v3.hpf --devices 2048 --top 5 --json
+      hpdsl search examples/mixtral_8x7b.hpf --devices 4 --global-batch 4 --seq-len 32 --micro-batches 1 \\
+          --set layers=2 --set hidden=64 --set vocab=128 --set experts=4 --run
     """
     from hpdsl.cli.report import GIB, parse_ints, render_search, require_search_flags
     from hpdsl.cost.search import search
 
-    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
+    cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     options = {k: v for k, v in flags.items() if v is not None}
+    if run_best:
+        options = _runnable_options(options)
     devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
         if key in options:
             options[key] = parse_ints(options[key], flag)
     require_search_flags(flags, {**options, "devices": devices})
     memory = memory_gib * GIB if memory_gib is not None else None
+    shown = options.get("top", 10)
+    if run_best:
+        options["top"] = max(shown, 200)  # the fastest may be ones train refuses (pp, etp, accumulation)
     result = search(cost_model, devices, memory, **options)
+    if not run_best:
+        if as_json:
+            emit_json(result.to_json())
+        else:
+            click.echo(render_search(result))
+        return
+    from hpdsl.cli.train import render_train, run_training, runnable_reasons
+
+    place, best = next(((i, e.strategy) for i, e in enumerate(result.top, 1) if not runnable_reasons(e.strategy)),
+                       (0, None))
+    result = attrs.evolve(result, top=result.top[:shown], stands_for=result.stands_for[:shown])
+    if best is None:
+        raise InputError(f"none of the {options['top']} fastest strategies that fit runs on the torch backend "
+                         "(fp32, AdamW, no gradient accumulation; what it refuses: `hpdsl train --help`)")
+    name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=devices, steps=steps)
     if as_json:
-        emit_json(result.to_json())
+        emit_json({"search": result.to_json(), "train": trained})
     else:
         click.echo(render_search(result))
+        faster = "" if place == 1 else (" (the faster ones use what it refuses: pipeline stages, etp, "
+                                         "gradient accumulation, or a ZeRO level FSDP2 lacks)")
+        click.echo(f"\ntraining #{place} of the ranking, the fastest that `hpdsl train` runs{faster}")
+        click.echo(render_train(name, best, trained))
+
+
+def _runnable_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Return search options restricted to what `hpdsl train` runs: fp32 AdamW, ZeRO-3 (none where dp·cp is 1)."""
+    for key, value in (("precision", "fp32"), ("optimizer", "adam")):
+        if options.setdefault(key, value) != value:
+            raise InputError(f"--run trains {key} {value} only, not {options[key]}")
+    return {**options, "zero": ("os+grad+params",)}  # search's canonical ZeRO makes it none where idle
 
 
 def render_params(name: str, report: Any) -> str:

@@ -51,12 +51,25 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
       hpdsl train examples/mixtral_8x7b.hpf --pp 2 --vpp 2 --tp 2 --sp --nproc 4 \\
           --set layers=4 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
     """
-    from hpdsl.cli.models import load_cost_model
     from hpdsl.cli.report import strategy_from_flags
+
+    strategy = strategy_from_flags({**_FP32, **{k: v for k, v in flags.items() if v is not None}})
+    name, result = run_training(paths, model, no_stdlib, sets, strategy, nproc=nproc, steps=steps, seed=seed,
+                                timeout_s=timeout_s)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(render_train(name, strategy, result))
+
+
+def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
+                 strategy: Any, *, nproc: int, steps: int = 3, seed: int = 0,
+                 timeout_s: int = 600) -> tuple[str, dict[str, Any]]:
+    """Price `strategy`, train it on `nproc` gloo processes; return the model's name and train's JSON result."""
+    from hpdsl.cli.models import load_cost_model
     from hpdsl.cost.estimate import estimate
     from hpdsl.ir.overrides import parse_sets
 
-    strategy = strategy_from_flags({**_FP32, **{k: v for k, v in flags.items() if v is not None}})
     _check_runnable(strategy, nproc)
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
@@ -68,13 +81,11 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     result = {"loss": ranks[0]["loss"], "reference_loss": ranks[0]["reference_loss"],
               "ranks": [{"rank": r["rank"], "coords": r["coords"], "measured": r["measured"],
                          "estimated": estimated[r["coords"].get("pp", 0)]} for r in ranks]}
-    if as_json:
-        emit_json(result)
-    else:
-        click.echo(render_train(cost_model.model.name, strategy, result))
+    return str(cost_model.model.name), result
 
 
-def _check_runnable(strategy: Any, nproc: int) -> None:
+def runnable_reasons(strategy: Any) -> list[str]:
+    """Return why `hpdsl train` cannot run `strategy` (empty: it can), the process count aside."""
     try:
         from hpdsl.torch.parallelize import refusals
     except ImportError as error:
@@ -87,12 +98,17 @@ def _check_runnable(strategy: Any, nproc: int) -> None:
     if strategy.impl != "fused":
         reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
                        "keep (--impl fused)")
+    if strategy.pp == 1 and strategy.micro_batches > 1:
+        reasons.append("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
+    return reasons
+
+
+def _check_runnable(strategy: Any, nproc: int) -> None:
+    reasons = runnable_reasons(strategy)
     if reasons:
         raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
     if nproc != strategy.devices:
         raise InputError(f"--nproc {nproc} does not match the strategy's dp·tp·pp·cp = {strategy.devices}")
-    if strategy.pp == 1 and strategy.micro_batches > 1:
-        raise InputError("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
 
 
 def _check_stages(model: Any, strategy: Any) -> None:

@@ -201,14 +201,14 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     """Return a column's parameters split by how they shard (output: without the pp>1 copy)."""
     report = columns.report
     if column.role == "embedding":
-        return ParamSplit(tp=report.embedding, rep=report.positions)
+        return ParamSplit(tp=report.embedding + report.positions)  # both tables split by rows over tp
     if column.role == "output":
         return ParamSplit(tp=report.output, rep=report.final_norms)
     cfg, lp = column.config, column.params
     assert cfg is not None and lp is not None
     whole = _whole_params(cfg, lp, column.whole)
     down = 0.0 if _mixer_whole(column.whole) else mla_down_params(cfg)
-    down += row_parallel_biases(cfg, column.whole)
+    down += row_parallel_biases(cfg, column.whole) + shared_gate_params(cfg, column.whole)
     split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
                        rep=lp.norms + lp.router + down + whole, expert=lp.routed)
     if column.role == "mtp":
@@ -255,6 +255,17 @@ def row_parallel_biases(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -
     if cfg.mlp_bias and cfg.experts > 1 and "shared_experts" not in whole:
         total += cfg.shared_experts * h
     return total
+
+
+def shared_gate_params(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
+    """Return the shared experts' sigmoid gate (hidden → 1), which every tp rank holds whole.
+
+    It is the MoE module's own Linear (hpdsl/torch/modules/moe.py), not a family's:
+    nothing splits it, its single output cannot be split over tp.
+    """
+    if cfg.experts <= 1 or not cfg.shared_experts or not cfg.shared_gate or "shared_experts" in whole:
+        return 0.0
+    return float(cfg.hidden)
 
 
 def mla_down_params(cfg: LayerConfig) -> float:

@@ -285,9 +285,21 @@ def _memory(g: _Group) -> dict[str, np.ndarray]:
     static = g.ranks(cw.static)
     layers = g.prepared.columns.layer_columns
     transient, total = stage.rank_memory(g.xr, static, activations,
-                                         _present_max(rank_spans, S, cw.act_none, layers),
-                                         _present_max(rank_spans, S, cw.gathered, layers))
+                                         _present_max(rank_spans, S, cw.act_none, layers), _gathered(g))
     return {"static": static, "activations": activations, "transient": transient, "total": total}
+
+
+def _gathered(g: _Group) -> np.ndarray:
+    """Return (n, S): the parameters ZeRO-3 holds gathered at once on each rank.
+
+    With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
+    has run (FSDP2's reshard_after_forward): one layer at a time. Without it every
+    layer's stay gathered from its forward until its backward: at the end of the
+    forward, all of the rank's layers at once (hpdsl/cost/scalar.py prices the same).
+    """
+    if g.prepared.columns.cost_model.profile.run.reshard_params:
+        return _present_max(g.layout.rank_spans, g.layout.stages, g.cw.gathered, g.prepared.columns.layer_columns)
+    return g.ranks(g.cw.gathered)  # zero outside the layer columns
 
 
 def _time(g: _Group) -> dict[str, np.ndarray]:

@@ -197,8 +197,11 @@ class _Ranks:
         p, x, layout, rows = self.p, self.x, self.layout, self.rows
         S, v = layout.stages, layout.vpp
         static, act = self.ranks("static"), self._activations()
+        # ZeRO-3 holds one layer gathered with the profile's reshard_params, else all of the rank's.
+        gathered = (self._largest("gathered") if p.columns.cost_model.profile.run.reshard_params
+                    else self.ranks("gathered"))
         memory = [stage.rank_memory(x, *values) for values in
-                  zip(static, act, self._largest("act_none"), self._largest("gathered"))]
+                  zip(static, act, self._largest("act_none"), gathered)]
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")

@@ -15,11 +15,17 @@ from hpdsl.cost import xp
 from hpdsl.cost.context import Ctx
 
 
-def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, largest_gathered: Any
+def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any
                 ) -> tuple[Any, Any]:
-    """Return a rank's transient bytes and its total: full recompute re-runs the largest layer, ZeRO-3 gathers one."""
+    """Return a rank's transient bytes and its total: full recompute re-runs the largest layer, ZeRO-3 gathers.
+
+    `gathered` is what ZeRO-3 holds gathered at once (one layer with the profile's
+    reshard_params, else all the rank's layers); nothing is gathered where ZeRO has
+    nothing to shard (dp·cp and the expert data-parallel degree 1, search's canonical ZeRO).
+    """
+    sharded = xp.where(x.dp * x.cp * x.edp > 1, gathered, 0.0)
     transient = (xp.where(x.recompute == 2, largest_act, 0.0)
-                 + xp.where(x.zero == 3, largest_gathered, 0.0))
+                 + xp.where(x.zero == 3, sharded, 0.0))
     return transient, static + activations + transient
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.distributed.tensor import DTensor, Replicate
 
 
 class DecoderLayer(nn.Module):
@@ -158,6 +159,10 @@ def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module) -> Tensor:
     if head is not None:
         return head(x)
     weight = embed.get_parameter("weight")  # a tied head reads the embedding family's table
+    if isinstance(weight, DTensor):
+        # Split over the vocabulary (tp): every rank computes its own logits, a DTensor sharded on
+        # the vocabulary like the untied head's; the hidden states' gradient is summed over tp.
+        x = DTensor.from_local(x, weight.device_mesh, [Replicate()], run_check=False)
     return x @ weight.t()
 
 

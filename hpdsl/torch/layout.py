@@ -15,7 +15,10 @@ constructor and before anyone uses the module, in this order:
 4. the module is sharded over the mesh's tp axis with DTensor's
    parallelize_module: an nn.Linear whose weight (and bias) is colwise gets
    ColwiseParallel, one whose weight is rowwise and bias replicated
-   RowwiseParallel; replicated parameters stay plain tensors;
+   RowwiseParallel, an nn.Embedding whose table splits on dim 0 (vocabulary
+   rows) RowwiseParallel; a module with `local_output = False` keeps its
+   output a DTensor (the output head: logits split over the vocabulary);
+   replicated parameters stay plain tensors;
 5. every submodule defining `tensor_parallel_applied(tp)` is then told
    (an attention's per-head norms, replicated but fed only this rank's heads,
    sum their gradients over tp there).
@@ -35,7 +38,7 @@ import attrs
 from torch import nn
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from hpdsl.errors import BuildError
@@ -196,17 +199,23 @@ def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], wh
     prefix = f"{path}." if path else ""
     placed = {name: entries[prefix + name] for name, _ in owner.named_parameters(recurse=False)}
     weight, bias = placed.get("weight"), placed.get("bias")
+    # A module may keep its output a DTensor (the output head's vocabulary-split logits, for loss_parallel).
+    local = bool(getattr(owner, "local_output", True))
     style: ParallelStyle | None = None
     if isinstance(owner, nn.Linear) and weight is not None:
         if weight.dim == 0 and (bias is None or bias.dim == 0):
-            style = ColwiseParallel()
+            style = ColwiseParallel(use_local_output=local)
         elif weight.dim == 1 and (bias is None or bias.dim is None):
-            style = RowwiseParallel()
+            style = RowwiseParallel(use_local_output=local)
+    elif isinstance(owner, nn.Embedding) and weight is not None and weight.dim == 0:
+        # Vocabulary rows; every tp rank reads all the token ids, the lookups are summed over tp.
+        style = RowwiseParallel(input_layouts=Replicate(), use_local_output=local)
     if style is None:
         found = ", ".join(f"{prefix}{n} {e.placement}" + ("" if e.dim is None else f"({e.dim})")
                           for n, e in placed.items())
         raise BuildError(f"{where}: the torch backend shards only nn.Linear modules, as ColwiseParallel (weight "
-                         f"and bias colwise) or RowwiseParallel (weight rowwise, bias replicate); "
+                         f"and bias colwise) or RowwiseParallel (weight rowwise, bias replicate), and "
+                         f"nn.Embedding tables by vocabulary rows (weight split on dim 0); "
                          f"{path or 'the module'} is a {type(owner).__name__} with {found}")
     style.src_data_rank = None  # each rank shards its own copy: no scatter from a source rank
     return style

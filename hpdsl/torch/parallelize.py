@@ -6,12 +6,16 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   layouts over tp, ring attention over cp, all-to-all experts over ep);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
-- dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` reshards parameters
-  after forward (ZeRO-3), `os+grad` keeps them gathered until backward (ZeRO-2).
-  FSDP2 always reduce-scatters gradients, so `os` (ZeRO-1) and `none` under
-  dp > 1 cannot be expressed and are refused. Dense parameters shard over every
-  data-parallel rank (dp·cp, ep included); routed experts over the ranks that
-  hold the same experts, their gradients divided by dp·cp like the dense ones;
+- dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` (ZeRO-3), resharding
+  parameters after each layer's forward when the profile states `reshard_params`
+  (FSDP2's reshard_after_forward; the estimator's transient reads the same fact).
+  FSDP2 always shards the parameters' storage and reduce-scatters gradients, so
+  `os+grad` (ZeRO-2: a whole replica of the parameters), `os` (ZeRO-1) and `none`
+  under dp·cp > 1 cannot be expressed and are refused. Dense parameters shard over every
+  data-parallel rank (dp·cp, ep included); routed experts, whole on every tp
+  rank (their layout replicates them), over the expert data-parallel group
+  dp·cp·tp/ep (the ranks that hold the same experts, tp included, as the
+  estimator's ZeRO divides them), their gradients averaged like the dense ones;
 - recompute `full` checkpoints whole layers, `selective` each layer's mixer
   (the attention slot), the first `recompute_layers` layers when stated, with
   `torch.utils.checkpoint` (non-reentrant);
@@ -24,6 +28,7 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,20 +36,20 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Shard
 from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
-from hpdsl.torch.modules import ExpertParallelExperts
+from hpdsl.torch.modules import GroupedExperts
 
 MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
 STAGE_AXES = MESH_AXES[1:]
 """The axes of one pipeline stage's mesh: what a stage's modules are built and sharded over."""
 
-_FSDP_ZERO = {"os+grad+params": True, "os+grad": False}
-"""ZeRO level → FSDP2's reshard_after_forward."""
+_FSDP_ZERO = ("os+grad+params",)
+"""The ZeRO levels FSDP2 expresses."""
 
 
 def refusals(strategy: Strategy) -> tuple[str, ...]:
@@ -55,9 +60,13 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
     if strategy.ep > 1 and strategy.dp % strategy.ep:
         reasons.append(f"ep={strategy.ep} must divide dp={strategy.dp}: this backend carves ep out of dp only")
     if strategy.dp * strategy.cp > 1 and strategy.zero not in _FSDP_ZERO:
-        reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always "
-                       "reduce-scatters gradients, so it runs only os+grad (reshard_after_forward=False) "
-                       "or os+grad+params (ZeRO-3)")
+        reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always shards "
+                       "the parameters and reduce-scatters the gradients, so it runs only os+grad+params "
+                       "(ZeRO-3; reshard after forward as the profile's reshard_params says)")
+    elif strategy.tp > 1 and strategy.zero in ("os", "os+grad"):
+        # The estimator shards the experts' states over their data-parallel group, tp included.
+        reasons.append(f"zero={strategy.zero} under tp={strategy.tp}: FSDP2 cannot shard the experts' optimizer "
+                       "states or gradients alone (over their dp·cp·tp/ep ranks); use none or os+grad+params")
     if strategy.recompute not in ("none", "selective", "full"):
         reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
     return tuple(reasons)
@@ -108,35 +117,59 @@ def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
     return c["dp_shard"] * mesh["ep"].size() + c["ep"], mesh["dp_shard"].size() * mesh["ep"].size()
 
 
-def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None) -> nn.Module:
-    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it."""
+def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None, *,
+                reshard_params: bool = False) -> nn.Module:
+    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it.
+
+    `reshard_params` is the profile's run fact (default false, as there): ZeRO-3 frees a
+    layer's gathered parameters after its forward.
+    """
     require_runnable(strategy)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
-    if data == 1:
-        return model
+    reshard = reshard_params
+    if strategy.zero not in _FSDP_ZERO or data * strategy.tp == 1:
+        return model  # zero none at dp·cp 1 (refusals): nothing to shard
     if mesh is None or tuple(mesh.mesh_dim_names or ()) not in (MESH_AXES, STAGE_AXES):
-        raise BuildError(f"dp·cp={data} needs the job's mesh with axes {MESH_AXES} (train_mesh makes it) "
-                         f"or a stage's {STAGE_AXES}")
-    reshard = _FSDP_ZERO[strategy.zero]
-    dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
-    experts = mesh["dp_shard", "cp"]._flatten("efsdp")
+        raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "
+                         f"(train_mesh makes it) or a stage's {STAGE_AXES}")
+    experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
     for module in model.modules():
-        if isinstance(module, ExpertParallelExperts) and module.ep > 1:
-            fully_shard(module, mesh=experts, reshard_after_forward=reshard)
-            _divide(module, float(data))
-    for layer in _layers(model):
-        fully_shard(layer, mesh=dense, reshard_after_forward=reshard)
-    fully_shard(model, mesh=dense, reshard_after_forward=reshard)
-    if dist.get_backend(dense.get_group()) == "gloo":
+        if isinstance(module, GroupedExperts):
+            fully_shard(module, mesh=experts, reshard_after_forward=reshard,
+                        shard_placement_fn=_even(experts.size()))
+            _divide(module, float(data * strategy.tp))
+    if data > 1:
+        dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
+        even = _even(dense.size())
+        for layer in _layers(model):
+            fully_shard(layer, mesh=dense, reshard_after_forward=reshard, shard_placement_fn=even)
+        fully_shard(model, mesh=dense, reshard_after_forward=reshard, shard_placement_fn=even)
+    if dist.get_backend(experts.get_group()) == "gloo":
         for module in model.modules():  # gloo has neither AVG nor PREMUL_SUM: sum, then divide
             if isinstance(module, FSDPModule):
                 module.set_force_sum_reduction_for_comms(True)
     return model
 
 
+def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:
+    """Return FSDP2's shard_placement_fn splitting a plain parameter on its first dim that `ranks` divide.
+
+    FSDP2 shards dim 0 by default and leaves the remainder of an uneven dim 0 on the
+    first ranks (a shared-expert gate [1, hidden] sits whole on rank 0); an even dim
+    gives every rank the 1/ranks the estimator prices. A tp-split DTensor keeps dim 0.
+    """
+    def place(param: nn.Parameter) -> Shard | None:
+        if isinstance(param, DTensor) or param.ndim == 0 or param.shape[0] % ranks == 0:
+            return None
+        return next((Shard(d) for d, size in enumerate(param.shape) if size % ranks == 0), None)
+
+    return place
+
+
 def _divide(module: nn.Module, factor: float) -> None:
-    # The experts' gradients already sum over the ep ranks (all-to-all); average over all dp·cp.
+    # The experts' gradients already sum over the ep ranks (all-to-all), and the tp ranks hold equal
+    # copies (they share their data): the reduce-scatter over dp·cp·tp/ep sums tp copies, so divide by dp·cp·tp.
     assert isinstance(module, FSDPModule)
     shard = next(module.parameters())
     if isinstance(shard, DTensor) and shard.device_mesh.size() == 1:

@@ -28,8 +28,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import loss_parallel
 
 from hpdsl.api import compile_paths
 from hpdsl.cost.strategy import Strategy
@@ -83,9 +85,9 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
     total = [0]
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if isinstance(tensor, nn.Parameter) or isinstance(tensor, DTensor):
+        if isinstance(tensor, nn.Parameter):
             return tensor
-        storage = tensor.untyped_storage()
+        storage = _plain(tensor).untyped_storage()
         if storage.data_ptr() not in params and storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())
             total[0] += storage.nbytes()
@@ -93,6 +95,15 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         yield total
+
+
+def _plain(tensor: torch.Tensor) -> torch.Tensor:
+    """Return the plain tensor holding `tensor`'s data (a DTensor's local shard, a pending collective's result)."""
+    if isinstance(tensor, DTensor):
+        tensor = tensor._local_tensor  # not to_local(): that would record an autograd op inside a pack hook
+    if isinstance(tensor, AsyncCollectiveTensor):
+        tensor = tensor.elem
+    return tensor
 
 
 class _Saved:
@@ -129,13 +140,14 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
             live_peak[0] -= sizes.pop(key)
 
     def pack(tensor: torch.Tensor) -> Any:
-        if isinstance(tensor, nn.Parameter) or isinstance(tensor, DTensor):
+        if isinstance(tensor, nn.Parameter):
             return tensor
-        key = tensor.untyped_storage().data_ptr()
+        storage = _plain(tensor).untyped_storage()
+        key = storage.data_ptr()
         if key in params:
             return tensor
         if key not in holders:
-            holders[key], sizes[key] = 0, tensor.untyped_storage().nbytes()
+            holders[key], sizes[key] = 0, storage.nbytes()
             live_peak[0] += sizes[key]
             live_peak[1] = max(live_peak)
         holders[key] += 1
@@ -172,13 +184,21 @@ def load_reference(model: nn.Module, reference: nn.Module) -> None:
                 param.copy_(source)
 
 
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Return the mean next-token loss of logits [b, s, vocab] (a DTensor split over the vocabulary under tp).
+
+    Split logits need torch's loss_parallel() around this call and the backward.
+    """
+    return F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
+
+
 def train_reference(model: nn.Module, steps: int, seed: int, rows: int, seq: int, vocab: int) -> list[float]:
     """Train the unsharded model alone on the whole batches; return its step losses."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     losses = []
     for step in range(steps):
         ids, targets = batch(step, seed, rows, seq, vocab)
-        loss = F.cross_entropy(model(ids).reshape(-1, vocab), targets.reshape(-1))
+        loss = cross_entropy(model(ids), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -204,7 +224,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
     model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
     load_reference(model, reference)
-    parallelize(model, strategy, mesh)
+    parallelize(model, strategy, mesh, reshard_params=registry.profile(model_ir.profile).run.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
@@ -217,8 +237,9 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
                 slice(cp * seq // cps, (cp + 1) * seq // cps))
         with saved_activations(model) as saved:
             logits = model(ids[part])
-        loss = F.cross_entropy(logits.reshape(-1, vocab), targets[part].reshape(-1))
-        loss.backward()
+        with loss_parallel():  # logits split over the vocabulary (tp): the loss and its backward run split
+            loss = cross_entropy(logits, targets[part])
+            loss.backward()
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
@@ -226,7 +247,8 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         optimizer.zero_grad()
         if step == 0:
             measured["optimizer_bytes"] = optimizer_bytes(optimizer)
-        mean = loss.detach().clone() / dist.get_world_size()  # tp ranks share data: their losses agree
+        whole = loss.full_tensor() if isinstance(loss, DTensor) else loss
+        mean = whole.detach().clone() / dist.get_world_size()  # tp ranks share data: their losses agree
         dist.all_reduce(mean)
         losses.append(mean.item())
     out: dict[str, Any] = {"rank": rank, "coords": coordinates(mesh), "loss": losses, "measured": measured}
@@ -299,7 +321,9 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     optimizer = torch.optim.AdamW(held.parameters(), lr=LEARNING_RATE)
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1))
+        # Split over the vocabulary under tp (run_step runs in loss_parallel); the schedule sums plain losses.
+        loss = cross_entropy(logits, target)
+        return loss.to_local() if isinstance(loss, DTensor) else loss  # replicated: every tp rank's is whole
 
     runner = schedule(chunks, strategy, mesh["pp"].get_group(), loss_fn, torch.device("cpu"))
     where, groups = data_rank(mesh)
@@ -311,7 +335,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     for step in range(steps):
         ids, targets = batch(step, seed, rows, seq, vocab)
         part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
-        with saved_activation_peak(held) as saved:
+        with saved_activation_peak(held) as saved, loss_parallel():  # the loss's forward and backward
             micro = run_step(runner, chunks, strategy, ids[part], targets[part])
         shard_like_params(held)
         if step == 0:

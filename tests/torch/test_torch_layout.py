@@ -102,8 +102,9 @@ def test_every_family_of_a_built_model_records_its_logical_shapes(small_registry
     for boundary in boundaries:
         layout = boundary.info.layout
         assert layout is not None and layout.tp == 1
-        # Heads and widths split; the Gated DeltaNet and the experts are replicated over tp.
-        assert bool(layout.sharded) == (boundary.info.resolved.family.name in ("attention", "mlp"))
+        # Heads, widths and the vocabulary split; the Gated DeltaNet and the experts are replicated over tp.
+        assert bool(layout.sharded) == (boundary.info.resolved.family.name in ("attention", "mlp", "embedding",
+                                                                               "output_head"))
         actual = {n: tuple(p.shape) for n, p in boundary.module.named_parameters()}
         assert boundary.info.logical_shapes == actual
         assert all(p.local_shape == p.logical_shape for p in layout.parameters)

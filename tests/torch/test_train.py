@@ -60,7 +60,9 @@ def test_estimate_takes_set() -> None:
 @pytest.mark.parametrize(("changes", "reason"), [
     ({"pp": 2, "global_batch": 1}, "pp=2 with 1 micro-batches: 1F1B needs at least pp micro-batches"),
     ({"vpp": 2}, "vpp=2 without pp > 1"),
-    ({"dp": 2, "zero": "os"}, "zero=os under dp·cp=2: FSDP2 always reduce-scatters gradients"),
+    ({"dp": 2, "zero": "os"}, "zero=os under dp·cp=2: FSDP2 always shards the parameters"),
+    ({"dp": 2, "zero": "os+grad"}, "zero=os+grad under dp·cp=2: FSDP2 always shards the parameters"),
+    ({"tp": 2, "zero": "os+grad"}, "zero=os+grad under tp=2: FSDP2 cannot shard the experts'"),
     ({"dp": 2}, "zero=none under dp·cp=2"),
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
 ])
@@ -72,7 +74,7 @@ def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, re
 def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
     code, output = _hpdsl("train", MIXTRAL, *SMALL, "--pp", "2", "--global-batch", "1", "--nproc", "2")
     assert code == 2 and "1F1B needs at least pp micro-batches" in output
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--dp", "2", "--zero", "os+grad", "--nproc", "4")
+    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "4")
     assert code == 2 and "does not match" in output
 
 
@@ -96,12 +98,29 @@ def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
         assert measured["optimizer_bytes"] == estimated["optimizer_bytes"]
 
 
+def _static_bytes_equal(result: dict) -> None:
+    for rank in result["ranks"]:
+        measured, estimated = rank["measured"], rank["estimated"]
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert measured[part] == estimated[part], (rank["rank"], part)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_dp2_tp2_with_full_recompute_matches_one_process() -> None:
-    result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad", "--recompute", "full")
+def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> None:
+    result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params", "--recompute", "full")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
+    # Embedding and head split over the vocabulary, the experts' ZeRO over dp·tp: every rank as priced.
+    _static_bytes_equal(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
+    result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)
 
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
@@ -131,11 +150,8 @@ def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    held = sum(r["measured"]["params_bytes"] for r in result["ranks"])
-    priced = sum(r["estimated"]["params_bytes"] for r in result["ranks"])
-    # Equal in sum; FSDP2 leaves the rows of unevenly split parameters on the first ranks (docs/validation.md).
-    assert held == priced
-    assert max(abs(r["measured"]["params_bytes"] - r["estimated"]["params_bytes"]) for r in result["ranks"]) < 2048
+    # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
+    _static_bytes_equal(result)
 
 
 @pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
@@ -160,3 +176,46 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
     for grad, regrad in zip(grads, regrads):
         torch.testing.assert_close(regrad, grad)
     assert less < plain
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank() -> None:
+    code, output = _hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
+                          "--zero", "os+grad+params", "--nproc", "4", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
+    _static_bytes_equal(result)
+
+
+def test_search_run_refuses_a_precision_train_does_not_run() -> None:
+    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "bf16-mixed", "--run")
+    assert code == 2 and "--run trains precision fp32 only, not bf16-mixed" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_search_run_trains_the_fastest_strategy_train_runs() -> None:
+    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--global-batch", "4", "--seq-len", "32",
+                          "--micro-batches", "1", "--top", "3", "--run", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    trained = result["train"]
+    assert len(trained["ranks"]) == 4 and len(result["search"]["top"]) == 3
+    assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(trained)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
+    llama = str(ROOT / "examples" / "llama2_7b.hpf")
+    code, output = _hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
+                          "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
+                          "--nproc", "2", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)

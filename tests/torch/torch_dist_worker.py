@@ -27,6 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import loss_parallel
 from torch_support import process_group, small_registry
 
 from hpdsl.torch import build_model, get_family_build_info, materialize, validate_family_context
@@ -68,11 +69,13 @@ def _run_layout(layout: Layout, mesh: DeviceMesh) -> dict[str, object]:
     ids, targets = _batch()
     (cp, cps), (ep, eps) = _coordinate(mesh, "cp"), _coordinate(mesh, "ep")
     rows, cols = slice(ep * BATCH // eps, (ep + 1) * BATCH // eps), slice(cp * SEQ // cps, (cp + 1) * SEQ // cps)
-    local = F.cross_entropy(sharded(ids[rows, cols]).reshape(-1, VOCAB), targets[rows, cols].reshape(-1),
-                            reduction="sum") / targets.numel()
-    local.backward()
+    logits = sharded(ids[rows, cols])  # under tp a DTensor split over the vocabulary
+    with loss_parallel():
+        local = F.cross_entropy(logits.flatten(0, 1), targets[rows, cols].reshape(-1),
+                                reduction="sum") / targets.numel()
+        local.backward()
     data_group = None if "tp" not in layout.axes else mesh["ep"].get_group()  # tp ranks share their data
-    loss = local.detach().clone()
+    loss = (local.full_tensor() if isinstance(local, DTensor) else local).detach().clone()
     dist.all_reduce(loss, group=data_group)
     expected = F.cross_entropy(reference(ids).reshape(-1, VOCAB), targets.reshape(-1))
     expected.backward()

@@ -34,6 +34,9 @@ class Embedding(nn.Embedding):
 class OutputHead(nn.Linear):
     """The output head: hidden states onto the config's vocab, no bias."""
 
+    local_output = False
+    """Under tp its logits stay a DTensor split over the vocabulary (for torch's loss_parallel)."""
+
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
         super().__init__(config.hidden, _vocab(config), bias=False)
