@@ -3,7 +3,8 @@
 A built layer holds a mixer (full attention, a Gated DeltaNet for a linear
 kind, or MLA when the model has an `mla` block), a cross-attention in an
 encoder-decoder's decoder, a feed-forward block (a dense MLP, or routed experts
-plus shared experts) and a norm before each; the model holds an embedding, a
+plus shared experts) and a norm before each; a Megatron-style hybrid's layer
+(Nemotron-H) holds only the mixer (ffMM 0) or only the feed-forward (attMM 0); the model holds an embedding, a
 final norm per tower and, unless tied, an output head. The family filling each
 slot is the kind's (or the profile's) binding from `.hpf` `slots { ... }`
 blocks (KindIR.slots, ProfileIR.slots), never Python.
