@@ -115,7 +115,8 @@ CODES: dict[str, str] = {
     "layer-types-too-short": "layer_types lists fewer layers than the model has",
     "layer-types-unknown-kind": "layer_types names a kind the profile lacks (priced as the default)",
     # --- layers the backend builds (hpdsl/bound/shape.py) -----------------
-    "layer-attentions": "a kind prices an attention count no layer holds (attMM neither 4 nor 8)",
+    "layer-attentions": ("a kind prices an attention count no layer holds (attMM not 4 or 8, nor 0 with a "
+                         "feed-forward)"),
     "cross-attention-outside-decoder": "a kind prices two attentions outside an encoder-decoder's decoder",
     "ffn-matrices": "a kind prices a feed-forward count no block has (ffMM neither 0, 2 nor 3)",
     "mlp-form-mismatch": "the model's mlp gated|plain disagrees with its layers' ffMM (3 gated, 2 plain)",
