@@ -50,7 +50,8 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
                                                "4 for an fp32 softmax)"),
     ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
+                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
+                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
     ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
@@ -67,7 +68,8 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
     ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
+                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
+                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
