@@ -195,7 +195,14 @@ def describe_assumptions(e: Estimate) -> str:
              f"{a['optimizer_states']}x{a['optimizer_state_bytes']} optimizer states"]
     return (f"assumed {a['precision']}, {a['optimizer']}: " + " + ".join(p for p in parts if p)
             + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B, "
-            + f"impl {e.strategy.impl}")
+            + f"impl {e.strategy.impl}" + IMPL_KERNELS.get(e.strategy.impl, ""))
+
+
+IMPL_KERNELS = {
+    "hf-sdpa": " (SDPA's GPU kernels: flash, memory-efficient where qk and v head sizes differ or a bias is added)",
+    "hf-sdpa-cpu": " (SDPA's CPU kernels: math where qk and v head sizes differ or a learnt bias is added)",
+}
+"""The attention kernels an hf implementation's estimate assumed (docs/cost-model.md#activations-per-implementation)."""
 
 
 def render_estimate(e: Estimate) -> str:
