@@ -122,7 +122,7 @@ def hf_coeffs(cfg: LayerConfig, run: RunFacts) -> HfCoeffs:
         rows = 2 if cfg.q_lora_rank else 1
         c, b = norm_terms(cfg, run, latents, rows)
         sp_c, sp_b = sp_c + att * c, sp_b + att * (b - run.norm_bytes * cfg.rope_dim)
-    if cfg.qk_norm:
+    if cfg.qk_norm and att > 0:  # a feed-forward-only layer has no q, k to normalise
         heads = cfg.heads + cfg.kv_heads
         c, b = norm_terms(cfg, run, heads * cfg.head_dim, heads)
         mix_c, mix_b = mix_c + c, mix_b + b
