@@ -230,6 +230,10 @@ RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
     Fact("deferred_grad_accumulation", "bool", "FSDP holds each layer's reduce-scatter output until backward ends",
          False),
     Fact("overlapped_grad_reduce", "bool", "gradient reduction overlaps the backward pass", False),
+    # transformers' modules (--impl hf-sdpa / hf-eager; docs/cost-model.md#activations-per-implementation).
+    Fact("norm_keeps_input", "bool", "the norm scales its compute-width input, not its fp32 copy, by the root "
+         "(its backward keeps both)", False),
+    Fact("loss_upcast", "bool", "the loss takes fp32 logits (false: log-softmax at the compute width)", True),
 )}
 """The only run facts a profile may state (`run { }`), with the value an unstated fact has."""
 

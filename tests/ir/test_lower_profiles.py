@@ -65,7 +65,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "llama2": ("decoder", {"grad_accumulation": True}, None),
     "mixtral": ("decoder", {}, None),
     "pangualpha": ("decoder", {"dropout_bytes": 1}, None),
-    "t5": ("encoder", {"dropout_bytes": 1}, None),
+    "t5": ("encoder", {"dropout_bytes": 1, "norm_keeps_input": True, "loss_upcast": False}, None),
     "deepseek": ("moe", {}, 128),
     "cm": ("moe", {}, 128),
     "qwen": ("decoder", {"shard_activations": True}, None),
