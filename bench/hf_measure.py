@@ -6,7 +6,8 @@ training mode with labels (the loss included). Two things are measured:
 
 - FLOPs with torch's FlopCounterMode, with formulas registered for the kernels
   it has no entry for (the CPU flash SDPA and its backward, `_grouped_mm`);
-- the storages autograd saves (saved_tensors_hooks), each once, parameters
+- the storages autograd saves (saved_tensors_hooks), each once (by StorageImpl,
+  so fake tensors, which have no address, count too), parameters
   excluded, charged to the body layer whose forward is running, else to the
   output part (from the final norm on) or the embedding part (before).
 
@@ -74,11 +75,18 @@ def flop_formulas() -> dict[Any, Any]:
     return table
 
 
-def build(config: Mapping[str, Any], impl: str, dtype: torch.dtype, seq2seq: bool) -> nn.Module:
-    """Return transformers' model of `config` with attention implementation `impl`, in training mode."""
+def build(config: Mapping[str, Any], impl: str, dtype: torch.dtype, seq2seq: bool, *,
+          fake: bool = False) -> nn.Module:
+    """Return transformers' model of `config` with attention implementation `impl`, in training mode.
+
+    `fake` (call it under FakeTensorMode) builds the weights in `dtype` directly: a fake
+    parameter cannot be swapped for a cast copy by `Module.to`.
+    """
     hf_config = transformers.AutoConfig.for_model(**config)
     auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
     torch.manual_seed(0)
+    if fake:
+        return auto.from_config(hf_config, attn_implementation=impl, dtype=dtype).train()
     model = auto.from_config(hf_config, attn_implementation=impl).to(dtype)
     return model.train()
 
@@ -99,18 +107,23 @@ def final_norms(model: nn.Module) -> list[str]:
     return [n for n in ("model.norm", "decoder.final_layer_norm") if n in names]
 
 
+def storage_key(t: Tensor) -> int:
+    """Return the identity of `t`'s storage: its StorageImpl, not its address (a fake tensor has none)."""
+    return int(t.untyped_storage()._cdata)
+
+
 def measure(model: nn.Module, inputs: Mapping[str, Tensor]) -> HfMeasurement:
     """Run `model` forward once on `inputs`; count FLOPs per module and saved bytes per part."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params = {storage_key(p) for p in model.parameters()}
     layers = body_layers(model)
     inside: list[str] = []
     phase = [EMBEDDING]
     first: dict[int, tuple[str, int]] = {}
 
     def pack(t: Tensor) -> Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            first.setdefault(storage.data_ptr(), (inside[-1] if inside else phase[0], storage.nbytes()))
+        key = storage_key(t)
+        if key not in params:
+            first.setdefault(key, (inside[-1] if inside else phase[0], t.untyped_storage().nbytes()))
         return t
 
     handles: list[Any] = [h for path in layers for h in _track(model.get_submodule(path), path, inside)]

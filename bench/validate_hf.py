@@ -12,12 +12,14 @@ saved first, the rotary tables, is theirs), and for the output layer:
 - saved bytes (saved_tensors_hooks, each storage once, parameters excluded)
   beside hpdsl.cost.memory's per-layer bytes under the implementation.
 
-    .venv/bin/python bench/validate_hf.py [--batch 2] [--seq-len 64] [--markdown]
+    .venv/bin/python bench/validate_hf.py [--batch 2] [--seq-len 64] [--arch ...]
+    .venv/bin/python bench/validate_hf.py --full-size   # Llama-2-7B, Mixtral-8x7B: fake, s 4096
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +28,7 @@ from typing import Any
 
 import attrs
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hf_measure import OUTPUT, build, inputs_for, measure  # noqa: E402  (beside this script)
@@ -71,6 +74,20 @@ CONFIGS: dict[str, tuple[dict[str, Any], bool]] = {
             "feed_forward_proj": "relu", "tie_word_embeddings": False}, True),
 }
 """Scaled configs, keyed by architecture: (config.json mapping, encoder-decoder)."""
+
+FULL: dict[str, tuple[dict[str, Any], bool]] = {
+    "llama2_7b": ({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                   "num_key_value_heads": 32, "intermediate_size": 11008, "vocab_size": 32000,
+                   "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "num_hidden_layers": 2}, False),
+    "mixtral_8x7b": ({"model_type": "mixtral", "hidden_size": 4096, "num_attention_heads": 32,
+                      "num_key_value_heads": 8, "intermediate_size": 14336, "num_local_experts": 8,
+                      "num_experts_per_tok": 2, "vocab_size": 32000, "max_position_embeddings": 32768,
+                      "rope_theta": 1e6, "sliding_window": None, "rms_norm_eps": 1e-5,
+                      "num_hidden_layers": 2}, False),
+}
+"""Full-width configs (Llama-2-7B's and Mixtral-8x7B's config.json), measured under FakeTensorMode:
+shapes only, no memory, no arithmetic. Two layers instead of 32: a layer's FLOPs and saved bytes
+do not depend on how many follow it, and the output layer is the full vocabulary's."""
 
 DEFAULT = list(CONFIGS)
 """The architectures docs/validation.md tabulates (Qwen3-Next's linear attention runs transformers'
@@ -126,15 +143,17 @@ def layer_kinds(cost: CostModel) -> list[str]:
 
 
 def compare(arch: str, *, batch: int = 2, seq_len: int = 64) -> list[Row]:
-    """Return the rows of one architecture, both implementations."""
-    config, seq2seq = CONFIGS[arch]
+    """Return the rows of one architecture, both implementations (a FULL one measured fake)."""
+    fake = arch in FULL
+    config, seq2seq = (FULL if fake else CONFIGS)[arch]
     cost = hpdsl_cost_model(arch, config)
     kinds = layer_kinds(cost)
     flops = forward_flops_by_term(cost, batch=batch, seq_len=seq_len)
     rows: list[Row] = []
     for hf_impl, impl in IMPLS.items():
-        model = build(config, hf_impl, torch.bfloat16, seq2seq)
-        measured = measure(model, inputs_for(model, cost.model.vocab, batch, seq_len, seq2seq))
+        with FakeTensorMode() if fake else contextlib.nullcontext():
+            model = build(config, hf_impl, torch.bfloat16, seq2seq, fake=fake)
+            measured = measure(model, inputs_for(model, cost.model.vocab, batch, seq_len, seq2seq))
         assert len(measured.layers) == len(kinds), (measured.layers, kinds)
         estimate = estimated_bytes(cost, impl, batch, seq_len)
         gpu = estimated_bytes(cost, "hf-sdpa", batch, seq_len) if impl == "hf-sdpa-cpu" else estimate
@@ -150,6 +169,8 @@ def compare(arch: str, *, batch: int = 2, seq_len: int = 64) -> list[Row]:
             rows.append(Row(arch, impl, part, "forward matmul FLOPs", measured.flops.get(path, 0.0),
                             matmul(kind)))
             note = _note(cost, kind, measured.kernels(path), estimate[kind], gpu[kind])
+            if fake and impl == "hf-sdpa-cpu" and not note:  # which kernel CPU dispatch chose for fake tensors
+                note = f"CPU SDPA: {' + '.join(measured.kernels(path))} (fake)"
             rows.append(Row(arch, impl, part, "saved bytes", measured.saved.get(path, 0), estimate[kind], note))
         rows.append(Row(arch, impl, OUTPUT, "saved bytes", measured.saved.get(OUTPUT, 0), estimate["output"]))
     return rows
@@ -176,10 +197,16 @@ def format_table(rows: Sequence[Row]) -> str:
 def main() -> None:
     """Print the table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--arch", nargs="+", default=DEFAULT, choices=list(CONFIGS))
+    parser.add_argument("--batch", type=int, help="micro-batch (2; 1 with --full-size)")
+    parser.add_argument("--seq-len", type=int, help="sequence length (64; 4096 with --full-size)")
+    parser.add_argument("--arch", nargs="+", choices=[*CONFIGS, *FULL])
+    parser.add_argument("--full-size", action="store_true",
+                        help="the FULL configs under FakeTensorMode (default micro-batch 1, sequence 4096)")
     args = parser.parse_args()
+    if args.full_size:
+        args.arch = args.arch or list(FULL)
+        args.batch, args.seq_len = args.batch or 1, args.seq_len or 4096
+    args.arch, args.batch, args.seq_len = args.arch or DEFAULT, args.batch or 2, args.seq_len or 64
     torch.set_num_threads(1)
     start = time.perf_counter()
     rows = [row for arch in args.arch for row in compare(arch, batch=args.batch, seq_len=args.seq_len)]

@@ -3,7 +3,8 @@
 bench/validate_hf.py builds each scaled config with transformers, runs it forward
 once in bf16 on CPU with labels, and sets FlopCounterMode's matmul FLOPs and the
 bytes autograd saves (saved_tensors_hooks) beside hpdsl's estimate of the same
-config imported with hpdsl.importers.hf.
+config imported with hpdsl.importers.hf. Llama-2-7B and Mixtral-8x7B at full width (two layers,
+s 4096, micro-batch 1) run under FakeTensorMode: shapes only, seconds.
 """
 
 from __future__ import annotations
@@ -72,3 +73,32 @@ def test_fla_chunk_is_the_priced_chunk() -> None:
     from hpdsl.cost.impl_terms import FLA_CHUNK
 
     assert FLA_CHUNK == LINEAR_CHUNK
+
+
+@pytest.mark.parametrize("arch", ["llama2_7b", "mixtral_8x7b"])
+def test_full_size_layers_match_the_estimate_under_fake_tensors(arch: str) -> None:
+    # Full width, s 4096, micro-batch 1, bf16: shapes only (FakeTensorMode), so seconds on a CPU.
+    rows = compare(arch, batch=1, seq_len=4096)
+    flops = [r for r in rows if r.quantity == "forward matmul FLOPs"]
+    assert len(flops) == 4 and all(r.measured == r.estimated > 1e12 for r in flops), flops
+    layers = [r for r in rows if r.quantity == "saved bytes" and r.part != "output"]
+    assert len(layers) == 2 and all(abs(r.relative) <= 0.03 for r in layers), layers
+    output = [r for r in rows if r.part == "output"]
+    assert len(output) == 2 and all(abs(r.relative) <= 0.05 for r in output), output
+    # The CPU dispatcher picks flash for fake CPU tensors as for real ones (equal head sizes, no mask).
+    assert [r.note for r in layers if r.impl == "hf-sdpa-cpu"] == ["CPU SDPA: flash (fake)"]
+    # Eager keeps the s×s scores of 32 heads (fp32 softmax and its bf16 copy), not flash's fp32
+    # row statistics: 3 GiB more at s 4096 (Mixtral's repeat_kv copies on top).
+    sdpa, eager = (next(r.measured for r in layers if r.impl == i) for i in ("hf-sdpa-cpu", "hf-eager"))
+    assert eager - sdpa >= 32 * 4096 * (4096 * (4 + 2) - 4)
+    assert (eager - sdpa == 32 * 4096 * (4096 * (4 + 2) - 4)) == (arch == "llama2_7b")
+
+
+def test_fake_tensors_are_deduplicated_by_storage_not_address() -> None:
+    import torch
+    from hf_measure import storage_key
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b = torch.empty(4, 8), torch.empty(4, 8)
+        assert storage_key(a) == storage_key(a.view(8, 4)) == storage_key(a[1:]) != storage_key(b)
