@@ -120,8 +120,11 @@ def measure(model: nn.Module, inputs: Mapping[str, Tensor]) -> HfMeasurement:
     phase = [EMBEDDING]
     first: dict[int, tuple[str, int]] = {}
 
+    held: list[Tensor] = []  # alive until the count is done: a freed storage's key could be reused
+
     def pack(t: Tensor) -> Tensor:
         key = storage_key(t)
+        held.append(t)
         if key not in params:
             first.setdefault(key, (inside[-1] if inside else phase[0], t.untyped_storage().nbytes()))
         return t

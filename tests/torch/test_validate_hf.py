@@ -3,7 +3,7 @@
 bench/validate_hf.py builds each scaled config with transformers, runs it forward
 once in bf16 on CPU with labels, and sets FlopCounterMode's matmul FLOPs and the
 bytes autograd saves (saved_tensors_hooks) beside hpdsl's estimate of the same
-config imported with hpdsl.importers.hf. Llama-2-7B and Mixtral-8x7B at full width (two layers,
+config imported with hpdsl.importers.hf. Llama-2-7B and Mixtral-8x7B at full size (32 layers,
 s 4096, micro-batch 1) run under FakeTensorMode: shapes only, seconds.
 """
 
