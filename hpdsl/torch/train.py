@@ -78,9 +78,7 @@ def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 @contextmanager
 def saved_activations(model: nn.Module) -> Iterator[list[int]]:
-    """Count the bytes autograd saves for backward inside the block (parameters excluded); yield [bytes]."""
-    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
-              for p in model.parameters()}
+    """Count the bytes autograd saves for backward inside the block (parameters, gathered or not, excluded); yield [bytes]."""
     seen: set[int] = set()
     total = [0]
 
@@ -88,13 +86,24 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
         if isinstance(tensor, nn.Parameter):
             return tensor
         storage = _plain(tensor).untyped_storage()
-        if storage.data_ptr() not in params and storage.data_ptr() not in seen:
+        if storage.data_ptr() not in param_storages(model) and storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())
             total[0] += storage.nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         yield total
+
+
+def param_storages(model: nn.Module) -> set[int]:
+    """Return the addresses of the storages `model`'s parameters hold now.
+
+    Read at each saved tensor, not once: inside FSDP2's forward a module's
+    parameters are the gathered (unsharded) ones, allocated before its forward
+    and freed after when it reshards, and what autograd saves of them (a weight,
+    its transpose, an expert's slice) is a parameter, not an activation.
+    """
+    return {_plain(param).untyped_storage().data_ptr() for param in model.parameters()}
 
 
 def _plain(tensor: torch.Tensor) -> torch.Tensor:
@@ -127,8 +136,6 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     tensor saved on it until autograd drops the last one, and the peak of the sum
     is what the rank held at its fullest (the estimator's in-flight micro-batches).
     """
-    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
-              for p in model.parameters()}
     holders: dict[int, int] = {}
     sizes: dict[int, int] = {}
     live_peak = [0, 0]
@@ -144,7 +151,7 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
             return tensor
         storage = _plain(tensor).untyped_storage()
         key = storage.data_ptr()
-        if key in params:
+        if key in param_storages(model):
             return tensor
         if key not in holders:
             holders[key], sizes[key] = 0, storage.nbytes()
