@@ -9,8 +9,9 @@ very weights one process would; FSDP2 then shards them. Each step draws a global
 batch of synthetic tokens from the seed; a rank takes its data-parallel rows
 and, under cp, its chunk of each sequence. It writes OUT_DIR/<rank>.json: the
 step losses (averaged over the data-parallel ranks), the bytes of its parameter,
-gradient and optimizer-state shards, and the peak bytes saved for backward
-(saved_tensors_hooks); rank 0 also trains the reference alone, on the whole
+gradient and optimizer-state shards, the peak bytes saved for backward
+(saved_tensors_hooks) and how far its gradients after step 0 are from the
+unsharded model's on the whole batch; rank 0 also trains the reference alone, on the whole
 batch, and writes its losses.
 """
 
@@ -236,7 +237,8 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
     rows = strategy.micro_batch * groups
-    measured: dict[str, int] = {"params_bytes": local_bytes(model.parameters())}
+    expected = reference_grads(reference, seed, rows, seq, vocab)
+    measured: dict[str, Any] = {"params_bytes": local_bytes(model.parameters())}
     losses = []
     for step in range(steps):
         ids, targets = batch(step, seed, rows, seq, vocab)
@@ -250,6 +252,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
+            measured["grad_max_diff"], measured["grad_max_abs"] = grad_gap(model, expected)
         optimizer.step()
         optimizer.zero_grad()
         if step == 0:
