@@ -41,7 +41,9 @@ from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
+from hpdsl.torch.layers import CausalLM
 from hpdsl.torch.modules import GroupedExperts
+from hpdsl.torch.sequence import sequence_parallel
 
 MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
@@ -125,6 +127,10 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     layer's gathered parameters after its forward.
     """
     require_runnable(strategy)
+    if strategy.sequence_parallel and strategy.tp > 1 and isinstance(model, CausalLM):
+        if mesh is None:
+            raise BuildError(f"sequence parallelism over tp={strategy.tp} needs the job's mesh (train_mesh)")
+        sequence_parallel(model, mesh["tp"])
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
     reshard = reshard_params

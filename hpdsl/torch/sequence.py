@@ -1,0 +1,63 @@
+"""Sequence parallelism under tp: the activations between a model's blocks sharded over the sequence.
+
+With the strategy's sequence_parallel at tp > 1, `sequence_parallel(model, tp)`
+applies PyTorch's own styles (torch.distributed.tensor.parallel) around the
+families' colwise/rowwise layouts (hpdsl/torch/layout.py):
+
+- the embedding's output (vocabulary-parallel, summed over tp) is kept as this
+  rank's sequence chunk (PrepareModuleOutput Replicate → Shard(1));
+- every norm of a layer (`*_norm`) is torch's `SequenceParallel`: it runs on
+  the chunk, its replicated weight's gradient summed over tp by DTensor;
+- each mixer and feed-forward gathers the sequence on entry
+  (PrepareModuleInput Shard(1) → Replicate) and keeps its chunk of the
+  tp-reduced output (PrepareModuleOutput Replicate → Shard(1)), so the
+  residual stream, the norms' inputs and the residual adds are 1/tp per rank;
+- the final norm runs on the chunk and its output is gathered for the head.
+
+The residual stream stays plain tensors (each rank's chunk) between the hooks.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModuleOutput, SequenceParallel,
+                                               parallelize_module)
+
+from hpdsl.errors import BuildError
+
+_SEQ = Shard(1)
+"""Activations are [batch, seq, hidden]: the sequence is dim 1."""
+
+
+def _gather_in() -> PrepareModuleInput:
+    return PrepareModuleInput(input_layouts=(_SEQ,), desired_input_layouts=(Replicate(),), use_local_output=True)
+
+
+def _chunk_out() -> PrepareModuleOutput:
+    return PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(_SEQ,), use_local_output=True)
+
+
+def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
+    """Shard `model`'s activations between blocks over the sequence on the tp mesh (in place); return it."""
+    embed, norm, layers = (getattr(model, name, None) for name in ("embed", "norm", "layers"))
+    if (embed is None or norm is None or layers is None or getattr(model, "mtp", None) is not None
+            or getattr(model, "positions", None) is not None):
+        raise BuildError("sequence parallelism is built for decoder-only models without MTP layers or a "
+                         f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
+    parallelize_module(embed, tp, _chunk_out())
+    for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):
+        for name, child in layer.named_children():
+            if name.endswith("_norm"):
+                parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+            elif name in ("mixer", "ffn", "cross_attention"):
+                parallelize_module(child, tp, _gather_in())
+                parallelize_module(child, tp, _chunk_out())
+    parallelize_module(norm, tp, SequenceParallel(use_local_output=True))
+    parallelize_module(norm, tp, PrepareModuleOutput(output_layouts=(_SEQ,), desired_output_layouts=(Replicate(),),
+                                                     use_local_output=True))
+    return model
+
+
+__all__ = ["sequence_parallel"]
