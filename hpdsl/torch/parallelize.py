@@ -43,7 +43,7 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.torch.layers import CausalLM
 from hpdsl.torch.modules import GroupedExperts
-from hpdsl.torch.sequence import sequence_parallel
+from hpdsl.torch.sequence import routes_chunks, sequence_parallel
 
 MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
@@ -140,11 +140,13 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
         raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "
                          f"(train_mesh makes it) or a stage's {STAGE_AXES}")
     experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
-    for module in model.modules():
-        if isinstance(module, GroupedExperts):
-            fully_shard(module, mesh=experts, reshard_after_forward=reshard,
-                        shard_placement_fn=_even(experts.size()))
-            _divide(module, float(data * strategy.tp))
+    for moe in model.modules():
+        for module in moe.children():
+            if isinstance(module, GroupedExperts):
+                fully_shard(module, mesh=experts, reshard_after_forward=reshard,
+                            shard_placement_fn=_even(experts.size()))
+                # tp ranks routing the same tokens hold equal gradients; under SP each its own chunk's.
+                _divide(module, float(data * (1 if routes_chunks(moe) else strategy.tp)))
     if data > 1:
         dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
         even = _even(dense.size())

@@ -12,6 +12,9 @@ families' colwise/rowwise layouts (hpdsl/torch/layout.py):
   (PrepareModuleInput Shard(1) → Replicate) and keeps its chunk of the
   tp-reduced output (PrepareModuleOutput Replicate → Shard(1)), so the
   residual stream, the norms' inputs and the residual adds are 1/tp per rank;
+- a MoE whose routed experts are whole on every tp rank (etp 1) routes this
+  rank's chunk only (`_local_moe`), so its experts' gradients, summed over the
+  expert data-parallel group dp·cp·tp/ep, are divided by dp·cp, not dp·cp·tp;
 - the final norm runs on the chunk and its output is gathered for the head.
 
 The residual stream stays plain tensors (each rank's chunk) between the hooks.
@@ -21,11 +24,12 @@ from __future__ import annotations
 
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModuleOutput, SequenceParallel,
                                                parallelize_module)
 
 from hpdsl.errors import BuildError
+from hpdsl.torch.modules.moe import MoE
 
 _SEQ = Shard(1)
 """Activations are [batch, seq, hidden]: the sequence is dim 1."""
@@ -37,6 +41,37 @@ def _gather_in() -> PrepareModuleInput:
 
 def _chunk_out() -> PrepareModuleOutput:
     return PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(_SEQ,), use_local_output=True)
+
+
+def _replicated_experts(moe: MoE) -> bool:
+    """Return whether the routed experts are whole on every tp rank (etp 1): they can run on the chunk."""
+    return not any(isinstance(p, DTensor) for p in moe.experts.parameters())
+
+
+def _local_moe(moe: MoE, tp: DeviceMesh) -> None:
+    """Route each tp rank's own sequence chunk (Megatron's MoE under SP, etp 1).
+
+    The router and the shared-expert gate run on the chunk's tokens
+    (SequenceParallel over the flattened tokens, dim 0: their replicated weights'
+    gradients summed over tp); the routed experts see only this rank's tokens;
+    a tp-split shared expert gathers the tokens and keeps its chunk of the
+    output. Gathering the flattened [b·s/tp, h] tokens orders them by rank, then
+    batch row: a permutation, which a per-token module undoes on the way out.
+    """
+    for linear in (moe.router, moe.shared_expert_gate):
+        if linear is not None:
+            parallelize_module(linear, tp, SequenceParallel(sequence_dim=0, use_local_output=True))
+    for expert in moe.shared_experts or ():
+        parallelize_module(expert, tp, PrepareModuleInput(input_layouts=(Shard(0),), desired_input_layouts=(
+            Replicate(),), use_local_output=True))
+        parallelize_module(expert, tp, PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(
+            Shard(0),), use_local_output=True))
+    moe.sequence_parallel = True
+
+
+def routes_chunks(module: nn.Module) -> bool:
+    """Return whether `module` (routed experts' MoE) routes only this tp rank's sequence chunk."""
+    return bool(getattr(module, "sequence_parallel", False))
 
 
 def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
@@ -51,6 +86,8 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
         for name, child in layer.named_children():
             if name.endswith("_norm"):
                 parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+            elif isinstance(child, MoE) and _replicated_experts(child):
+                _local_moe(child, tp)
             elif name in ("mixer", "ffn", "cross_attention"):
                 parallelize_module(child, tp, _gather_in())
                 parallelize_module(child, tp, _chunk_out())
