@@ -66,12 +66,12 @@ def _local_moe(moe: MoE, tp: DeviceMesh) -> None:
             Replicate(),), use_local_output=True))
         parallelize_module(expert, tp, PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(
             Shard(0),), use_local_output=True))
-    moe.sequence_parallel = True
+    moe.routes_chunk = True
 
 
 def routes_chunks(module: nn.Module) -> bool:
     """Return whether `module` (routed experts' MoE) routes only this tp rank's sequence chunk."""
-    return bool(getattr(module, "sequence_parallel", False))
+    return isinstance(module, MoE) and module.routes_chunk
 
 
 def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
