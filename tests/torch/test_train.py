@@ -127,6 +127,25 @@ def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(result)
+    # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
+    result = _train("--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params")
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.parametrize("spec", ["qwen3_next_80b_a3b", "deepseek_v3"])
+def test_cp_is_refused_for_mixers_without_a_context_parallel_form(spec: str) -> None:
+    code, output = _hpdsl("train", str(ROOT / "examples" / f"{spec}.hpf"), "--set=layers=2", "--dp", "2", "--cp",
+                          "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "4")
+    assert code == 2 and "has no context-parallel form; use cp = 1" in output
 
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
@@ -222,6 +241,26 @@ def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
     code, output = _hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
                           "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
                           "--nproc", "2", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)
+
+
+DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
+DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
+    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
+    "v_head_dim=16", "mtp=0")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
+                         ids=["dp4-ep2", "dp2-tp2-sp"])
+def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...]) -> None:
+    code, output = _hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
+                          "--nproc", "4", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
