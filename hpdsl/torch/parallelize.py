@@ -6,6 +6,10 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   layouts over tp, ring attention over cp, all-to-all experts over ep);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
+- sequence_parallel at tp > 1: hpdsl/torch/sequence.py shards the activations
+  between blocks over the sequence (torch's SequenceParallel norms,
+  PrepareModuleInput/Output around the tp regions; a MoE with tp-replicated experts
+  routes each rank's chunk); a whole CausalLM only, not a pipeline chunk yet;
 - dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` (ZeRO-3), resharding
   parameters after each layer's forward when the profile states `reshard_params`
   (FSDP2's reshard_after_forward; the estimator's transient reads the same fact).
