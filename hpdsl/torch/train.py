@@ -222,6 +222,9 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     split = config["strategy"].get("pp_split")
     strategy = Strategy(**{**config["strategy"], "pp_split": None if split is None else tuple(split)})
     model_ir, registry = load_model(config)
+    facts = registry.profile(model_ir.profile).run
+    if strategy.sequence_parallel is None:  # unstated: the profile's run fact, as the estimator reads it
+        strategy = strategy.with_(sequence_parallel=facts.shard_activations)
     seed, steps, seq, vocab = config["seed"], config["steps"], strategy.seq_len, model_ir.vocab
     mesh = train_mesh(strategy)
     if strategy.pp > 1:
@@ -232,7 +235,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
     model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
     load_reference(model, reference)
-    parallelize(model, strategy, mesh, reshard_params=registry.profile(model_ir.profile).run.reshard_params)
+    parallelize(model, strategy, mesh, reshard_params=facts.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
