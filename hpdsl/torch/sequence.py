@@ -29,10 +29,24 @@ from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModule
                                                parallelize_module)
 
 from hpdsl.errors import BuildError
+from hpdsl.ir.nodes import ModelIR
 from hpdsl.torch.modules.moe import MoE
 
 _SEQ = Shard(1)
 """Activations are [batch, seq, hidden]: the sequence is dim 1."""
+
+
+def model_refusals(model: ModelIR) -> tuple[str, ...]:
+    """Return why this backend cannot run `model` sequence-parallel (empty: it can)."""
+    reasons = []
+    if {"encoder", "decoder"} <= {g.kind for g in model.groups} or model.position_buckets:
+        reasons.append(f"{model.name} is an encoder-decoder or has a relative position bias: sequence "
+                       "parallelism is built for decoder-only models")
+    if any(g.mtp for g in model.groups):
+        reasons.append(f"{model.name} has MTP layers: sequence parallelism does not build them yet (--set mtp=0)")
+    if model.learned_positions:
+        reasons.append(f"{model.name} adds a learned position table to the tokens: not sequence-parallel yet")
+    return tuple(reasons)
 
 
 def _gather_in() -> PrepareModuleInput:
@@ -97,4 +111,4 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
     return model
 
 
-__all__ = ["sequence_parallel"]
+__all__ = ["model_refusals", "routes_chunks", "sequence_parallel"]

@@ -265,3 +265,8 @@ def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(result)
+
+
+def test_sequence_parallel_refuses_what_it_does_not_build() -> None:
+    code, output = _hpdsl("train", DEEPSEEK_V3, "--set=layers=2", "--tp", "2", "--sp", "--nproc", "2")
+    assert code == 2 and "has MTP layers: sequence parallelism does not build them yet" in output
