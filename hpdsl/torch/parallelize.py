@@ -47,6 +47,7 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.torch.layers import CausalLM
 from hpdsl.torch.modules import GroupedExperts
+from hpdsl.torch.pipeline import StageChunk
 from hpdsl.torch.sequence import routes_chunks, sequence_parallel
 
 MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
@@ -131,10 +132,10 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     layer's gathered parameters after its forward.
     """
     require_runnable(strategy)
-    if strategy.sequence_parallel and strategy.tp > 1 and isinstance(model, CausalLM):
+    if strategy.sequence_parallel and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk)):
         if mesh is None:
             raise BuildError(f"sequence parallelism over tp={strategy.tp} needs the job's mesh (train_mesh)")
-        sequence_parallel(model, mesh["tp"])
+        sequence_parallel(model, mesh["tp"], route_chunks=strategy.zero in _FSDP_ZERO)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
     reshard = reshard_params
@@ -169,10 +170,12 @@ def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:
 
     FSDP2 shards dim 0 by default and leaves the remainder of an uneven dim 0 on the
     first ranks (a shared-expert gate [1, hidden] sits whole on rank 0); an even dim
-    gives every rank the 1/ranks the estimator prices. A tp-split DTensor keeps dim 0.
+    gives every rank the 1/ranks the estimator prices. A tp-split DTensor keeps dim 0; a
+    tp-replicated one (a sequence-parallel gate) is placed like a plain parameter.
     """
     def place(param: nn.Parameter) -> Shard | None:
-        if isinstance(param, DTensor) or param.ndim == 0 or param.shape[0] % ranks == 0:
+        split = isinstance(param, DTensor) and any(p.is_shard() for p in param.placements)
+        if split or param.ndim == 0 or param.shape[0] % ranks == 0:
             return None
         return next((Shard(d) for d, size in enumerate(param.shape) if size % ranks == 0), None)
 

@@ -31,6 +31,7 @@ from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModule
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.torch.modules.moe import MoE
+from hpdsl.torch.pipeline import StageChunk
 
 _SEQ = Shard(1)
 """Activations are [batch, seq, hidden]: the sequence is dim 1."""
@@ -88,23 +89,34 @@ def routes_chunks(module: nn.Module) -> bool:
     return isinstance(module, MoE) and module.routes_chunk
 
 
-def sequence_parallel(model: nn.Module, tp: DeviceMesh) -> nn.Module:
-    """Shard `model`'s activations between blocks over the sequence on the tp mesh (in place); return it."""
+def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = True) -> nn.Module:
+    """Shard `model`'s activations between blocks over the sequence on the tp mesh (in place); return it.
+
+    `route_chunks`: a MoE with tp-replicated experts routes each rank's chunk; only
+    when something sums those experts' gradients over tp (FSDP2 over dp·cp·tp/ep),
+    else it gathers the sequence like a dense feed-forward.
+    """
     embed, norm, layers = (getattr(model, name, None) for name in ("embed", "norm", "layers"))
-    if (embed is None or norm is None or layers is None or getattr(model, "mtp", None) is not None
+    chunk = isinstance(model, StageChunk)  # a pipeline chunk: the embedding or the final norm or neither
+    if (layers is None or (not chunk and (embed is None or norm is None)) or getattr(model, "mtp", None) is not None
             or getattr(model, "positions", None) is not None):
         raise BuildError("sequence parallelism is built for decoder-only models without MTP layers or a "
                          f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
-    parallelize_module(embed, tp, _chunk_out())
+    if isinstance(model, StageChunk):
+        model.sequence_shards = tp.size()
+    if embed is not None:
+        parallelize_module(embed, tp, _chunk_out())
     for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):
         for name, child in layer.named_children():
             if name.endswith("_norm"):
                 parallelize_module(child, tp, SequenceParallel(use_local_output=True))
-            elif isinstance(child, MoE) and _replicated_experts(child):
+            elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
                 _local_moe(child, tp)
             elif name in ("mixer", "ffn", "cross_attention"):
                 parallelize_module(child, tp, _gather_in())
                 parallelize_module(child, tp, _chunk_out())
+    if norm is None:
+        return model
     parallelize_module(norm, tp, SequenceParallel(use_local_output=True))
     parallelize_module(norm, tp, PrepareModuleOutput(output_layouts=(_SEQ,), desired_output_layouts=(Replicate(),),
                                                      use_local_output=True))
