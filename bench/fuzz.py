@@ -1,125 +1,227 @@
 """Long fuzz campaigns: only hpdsl errors escape, every input ends in bounded time.
 
-Runs the suite's fuzz strategies (tests/property/test_fuzz.py: grammar sentences,
-shipped files mutated byte by byte, shipped files spliced together) with a large
-budget against compile and fmt, plus mutated registry.json files against
-load_registry. A finding is any exception that is not an HpdslError, or an input
-that takes longer than the time bound; hypothesis shrinks it and the campaign
-stops, printing it. Turn each finding into a case under tests/cases/ with its
-expected diagnostic.
+Five targets (bench/fuzz_targets.py): `compile` and `fmt` (grammar sentences,
+shipped files mutated and spliced), `registry` (mutated registry.json through
+load_registry, then priced), `import-hf` (mutated published HF configs: exit 0
+only with a model that compiles) and `flags` (random `estimate` / `search` flag
+values parsed as the CLI parses them: JSON finite and non-negative). Input i of
+a campaign is rebuilt exactly from (seed, i), so a finding is replayed with
+`--replay i`. Inputs run in-process; parses, the standard library, the shipped
+registry and cost models are built once per process; `--workers N` spreads the
+inputs over N processes.
 
-    .venv/bin/python bench/fuzz.py --examples 100000            # every target
-    .venv/bin/python bench/fuzz.py --target compile --examples 1000000
+A finding (any non-hpdsl exception, a broken contract, an input over
+--seconds) is written to the log folder as JSON and the campaign goes on; turn
+each into a case under tests/cases/ (or a test) with its expected diagnostic.
+
+    nice -n 10 .venv/bin/python bench/fuzz.py --inputs 1000000 --log .fuzz-log   # every target
+    .venv/bin/python bench/fuzz.py --targets compile,fmt --inputs 10000
+    .venv/bin/python bench/fuzz.py --replay 12345 --seed 0                      # one input again
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
+import random
+import signal
 import sys
 import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The disk cache of the standard library's parses (hpdsl/syntax/cache.py) serves one-shot CLI runs;
+# a campaign is one long process whose in-memory caches serve it better (a compile costs 2.5x with
+# the disk cache on: every file is unpickled again), and it must not share entries with other
+# hpdsl versions on the machine. HPDSL_CACHE_DIR set by the caller is kept.
+os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "property"))
-sys.path.insert(0, str(ROOT / "tests"))
+from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
 
-from test_fuzz import (  # noqa: E402  (the suite's strategies, after the path is set)
-    COMPILE_SECONDS, assert_only_diagnostics, grammar_texts, mutated_files, spliced_files,
-)
-
-from hpdsl.api import compile_paths  # noqa: E402
-from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.errors import HpdslError  # noqa: E402
-from hpdsl.fmt import format_file  # noqa: E402
-from hpdsl.ir.convert import registry_to_json  # noqa: E402
-from hpdsl.registry import Registry  # noqa: E402
-from hpdsl.syntax import parse_source  # noqa: E402
+
+HARD_SECONDS = 30
+"""An input still running after this much CPU time is stopped (SIGVTALRM) and recorded as a hang.
+
+Time is the process's CPU time, not the wall clock: a campaign runs niced on a
+shared machine, where the wall clock measures the other jobs too."""
 
 
-def _texts() -> st.SearchStrategy[Source]:
-    grammar = grammar_texts(spaced=True).map(lambda t: Source(str(ROOT / "examples" / "fuzz.hpf"), t))
-    return grammar | mutated_files() | spliced_files()
+class _Hang(Exception):
+    pass
 
 
-def _compile(source: Source) -> None:
-    assert_only_diagnostics([source])
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise _Hang()
 
 
-def _fmt(source: Source) -> None:
+def _target_of(index: int, targets: list[str]) -> str:
+    return targets[index % len(targets)]
+
+
+def run_one(index: int, seed: int, targets: list[str], seconds: float) -> tuple[str, float, dict[str, Any] | None]:
+    """Run input `index`; return (target, CPU seconds taken, the finding or None)."""
+    target = _target_of(index, targets)
+    rng = random.Random(f"{seed}:{index}")
+    LAST.clear()
+    started = time.process_time()
+    signal.setitimer(signal.ITIMER_VIRTUAL, HARD_SECONDS)
+    problem = None
     try:
-        parsed = parse_source(source)
+        TARGETS[target](rng)
     except HpdslError:
-        return
-    once = format_file(parsed)
-    assert format_file(parse_source(Source(source.name, once))) == once, "fmt is not idempotent"
+        pass  # a target that lets one escape meant it as an answer
+    except _Hang:
+        problem = f"hang: still running after {HARD_SECONDS} s"
+    except Finding as finding:
+        problem = f"contract: {finding}"
+    except BaseException as error:  # noqa: BLE001  (every other exception is the finding)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        problem = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
+        problem += "\n" + "".join(traceback.format_tb(error.__traceback__)[-4:])
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    elapsed = time.process_time() - started
+    bound = max(seconds, SECONDS.get(target, 0.0))
+    if problem is None and elapsed > bound:
+        problem = f"slow: {elapsed:.2f} s of CPU (bound {bound} s)"
+    if problem is None:
+        return target, elapsed, None
+    return target, elapsed, {"index": index, "seed": seed, "target": target, "problem": problem,
+                             "seconds": round(elapsed, 3), "input": _shown(LAST.get("input"))}
 
 
-def _registry_json() -> str:
-    return registry_to_json(compile_paths([ROOT / "examples"]).ir)
-
-
-_JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=8)
-
-
-@st.composite
-def mutated_registries(draw: st.DrawFn, text: str) -> str:
-    """Draw the shipped registry with values replaced, keys dropped or bytes changed."""
-    data = json.loads(text)
-    for _ in range(draw(st.integers(1, 4))):
-        node, path = data, []
-        while isinstance(node, (dict, list)) and node and draw(st.booleans()):
-            key = draw(st.sampled_from(sorted(node) if isinstance(node, dict) else range(len(node))))
-            path.append(key)
-            node = node[key]
-        if not path:
-            continue
-        parent = data
-        for key in path[:-1]:
-            parent = parent[key]
-        if isinstance(parent, dict) and draw(st.booleans()):
-            del parent[path[-1]]
-        else:
-            parent[path[-1]] = draw(_JSON_VALUES)
-    return json.dumps(data, allow_nan=True)
-
-
-def _load(text: str) -> None:
+def _shown(value: Any) -> Any:
+    """Return the input as JSON can hold it (non-finite floats and huge ints as text)."""
     try:
-        Registry.from_json(text, name="fuzzed.json")
-    except HpdslError:
-        pass
+        json.dumps(value, allow_nan=False)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)[:1_000_000]
 
 
-def run(target: str, examples: int) -> None:
-    """Run one campaign of `examples` inputs; raise on the first (shrunk) finding."""
-    config = settings(max_examples=examples, deadline=COMPILE_SECONDS * 1000, database=None,
-                      suppress_health_check=list(HealthCheck))
-    if target == "registry":
-        text = _registry_json()
-        test = given(mutated_registries(text))(_load)
+def _chunk(job: tuple[int, int, int, list[str], float]
+           ) -> tuple[Counter[str], dict[str, float], list[dict[str, Any]], float]:
+    start, stop, seed, targets, seconds = job
+    counts: Counter[str] = Counter()
+    cpu: dict[str, float] = {}
+    findings = []
+    slowest = 0.0
+    for index in range(start, stop):
+        target, elapsed, finding = run_one(index, seed, targets, seconds)
+        counts[target] += 1
+        cpu[target] = cpu.get(target, 0.0) + elapsed
+        slowest = max(slowest, elapsed)
+        if finding is not None:
+            findings.append(finding)
+    return counts, cpu, findings, slowest
+
+
+def _warm(targets: list[str]) -> None:
+    """Build each target's fixed inputs (registry, profiles, cost models) before timing anything."""
+    signal.signal(signal.SIGVTALRM, _alarm)
+    for index, target in enumerate(targets):
+        run_one(index * len(targets) + targets.index(target), -1, targets, 1e9)
+
+
+def _jobs(start: int, stop: int, seed: int, targets: list[str], seconds: float,
+          size: int) -> Iterator[tuple[int, int, int, list[str], float]]:
+    for first in range(start, stop, size):
+        yield first, min(stop, first + size), seed, targets, seconds
+
+
+def campaign(arguments: argparse.Namespace) -> int:
+    """Run inputs [start, start + inputs); log progress; write findings; return how many there were."""
+    targets = arguments.targets.split(",")
+    log_dir = Path(arguments.log)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = (log_dir / "campaign.log").open("a")
+    stop = arguments.start + arguments.inputs
+
+    def say(line: str) -> None:
+        stamped = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}"
+        print(stamped, flush=True)
+        log.write(stamped + "\n")
+        log.flush()
+
+    say(f"start: seed {arguments.seed}, inputs {arguments.start:,}..{stop:,}, targets {','.join(targets)}, "
+        f"workers {arguments.workers}, bound {arguments.seconds} s, pid {os.getpid()}")
+    jobs = _jobs(arguments.start, stop, arguments.seed, targets, arguments.seconds, arguments.chunk)
+    if arguments.workers > 1:
+        pool = multiprocessing.get_context("fork").Pool(arguments.workers, _warm, (targets,))
+        results: Iterator[Any] = pool.imap(_chunk, jobs)
     else:
-        test = given(_texts())(_compile if target == "compile" else _fmt)
-    started = time.perf_counter()
-    config(test)()
-    print(f"{target}: {examples:,} inputs, no finding ({time.perf_counter() - started:.1f} s)")
+        _warm(targets)
+        results = map(_chunk, jobs)
+    done, total, found, slowest = arguments.start, Counter[str](), 0, 0.0
+    cpu: dict[str, float] = {}
+    signatures: set[str] = set()
+    started, last = time.perf_counter(), 0.0
+    for (counts, seconds, findings, slow), job in zip(results, _jobs(arguments.start, stop, arguments.seed, targets,
+                                                             arguments.seconds, arguments.chunk)):
+        done, slowest = job[1], max(slowest, slow)
+        total.update(counts)
+        for target, spent in seconds.items():
+            cpu[target] = cpu.get(target, 0.0) + spent
+        for finding in findings:
+            found += 1
+            signature = f"{finding['target']}: {finding['problem'].splitlines()[0][:120]}"
+            path = log_dir / f"finding-{finding['target']}-{finding['index']}.json"
+            path.write_text(json.dumps(finding, indent=2))
+            if signature not in signatures:
+                signatures.add(signature)
+                say(f"FINDING #{found} (input {finding['index']}, {path.name}): {signature}")
+        now = time.perf_counter() - started
+        if now - last >= arguments.every or done == stop:
+            last = now
+            ran = sum(total.values())
+            per_target = ", ".join(f"{t} {total[t]:,} ({1000 * cpu.get(t, 0.0) / max(total[t], 1):.1f} ms CPU each)"
+                                   for t in targets)
+            say(f"inputs {ran:,} (next index {done:,}; {per_target}) in {now:,.0f} s, "
+                f"{ran / max(now, 1e-9):,.0f}/s, slowest {slowest:.2f} s, findings {found}")
+    say(f"end: {sum(total.values()):,} inputs, {found} findings ({len(signatures)} distinct)")
+    return found
+
+
+def replay(arguments: argparse.Namespace) -> None:
+    """Run one input again in the foreground and print what it was and what happened."""
+    targets = arguments.targets.split(",")
+    signal.signal(signal.SIGVTALRM, _alarm)
+    target, elapsed, finding = run_one(arguments.replay, arguments.seed, targets, arguments.seconds)
+    print(f"input {arguments.replay}: {target}, {elapsed:.3f} s")
+    print(json.dumps(finding, indent=2) if finding else "no finding")
 
 
 def main() -> None:
-    """Parse the arguments and run each asked campaign."""
+    """Parse the arguments; run a campaign or replay one input."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--target", choices=("compile", "fmt", "registry", "all"), default="all")
-    parser.add_argument("--examples", type=int, default=10_000)
+    parser.add_argument("--targets", default=",".join(TARGETS),
+                        help=f"comma-separated, of {', '.join(TARGETS)} (default: all, round-robin)")
+    parser.add_argument("--inputs", type=int, default=10_000, help="inputs to run (all targets together)")
+    parser.add_argument("--start", type=int, default=0, help="first input index (to resume a campaign)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="processes (default 1: in this one)")
+    parser.add_argument("--chunk", type=int, default=100, help="inputs per unit of work")
+    parser.add_argument("--seconds", type=float, default=2.0, help="the time bound per input")
+    parser.add_argument("--every", type=float, default=30.0, help="seconds between progress lines")
+    parser.add_argument("--log", default=str(Path(__file__).resolve().parents[1] / ".fuzz-log"),
+                        help="folder for campaign.log and the findings")
+    parser.add_argument("--replay", type=int, default=None, help="run only this input index")
     arguments = parser.parse_args()
-    targets = ("compile", "fmt", "registry") if arguments.target == "all" else (arguments.target,)
-    for target in targets:
-        run(target, arguments.examples)
+    unknown = set(arguments.targets.split(",")) - set(TARGETS)
+    if unknown:
+        parser.error(f"unknown targets {sorted(unknown)}; the targets are {', '.join(TARGETS)}")
+    if arguments.replay is not None:
+        replay(arguments)
+        return
+    sys.exit(1 if campaign(arguments) else 0)
 
 
 if __name__ == "__main__":

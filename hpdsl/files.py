@@ -59,7 +59,9 @@ def reason(exc: OSError | UnicodeDecodeError) -> str:
 
 
 def _size(limit: int) -> str:
-    return f"{limit // (1 << 20)} MiB" if limit >= 1 << 20 else f"{limit:,} bytes"
+    if limit >= 1 << 20:
+        return f"{limit // (1 << 20)} MiB"
+    return f"{limit // 1024} KiB" if limit >= 1 << 16 else f"{limit:,} bytes"
 
 
 __all__ = ["NotReadable", "node_kind", "read_text", "reason"]

@@ -36,11 +36,31 @@ def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
     (("search", "--devices", "8", "--memory-gib", "-1"), ("memory per device must be a positive finite size",)),
     (("search", "--devices", HUGE, "--seq-len", "-1"),
      (f"--devices {HUGE} is past 2^63-1", "seq-len must be at least 1, got -1")),
-    (("search", "--devices", str(2**63 - 1)), ("devices must be at most 2^40",)),
+    (("search", "--devices", str(2**63 - 1)), ("devices must be at most 2^24",)),
     (("search", "--devices", "0", "--global-batch", "0"),
      ("devices must be at least 1, got 0", "global batch must be at least 1, got 0")),
     (("search", "--devices", "8", "--micro-batches", HUGE), ("--micro-batches takes whole numbers up to 2^63-1",)),
     (("search", "--devices", "8", "--seq-len", "1e30"), ("'1e30' is not a valid integer",)),
+    # In range for 64 bits, but past what prices exactly (hpdsl/cost/bounds.py): refused, never wrapped.
+    (("estimate", "--seq-len", str(2**63 - 1)), ("seq_len must be at most 2^30, got 9,223,372,036,854,775,807",)),
+    (("estimate", "--micro-batch", str(2**62), "--global-batch", str(2**63 - 1)),
+     ("micro_batch must be at most 2^24", "global_batch must be at most 2^40")),
+    (("estimate", "--dp", str(2**62), "--micro-batch", "4"), ("dp must be at most 2^20",)),
+    (("estimate", "--dp", str(2**20), "--tp", str(2**20)), ("dp·tp·pp·cp = 1,099,511,627,776 devices, more than 2^24",)),
+    (("estimate", "--pp", str(2**44), "--vpp", str(2**47)), ("pp must be at most 2^20", "vpp must be at most 2^20")),
+    (("estimate", "--devices", str(2**62)), ("num_devices must be at most 2^24",)),
+    (("estimate", "--global-batch", str(-2**63), "--devices", "-1"),
+     ("global_batch must be at least 1", "num_devices must be at least 1, got -1")),
+    (("estimate", "--softmax-bytes", str(2**40)), ("softmax_bytes must be at most 64",)),
+    (("search", "--devices", "64", "--top", str(2**62)), ("top must be at most 200",)),
+    (("search", "--devices", "64", "--seq-len", str(2**40), "--global-batch", str(2**50)),
+     ("seq-len must be at most 2^30", "global batch must be at most 2^40")),
+    (("search", "--devices", "64", "--micro-batches", ",".join(map(str, range(1, 40)))),
+     ("micro-batches lists 39 values, more than 16",)),
+    (("search", "--devices", "64", "--vpp", str(2**62)), ("vpp must be at most 2^20",)),
+    # Model fields overridden past their bounds (hpdsl/model/fields.py), as a .hpf literal would be.
+    (("estimate", "--set", f"layers={10**9}"), ("layers must be at most 65,536",)),
+    (("estimate", "--set", f"hidden={2**40}"), ("hidden must be at most 2,147,483,648",)),
 ])
 def test_an_unpriceable_flag_exits_2_with_every_reason(args: tuple[str, ...], reasons: tuple[str, ...]) -> None:
     run = hpdsl(args[0], MODEL, *args[1:])

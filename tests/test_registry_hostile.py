@@ -20,9 +20,14 @@ EXAMPLES = REPO / "examples"
 
 
 @pytest.fixture(scope="module")
-def good() -> dict[str, Any]:
-    registry = hpdsl.compile_paths([EXAMPLES])
-    data: dict[str, Any] = json.loads(registry.to_json())
+def good_text() -> str:
+    return hpdsl.compile_paths([EXAMPLES]).to_json()
+
+
+@pytest.fixture
+def good(good_text: str) -> dict[str, Any]:
+    """A fresh copy per test: each test edits it."""
+    data: dict[str, Any] = json.loads(good_text)
     return data
 
 
@@ -146,3 +151,46 @@ def test_a_fifo_a_folder_and_an_oversized_file_are_load_errors(tmp_path: Path, m
     monkeypatch.setattr(hpdsl.registry, "MAX_REGISTRY_BYTES", 1024)
     with pytest.raises(LoadError, match="larger than 1,024 bytes"):
         load_registry(tmp_path / "big.json")
+
+
+# Found by bench/fuzz.py's registry target: each loaded, then failed or priced nonsense in cost/bind.py.
+def test_an_op_count_out_of_range_or_off_the_vocabulary(good: dict[str, Any]) -> None:
+    kinds = good["profiles"]["llama2"]["kinds"]
+    kinds["decoder"]["ops"]["ffMM"] = -12967435138379210854  # priced a model at -1.9e28 parameters
+    del kinds["decoder"]["ops"]["softmax"]
+    errors = _errors(good)
+    assert f"$.profiles.llama2.kinds.decoder.ops.ffMM: must be from 0 to {2**62}, found -12967435138379210854" in errors
+    assert any(e.startswith("$.profiles.llama2.kinds.decoder.ops: not the registry's op vocabulary (missing "
+                            "['softmax']") for e in errors)
+
+
+@pytest.mark.parametrize("field", ["vocab", "hidden"])
+def test_a_required_field_that_is_null(good: dict[str, Any], field: str) -> None:
+    name, model = _model(good)
+    model[field] = None  # a TypeError in cost/params.py (vocab) or bind.py (hidden // heads)
+    assert f"$.models.{name}.{field}: required, found null" in _errors(good)
+
+
+def test_a_stated_block_missing_a_required_field(good: dict[str, Any]) -> None:
+    name, model = _model(good)
+    assert model["experts"] is not None
+    model["top_k"] = None
+    assert f"$.models.{name}.top_k: required in a moe block, found null" in _errors(good)
+
+
+def test_run_facts_and_the_default_kind_out_of_range(good: dict[str, Any]) -> None:
+    profile = good["profiles"]["llama2"]
+    profile["run"]["norm_bytes"] = -4
+    profile["default"] = "no_such_kind"
+    errors = _errors(good)
+    assert f"$.profiles.llama2.run.norm_bytes: must be from 0 to {2**62}, found -4" in errors
+    assert "$.profiles.llama2.default: no kind 'no_such_kind'" in errors
+
+
+def test_a_condition_nested_past_the_parsers_limit(good: dict[str, Any]) -> None:
+    # Within json's own depth, but deeper than any compiled spec: evaluating it would recurse 300 deep.
+    condition: dict[str, Any] = {"op": "ref", "name": "parallel", "text": "parallel"}
+    for _ in range(300):
+        condition = {"op": "not", "operands": [condition]}
+    good["families"]["attention"]["variants"][1]["when"] = condition
+    assert "$.families.attention.variants[1].when: nests deeper than 100" in _errors(good)

@@ -19,7 +19,7 @@ import attrs
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import LayerConfig
-from hpdsl.bound.slots import layer_shape, mixer_role
+from hpdsl.bound.slots import buildable, layer_shape, mixer_role
 from hpdsl.ir.layouts import dim_names
 from hpdsl.ir.nodes import ModelIR, block_stated
 from hpdsl.model import ops
@@ -124,7 +124,7 @@ def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
     attentions, matrices = layer_shape(layer)
     yield from _attention_count(cost, kind, layer, attentions)
     yield from _ffn_count(cost.model, kind, layer, matrices)
-    if attentions in (1, 2) and matrices in (0, 2, 3):
+    if buildable(attentions, matrices):
         yield from _norm_count(kind, layer, int(attentions), matrices > 0)
     yield from _flavour_blocks(cost, kind)
     yield from _module_shapes(layer, attentions)
@@ -133,12 +133,18 @@ def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
 def _attention_count(cost: CostModel, kind: str, layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:
     """Yield an attention count no layer holds, and two attentions outside an encoder-decoder's decoder."""
     count = ops.count(layer.ops, ops.ATT_MM)
-    if attentions not in (1, 2):
+    if attentions == 0 and ops.ffn_matrices(layer.ops) == 0:
+        yield LayerProblem("layer-attentions",
+                           f"kind '{kind}' prices attMM 0 and ffMM 0: a layer with neither a mixer nor a "
+                           "feed-forward", "count attMM 4 for its mixer or ffMM 2/3 for its feed-forward",
+                           kind=kind, op=ops.ATT_MM)
+    elif attentions not in (0, 1, 2):
         yield LayerProblem("layer-attentions",
                            f"kind '{kind}' prices attMM {count} ({_number(attentions)} attentions per layer), "
-                           "but a layer holds one attention (attMM 4) or self- and cross-attention (attMM 8)",
-                           "count attMM 4 per attention: 4, or 8 in an encoder-decoder's decoder",
-                           kind=kind, op=ops.ATT_MM)
+                           "but a layer holds one attention (attMM 4), self- and cross-attention (attMM 8) "
+                           "or, feed-forward only, none (attMM 0)",
+                           "count attMM 4 per attention: 4, 8 in an encoder-decoder's decoder, 0 in a "
+                           "feed-forward-only layer", kind=kind, op=ops.ATT_MM)
     elif attentions == 2 and not (kind == DECODER and is_encoder_decoder(cost.model)):
         model = cost.model
         why = (f"but its '{kind}' layers are not the decoder's" if is_encoder_decoder(model)
@@ -183,8 +189,8 @@ def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> It
     count = layer.layer_norms if stated else ops.norms(layer.ops)
     if count == expected:
         return
-    parts = "one before the attention" if attentions == 1 else "one before each of its two attentions"
-    parts += " and one before the feed-forward" if ffn else ""
+    parts = {0: "", 1: "one before the attention", 2: "one before each of its two attentions"}[attentions]
+    parts += (" and " if parts else "") + "one before the feed-forward" if ffn else ""
     parts += ", and one after each (sandwich_norms)" if layer.sandwich_norms else ""
     where = f"layer_norms {count}" if stated else f"normOp {count}"
     hint = (f"remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` if every "

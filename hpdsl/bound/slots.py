@@ -3,7 +3,8 @@
 A built layer holds a mixer (full attention, a Gated DeltaNet for a linear
 kind, or MLA when the model has an `mla` block), a cross-attention in an
 encoder-decoder's decoder, a feed-forward block (a dense MLP, or routed experts
-plus shared experts) and a norm before each; the model holds an embedding, a
+plus shared experts) and a norm before each; a Megatron-style hybrid's layer
+(Nemotron-H) holds only the mixer (ffMM 0) or only the feed-forward (attMM 0); the model holds an embedding, a
 final norm per tower and, unless tied, an output head. The family filling each
 slot is the kind's (or the profile's) binding from `.hpf` `slots { ... }`
 blocks (KindIR.slots, ProfileIR.slots), never Python.
@@ -82,14 +83,25 @@ def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
                   k_norm_width=int(layer.kv_heads * layer.head_dim if full else layer.head_dim))
 
 
+def buildable(attentions: Fraction, matrices: int) -> bool:
+    """Whether an op vector's (attentions, feed-forward matrices) make a layer: a mixer, a feed-forward or both.
+
+    A Megatron-style hybrid (Nemotron-H) has mixer-only layers (ffMM 0) and
+    feed-forward-only layers (attMM 0); a layer with neither is no layer.
+    """
+    return attentions in (0, 1, 2) and matrices in (0, 2, 3) and (attentions > 0 or matrices > 0)
+
+
 def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:
     """Return every slot of a layer priced with `layer`; () when its op vector prices no buildable layer."""
     attentions, matrices = layer_shape(layer)
-    if attentions not in (1, 2) or matrices not in (0, 2, 3):
+    if not buildable(attentions, matrices):
         return ()
     config = layer_config(layer, causal=causal)
-    slots = [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
-    if config.sandwich_norms:
+    slots: list[Slot] = []
+    if attentions:
+        slots += [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
+    if attentions and config.sandwich_norms:
         slots.append(_slot("norm", "mixer_post_norm", config, bindings))
     if attentions == 2:
         slots += [_slot("norm", "cross_norm", config, bindings),
@@ -136,5 +148,5 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["Slot", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
+__all__ = ["Slot", "buildable", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
            "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]

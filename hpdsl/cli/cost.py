@@ -132,6 +132,29 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
         click.echo(render_train(name, best, trained))
 
 
+def run_estimate(cost_model: Any, flags: dict[str, Any]) -> Any:
+    """Return the Estimate `hpdsl estimate` prints for its parsed flags (InvalidStrategyError with every reason)."""
+    from hpdsl.cost.estimate import estimate
+    from hpdsl.cli.report import strategy_or_reasons
+
+    return estimate(cost_model, strategy_or_reasons(flags, cost_model))
+
+
+def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
+    """Return the SearchResult `hpdsl search` prints for its parsed flags, without --run (bench/fuzz.py)."""
+    from hpdsl.cli.report import GIB, parse_ints, require_search_flags
+    from hpdsl.cost.search import search
+
+    options = {k: v for k, v in flags.items() if v is not None}
+    devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
+    for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
+        if key in options:
+            options[key] = parse_ints(options[key], flag)
+    require_search_flags(flags, {**options, "devices": devices})
+    memory = memory_gib * GIB if memory_gib is not None else None
+    return search(cost_model, devices, memory, **options)
+
+
 def _runnable_options(options: dict[str, Any]) -> dict[str, Any]:
     """Return search options restricted to what `hpdsl train` runs: fp32 AdamW, ZeRO-3 (none where dp·cp is 1)."""
     for key, value in (("precision", "fp32"), ("optimizer", "adam")):

@@ -77,10 +77,17 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
       hpdsl import-hf config.json --profiles my_profiles/ --profile my_profile
     """
     from hpdsl.api import compile_paths, compile_sources, output_target, write_text_atomic
+    from hpdsl.files import reason
     from hpdsl.importers.hf import check_imported, import_hf_file
 
+    try:
+        config.stat()
+    except FileNotFoundError:
+        raise InputError(f"{config}: no such file") from None
+    except OSError as exc:  # a name too long, a symlink loop
+        raise InputError(f"{str(config)[:200]}: {reason(exc)}") from None
     if not config.is_file():
-        raise InputError(f"{config}: no such file")
+        raise InputError(f"{config}: {'a folder' if config.is_dir() else 'not a regular file'}, not a config.json")
     registry = compile_paths(list(profile_paths), stdlib=True) if profile_paths else \
         compile_sources([], stdlib=True)
     imported = import_hf_file(config, profiles=registry.profiles, name=name, profile=profile,

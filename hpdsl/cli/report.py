@@ -50,7 +50,8 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
                                                "4 for an fp32 softmax)"),
     ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
+                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
+                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
     ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
@@ -67,7 +68,8 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
     ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa or hf-eager (transformers' modules)"),
+                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
+                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
@@ -193,7 +195,14 @@ def describe_assumptions(e: Estimate) -> str:
              f"{a['optimizer_states']}x{a['optimizer_state_bytes']} optimizer states"]
     return (f"assumed {a['precision']}, {a['optimizer']}: " + " + ".join(p for p in parts if p)
             + f" = {a['static_bytes_per_param']} B per parameter before ZeRO; activations {a['compute_bytes']} B, "
-            + f"impl {e.strategy.impl}")
+            + f"impl {e.strategy.impl}" + IMPL_KERNELS.get(e.strategy.impl, ""))
+
+
+IMPL_KERNELS = {
+    "hf-sdpa": " (SDPA's GPU kernels: flash, memory-efficient where qk and v head sizes differ or a bias is added)",
+    "hf-sdpa-cpu": " (SDPA's CPU kernels: math where qk and v head sizes differ or a learnt bias is added)",
+}
+"""The attention kernels an hf implementation's estimate assumed (docs/cost-model.md#activations-per-implementation)."""
 
 
 def render_estimate(e: Estimate) -> str:

@@ -45,6 +45,7 @@ class Ctx:
     flash: Any                # bool array, or a bool
     hf: Any                   # transformers' modules (hf-sdpa or hf-eager) save the activations
     eager: Any                # transformers' eager attention: expanded K and V, the scores kept
+    cpu: Any                  # hf-sdpa-cpu: SDPA's CPU kernels (math where CPU flash cannot run)
     any_hf: bool              # some candidate is priced as transformers' (else the hf terms are skipped)
     recompute: Any            # int codes (RECOMPUTE), or an int
     all_layers: Any
@@ -127,7 +128,7 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         loss_t=t if run.loss_parallel else xp.ones_like(t),
         b_c=widths["compute"], b_sm=g["softmax_bytes"] * 1.0,
         b_p=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
-        hf=g["impl"] > 0, eager=eager, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
+        hf=g["impl"] > 0, eager=eager, cpu=g["impl"] == IMPLS.index("hf-sdpa-cpu"), any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
         all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
         zero=g["zero"], ring=g["cp_kind"] == 0, edp=dp * cp * t / (ep * etp),
         b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],

@@ -173,7 +173,7 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
         "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
         "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
         "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
-        "qkNorm": FlopCoeffs(t=int(cfg.qk_norm) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
+        "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
         "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
         "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
         "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),

@@ -23,7 +23,7 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost import xp
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, scalar_context
-from hpdsl.cost.impl_terms import INDEX, HfCoeffs, hf_coeffs, output_norm_terms
+from hpdsl.cost.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.params import LayerParams, mtp_extra
 from hpdsl.cost.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
@@ -114,7 +114,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     t_c += att * (2 if cfg.output_gate else 0) * d_q
     t_c += op_count(ops, OP.ATT_BMM) / 2 * sum(attention_widths(cfg))
     t_c += op_count(ops, OP.LINREC) * _linear_saved(cfg)
-    t_b = int(cfg.qk_norm) * b_n * (a + cfg.kv_heads) * cfg.head_dim
+    t_b = int(cfg.qk_norm and att > 0) * b_n * (a + cfg.kv_heads) * cfg.head_dim
     softmax, casts = op_count(ops, OP.SOFTMAX), op_count(ops, OP.HEAD_CAST)
     ffn = _ffn_act(cfg)
     coeffs = ActCoeffs(
@@ -123,7 +123,8 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
         flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h, hf=hf_coeffs(cfg, run))
     if MIXER_ROLES & whole:
         # All the head-split terms above but the FFN's are the mixer's.
-        return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True)
+        hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
+        return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
     return coeffs
 
 
@@ -173,8 +174,9 @@ def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsno
     the int64 labels the loss's NllLossBackward reads.
     """
     c, b = output_norm_terms(norm, run, hidden, offset=offset)
-    return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden,
-                     logit_b=LOGIT_BYTES * vocab, hf=HfCoeffs(sp_c=c, sp_b=b + INDEX))
+    # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
+    hf = HfCoeffs(sp_c=c, sp_b=b + INDEX, logit_v=0.0 if run.loss_upcast else vocab)
+    return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab, hf=hf)
 
 
 def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
@@ -323,8 +325,14 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
 
 def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
     """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
-    extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + c.t_b + x.etp * c.routed_b) / x.t
-    extra = extra + x.b_c * xp.where(x.eager, c.eager_t_c, c.sdpa_t_c) / x.t
+    extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + x.etp * c.routed_b) / x.t
+    mixer = x.b_c * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
+    if c.cpu_heads:  # CPU SDPA's math kernel: fp32 q/k/v and softmax in place of flash's statistics
+        math = (FP32 - x.b_c) * c.cpu_w + c.cpu_heads * (x.s * FP32 - FLASH_STAT_BYTES)
+        mixer = mixer + xp.where(x.cpu & x.flash, math, 0.0)
+    extra = extra + (mixer if c.whole else mixer / x.t)  # a replicated mixer is whole on every rank
+    if c.logit_v:
+        extra = extra + (x.b_c - LOGIT_BYTES) * c.logit_v / x.loss_t
     return xp.where(x.hf, extra, 0.0)
 
 

@@ -173,7 +173,8 @@ def _norm_factor(cfg: LayerConfig) -> int:
 
 def _norms(cfg: LayerConfig) -> int:
     count = cfg.layer_norms if cfg.layer_norms is not None else op_count(cfg.ops, OP.NORM)
-    return (count * cfg.hidden + int(cfg.qk_norm) * qk_norm_width(cfg)) * _norm_factor(cfg)
+    qk_norm = cfg.qk_norm and op_count(cfg.ops, OP.ATT_MM) > 0  # a feed-forward-only layer has no q, k
+    return (count * cfg.hidden + int(qk_norm) * qk_norm_width(cfg)) * _norm_factor(cfg)
 
 
 def qk_norm_width(cfg: LayerConfig) -> int:

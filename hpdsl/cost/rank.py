@@ -16,12 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hpdsl.cost.bounds import search_bound_reasons
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.strategy import IMPLS, InvalidStrategyError, StrategyGrid
-
-
-MAX_DEVICES = 1 << 40
-"""The most devices a search lays out (a trillion: far past any cluster, quick to factor)."""
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
@@ -30,11 +27,12 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
                          optimizer: str = "adam", impl: str = "fused", softmax_bytes: int = 2
                          ) -> tuple[str, ...]:
     """Return every reason the search's inputs are unusable (empty: they are fine)."""
-    reasons = []
+    reasons: list[str] = []
     if devices < 1:
         reasons.append(f"devices must be at least 1, got {devices}")
-    if devices > MAX_DEVICES:  # the layouts factor the count: past this, factoring takes minutes
-        reasons.append(f"devices must be at most 2^40, got {devices}")
+    # The layouts factor the count and each top strategy is estimated in full: bounded (cost/bounds.py).
+    reasons += search_bound_reasons(devices, top, (("micro-batches", micro_batches), ("vpp", vpp)),
+                                    global_batch, seq_len)
     if memory_bytes is not None and not (math.isfinite(memory_bytes) and memory_bytes > 0):
         reasons.append(f"memory per device must be a positive finite size, got {memory_bytes / 1024**3} GiB")
     if top < 1:

@@ -27,8 +27,9 @@ from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.layout import even_split
 from hpdsl.cost.pricing import Prepared, prepare, price_grid
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
-from hpdsl.cost.validate import invalid_mask
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.bounds import MAX_CANDIDATES
+from hpdsl.cost.validate import invalid_mask, model_shape
 
 CHUNK = 1 << 13
 """Candidates priced per numpy pass: big enough to amortise numpy's call overhead, small enough for cache."""
@@ -76,10 +77,17 @@ def _divisors(n: int) -> tuple[int, ...]:
     return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
-def layouts(devices: int, experts: int) -> np.ndarray:
-    """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp."""
+def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0) -> np.ndarray:
+    """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp.
+
+    `tp_of` and `etp_of`, when not 0, are numbers every tp (etp) must divide: the
+    model's rules refuse the others anyway, and leaving them out early keeps a
+    device count with many divisors (720,720) from enumerating millions of rows.
+    """
     rows: list[tuple[int, ...]] = []
     for tp in _divisors(devices):
+        if tp_of and tp_of % tp:
+            continue
         for cp in _divisors(devices // tp):
             for pp in _divisors(devices // (tp * cp)):
                 dp = devices // (tp * cp * pp)
@@ -87,7 +95,8 @@ def layouts(devices: int, experts: int) -> np.ndarray:
                 for ep in (_divisors(mesh) if experts > 1 else (1,)):
                     if experts % ep:
                         continue
-                    rows.extend((tp, cp, pp, dp, ep, etp) for etp in (_divisors(mesh // ep) if experts > 1 else (1,)))
+                    rows.extend((tp, cp, pp, dp, ep, etp) for etp in (_divisors(mesh // ep) if experts > 1 else (1,))
+                                if not etp_of or etp_of % etp == 0)
     return np.array(rows, dtype=np.int64).reshape(-1, 6)
 
 
@@ -103,6 +112,10 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
                np.asarray([RECOMPUTE.index(r) for r in recompute]),
                np.asarray([ZERO.index(z) for z in zero]), np.asarray([CP_KINDS.index(k) for k in cp_kinds])]
     sizes = [len(o) for o in options]
+    if math.prod(sizes) > MAX_CANDIDATES:
+        reason = (f"the search would price {math.prod(sizes):,} candidates, more than {MAX_CANDIDATES:,}: "
+                  "try fewer --micro-batches or --vpp values, or a device count with fewer divisors")
+        raise InvalidStrategyError(f"cannot search:\n  - {reason}", (reason,))
     flat = np.arange(int(np.prod(sizes)), dtype=np.int64)
     picked = []
     for k, option in enumerate(options):   # vpp outermost, then layouts: grouped by (vpp, pp)
@@ -127,7 +140,9 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
 def _model_layouts(prepared: Prepared, devices: int) -> np.ndarray:
     """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths)."""
     experts = max(c.experts for c in prepared.columns.configs)
-    rows = layouts(devices, experts)
+    shape = model_shape(prepared.columns)
+    tp_of = math.gcd(*(count for _, count in (*shape.heads, *shape.tp_widths)))
+    rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths))
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]

@@ -26,10 +26,12 @@ ZERO = ("none", "os", "os+grad", "os+grad+params")
 """Optimizer sharding over the data-parallel group (ZeRO stages 0 to 3)."""
 CP_KINDS = ("ring", "a2a")
 """Context parallelism: ring attention passes key/value chunks; all-to-all (Ulysses) swaps heads."""
-IMPLS = ("fused", "hf-sdpa", "hf-eager")
+IMPLS = ("fused", "hf-sdpa", "hf-eager", "hf-sdpa-cpu")
 """What saves the activations: fused kernels (flash attention, fused norm and activation, as
-Megatron/TransformerEngine); transformers' modules with SDPA; transformers' eager attention
-(docs/cost-model.md#activations-per-implementation)."""
+Megatron/TransformerEngine); transformers' modules with SDPA on a GPU (a fused kernel always:
+flash, or memory-efficient where the qk and v head sizes differ or a float bias is added);
+transformers' eager attention; transformers' modules with SDPA on CPU (its math kernel where
+its flash kernel cannot run) (docs/cost-model.md#activations-per-implementation)."""
 ALL_LAYERS = 0
 """recompute_layers code for "every layer of the stage"."""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost import xp
+from hpdsl.cost.bounds import MIN_MFU, bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
 from hpdsl.cost.memory import MIXER_ROLES
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
@@ -274,8 +275,8 @@ def _static_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
     yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
-    yield Rule(lambda g, _s: xp.logical_not((g.mfu > 0) & (g.mfu <= 1)),
-               lambda s, _sh: f"mfu must be in (0, 1], got {s.mfu}")
+    yield Rule(lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
+               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
     yield Rule(lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
     yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),
@@ -355,8 +356,13 @@ def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -
 
     The same predicates the grid runs, traced once per model and per strategy
     shape (its non-numeric choices) into a compiled check (hpdsl/cost/trace.py);
-    a family's requires are judged on the strategy's axis sizes directly.
+    a family's requires are judged on the strategy's axis sizes directly. A
+    number past its bound (hpdsl/cost/bounds.py) is reported alone: the rules'
+    int64 products could wrap on it.
     """
+    bounds = bound_reasons(strategy)
+    if bounds:
+        return bounds
     columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
     checks = _checks(columns)
     split = tuple(strategy.pp_split) if strategy.pp_split is not None else None

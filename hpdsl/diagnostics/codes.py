@@ -13,11 +13,12 @@ CODES: dict[str, str] = {
     "unexpected-end": "the file ends inside an unfinished construct",
     "nesting-too-deep": "conditions or stack lists nest deeper than the compiler accepts",
     "literal-too-large": "an integer literal beyond 2^62, the largest the compiler holds",
-    "file-too-large": "a file is larger than the compiler reads (1 MiB of text)",
+    "file-too-large": "a file is larger than the compiler reads (128 KiB of text)",
     "line-too-long": "a line is longer than the compiler reads (100,000 characters)",
     "too-many-diagnostics": "a file has more problems than are shown; the rest are left out",
     "import-not-found": "an imported file does not exist or cannot be read",
     "import-cycle": "files import each other in a cycle",
+    "import-too-deep": "a chain of imports is longer than the compiler follows (64 files)",
     "import-outside-project": "an import leads outside the project's folders, the standard library and the search paths",
     "no-vocabulary": "profiles are declared but no op vocabulary is in scope",
     "unpriced-vocabulary": "a model is priced with an op vocabulary that lacks ops the estimator prices (they price zero)",
@@ -114,7 +115,8 @@ CODES: dict[str, str] = {
     "layer-types-too-short": "layer_types lists fewer layers than the model has",
     "layer-types-unknown-kind": "layer_types names a kind the profile lacks (priced as the default)",
     # --- layers the backend builds (hpdsl/bound/shape.py) -----------------
-    "layer-attentions": "a kind prices an attention count no layer holds (attMM neither 4 nor 8)",
+    "layer-attentions": ("a kind prices an attention count no layer holds (attMM not 4 or 8, nor 0 with a "
+                         "feed-forward)"),
     "cross-attention-outside-decoder": "a kind prices two attentions outside an encoder-decoder's decoder",
     "ffn-matrices": "a kind prices a feed-forward count no block has (ffMM neither 0, 2 nor 3)",
     "mlp-form-mismatch": "the model's mlp gated|plain disagrees with its layers' ffMM (3 gated, 2 plain)",

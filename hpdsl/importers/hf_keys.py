@@ -22,6 +22,9 @@ READ: frozenset[str] = frozenset({
     "qk_head_dim", "sliding_window_pattern", "_sliding_window_pattern",
     "attn_layer_period", "attn_layer_offset", "expert_layer_period", "expert_layer_offset",
     "attn_layer_indices", "mamba_d_head",
+    # Nemotron-H's (hpdsl/importers/hf_hybrid.py rewrites them)
+    "hybrid_override_pattern", "layers_block_type", "mlp_hidden_act", "mamba_head_dim", "attention_head_dim",
+    "mamba_hidden_act", "mtp_hybrid_override_pattern", "mtp_layers_block_type",
 })
 """Keys the importer reads beside the FIELDS rows' `hf` keys."""
 
@@ -36,7 +39,7 @@ IGNORED: dict[str, str] = {key: why for why, keys in {
                                    "use_return_dict", "pruned_heads",
                                    "num_logits_to_keep", "gradient_checkpointing", "output_past",
                                    "cache_implementation", "use_mamba_kernels", "use_mambapy",
-                                   "use_associative_scan"),
+                                   "use_associative_scan", "mamba_ssm_cache_dtype"),
     "positions (no parameters, elementwise cost)": ("rope_theta", "rope_scaling", "rope_parameters",
                                                     "partial_rotary_factor", "original_max_position_embeddings",
                                                     "rope_local_base_freq", "relative_attention_max_distance",
@@ -50,7 +53,8 @@ IGNORED: dict[str, str] = {key: why for why, keys in {
                                                  "query_pre_attn_scalar", "scale_attn_weights",
                                                  "routed_scaling_factor", "norm_topk_prob", "pretraining_tp",
                                                  "layer_norm_type", "time_step_limit", "time_step_min",
-                                                 "time_step_max", "time_step_floor"),
+                                                 "time_step_max", "time_step_floor", "residual_in_fp32",
+                                                 "rescale_prenorm_residual"),
     "training losses (no parameters)": ("z_loss_coefficient",),
     "routing policy (same router parameters)": ("router_aux_loss_coef", "aux_loss_alpha", "topk_method",
                                                 "n_group", "topk_group", "scoring_func", "seq_aux", "ep_size",
@@ -116,6 +120,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256,
               "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True,
               "mamba_proj_bias": False},
+    "nemotron_h": {"tie_word_embeddings": False, "head_dim": 128, "mlp_hidden_act": "relu2", "mlp_bias": False,
+                   "mamba_num_heads": 128, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
+                   "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "chunk_size": 128,
+                   "use_conv_bias": True, "num_nextn_predict_layers": 0},
     "jamba": {"tie_word_embeddings": False, "hidden_act": "silu", "num_experts": 16, "num_experts_per_tok": 2,
               "expert_layer_period": 2, "expert_layer_offset": 1, "attn_layer_period": 8, "attn_layer_offset": 4,
               "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": "auto",

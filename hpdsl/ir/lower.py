@@ -43,19 +43,37 @@ def lower_registry(scope: Scope, sources: Iterable[Source],
     return _renamed(registry, names) if names else registry
 
 
+_LEAVES = (str, int, float, bool, type(None))
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _renamed(value: Any, names: Mapping[str, str]) -> Any:
-    """Return `value` with every SourceRef's file renamed by `names` (IR values are frozen)."""
+    """Return `value` with every SourceRef's file renamed by `names` (IR values are frozen).
+
+    A part with nothing renamed in it is returned as it is, not rebuilt: most of a
+    registry is the standard library, whose `<hpdsl>/...` names never change.
+    """
+    if isinstance(value, _LEAVES):
+        return value
     if isinstance(value, SourceRef):
-        return SourceRef(names.get(value.file, value.file), value.line, value.col)
+        name = names.get(value.file, value.file)
+        return value if name == value.file else SourceRef(name, value.line, value.col)
     if isinstance(value, tuple):
-        return tuple(_renamed(item, names) for item in value)
+        items = tuple(_renamed(item, names) for item in value)
+        return value if all(a is b for a, b in zip(items, value)) else items
     if isinstance(value, dict):
-        return {key: _renamed(item, names) for key, item in value.items()}
-    if attrs.has(type(value)):
-        changes = {field.name: _renamed(getattr(value, field.name), names)
-                   for field in attrs.fields(type(value)) if field.init}
-        return type(value)(**changes)
-    return value
+        entries = {key: _renamed(item, names) for key, item in value.items()}
+        return value if all(entries[key] is item for key, item in value.items()) else entries
+    fields = _INIT_FIELDS.get(type(value))
+    if fields is None:
+        fields = tuple(f.name for f in attrs.fields(type(value)) if f.init) if attrs.has(type(value)) else ()
+        _INIT_FIELDS[type(value)] = fields
+    if not fields:
+        return value
+    changes = {name: _renamed(getattr(value, name), names) for name in fields}
+    if all(changes[name] is getattr(value, name) for name in fields):
+        return value
+    return type(value)(**changes)
 
 
 def source_hash(sources: Iterable[Source]) -> str:

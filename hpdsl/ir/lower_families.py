@@ -22,6 +22,7 @@ block lowers to `layout=None`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Literal, TypeVar, cast
 
 from hpdsl import ast
@@ -35,8 +36,14 @@ Placement = Literal["colwise", "rowwise", "replicate"]
 Named = TypeVar("Named", ast.Selector, ast.Variant)
 
 
+@lru_cache(maxsize=1024)
 def lower_family(family: ast.Family) -> FamilyIR:
-    """Return the IR of one checked family."""
+    """Return the IR of one checked family (remembered: the AST and the IR are frozen values).
+
+    Every compile lowers the standard library's families twice (the checks' clean
+    set, then the registry); parses are shared (hpdsl/syntax/parser.py), so an
+    unchanged family is lowered once per process.
+    """
     items = family.items
     factories = [i for i in items if isinstance(i, ast.Factory)]
     axes = [i.axis.value for i in items if isinstance(i, ast.ParallelAxis)]

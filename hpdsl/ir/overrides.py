@@ -2,7 +2,7 @@
 
 Each override names a field of hpdsl/model/fields.py (block fields by their flat
 name: `experts`, `key_heads`) and a value of its type; an unknown field, a value
-of the wrong type, a choice outside its choices or an int under its minimum is an
+of the wrong type, a choice outside its choices or an int outside its bounds is an
 InputError naming it. Changing `layers` keeps the first N layers of the body's
 kind sequence (cycling it when N is larger), so a hybrid stack keeps its pattern
 and a first-k-dense model keeps its dense layers first; MTP groups stay.
@@ -46,6 +46,8 @@ def _value(field: Field, text: str, pair: str) -> Scalar:
             raise InputError(f"--set {pair}: {field.name} takes a whole number, got '{text}'") from None
         if field.minimum is not None and number < field.minimum:
             raise InputError(f"--set {pair}: {field.name} must be at least {field.minimum}")
+        if field.maximum is not None and number > field.maximum:  # the bound a .hpf literal has too
+            raise InputError(f"--set {pair}: {field.name} must be at most {field.maximum:,}")
         return number
     if field.type == "float":
         try:

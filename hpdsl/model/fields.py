@@ -49,6 +49,12 @@ MAX_LAYERS = 1 << 16
 # The largest value of any other int field: products of two stay below 2^63.
 MAX_DIMENSION = 1 << 31
 
+# The most shared experts: each is a module (a slot) of its own, so the count is enumerated.
+MAX_SHARED_EXPERTS = 1 << 10
+
+# The largest op count or run fact: the largest integer literal (hpdsl/syntax/parser.py MAX_INT).
+MAX_COUNT = 1 << 62
+
 
 def _int(name: str, meaning: str, *, minimum: int = 1, block: str | None = None,
          default: int | None = None, required: bool = False, hf: tuple[str, ...] = (),
@@ -104,7 +110,7 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _int("top_k", "experts chosen per token k", block="moe", required=True, hf=("num_experts_per_tok", "experts_per_token")),
     _int("expert_width", "routed expert width h_e", block="moe", required=True, hf=("moe_intermediate_size",)),
     _int("shared_experts", "shared experts E_s", block="moe", minimum=0, default=0,
-         hf=("n_shared_experts", "num_shared_experts")),
+         hf=("n_shared_experts", "num_shared_experts"), maximum=MAX_SHARED_EXPERTS),
     _int("shared_width", "shared expert width; default: expert_width", block="moe",
          hf=("shared_expert_intermediate_size",)),
     _bool("shared_gate", "a sigmoid gate on the shared expert output", block="moe"),
@@ -224,6 +230,10 @@ RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
     Fact("deferred_grad_accumulation", "bool", "FSDP holds each layer's reduce-scatter output until backward ends",
          False),
     Fact("overlapped_grad_reduce", "bool", "gradient reduction overlaps the backward pass", False),
+    # transformers' modules (--impl hf-sdpa / hf-eager; docs/cost-model.md#activations-per-implementation).
+    Fact("norm_keeps_input", "bool", "the norm scales its compute-width input, not its fp32 copy, by the root "
+         "(its backward keeps both)", False),
+    Fact("loss_upcast", "bool", "the loss takes fp32 logits (false: log-softmax at the compute width)", True),
 )}
 """The only run facts a profile may state (`run { }`), with the value an unstated fact has."""
 

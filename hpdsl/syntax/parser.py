@@ -33,7 +33,7 @@ MAX_NESTING = 100
 # (README "Hostile input"): the largest file and line parsed, and the largest
 # integer literal (every count, width and bound fits far below it, and products of
 # two stay exact in 64-bit arithmetic downstream).
-MAX_FILE_CHARS = 1 << 20
+MAX_FILE_CHARS = 1 << 17
 MAX_LINE_CHARS = 100_000
 MAX_INT = 1 << 62
 
@@ -199,8 +199,35 @@ def _parse(source: Source) -> ast.File:
                     span=file.span)
 
 
+# Brackets, and what may hide one: a string or a comment (as the grammar's STRING and COMMENT).
+_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|#[^\n]*|[(\[{]|[)\]}]')
+
+
+def _bracket_problem(source: Source) -> Diagnostic | None:
+    """Return a diagnostic at the first bracket nested past MAX_NESTING, before the parser sees it.
+
+    Parentheses leave no node in the parse tree, so the tree's depth check
+    (_tree_problems) cannot see them; one linear pass over the brackets of every
+    construct (blocks, stack lists, conditions, dims expressions) bounds them all.
+    """
+    depth = 0
+    for match in _BRACKETS.finditer(source.text):
+        char = match.group()
+        if char in "([{":
+            depth += 1
+            if depth > MAX_NESTING:
+                line = source.text.count("\n", 0, match.start()) + 1
+                col = match.start() - (source.text.rfind("\n", 0, match.start()) + 1) + 1
+                return Diagnostic(Span(source.name, line, col, line, col + 1), "nesting-too-deep",
+                                  f"brackets nest more than {MAX_NESTING} deep here",
+                                  hint="flatten it: name the parts, or use repetition (`* N`)")
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    return None
+
+
 def _size_problem(source: Source) -> Diagnostic | None:
-    """Return a diagnostic for a file or a line over the caps, before the parser sees it."""
+    """Return a diagnostic for a file or a line over the caps, or brackets nested too deep."""
     text = source.text
     if len(text) > MAX_FILE_CHARS:
         return Diagnostic(Span(source.name, 1, 1, 1, 2), "file-too-large",
@@ -212,7 +239,7 @@ def _size_problem(source: Source) -> Diagnostic | None:
             return Diagnostic(Span(source.name, number, col, number, col + 1), "line-too-long",
                               f"line {number} has {len(line):,} characters, more than "
                               f"{MAX_LINE_CHARS:,}", hint="break it over several lines")
-    return None
+    return _bracket_problem(source)
 
 
 def _comment(token: Token, file: str) -> ast.Comment:

@@ -16,9 +16,12 @@ from torch.distributed.tensor import DTensor, Replicate
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm residual layer: mixer (attention or linear attention), optional cross-attention, ffn."""
+    """Pre-norm residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
 
-    def __init__(self, *, mixer_norm: nn.Module, mixer: nn.Module, ffn_norm: nn.Module | None = None,
+    A Megatron-style hybrid (Nemotron-H) holds a mixer or a feed-forward per layer, never both.
+    """
+
+    def __init__(self, *, mixer_norm: nn.Module | None = None, mixer: nn.Module | None = None, ffn_norm: nn.Module | None = None,
                  ffn: nn.Module | None = None, cross_norm: nn.Module | None = None,
                  cross_attention: nn.Module | None = None, mixer_post_norm: nn.Module | None = None,
                  ffn_post_norm: nn.Module | None = None) -> None:
@@ -32,7 +35,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
-        x = x + _post(self.mixer_post_norm, self.mixer(self.mixer_norm(x), positions=positions, bias=bias))
+        if self.mixer is not None and self.mixer_norm is not None:
+            x = x + _post(self.mixer_post_norm, self.mixer(self.mixer_norm(x), positions=positions, bias=bias))
         if self.cross_attention is not None and self.cross_norm is not None:
             x = x + self.cross_attention(self.cross_norm(x), positions=positions, memory=memory)
         if self.ffn is not None and self.ffn_norm is not None:

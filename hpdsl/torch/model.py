@@ -68,7 +68,7 @@ class _Builder:
                  if slot.role not in _FFN_ROLES}  # the feed-forward is assembled by ffn()
         cfg = layer_config(bound, causal=causal)
         return DecoderLayer(
-            mixer_norm=built["mixer_norm"], mixer=built["mixer"],
+            mixer_norm=built.get("mixer_norm"), mixer=built.get("mixer"),
             cross_norm=built.get("cross_norm"), cross_attention=built.get("cross_attention"),
             ffn_norm=built.get("ffn_norm"), ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None,
             mixer_post_norm=built.get("mixer_post_norm"), ffn_post_norm=built.get("ffn_post_norm"),

@@ -212,7 +212,8 @@ def _recompute(model: nn.Module, strategy: Strategy) -> None:
     count = len(layers) if strategy.recompute_layers is None else min(strategy.recompute_layers, len(layers))
     for layer in layers[:count]:
         target = layer if strategy.recompute == "full" else getattr(layer, "mixer", layer)
-        _checkpointed(target)
+        if target is not None:  # a feed-forward-only layer (Nemotron-H) has no mixer to recompute
+            _checkpointed(target)
 
 
 def _checkpointed(module: nn.Module) -> None:

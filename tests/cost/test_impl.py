@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cost_builders import example
+from cost_builders import EXAMPLES, example
 
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare, price_grid
@@ -20,5 +20,30 @@ def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:
             assert alone.memory.peak_bytes == float(grid.peak_bytes[0])
             assert alone.step_time_s == float(grid.step_time_s[0])
             peaks.append(alone.memory.peak_bytes)
-    fused, sdpa, eager = peaks[:3]
-    assert fused < sdpa < eager and peaks[3:] == peaks[:3]
+    n = len(IMPLS)
+    fused, sdpa, eager, sdpa_cpu = peaks[:n]
+    assert fused < sdpa < eager and peaks[n:] == peaks[:n]
+    assert sdpa_cpu == sdpa  # equal head sizes and no score bias: CPU SDPA runs its flash kernel too
+
+
+def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
+    import attrs
+
+    from hpdsl.cost.columns import model_columns
+    from hpdsl.cost.context import scalar_context
+    from hpdsl.cost.memory import MIXER_ROLES, column_act_coeffs, hf_extra
+
+    from hpdsl.api import compile_paths
+    from hpdsl.cost import bind
+
+    registry = compile_paths([EXAMPLES / "qwen3_next_80b_a3b.hpf"])
+    model = registry.models["qwen3_next_80b_a3b"]
+    cost = bind(model, registry.profiles[model.profile], families=registry.families)
+    columns = model_columns(cost)
+    column = next(c for c in columns.columns if c.role == "layer" and c.whole & MIXER_ROLES)
+    hf = column_act_coeffs(column, columns).hf
+    assert hf is not None and hf.whole and hf.mix_c > 0  # FLA's A and gate: gated_delta_net is replicated
+    x = scalar_context(Strategy(tp=2, impl="hf-sdpa", sequence_parallel=True), cost.profile.run)
+    split = hf_extra(attrs.evolve(hf, whole=False), x)
+    # Whole, the mixer's terms are not halved: the difference is the half tp=2 took off.
+    assert hf_extra(hf, x) - split == (x.b_c * hf.mix_c + hf.mix_b) / 2

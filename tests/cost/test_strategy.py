@@ -76,7 +76,8 @@ def test_a_valid_strategy_has_no_reasons() -> None:
     (Strategy(zero="zero3"), "zero 'zero3' is not one of"),
     (Strategy(cp_kind="star"), "cp_kind 'star' is not one of ring, a2a"),
     (Strategy(device="tpu"), "unknown device 'tpu'"),
-    (Strategy(mfu=1.5), "mfu must be in (0, 1], got 1.5"),
+    (Strategy(mfu=1.5), "mfu must be in [1e-06, 1], got 1.5"),
+    (Strategy(mfu=1e-300), "mfu must be in [1e-06, 1], got 1e-300"),  # step time inf (bench/fuzz.py, seed 4)
 ])
 def test_reasons(strategy: Strategy, reason: str) -> None:
     reasons = validate_strategy(strategy, dense_model(heads=8, kv_heads=4))

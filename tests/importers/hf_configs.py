@@ -211,3 +211,23 @@ CONFIGS["bamba_9b"] = ({
 """Bamba-9B (Mamba-2 and three attention layers): the model card's 32 layers, hidden 4096, 32 heads,
 8 kv heads, untied; state size 128 and attention at layers 9, 18, 27, the rest BambaConfig's
 defaults. transformers counts 9,778,138,240 parameters: the card's 9.78B."""
+
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2,
+    "expand": 2, "hidden_dropout": 0.0, "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "initializer_range": 0.02, "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
+    "mamba_hidden_act": "silu", "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192,
+    "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8,
+    "num_attention_heads": 32, "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1,
+    "pad_token_id": 0, "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05,
+    "ssm_state_size": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.48.0.dev0", "use_bias": False, "use_cache": True, "use_conv_bias": True,
+    "use_mamba_kernels": True, "vocab_size": 131072,
+}
+CONFIGS["nemotron_h_8b"] = (NEMOTRON_H_8B, "causal")
+"""Nemotron-H-8B-Base-8K as published (nvidia/Nemotron-H-8B-Base-8K config.json): 52 layers of one block
+each from hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu² MLP layers), hidden 4096, 128 Mamba
+heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 131072, untied.
+transformers counts 8,100,852,736 parameters."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import subprocess
 import sys
@@ -167,3 +168,16 @@ def test_a_layer_types_list_with_no_pattern_too_long_to_write_is_an_error() -> N
     with pytest.raises(HfImportError) as raised:
         check_imported(import_hf_config(config, profiles=_profiles(), name="long"))
     assert raised.value.field == "layer_types"
+
+
+def test_a_fifo_or_a_name_too_long_is_an_error_not_a_hang_or_a_crash(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)  # read_text() on it would block until a writer came
+    with pytest.raises(HfImportError, match="not a regular file"):
+        import_hf_file(fifo, profiles=_profiles())
+    with pytest.raises(HfImportError, match="cannot read the config"):
+        import_hf_file(tmp_path / ("x" * 5000), profiles=_profiles())
+    for path in (fifo, "x" * 5000):
+        proc = subprocess.run([sys.executable, "-m", "hpdsl", "import-hf", str(path)], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.startswith("hpdsl") and "Traceback" not in proc.stderr

@@ -52,6 +52,10 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "jamba": {"attention_dense": (DECODER, "full", "dense"), "attention_moe": (DECODER, "full", "moe"),
               "mamba_dense": (MAMBA, "ssm", "dense"), "mamba_moe": (MAMBA, "ssm", "moe")},
     "bamba": {"full_attention": (DECODER, "full", None), "linear_attention": (MAMBA, "ssm", None)},
+    # One block per layer: a mixer or a feed-forward, one norm and two collectives each.
+    "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
+                   "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
+                   "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -61,7 +65,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "llama2": ("decoder", {"grad_accumulation": True}, None),
     "mixtral": ("decoder", {}, None),
     "pangualpha": ("decoder", {"dropout_bytes": 1}, None),
-    "t5": ("encoder", {"dropout_bytes": 1}, None),
+    "t5": ("encoder", {"dropout_bytes": 1, "norm_keeps_input": True, "loss_upcast": False}, None),
     "deepseek": ("moe", {}, 128),
     "cm": ("moe", {}, 128),
     "qwen": ("decoder", {"shard_activations": True}, None),
@@ -70,6 +74,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "starcoder2": ("decoder", {}, None), "gpt2": ("decoder", {}, None), "olmoe": ("decoder", {}, None),
     "gemma3": ("full_attention", {}, None), "gpt_oss": ("full_attention", {}, None),
     "jamba": ("attention_dense", {}, None), "bamba": ("full_attention", {}, None),
+    "nemotron_h": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -78,7 +83,7 @@ MODEL_TYPES = {
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
     "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",), "starcoder2": ("starcoder2",),
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text",), "gpt_oss": ("gpt_oss",),
-    "jamba": ("jamba",), "bamba": ("bamba",),
+    "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
 }
 
 
@@ -179,8 +184,9 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
                   "norm": "norm", "embedding": "embedding", "head": "output_head"}
 
 
-KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"}}
-"""The standard kinds that bind a slot of their own: Bamba's Mamba-2 layers."""
+KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
+              ("nemotron_h", "linear_attention"): {"ssm": "mamba2"}}
+"""The standard kinds that bind a slot of their own: Bamba's and Nemotron-H's Mamba-2 layers."""
 
 
 def test_every_standard_profile_and_kind_binds_every_slot_to_the_standard_family() -> None:

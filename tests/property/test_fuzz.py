@@ -103,7 +103,7 @@ def mutated_files(draw: st.DrawFn) -> Source:
 
 
 COMPILE_SECONDS = 2.0
-"""The longest one fuzzed compile may take (hostile input must end in bounded time, README)."""
+"""The most CPU time one fuzzed compile may take (hostile input must end in bounded time, README)."""
 
 
 @st.composite
@@ -119,10 +119,10 @@ def spliced_files(draw: st.DrawFn) -> Source:
 
 def assert_only_diagnostics(sources: list[Source]) -> CompileResult:
     """Compile in bounded time; check a registry or an error came back and every diagnostic is well placed."""
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the suite and campaigns share a loaded machine
     result = check_sources(sources, stdlib=True)
-    elapsed = time.perf_counter() - started
-    assert elapsed < COMPILE_SECONDS, f"a compile took {elapsed:.2f} s"
+    elapsed = time.process_time() - started
+    assert elapsed < COMPILE_SECONDS, f"a compile took {elapsed:.2f} s of CPU"
     assert result.registry is not None or any(d.is_error for d in result.diagnostics)
     for diagnostic in result.diagnostics:
         assert diagnostic.code in CODES, diagnostic

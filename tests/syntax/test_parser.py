@@ -370,8 +370,12 @@ def test_too_deep_nesting_is_reported_not_a_crash() -> None:
     diagnostic = error("model m { stack " + "[" * 200 + "a" + "]" * 200 + " }")
     assert diagnostic.code == "nesting-too-deep"
     assert diagnostic.span.line == 1 and diagnostic.span.col > 16
-    # Parentheses add no depth of their own.
-    assert parse_text("family f { require " + "(" * 300 + "a" + ")" * 300 + " }")
+    # Parentheses leave no tree node, but brackets of every kind count: past 100, an error at the 101st.
+    assert parse_text("family f { require " + "(" * 90 + "a" + ")" * 90 + " }")
+    diagnostic = error("family f { require " + "(" * 300 + "a" + ")" * 300 + " }")
+    assert diagnostic.code == "nesting-too-deep" and diagnostic.span.col == 20 + 99
+    diagnostic = error('family f { require a }  // "' + "(" * 300 + '\n' + 'x "' + "[" * 300 + '" }')
+    assert diagnostic.code != "nesting-too-deep"  # brackets in comments and strings do not count
 
 
 def test_huge_integer_is_reported_not_a_crash() -> None:

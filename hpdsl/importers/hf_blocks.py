@@ -1,0 +1,101 @@
+"""A config's blocks: `moe { }`, `linear { }`, `ssm { }` and `mla { }` from the keys that state them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from hpdsl import ast
+from hpdsl.importers.hf_config import Config, HfImportError, field_item, first, flag, whole
+from hpdsl.model.fields import block_fields
+
+MLA_FIELDS = {name: field.hf[0] for name, field in block_fields("mla").items()}
+
+
+def moe_block(cfg: Config, facts: Mapping[str, Any]) -> ast.Block | None:
+    moe = block_fields("moe")
+    source = next((name for name in moe["experts"].hf if cfg.get(name) is not None), "num_experts")
+    experts = cfg.get(source)
+    if experts is None or (experts in (0, 1) and not isinstance(experts, bool)):
+        return None  # no experts, or one: a dense feed-forward
+    experts = whole(experts, source, "experts")
+    shared_width = cfg.get("shared_expert_intermediate_size")
+    shared = first(cfg, moe["shared_experts"].hf)
+    if shared is None:
+        shared = 1 if shared_width else 0
+    values: dict[str, Any] = {
+        "experts": experts,
+        "top_k": whole(first(cfg, moe["top_k"].hf) or 1, "num_experts_per_tok", "top_k"),
+        "expert_width": whole(first(cfg, (*moe["expert_width"].hf, "intermediate_size")),
+                               "moe_intermediate_size", "expert_width"),
+    }
+    if shared:
+        values["shared_experts"] = whole(shared, "n_shared_experts", "shared_experts")
+    if shared_width:
+        # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
+        values.update(shared_width=whole(shared_width, "shared_expert_intermediate_size", "shared_width"),
+                      shared_gate=True)
+    values.update({k: bool(v) for k, v in facts.items() if v})
+    return ast.Block(ast.Name("moe"), tuple(field_item(k, v) for k, v in values.items()))
+
+
+def dims_block(name: str, cfg: Config, table: Mapping[str, str]) -> ast.Block | None:
+    values = {key: cfg.get(source) for key, source in table.items()}
+    stated = {k: v for k, v in values.items() if v is not None}
+    if not stated:
+        return None
+    missing = [table[k] for k, v in values.items() if v is None]
+    if missing:
+        raise HfImportError(f"the config states {sorted(table[k] for k in stated)} but not "
+                            f"{missing}; declare all of {sorted(table.values())}", missing[0])
+    return ast.Block(ast.Name(name), tuple(field_item(k, whole(v, table[k], k)) for k, v in stated.items()))
+
+
+def ssm_block(cfg: Config, facts: Mapping[str, Any], hidden: int) -> ast.Block | None:
+    """Return the ssm block of a state-space (Mamba) config: dims, biases, and the profile's norm fact."""
+    ssm = block_fields("ssm")
+    sources = {name: next((key for key in field.hf if cfg.get(key) is not None), None)
+               for name, field in ssm.items() if field.hf}
+    if sources["ssm_state"] is None:
+        return None
+    values: dict[str, Any] = {}
+    for name, source in sources.items():
+        field = ssm[name]
+        if source is None:
+            if field.required:
+                raise HfImportError(f"an SSM config ({sources['ssm_state']} set) must state "
+                                    f"{field.hf[0]}", field.hf[0])
+            continue
+        value = cfg.get(source)
+        if name == "ssm_dt_rank" and value == "auto":
+            value = math.ceil(hidden / 16)  # JambaConfig: "auto" is ⌈hidden_size / 16⌉
+        values[name] = flag(value, source) if field.type == "bool" else whole(value, source, name)
+    _check_head_dim(cfg, values, hidden)
+    values.update({k: bool(v) for k, v in facts.items()})
+    return ast.Block(ast.Name("ssm"), tuple(field_item(k, v) for k, v in values.items()))
+
+
+def _check_head_dim(cfg: Config, values: Mapping[str, Any], hidden: int) -> None:
+    """Refuse a Mamba-2 head dim that does not split d_inner = ssm_expand × hidden into ssm_heads heads."""
+    stated = cfg.get("mamba_d_head")
+    if stated is None or stated == "auto" or "ssm_heads" not in values:
+        return
+    head_dim = whole(stated, "mamba_d_head")
+    if head_dim * values["ssm_heads"] != values["ssm_expand"] * hidden:
+        raise HfImportError(f"mamba_d_head {head_dim} × mamba_n_heads {values['ssm_heads']} is not "
+                            f"mamba_expand × hidden_size = {values['ssm_expand'] * hidden}", "mamba_d_head")
+
+
+def mla_block(cfg: Config) -> ast.Block | None:
+    if not cfg.get("kv_lora_rank"):
+        return None
+    values = {key: cfg.get(source) for key, source in MLA_FIELDS.items()}
+    values["q_lora_rank"] = values["q_lora_rank"] or 0
+    missing = [MLA_FIELDS[k] for k, v in values.items() if v is None]
+    if missing:
+        raise HfImportError(f"an MLA config (kv_lora_rank set) must state {missing[0]}", missing[0])
+    return ast.Block(ast.Name("mla"), tuple(field_item(k, whole(v, MLA_FIELDS[k], k)) for k, v in values.items()))
+
+
+__all__ = ["MLA_FIELDS", "dims_block", "mla_block", "moe_block", "ssm_block"]

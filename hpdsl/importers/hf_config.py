@@ -1,0 +1,154 @@
+"""The importer's reading of one config: its keys over transformers' defaults, and the checked values.
+
+Config is what a config states over what transformers' config class would use
+(hf_keys.DEFAULTS), read with transformers' precedence for composite configs;
+whole(), flag() and count() turn a config's values into checked numbers and
+flags, each error naming the config key (HfImportError.field).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from hpdsl import ast
+from hpdsl.errors import HpdslError
+from hpdsl.importers.hf_hybrid import PatternError, normalise
+from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS
+from hpdsl.model.fields import FIELDS, MAX_DIMENSION
+
+
+@attrs.frozen(auto_exc=True)
+class HfImportError(HpdslError):
+    """A config the importer cannot express; the message names the config field."""
+
+    field: str = ""
+
+
+def model_types(config: Mapping[str, Any]) -> tuple[str, str]:
+    """Return (the language model's model_type, the config's own): text_config's wins for the first."""
+    outer = str(config.get("model_type") or "")
+    text = config.get("text_config")
+    inner = str(text.get("model_type") or "") if isinstance(text, Mapping) else ""
+    return inner or outer, outer
+
+
+def effective(config: Mapping[str, Any], model_type: str, outer_type: str) -> Config:
+    """Return the keys the language model is built from, with transformers' precedence.
+
+    A composite config builds its language model from text_config; the head's
+    tying is the outer model's, read from the top level (stated, else the outer
+    config class's default), whatever text_config says.
+    """
+    text = config.get("text_config")
+    if not isinstance(text, Mapping):
+        defaults = DEFAULTS.get(model_type, {})
+        try:
+            stated = normalise(model_type, config, defaults)  # a Megatron-style hybrid's pattern and keys
+        except PatternError as exc:
+            raise HfImportError(str(exc), exc.field) from None
+        return Config(stated, defaults, model_type)
+    stated = dict(text)
+    defaults = dict(DEFAULTS.get(model_type, {}))
+    for key in COMPOSITE_KEYS:
+        stated.pop(key, None)
+        if key in config:
+            stated[key] = config[key]
+        elif key in DEFAULTS.get(outer_type, {}):
+            defaults[key] = DEFAULTS[outer_type][key]
+        else:
+            defaults.pop(key, None)
+    return Config(stated, defaults, outer_type or model_type)
+
+
+@attrs.frozen
+class Config:
+    """A config's stated keys over transformers' defaults for its model_type (hf_keys.DEFAULTS)."""
+
+    stated: Mapping[str, Any]
+    defaults: Mapping[str, Any]
+    model_type: str
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the stated value, else transformers' default, else `default`."""
+        if key in self.stated:
+            return self.stated[key]
+        return self.defaults.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.stated or self.defaults.get(key) is not None
+
+    def required(self, key: str) -> Any:
+        """Return a key that changes the count: stated or defaulted, else an error naming it."""
+        if key in self.stated:
+            return self.stated[key]
+        if key in self.defaults:
+            return self.defaults[key]
+        raise HfImportError(f"the config states no {key}, and hpdsl's table of transformers' defaults "
+                            f"(hpdsl/importers/hf_keys.py) has none for model_type "
+                            f"{self.model_type!r}; state it in the config", key)
+
+
+def first(cfg: Config, names: Sequence[str]) -> Any:
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def flag_at(cfg: Config, key: str) -> bool | None:
+    """Return the flag a config key states (None: unset)."""
+    value = cfg.get(key)
+    return None if value is None else flag(value, key)
+
+
+def flag(value: Any, key: str) -> bool:
+    """Return a config's flag; true, false, 1 or 0, else an error naming the field it sets."""
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise HfImportError(f"{key} is {shown(value)}; expected true or false", key)
+
+
+def count(cfg: Config, key: str) -> int | None:
+    """Return a pattern's count (a step, an interval, a first layer): None when unset or 0."""
+    value = cfg.get(key)
+    if value is None or (value == 0 and not isinstance(value, bool)):
+        return None
+    return whole(value, key)
+
+
+def whole(value: Any, key: str, field: str | None = None) -> int:
+    """Return `value` as a whole number within FIELDS[field]'s bounds, else an error naming `key`.
+
+    `field` is the FIELDS row the value becomes (hpdsl/model/fields.py); None: a
+    count that is not a field (a pattern's step), bounded like a layer count.
+    """
+    row = FIELDS.get(field or "", FIELDS["layers"])
+    low = row.minimum if row.minimum is not None else 0
+    high = row.maximum if row.maximum is not None else MAX_DIMENSION
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
+                                        and value.is_integer())
+    if isinstance(value, bool) or not whole:
+        raise HfImportError(f"{key} is {shown(value)}; expected a whole number", key)
+    if not low <= value <= high:
+        raise HfImportError(f"{key} is {shown(value)}; expected a whole number from {low} to {high}", key)
+    return int(value)
+
+
+def shown(value: Any) -> str:
+    """Return a value for a message, cut short (a config may hold a 5,000-digit number)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number past 10^30"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def field_item(key: str, value: Any) -> ast.Field:
+    kind: ast.LiteralKind = "bool" if isinstance(value, bool) else "int"
+    return ast.Field(ast.Name(key), ast.Literal(value, kind))
+
+
+__all__ = ["Config", "HfImportError", "count", "effective", "field_item", "first", "flag", "flag_at", "model_types",
+           "shown", "whole"]

@@ -1,0 +1,110 @@
+"""Megatron-style hybrid configs (Nemotron-H): the layer pattern string and the keys read NemotronHConfig's way.
+
+transformers' NemotronHConfig turns `hybrid_override_pattern` ("M-M*-...": M a
+Mamba-2 layer, * attention, - an MLP, E a MoE) into `layers_block_type`, one
+kind name per layer, and takes the layer count from it, not from
+num_hidden_layers. Its Mamba-2 mixer is mamba_num_heads × mamba_head_dim wide
+(`expand` is not read), its in and out projections take their bias from
+`use_bias` (`mamba_proj_bias` is not read), its attention has no bias whatever
+`attention_bias` says, and its MLP's activation is `mlp_hidden_act`. normalise()
+rewrites such a config into the keys the importer reads for every model type,
+so the layer list is lowered to run-length groups like any `layer_types`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+"""A pattern character → the layer kind NemotronHConfig._pattern_to_list names."""
+
+HYBRID_TYPES = frozenset({"nemotron_h"})
+"""model_types whose configs normalise() rewrites."""
+
+READ_KEYS = frozenset({"hybrid_override_pattern", "layers_block_type", "mlp_hidden_act", "mamba_head_dim",
+                       "attention_head_dim", "mamba_hidden_act", "mtp_hybrid_override_pattern",
+                       "mtp_layers_block_type"})
+"""The keys normalise() consumes (hf_keys.READ lists them)."""
+
+
+class PatternError(ValueError):
+    """A hybrid config normalise() cannot express; `field` names the config key."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def normalise(model_type: str, stated: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a hybrid config's keys as the importer reads them (other model_types: unchanged)."""
+    if model_type not in HYBRID_TYPES:
+        return dict(stated)
+    out = dict(stated)
+
+    def get(key: str) -> Any:
+        return out[key] if key in out else defaults.get(key)
+
+    if get("num_nextn_predict_layers"):
+        raise PatternError("the config has Nemotron-H multi-token-prediction layers (num_nextn_predict_layers), "
+                           "whose mtp_layers_block_type hpdsl does not build", "num_nextn_predict_layers")
+    out["layer_types"] = layer_types(out)
+    out["num_hidden_layers"] = len(out["layer_types"])  # NemotronHConfig.num_hidden_layers is the list's length
+    out.pop("mtp_hybrid_override_pattern", None)  # without MTP layers, nothing is built from them
+    out.pop("mtp_layers_block_type", None)
+    # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias (False when absent); not hf_keys.DEFAULTS,
+    # where the importer's StarCoder2 rule would read it as every projection's bias.
+    out["mamba_proj_bias"] = bool(out.pop("use_bias", False))
+    out.pop("attention_bias", None)  # NemotronHAttention's projections are bias=False whatever it says
+    out["hidden_act"] = get("mlp_hidden_act")  # NemotronHMLP reads mlp_hidden_act; hidden_act is unread
+    out.pop("mlp_hidden_act", None)
+    out["expand"] = _expand(get("mamba_num_heads"), get("mamba_head_dim"), get("hidden_size"))
+    for key in ("mamba_head_dim", "mamba_expand"):
+        out.pop(key, None)
+    _same(get("attention_head_dim"), get("head_dim"), "attention_head_dim")
+    out.pop("attention_head_dim", None)
+    if get("mamba_hidden_act") not in (None, "silu"):
+        raise PatternError(f"mamba_hidden_act is {get('mamba_hidden_act')!r}; hpdsl's Mamba-2 mixer gates "
+                           "with silu", "mamba_hidden_act")
+    out.pop("mamba_hidden_act", None)
+    return out
+
+
+def layer_types(config: Mapping[str, Any]) -> list[str]:
+    """Return the per-layer kind names: `layers_block_type` (or `layer_types`), else the pattern string's."""
+    for key in ("layers_block_type", "layer_types"):
+        listed = config.get(key)
+        if isinstance(listed, list) and listed:
+            return [str(kind) for kind in listed]
+    pattern = config.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise PatternError("the config states no hybrid_override_pattern or layers_block_type; a hybrid "
+                           "model's layers come from one of them", "hybrid_override_pattern")
+    unknown = sorted(set(pattern) - set(PATTERN))
+    if unknown:
+        raise PatternError(f"hybrid_override_pattern holds {unknown}; its characters are "
+                           f"{', '.join(f'{c!r} ({k})' for c, k in PATTERN.items())}", "hybrid_override_pattern")
+    return [PATTERN[char] for char in pattern]
+
+
+def _expand(heads: Any, head_dim: Any, hidden: Any) -> int:
+    """Return d_inner / hidden, d_inner = mamba_num_heads × mamba_head_dim; refuse a width it does not divide."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (heads, head_dim, hidden)):
+        raise PatternError(f"mamba_num_heads {heads!r}, mamba_head_dim {head_dim!r} and hidden_size {hidden!r} "
+                           "must be positive whole numbers", "mamba_head_dim")
+    inner = heads * head_dim
+    if inner % hidden:
+        raise PatternError(f"the Mamba-2 width mamba_num_heads × mamba_head_dim = {inner} is not a whole multiple "
+                           f"of hidden_size {hidden}; hpdsl's mamba2 family is ssm_expand × hidden wide",
+                           "mamba_head_dim")
+    return inner // hidden
+
+
+def _same(megatron: Any, head_dim: Any, key: str) -> None:
+    """Refuse Megatron's attention_head_dim where it disagrees with the head_dim transformers builds."""
+    if megatron is not None and megatron != head_dim:
+        raise PatternError(f"{key} is {megatron!r} but head_dim is {head_dim!r}; transformers builds the "
+                           "attention with head_dim, state head_dim to match", key)
+
+
+__all__ = ["HYBRID_TYPES", "PATTERN", "READ_KEYS", "PatternError", "layer_types", "normalise"]

@@ -1,0 +1,116 @@
+"""Layer patterns of a config into the per-layer kind list a stack compresses into runs.
+
+The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
+hf_hybrid.py), Bamba's `attn_layer_indices`, `full_attention_interval`,
+`sliding_window_pattern` or the sliding-window rule; the feed-forward from
+`decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
+period/offset rules pattern both. All lower to the same run-length stack.
+"""
+
+from __future__ import annotations
+
+from hpdsl import ast
+from hpdsl.importers.hf_config import Config, HfImportError, count, shown, whole
+from hpdsl.ir.nodes import ProfileIR
+from hpdsl.ir.stack import compress_kinds
+
+
+def stack(kinds: list[str], profile: ProfileIR) -> ast.Stack:
+    """Return the explicit stack of a config that says per layer what it is."""
+    unknown = sorted(set(kinds) - set(profile.kinds))
+    if unknown:
+        raise HfImportError(f"the config's layers name {unknown}, which profile "
+                            f"'{profile.name}' has no kinds for (it has {', '.join(profile.kinds)})",
+                            "layer_types")
+    return ast.Stack(compress_kinds(kinds))
+
+
+def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    """Return every layer's kind when the config's patterns say it; None to derive the stack.
+
+    The mixer comes from `layer_types`, `full_attention_interval`,
+    `sliding_window_pattern` or the sliding-window rule; the feed-forward from
+    `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`. All are lowered
+    to the same per-layer kind list, which the stack compresses into runs.
+    """
+    periodic = _period_kinds(cfg, layers)
+    if periodic is not None:
+        return periodic
+    mixers = _mixer_kinds(cfg, layers)
+    ffns = _ffn_kinds(cfg, profile, layers)
+    if mixers is not None and ffns is not None:
+        raise HfImportError("the config patterns both the mixers and the feed-forwards; hpdsl's "
+                            "kinds name one of them", "layer_types")
+    kinds = mixers if mixers is not None else ffns
+    if kinds is not None and set(kinds) == {"full_attention"} and "full_attention" not in profile.kinds:
+        return None  # every layer is the profile's plain attention layer
+    return kinds
+
+
+def _period_kinds(cfg: Config, layers: int) -> list[str] | None:
+    """Return Jamba's kinds, MIXER_FFN per layer, from its period/offset rules; None without them.
+
+    Layer i attends when i % attn_layer_period == attn_layer_offset (else it is a
+    Mamba layer) and routes through experts when i % expert_layer_period ==
+    expert_layer_offset (else dense), as JambaConfig's layers_block_type and
+    layers_num_experts say.
+    """
+    if cfg.get("attn_layer_period") is None and cfg.get("expert_layer_period") is None:
+        return None
+    rules = {}
+    for rule in ("attn_layer", "expert_layer"):
+        period = whole(cfg.required(f"{rule}_period"), f"{rule}_period")
+        offset = whole(cfg.required(f"{rule}_offset"), f"{rule}_offset", "first_k_dense")
+        if offset >= period:
+            raise HfImportError(f"{rule}_offset is {offset}; it must be below {rule}_period {period}",
+                                f"{rule}_offset")
+        rules[rule] = (period, offset)
+    (a_period, a_offset), (e_period, e_offset) = rules["attn_layer"], rules["expert_layer"]
+    experts = cfg.get("num_experts")
+    routed = experts is not None and not isinstance(experts, bool) and experts not in (0, 1)
+    return [("attention" if i % a_period == a_offset else "mamba")
+            + ("_moe" if routed and i % e_period == e_offset else "_dense") for i in range(layers)]
+
+
+def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        if len(types) < layers:
+            raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
+                                f"is {layers}", "layer_types")
+        return [str(t) for t in types[:layers]]
+    indices = cfg.get("attn_layer_indices")
+    if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
+        return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
+    interval = count(cfg, "full_attention_interval")
+    if interval:
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                for i in range(layers)]
+    if cfg.get("sliding_window") is None or cfg.get("use_sliding_window") is False:
+        return None
+    pattern = count(cfg, "sliding_window_pattern") or count(cfg, "_sliding_window_pattern")
+    if pattern:  # Gemma: every pattern-th layer attends to the whole sequence
+        return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
+    first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
+    return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    step = count(cfg, "decoder_sparse_step") or 1
+    freq = count(cfg, "moe_layer_freq") or 1
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list):
+        raise HfImportError(f"mlp_only_layers is {shown(mlp_only)}; expected a list of layer numbers",
+                            "mlp_only_layers")
+    if step == 1 and freq == 1 and not mlp_only:
+        return None
+    field = "mlp_only_layers" if mlp_only else ("decoder_sparse_step" if step != 1 else "moe_layer_freq")
+    if not {"dense", "moe"} <= set(profile.kinds):
+        raise HfImportError(f"{field} makes some layers dense, but profile '{profile.name}' has "
+                            "no dense and moe kinds to say so", field)
+    first = count(cfg, "first_k_dense_replace") or 0
+    return ["dense" if i in mlp_only or (i + 1) % step or i < first or (i - first) % freq else "moe"
+            for i in range(layers)]
+
+
+__all__ = ["layer_kinds", "stack"]

@@ -1,0 +1,107 @@
+"""Nemotron-H, a Megatron-style hybrid: layers of a mixer only or an MLP only, against transformers.
+
+A scaled config of the published layout ("M-M*-M": Mamba-2, MLP, attention
+layers, one block each) is imported through `import-hf`'s importer, built, and
+held to transformers' NemotronHForCausalLM: the same parameters, a Mamba-2
+mixer that computes what NemotronHMamba2Mixer computes, the matmul FLOPs the
+estimator prices, and a forward and backward pass on CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from hpdsl.api import compile_paths, compile_sources  # noqa: E402
+from hpdsl.cost import bind, parameters  # noqa: E402
+from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
+from hpdsl.diagnostics import Source  # noqa: E402
+from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.registry import Registry  # noqa: E402
+from hpdsl.torch import build_model  # noqa: E402
+from hpdsl.torch.modules import Mamba2  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCH, SEQ = 2, 16
+HF_SMALL = dict(model_type="nemotron_h", hidden_size=64, hybrid_override_pattern="M-M*-M", num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, vocab_size=128, intermediate_size=96, mamba_num_heads=8,
+                mamba_head_dim=16, n_groups=2, ssm_state_size=8, conv_kernel=4, chunk_size=8,
+                mlp_hidden_act="relu2", tie_word_embeddings=False, rms_norm_eps=1e-5)
+
+
+@pytest.fixture(scope="module")
+def registry() -> Registry:
+    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
+    imported = import_hf_config(HF_SMALL, profiles=stdlib.profiles, name="nemotron_h_small")
+    return compile_sources([Source("nemotron_h_small.hpf", imported.text)])
+
+
+@pytest.fixture(scope="module")
+def hf_model():
+    torch.manual_seed(0)
+    config = transformers.NemotronHConfig(**{k: v for k, v in HF_SMALL.items() if k != "model_type"},
+                                          attn_implementation="eager")
+    return transformers.NemotronHForCausalLM(config).eval()
+
+
+def _built(registry: Registry) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_model(registry.models["nemotron_h_small"], registry=registry, device="cpu",
+                       selectors={"attention": {"backend": "eager"}})
+
+
+def _cost(registry: Registry):
+    return bind(registry.models["nemotron_h_small"], registry.profile("nemotron_h"), families=registry.families)
+
+
+def test_the_pattern_becomes_one_block_layers(registry: Registry) -> None:
+    assert list(_cost(registry).layer_kinds()) == ["linear_attention", "mlp", "linear_attention", "full_attention",
+                                                   "mlp", "linear_attention"]
+    layers = _built(registry).layers
+    assert layers[1].mixer is None and layers[1].ffn is not None  # an MLP-only layer
+    assert layers[0].ffn is None and layers[0].mixer is not None  # a Mamba-2-only layer
+    assert layers[3].ffn is None and layers[3].mixer is not None  # an attention-only layer
+
+
+def test_a_scaled_nemotron_h_has_transformers_parameters_and_trains(registry: Registry, hf_model) -> None:
+    built = _built(registry)
+    count = sum(p.numel() for p in built.parameters())
+    assert count == sum(p.numel() for p in hf_model.parameters()) == parameters(_cost(registry)).total
+    built(torch.randint(0, 128, (BATCH, SEQ))).float().square().mean().backward()
+    assert all(p.grad is not None for p in built.parameters())
+
+
+def test_the_mamba2_mixer_computes_what_transformers_computes(registry: Registry, hf_model) -> None:
+    ours = Mamba2(_cost(registry).kind_config("linear_attention"))
+    theirs = hf_model.model.layers[0].mixer if hasattr(hf_model, "model") else hf_model.backbone.layers[0].mixer
+    ours.load_state_dict(theirs.state_dict())
+    ours.norm.eps = theirs.norm.variance_epsilon
+    x = torch.randn(BATCH, SEQ, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
+
+
+def _measured(model: torch.nn.Module) -> int:
+    ids = torch.randint(0, 128, (BATCH, SEQ))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(ids)
+    return int(counter.get_total_flops())
+
+
+def test_matmul_flops_are_the_estimate_for_ours_and_transformers(registry: Registry, hf_model) -> None:
+    cost = _cost(registry)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    assert _measured(_built(registry)) == estimate == 9_035_776
+    # As for Bamba (tests/torch/test_mamba.py, docs/validation.md): transformers' reference scan carries
+    # the chunk states with one (c+1)×(c+1) matmul per head, and its conv1d computes K − 1 dropped outputs.
+    layers, heads, head_dim, state, chunks, conv_dim, kernel = 3, 8, 16, 8, SEQ // 8, 128 + 2 * 2 * 8, 4
+    carried = layers * BATCH * 2 * (chunks + 1) ** 2 * heads * head_dim * state
+    padding = layers * BATCH * (kernel - 1) * conv_dim * 2 * kernel
+    assert _measured(hf_model) == estimate + carried + padding == 9_169_408
