@@ -165,8 +165,8 @@ def test_an_imported_device_and_a_symlink_loop_are_located_errors(tree: Path) ->
 def test_an_oversized_import_is_refused_and_an_oversized_root_is_a_usage_error(tree: Path) -> None:
     write(tree, {"big.hpf": "//" + "x" * MAX_FILE_BYTES, "a.hpf": 'import "big.hpf"\n'})
     loaded = load_paths(["a.hpf"], stdlib=False)
-    assert "larger than 128 KiB" in loaded.diagnostics[0].message
-    with pytest.raises(InputError, match="larger than 128 KiB"):
+    assert "larger than 256 KiB" in loaded.diagnostics[0].message
+    with pytest.raises(InputError, match="larger than 256 KiB"):
         load_paths(["big.hpf"], stdlib=False)
 
 

@@ -73,7 +73,7 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
     _check_runnable(strategy, nproc)
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    _check_stages(cost_model.model, strategy)
+    _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
     estimated = _stage_estimates(estimate(cost_model, strategy))
     config = {"paths": [str(p) for p in paths], "model": cost_model.model.name, "stdlib": not no_stdlib,
               "sets": parsed, "strategy": attrs.asdict(strategy), "steps": steps, "seed": seed}
@@ -111,11 +111,15 @@ def _check_runnable(strategy: Any, nproc: int) -> None:
         raise InputError(f"--nproc {nproc} does not match the strategy's dp·tp·pp·cp = {strategy.devices}")
 
 
-def _check_stages(model: Any, strategy: Any) -> None:
-    """Raise InputError if the model cannot be cut into the strategy's pipeline stages."""
+def _check_stages(model: Any, strategy: Any, shard_activations: bool) -> None:
+    """Raise InputError if the model cannot be cut into the strategy's pipeline stages or run sequence-parallel."""
+    from hpdsl.torch import sequence
     from hpdsl.torch.pipeline import model_refusals
 
     reasons = model_refusals(model) if strategy.pp > 1 else ()
+    sp = shard_activations if strategy.sequence_parallel is None else strategy.sequence_parallel
+    if sp and strategy.tp > 1 and strategy.pp == 1:  # pipeline chunks are not sequence-parallel yet
+        reasons += sequence.model_refusals(model)
     if reasons:
         raise InputError("the torch backend cannot run this strategy:\n" + "\n".join(f"  - {r}" for r in reasons))
 

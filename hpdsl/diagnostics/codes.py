@@ -13,7 +13,7 @@ CODES: dict[str, str] = {
     "unexpected-end": "the file ends inside an unfinished construct",
     "nesting-too-deep": "conditions or stack lists nest deeper than the compiler accepts",
     "literal-too-large": "an integer literal beyond 2^62, the largest the compiler holds",
-    "file-too-large": "a file is larger than the compiler reads (128 KiB of text)",
+    "file-too-large": "a file is larger than the compiler reads (256 KiB of text)",
     "line-too-long": "a line is longer than the compiler reads (100,000 characters)",
     "too-many-diagnostics": "a file has more problems than are shown; the rest are left out",
     "import-not-found": "an imported file does not exist or cannot be read",

@@ -22,7 +22,7 @@ block lowers to `layout=None`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
+from collections import OrderedDict
 from typing import Literal, TypeVar, cast
 
 from hpdsl import ast
@@ -36,14 +36,31 @@ Placement = Literal["colwise", "rowwise", "replicate"]
 Named = TypeVar("Named", ast.Selector, ast.Variant)
 
 
-@lru_cache(maxsize=1024)
+_LOWERED: OrderedDict[int, tuple[ast.Family, FamilyIR]] = OrderedDict()
+_REMEMBERED = 1024
+
+
 def lower_family(family: ast.Family) -> FamilyIR:
-    """Return the IR of one checked family (remembered: the AST and the IR are frozen values).
+    """Return the IR of one checked family (remembered per AST object: the AST and the IR are frozen).
 
     Every compile lowers the standard library's families twice (the checks' clean
     set, then the registry); parses are shared (hpdsl/syntax/parser.py), so an
-    unchanged family is lowered once per process.
+    unchanged family is lowered once per process. Remembered by identity, not
+    equality: equal ASTs from two files differ in their spans, and the IR's
+    SourceRefs must name the file that was lowered.
     """
+    found = _LOWERED.get(id(family))
+    if found is not None and found[0] is family:
+        _LOWERED.move_to_end(id(family))
+        return found[1]
+    lowered = _lower_family(family)
+    _LOWERED[id(family)] = (family, lowered)  # holding the AST keeps its id from being reused
+    if len(_LOWERED) > _REMEMBERED:
+        _LOWERED.popitem(last=False)
+    return lowered
+
+
+def _lower_family(family: ast.Family) -> FamilyIR:
     items = family.items
     factories = [i for i in items if isinstance(i, ast.Factory)]
     axes = [i.axis.value for i in items if isinstance(i, ast.ParallelAxis)]

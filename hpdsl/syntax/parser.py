@@ -33,7 +33,7 @@ MAX_NESTING = 100
 # (README "Hostile input"): the largest file and line parsed, and the largest
 # integer literal (every count, width and bound fits far below it, and products of
 # two stay exact in 64-bit arithmetic downstream).
-MAX_FILE_CHARS = 1 << 17
+MAX_FILE_CHARS = 1 << 18
 MAX_LINE_CHARS = 100_000
 MAX_INT = 1 << 62
 

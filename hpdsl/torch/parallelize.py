@@ -6,6 +6,10 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   layouts over tp, ring attention over cp, all-to-all experts over ep);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
+- sequence_parallel at tp > 1: hpdsl/torch/sequence.py shards the activations
+  between blocks over the sequence (torch's SequenceParallel norms,
+  PrepareModuleInput/Output around the tp regions; a MoE with tp-replicated experts
+  routes each rank's chunk); a whole CausalLM only, not a pipeline chunk yet;
 - dp with ZeRO on FSDP2 (`fully_shard`): `os+grad+params` (ZeRO-3), resharding
   parameters after each layer's forward when the profile states `reshard_params`
   (FSDP2's reshard_after_forward; the estimator's transient reads the same fact).
@@ -41,7 +45,10 @@ from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
+from hpdsl.torch.layers import CausalLM
 from hpdsl.torch.modules import GroupedExperts
+from hpdsl.torch.pipeline import StageChunk
+from hpdsl.torch.sequence import routes_chunks, sequence_parallel
 
 MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
 """The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
@@ -125,6 +132,10 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     layer's gathered parameters after its forward.
     """
     require_runnable(strategy)
+    if strategy.sequence_parallel and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk)):
+        if mesh is None:
+            raise BuildError(f"sequence parallelism over tp={strategy.tp} needs the job's mesh (train_mesh)")
+        sequence_parallel(model, mesh["tp"], route_chunks=strategy.zero in _FSDP_ZERO)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
     reshard = reshard_params
@@ -134,11 +145,13 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
         raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "
                          f"(train_mesh makes it) or a stage's {STAGE_AXES}")
     experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
-    for module in model.modules():
-        if isinstance(module, GroupedExperts):
-            fully_shard(module, mesh=experts, reshard_after_forward=reshard,
-                        shard_placement_fn=_even(experts.size()))
-            _divide(module, float(data * strategy.tp))
+    for moe in model.modules():
+        for module in moe.children():
+            if isinstance(module, GroupedExperts):
+                fully_shard(module, mesh=experts, reshard_after_forward=reshard,
+                            shard_placement_fn=_even(experts.size()))
+                # tp ranks routing the same tokens hold equal gradients; under SP each its own chunk's.
+                _divide(module, float(data * (1 if routes_chunks(moe) else strategy.tp)))
     if data > 1:
         dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
         even = _even(dense.size())
@@ -157,10 +170,12 @@ def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:
 
     FSDP2 shards dim 0 by default and leaves the remainder of an uneven dim 0 on the
     first ranks (a shared-expert gate [1, hidden] sits whole on rank 0); an even dim
-    gives every rank the 1/ranks the estimator prices. A tp-split DTensor keeps dim 0.
+    gives every rank the 1/ranks the estimator prices. A tp-split DTensor keeps dim 0; a
+    tp-replicated one (a sequence-parallel gate) is placed like a plain parameter.
     """
     def place(param: nn.Parameter) -> Shard | None:
-        if isinstance(param, DTensor) or param.ndim == 0 or param.shape[0] % ranks == 0:
+        split = isinstance(param, DTensor) and any(p.is_shard() for p in param.placements)
+        if split or param.ndim == 0 or param.shape[0] % ranks == 0:
             return None
         return next((Shard(d) for d, size in enumerate(param.shape) if size % ranks == 0), None)
 

@@ -78,10 +78,11 @@ class StageChunk(nn.Module):
         self.norm = model.norm if last else None
         self.head = model.head if last else None
         self.cp_rank = model.cp_rank
+        self.sequence_shards = 1  # tp under sequence parallelism: a later chunk receives its sequence chunk
 
     def forward(self, x: Tensor) -> Tensor:
         """Return the chunk's output: hidden states [b, s, h], or the logits on the last chunk."""
-        seq = x.shape[1]
+        seq = x.shape[1] if self.embed is not None else x.shape[1] * self.sequence_shards
         positions = self.cp_rank * seq + torch.arange(seq, device=x.device)
         if self.embed is not None:
             x = self.embed(x)

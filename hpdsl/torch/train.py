@@ -9,8 +9,9 @@ very weights one process would; FSDP2 then shards them. Each step draws a global
 batch of synthetic tokens from the seed; a rank takes its data-parallel rows
 and, under cp, its chunk of each sequence. It writes OUT_DIR/<rank>.json: the
 step losses (averaged over the data-parallel ranks), the bytes of its parameter,
-gradient and optimizer-state shards, and the peak bytes saved for backward
-(saved_tensors_hooks); rank 0 also trains the reference alone, on the whole
+gradient and optimizer-state shards, the peak bytes saved for backward
+(saved_tensors_hooks) and how far its gradients after step 0 are from the
+unsharded model's on the whole batch; rank 0 also trains the reference alone, on the whole
 batch, and writes its losses.
 """
 
@@ -78,9 +79,7 @@ def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 @contextmanager
 def saved_activations(model: nn.Module) -> Iterator[list[int]]:
-    """Count the bytes autograd saves for backward inside the block (parameters excluded); yield [bytes]."""
-    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
-              for p in model.parameters()}
+    """Count the bytes autograd saves for backward inside the block (parameters, gathered or not, excluded); yield [bytes]."""
     seen: set[int] = set()
     total = [0]
 
@@ -88,13 +87,24 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
         if isinstance(tensor, nn.Parameter):
             return tensor
         storage = _plain(tensor).untyped_storage()
-        if storage.data_ptr() not in params and storage.data_ptr() not in seen:
+        if storage.data_ptr() not in param_storages(model) and storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())
             total[0] += storage.nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         yield total
+
+
+def param_storages(model: nn.Module) -> set[int]:
+    """Return the addresses of the storages `model`'s parameters hold now.
+
+    Read at each saved tensor, not once: inside FSDP2's forward a module's
+    parameters are the gathered (unsharded) ones, allocated before its forward
+    and freed after when it reshards, and what autograd saves of them (a weight,
+    its transpose, an expert's slice) is a parameter, not an activation.
+    """
+    return {_plain(param).untyped_storage().data_ptr() for param in model.parameters()}
 
 
 def _plain(tensor: torch.Tensor) -> torch.Tensor:
@@ -127,8 +137,6 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     tensor saved on it until autograd drops the last one, and the peak of the sum
     is what the rank held at its fullest (the estimator's in-flight micro-batches).
     """
-    params = {(p.to_local() if isinstance(p, DTensor) else p).untyped_storage().data_ptr()
-              for p in model.parameters()}
     holders: dict[int, int] = {}
     sizes: dict[int, int] = {}
     live_peak = [0, 0]
@@ -144,7 +152,7 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
             return tensor
         storage = _plain(tensor).untyped_storage()
         key = storage.data_ptr()
-        if key in params:
+        if key in param_storages(model):
             return tensor
         if key not in holders:
             holders[key], sizes[key] = 0, storage.nbytes()
@@ -214,6 +222,9 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     split = config["strategy"].get("pp_split")
     strategy = Strategy(**{**config["strategy"], "pp_split": None if split is None else tuple(split)})
     model_ir, registry = load_model(config)
+    facts = registry.profile(model_ir.profile).run
+    if strategy.sequence_parallel is None:  # unstated: the profile's run fact, as the estimator reads it
+        strategy = strategy.with_(sequence_parallel=facts.shard_activations)
     seed, steps, seq, vocab = config["seed"], config["steps"], strategy.seq_len, model_ir.vocab
     mesh = train_mesh(strategy)
     if strategy.pp > 1:
@@ -224,12 +235,13 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
     model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
     load_reference(model, reference)
-    parallelize(model, strategy, mesh, reshard_params=registry.profile(model_ir.profile).run.reshard_params)
+    parallelize(model, strategy, mesh, reshard_params=facts.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
     rows = strategy.micro_batch * groups
-    measured: dict[str, int] = {"params_bytes": local_bytes(model.parameters())}
+    expected = reference_grads(reference, seed, rows, seq, vocab)
+    measured: dict[str, Any] = {"params_bytes": local_bytes(model.parameters())}
     losses = []
     for step in range(steps):
         ids, targets = batch(step, seed, rows, seq, vocab)
@@ -243,6 +255,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
+            measured["grad_max_diff"], measured["grad_max_abs"] = grad_gap(model, expected)
         optimizer.step()
         optimizer.zero_grad()
         if step == 0:

@@ -90,12 +90,9 @@ def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "4", "--ep", "2", "--zero", "os+grad+params")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
-    for rank in result["ranks"]:
-        measured, estimated = rank["measured"], rank["estimated"]
-        # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
-        assert measured["params_bytes"] == estimated["params_bytes"]
-        assert measured["grads_bytes"] == estimated["grads_bytes"]
-        assert measured["optimizer_bytes"] == estimated["optimizer_bytes"]
+    # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
 
 
 def _static_bytes_equal(result: dict) -> None:
@@ -103,6 +100,15 @@ def _static_bytes_equal(result: dict) -> None:
         measured, estimated = rank["measured"], rank["estimated"]
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             assert measured[part] == estimated[part], (rank["rank"], part)
+        # Step 0's gradients, gathered whole, against the unsharded model's on the whole batch.
+        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
+
+
+def _activations_within_ten_percent(result: dict) -> None:
+    # What autograd saved outside the parameters (FSDP2's gathered ones included) against the estimate.
+    for rank in result["ranks"]:
+        measured, estimated = rank["measured"]["activation_peak_bytes"], rank["estimated"]["activation_peak_bytes"]
+        assert measured == pytest.approx(estimated, rel=0.10), rank["rank"]
 
 
 @pytest.mark.slow
@@ -121,6 +127,25 @@ def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(result)
+    # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
+    result = _train("--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params")
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.parametrize("spec", ["qwen3_next_80b_a3b", "deepseek_v3"])
+def test_cp_is_refused_for_mixers_without_a_context_parallel_form(spec: str) -> None:
+    code, output = _hpdsl("train", str(ROOT / "examples" / f"{spec}.hpf"), "--set=layers=2", "--dp", "2", "--cp",
+                          "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "4")
+    assert code == 2 and "has no context-parallel form; use cp = 1" in output
 
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
@@ -152,6 +177,7 @@ def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
     _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
 
 
 @pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
@@ -219,3 +245,28 @@ def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(result)
+
+
+DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
+DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
+    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
+    "v_head_dim=16", "mtp=0")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
+                         ids=["dp4-ep2", "dp2-tp2-sp"])
+def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...]) -> None:
+    code, output = _hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
+                          "--nproc", "4", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)
+
+
+def test_sequence_parallel_refuses_what_it_does_not_build() -> None:
+    code, output = _hpdsl("train", DEEPSEEK_V3, "--set=layers=2", "--tp", "2", "--sp", "--nproc", "2")
+    assert code == 2 and "has MTP layers: sequence parallelism does not build them yet" in output

@@ -120,8 +120,10 @@ def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("flags", [("--vpp", "1"), ("--vpp", "2"),
-                                   ("--pp-split", "1,3", "--recompute", "full", "--global-batch", "4")],
-                         ids=["1f1b", "interleaved", "split-1-3-recompute-4-micro-batches"])
+                                   ("--pp-split", "1,3", "--recompute", "full", "--global-batch", "4"),
+                                   ("--vpp", "1", "--zero", "os+grad+params")],
+                         ids=["1f1b", "interleaved", "split-1-3-recompute-4-micro-batches",
+                              "1f1b-zero3-the-moe-routes-its-sequence-chunk"])
 def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str, ...]) -> None:
     result = _train(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", *flags)
     _matches_one_process(result)

@@ -37,6 +37,7 @@ class MoE(nn.Module):
         self.shared_experts = nn.ModuleList(shared) if shared else None
         gate = bool(shared) and config.shared_gate
         self.shared_expert_gate = nn.Linear(config.hidden, 1, bias=False) if gate else None
+        self.routes_chunk = False  # each tp rank routes its own sequence chunk (hpdsl/torch/sequence.py)
 
     def forward(self, x: Tensor) -> Tensor:
         """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""

@@ -1,0 +1,126 @@
+"""Sequence parallelism under tp: the activations between a model's blocks sharded over the sequence.
+
+With the strategy's sequence_parallel at tp > 1, `sequence_parallel(model, tp)`
+applies PyTorch's own styles (torch.distributed.tensor.parallel) around the
+families' colwise/rowwise layouts (hpdsl/torch/layout.py):
+
+- the embedding's output (vocabulary-parallel, summed over tp) is kept as this
+  rank's sequence chunk (PrepareModuleOutput Replicate → Shard(1));
+- every norm of a layer (`*_norm`) is torch's `SequenceParallel`: it runs on
+  the chunk, its replicated weight's gradient summed over tp by DTensor;
+- each mixer and feed-forward gathers the sequence on entry
+  (PrepareModuleInput Shard(1) → Replicate) and keeps its chunk of the
+  tp-reduced output (PrepareModuleOutput Replicate → Shard(1)), so the
+  residual stream, the norms' inputs and the residual adds are 1/tp per rank;
+- a MoE whose routed experts are whole on every tp rank (etp 1) routes this
+  rank's chunk only (`_local_moe`), so its experts' gradients, summed over the
+  expert data-parallel group dp·cp·tp/ep, are divided by dp·cp, not dp·cp·tp;
+- the final norm runs on the chunk and its output is gathered for the head.
+
+The residual stream stays plain tensors (each rank's chunk) between the hooks.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModuleOutput, SequenceParallel,
+                                               parallelize_module)
+
+from hpdsl.errors import BuildError
+from hpdsl.ir.nodes import ModelIR
+from hpdsl.torch.modules.moe import MoE
+from hpdsl.torch.pipeline import StageChunk
+
+_SEQ = Shard(1)
+"""Activations are [batch, seq, hidden]: the sequence is dim 1."""
+
+
+def model_refusals(model: ModelIR) -> tuple[str, ...]:
+    """Return why this backend cannot run `model` sequence-parallel (empty: it can)."""
+    reasons = []
+    if {"encoder", "decoder"} <= {g.kind for g in model.groups} or model.position_buckets:
+        reasons.append(f"{model.name} is an encoder-decoder or has a relative position bias: sequence "
+                       "parallelism is built for decoder-only models")
+    if any(g.mtp for g in model.groups):
+        reasons.append(f"{model.name} has MTP layers: sequence parallelism does not build them yet (--set mtp=0)")
+    if model.learned_positions:
+        reasons.append(f"{model.name} adds a learned position table to the tokens: not sequence-parallel yet")
+    return tuple(reasons)
+
+
+def _gather_in() -> PrepareModuleInput:
+    return PrepareModuleInput(input_layouts=(_SEQ,), desired_input_layouts=(Replicate(),), use_local_output=True)
+
+
+def _chunk_out() -> PrepareModuleOutput:
+    return PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(_SEQ,), use_local_output=True)
+
+
+def _replicated_experts(moe: MoE) -> bool:
+    """Return whether the routed experts are whole on every tp rank (etp 1): they can run on the chunk."""
+    return not any(isinstance(p, DTensor) for p in moe.experts.parameters())
+
+
+def _local_moe(moe: MoE, tp: DeviceMesh) -> None:
+    """Route each tp rank's own sequence chunk (Megatron's MoE under SP, etp 1).
+
+    The router and the shared-expert gate run on the chunk's tokens
+    (SequenceParallel over the flattened tokens, dim 0: their replicated weights'
+    gradients summed over tp); the routed experts see only this rank's tokens;
+    a tp-split shared expert gathers the tokens and keeps its chunk of the
+    output. Gathering the flattened [b·s/tp, h] tokens orders them by rank, then
+    batch row: a permutation, which a per-token module undoes on the way out.
+    """
+    for linear in (moe.router, moe.shared_expert_gate):
+        if linear is not None:
+            parallelize_module(linear, tp, SequenceParallel(sequence_dim=0, use_local_output=True))
+    for expert in moe.shared_experts or ():
+        parallelize_module(expert, tp, PrepareModuleInput(input_layouts=(Shard(0),), desired_input_layouts=(
+            Replicate(),), use_local_output=True))
+        parallelize_module(expert, tp, PrepareModuleOutput(output_layouts=(Replicate(),), desired_output_layouts=(
+            Shard(0),), use_local_output=True))
+    moe.routes_chunk = True
+
+
+def routes_chunks(module: nn.Module) -> bool:
+    """Return whether `module` (routed experts' MoE) routes only this tp rank's sequence chunk."""
+    return isinstance(module, MoE) and module.routes_chunk
+
+
+def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = True) -> nn.Module:
+    """Shard `model`'s activations between blocks over the sequence on the tp mesh (in place); return it.
+
+    `route_chunks`: a MoE with tp-replicated experts routes each rank's chunk; only
+    when something sums those experts' gradients over tp (FSDP2 over dp·cp·tp/ep),
+    else it gathers the sequence like a dense feed-forward.
+    """
+    embed, norm, layers = (getattr(model, name, None) for name in ("embed", "norm", "layers"))
+    chunk = isinstance(model, StageChunk)  # a pipeline chunk: the embedding or the final norm or neither
+    if (layers is None or (not chunk and (embed is None or norm is None)) or getattr(model, "mtp", None) is not None
+            or getattr(model, "positions", None) is not None):
+        raise BuildError("sequence parallelism is built for decoder-only models without MTP layers or a "
+                         f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
+    if isinstance(model, StageChunk):
+        model.sequence_shards = tp.size()
+    if embed is not None:
+        parallelize_module(embed, tp, _chunk_out())
+    for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):
+        for name, child in layer.named_children():
+            if name.endswith("_norm"):
+                parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+            elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
+                _local_moe(child, tp)
+            elif name in ("mixer", "ffn", "cross_attention"):
+                parallelize_module(child, tp, _gather_in())
+                parallelize_module(child, tp, _chunk_out())
+    if norm is None:
+        return model
+    parallelize_module(norm, tp, SequenceParallel(use_local_output=True))
+    parallelize_module(norm, tp, PrepareModuleOutput(output_layouts=(_SEQ,), desired_output_layouts=(Replicate(),),
+                                                     use_local_output=True))
+    return model
+
+
+__all__ = ["model_refusals", "routes_chunks", "sequence_parallel"]
