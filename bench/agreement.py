@@ -90,12 +90,17 @@ score copy each), which the shipped t5 profile now carries (upstream: attBMM 1 /
 
 
 def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: int = 64,
-                ffn_width: int = 512, vocab: int = 512, per_group: int = 2) -> ModelIR:
+                ffn_width: int = 512, vocab: int = 512, per_group: int = 2, positions: int = 256,
+                window: int | None = None) -> ModelIR:
     """Return `model` with small dimensions and few layers, keeping its structure (kinds, flags, flavours).
 
     Grouped-query models keep fewer kv heads than query heads; each body group is
     cut to `per_group` layers and only the first group of a kind past the fourth
-    is kept; MTP layers are dropped (the forward pass does not run them).
+    is kept; MTP layers are dropped (the forward pass does not run them). A
+    learned position table keeps `positions` rows (the longest sequence it can
+    run); a sliding window becomes `window` tokens when given. A state-space
+    mixer keeps its expansion and form (Mamba-1's time-step rank, Mamba-2's
+    heads and groups) at small sizes: Mamba-2's heads still split d_inner evenly.
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
     blocks: dict[str, object] = {}
@@ -108,13 +113,28 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     if block_stated(model, "mla"):
         blocks.update(kv_lora_rank=64, rope_dim=32, nope_dim=head_dim, v_head_dim=head_dim,
                       q_lora_rank=128 if model.q_lora_rank else 0)
+    if block_stated(model, "ssm"):
+        blocks.update(_small_ssm(model, hidden))
     groups = _few_groups(model.groups, per_group)
     dense = sum(g.count for g in groups if g.kind == "dense")
     return evolve(
         model, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim, vocab=vocab,
         ffn_width=ffn_width, **blocks, mtp=0, groups=groups,
-        layers=sum(g.count for g in groups), layer_types=None, max_positions=None,
+        layers=sum(g.count for g in groups), layer_types=None,
+        max_positions=positions if model.learned_positions else None,
+        sliding_window=model.sliding_window if window is None or model.sliding_window is None else window,
         first_k_dense=dense if model.first_k_dense is not None else None)
+
+
+def _small_ssm(model: ModelIR, hidden: int) -> dict[str, object]:
+    """Return small ssm dims: state 16, chunks of 8 (a short sequence spans several), 8 heads in ≤ 2 groups."""
+    dims: dict[str, object] = {"ssm_state": 16, "ssm_chunk": 8}
+    if model.ssm_dt_rank is not None:
+        dims["ssm_dt_rank"] = hidden // 16  # HF's "auto" rank, ⌈hidden / 16⌉
+    if model.ssm_heads is not None:
+        dims["ssm_heads"] = 8  # head dim ssm_expand × hidden / 8
+        dims["ssm_groups"] = None if model.ssm_groups is None else min(model.ssm_groups, 2)
+    return dims
 
 
 def _few_groups(groups: Sequence[LayerGroup], per_group: int) -> tuple[LayerGroup, ...]:

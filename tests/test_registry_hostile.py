@@ -171,6 +171,12 @@ def test_a_required_field_that_is_null(good: dict[str, Any], field: str) -> None
     assert f"$.models.{name}.{field}: required, found null" in _errors(good)
 
 
+def test_learned_positions_without_their_count(good: dict[str, Any]) -> None:
+    name, model = _model(good)
+    model["learned_positions"], model["max_positions"] = True, None  # would price and build zero rows
+    assert f"$.models.{name}.max_positions: required with learned_positions, found null" in _errors(good)
+
+
 def test_a_stated_block_missing_a_required_field(good: dict[str, Any]) -> None:
     name, model = _model(good)
     assert model["experts"] is not None

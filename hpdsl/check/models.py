@@ -63,6 +63,7 @@ def _check_model(model: ast.Model, scope: Scope, collector: Collector) -> None:
     _check_choices(model, collector)
     _check_required(model, collector)
     _check_heads(fields, collector)
+    _check_positions(fields, collector)
     _check_stack(model, profile, set(blocks), collector)
 
 
@@ -320,6 +321,16 @@ def _check_heads(fields: dict[str, ast.Field], collector: Collector) -> None:
                         hint="kv_heads must divide heads: one of "
                              + ", ".join(map(str, divisors)),
                         notes=(Note(heads.value.span, "heads is stated here"),))
+
+
+def _check_positions(fields: dict[str, ast.Field], collector: Collector) -> None:
+    """Report a learned position table without its length: it would price and build zero rows."""
+    learned = fields.get("learned_positions")
+    if learned is None or learned.value is None or learned.value.value is not True or "max_positions" in fields:
+        return
+    collector.error(learned.value.span, "missing-field",
+                    "learned_positions needs the table's length, but the model states no max_positions",
+                    hint="state the positions: `max_positions 1024` (HF n_positions)")
 
 
 # --------------------------------------------------------------------------

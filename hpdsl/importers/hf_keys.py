@@ -111,7 +111,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "phi3": {"tie_word_embeddings": False, "hidden_act": "silu", "sliding_window": None},
     "starcoder2": {"tie_word_embeddings": True, "hidden_act": "gelu_pytorch_tanh", "use_bias": True,
                    "sliding_window": None},
-    "gpt2": {"tie_word_embeddings": True, "activation_function": "gelu_new", "n_inner": None},
+    "gpt2": {"tie_word_embeddings": True, "activation_function": "gelu_new", "n_inner": None, "n_positions": 1024},
     "olmoe": {"tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False},
     "gemma3_text": {"tie_word_embeddings": True, "hidden_activation": "gelu_pytorch_tanh",
                     "attention_bias": False, "head_dim": 256},

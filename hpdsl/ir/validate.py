@@ -120,6 +120,8 @@ def _missing(path: str, model: ModelIR) -> Iterator[str]:
 
 def _model(path: str, model: ModelIR, profiles: Mapping[str, ProfileIR]) -> Iterator[str]:
     yield from _missing(path, model)
+    if model.learned_positions and model.max_positions is None:  # a table of no rows, priced as zero
+        yield f"{path}.max_positions: required with learned_positions, found null"
     for name, field in FIELDS.items():
         value = getattr(model, name)
         if field.type != "int" or value is None:

@@ -77,3 +77,17 @@ def test_an_author_profile_imports_its_own_model_type(tmp_path: Path) -> None:
     estimate = _hpdsl("estimate", "acme.hpf", "a.hpf", "--json", cwd=tmp_path)
     assert estimate.returncode == 0, estimate.stderr
     assert json.loads(estimate.stdout)["params"]["total"] == 7_241_732_096  # Mistral-7B's shape
+
+
+def test_a_gpt2_config_without_n_positions_gets_transformers_1024_rows(tmp_path: Path) -> None:
+    """GPT2Config's n_positions default sizes the learned position table; never zero rows."""
+    torch = pytest.importorskip("torch")
+    config = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert _hpdsl("import-hf", "config.json", "--name", "g", "-o", "g.hpf", cwd=tmp_path).returncode == 0
+    assert "max_positions 1024" in (tmp_path / "g.hpf").read_text()
+    estimate = _hpdsl("estimate", "g.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    with torch.device("meta"):
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config))
+    assert json.loads(estimate.stdout)["params"]["total"] == sum(p.numel() for p in hf.parameters())

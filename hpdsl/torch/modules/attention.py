@@ -52,6 +52,7 @@ class Attention(nn.Module):
         self.k_norm = make_norm(config, k_width) if config.qk_norm else None
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
         self.tp: TensorParallel | None = None
+        self.reset_parameters()  # a model built on a real device has no uninitialised sink logits
 
     def reset_parameters(self) -> None:
         """Zero the sink logits (the projections and norms initialise themselves)."""
