@@ -165,7 +165,7 @@ def measure_forward(model: nn.Module, inputs: Sequence[Tensor], layers: Sequence
             first_saved.setdefault(storage.data_ptr(), (inside[-1] if inside else None, storage.nbytes()))
         return t
 
-    handles = [_track(model.get_submodule(path), path, inside) for path in layers]
+    handles = [track_layer(model.get_submodule(path), path, inside) for path in layers]
     mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_flops}
     try:
         with FlopCounterMode(display=False, custom_mapping=mapping) as counter, \
@@ -181,7 +181,7 @@ def measure_forward(model: nn.Module, inputs: Sequence[Tensor], layers: Sequence
     return Measurement({path: sum(ops.values()) for path, ops in by_op.items()}, by_op, saved)
 
 
-def _track(module: nn.Module, path: str, inside: list[str]) -> tuple[Any, Any]:
+def track_layer(module: nn.Module, path: str, inside: list[str]) -> tuple[Any, Any]:
     """Keep `inside` naming the tracked layer whose forward is running."""
     def enter(module: nn.Module, args: Any) -> None:
         inside.append(path)

@@ -26,6 +26,8 @@ import transformers
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from agreement import track_layer  # bench/agreement.py, beside this module
+
 EMBEDDING, OUTPUT = "embedding", "output"
 
 
@@ -129,7 +131,7 @@ def measure(model: nn.Module, inputs: Mapping[str, Tensor]) -> HfMeasurement:
             first.setdefault(key, (inside[-1] if inside else phase[0], t.untyped_storage().nbytes()))
         return t
 
-    handles: list[Any] = [h for path in layers for h in _track(model.get_submodule(path), path, inside)]
+    handles: list[Any] = [h for path in layers for h in track_layer(model.get_submodule(path), path, inside)]
     handles += [model.get_submodule(path).register_forward_pre_hook(_setter(phase)) for path in final_norms(model)]
     try:
         with FlopCounterMode(display=False, custom_mapping=flop_formulas()) as counter, \
@@ -153,17 +155,6 @@ def _setter(phase: list[str]) -> Any:
     def hook(module: nn.Module, args: Any) -> None:
         phase[0] = OUTPUT
     return hook
-
-
-def _track(module: nn.Module, path: str, inside: list[str]) -> tuple[Any, Any]:
-    """Keep `inside` naming the tracked layer whose forward is running."""
-    def enter(module: nn.Module, args: Any) -> None:
-        inside.append(path)
-
-    def leave(module: nn.Module, args: Any, output: Any) -> None:
-        inside.pop()  # a forward hook that returns something replaces the output
-
-    return module.register_forward_pre_hook(enter), module.register_forward_hook(leave)
 
 
 def inputs_for(model: nn.Module, vocab: int, batch: int, seq_len: int, seq2seq: bool) -> dict[str, Tensor]:
