@@ -42,6 +42,7 @@ from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
+from hpdsl.torch.modules.fused import recomputing
 from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
 from hpdsl.torch.pipeline import run_step, schedule, split_model
 
@@ -84,7 +85,7 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
     total = [0]
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if isinstance(tensor, nn.Parameter):
+        if isinstance(tensor, nn.Parameter) or recomputing():  # a fused kernel's backward workspace
             return tensor
         storage = _plain(tensor).untyped_storage()
         if storage.data_ptr() not in param_storages(model) and storage.data_ptr() not in seen:
@@ -136,6 +137,8 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     saved is also freed during the step: each storage counts from the first
     tensor saved on it until autograd drops the last one, and the peak of the sum
     is what the rank held at its fullest (the estimator's in-flight micro-batches).
+    What a fused function's backward saves while it recomputes (hpdsl/torch/modules/fused.py
+    `recomputing`) is the kernel's workspace, not counted.
     """
     holders: dict[int, int] = {}
     sizes: dict[int, int] = {}
@@ -148,7 +151,7 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
             live_peak[0] -= sizes.pop(key)
 
     def pack(tensor: torch.Tensor) -> Any:
-        if isinstance(tensor, nn.Parameter):
+        if isinstance(tensor, nn.Parameter) or recomputing():  # a fused kernel's backward workspace
             return tensor
         storage = _plain(tensor).untyped_storage()
         key = storage.data_ptr()
