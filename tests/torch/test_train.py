@@ -119,6 +119,7 @@ def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> N
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
     # Embedding and head split over the vocabulary, the experts' ZeRO over dp·tp: every rank as priced.
     _static_bytes_equal(result)
+    _activations_within_ten_percent(result)  # each layer's input chunk, the head's gathered input, the loss
 
 
 @pytest.mark.slow
