@@ -141,13 +141,6 @@ def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
     _activations_within_ten_percent(result)
 
 
-@pytest.mark.parametrize("spec", ["qwen3_next_80b_a3b", "deepseek_v3"])
-def test_cp_is_refused_for_mixers_without_a_context_parallel_form(spec: str) -> None:
-    code, output = _hpdsl("train", str(ROOT / "examples" / f"{spec}.hpf"), "--set=layers=2", "--dp", "2", "--cp",
-                          "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "4")
-    assert code == 2 and "has no context-parallel form; use cp = 1" in output
-
-
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
     model = examples_registry().models["qwen3_next_80b_a3b"]
     with pytest.raises(InputError, match="top_k 10 exceeds experts 4"):
@@ -264,6 +257,21 @@ def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    _static_bytes_equal(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("spec", "small"), [(QWEN3_NEXT, QWEN3_NEXT_SMALL), (DEEPSEEK_V3, DEEPSEEK_V3_SMALL)],
+                         ids=["qwen3-next", "deepseek-v3"])
+def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec: str, small: list[str]) -> None:
+    """Gated DeltaNet hands its state and convolution inputs rank to rank; MLA gathers keys and values over cp."""
+    code, output = _hpdsl("train", spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
+                          "--nproc", "4", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     _static_bytes_equal(result)
 
 
