@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hpdsl.ir.nodes import ModelIR
+
 MTP_WEIGHT = 0.3
 """λ: the weight of the MTP depths' mean cross-entropy beside the main one."""
 
@@ -54,4 +56,20 @@ def objective(logits: Tensor, labels: Tensor) -> Tensor:
     return losses[0] + extra * (MTP_WEIGHT / depth)
 
 
-__all__ = ["MTP_WEIGHT", "draw", "objective", "window"]
+def mtp_depth(model: ModelIR) -> int:
+    """Return how many MTP layers the model has (what `objective` and the batch's extra tokens follow)."""
+    return sum(g.count for g in model.groups if g.mtp)
+
+
+def batch(step: int, seed: int, rows: int, seq: int, vocab: int, depth: int = 0) -> tuple[Tensor, Tensor]:
+    """Return the step's whole batch: ids and labels ([rows, seq], or [rows, seq, 1 + depth] with MTP layers)."""
+    return window(draw(step, seed, rows, seq, vocab, depth), slice(None), slice(0, seq), depth)
+
+
+def rank_batch(step: int, seed: int, rows: int, seq: int, vocab: int, depth: int,
+          part: tuple[slice, slice]) -> tuple[Tensor, Tensor]:
+    """Return this rank's ids and labels: its rows of the step's batch and its cp chunk of positions."""
+    return window(draw(step, seed, rows, seq, vocab, depth), part[0], part[1], depth)
+
+
+__all__ = ["MTP_WEIGHT", "batch", "draw", "mtp_depth", "objective", "rank_batch", "window"]

@@ -107,8 +107,9 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = 
                          f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
     if isinstance(model, StageChunk):
         model.sequence_shards = tp.size()
-    if embed is not None:
-        parallelize_module(embed, tp, _chunk_out())
+    for table in (embed, getattr(model, "mtp_embed", None)):  # a last pipeline chunk's copy for its MTP layers
+        if table is not None:
+            parallelize_module(table, tp, _chunk_out())
     for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):
         _sequence_parallel_layer(layer, tp, route_chunks)
     for mtp in getattr(model, "mtp", None) or ():

@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh
@@ -42,9 +41,9 @@ from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
-from hpdsl.torch.objective import draw, objective, window
+from hpdsl.torch.objective import batch, mtp_depth, objective, rank_batch
 from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
-from hpdsl.torch.pipeline import run_step, schedule, split_model
+from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
 
 LEARNING_RATE = 1e-3
 
@@ -54,22 +53,6 @@ def load_model(config: Mapping[str, Any]) -> tuple[ModelIR, Registry]:
     registry = compile_paths(config["paths"], stdlib=config.get("stdlib", True))
     name = config.get("model") or next(iter(registry.models))
     return apply_sets(registry.models[name], config.get("sets", {})), registry
-
-
-def mtp_depth(model: ModelIR) -> int:
-    """Return how many MTP layers the model has (what `objective` and the batch's extra tokens follow)."""
-    return sum(g.count for g in model.groups if g.mtp)
-
-
-def batch(step: int, seed: int, rows: int, seq: int, vocab: int, depth: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return the step's whole batch: ids and labels ([rows, seq], or [rows, seq, 1 + depth] with MTP layers)."""
-    return window(draw(step, seed, rows, seq, vocab, depth), slice(None), slice(0, seq), depth)
-
-
-def rank_batch(step: int, seed: int, rows: int, seq: int, vocab: int, depth: int,
-          part: tuple[slice, slice]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return this rank's ids and labels: its rows of the step's batch and its cp chunk of positions."""
-    return window(draw(step, seed, rows, seq, vocab, depth), part[0], part[1], depth)
 
 
 def local_bytes(tensors: Iterator[torch.Tensor]) -> int:
@@ -180,6 +163,11 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     peak[0] = live_peak[1]
 
 
+def reference_name(name: str) -> str:
+    """Return the reference's name of a parameter: the last stage's MTP copy of the embedding is the embedding."""
+    return "embed." + name.removeprefix("mtp_embed.") if name.startswith("mtp_embed.") else name
+
+
 def load_reference(model: nn.Module, reference: nn.Module) -> None:
     """Copy the reference's weights into this rank's shards (tp slices, its experts)."""
     full = reference.state_dict()
@@ -188,7 +176,7 @@ def load_reference(model: nn.Module, reference: nn.Module) -> None:
                for name, _ in module.named_parameters(recurse=False)}
     with torch.no_grad():
         for name, param in model.named_parameters():
-            source = full[name]
+            source = full[reference_name(name)]
             if name in experts:
                 first, count = experts[name]
                 source = source[first:first + count]
@@ -300,7 +288,7 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
         if param.grad is None:
             continue
         grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
-        ref = reference[name]
+        ref = reference[reference_name(name)]
         if name in experts:
             first, count = experts[name]
             ref = ref[first:first + count]
@@ -329,8 +317,11 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     """Train this rank's pipeline chunks (torch.distributed.pipelining) K steps; return its measurements."""
     seq, vocab, coords = strategy.seq_len, model_ir.vocab, coordinates(mesh)
     stage = stage_mesh(mesh)
-    reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
-    chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry), strategy, coords["pp"])
+    depth = mtp_depth(model_ir)
+    reference = materialize(build_model(model_ir, registry=registry, include_mtp=True), "cpu", seed=seed)
+    chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry, include_mtp=True), strategy,
+                         coords["pp"])
+    tables = embedding_group(mesh) if depth else None
     for chunk in chunks.values():
         materialize(chunk, "cpu")
         load_reference(chunk, reference)
@@ -347,15 +338,17 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     where, groups = data_rank(mesh)
     share = strategy.micro_batch * strategy.micro_batches  # this data-parallel rank's rows per step
     rows, cp, cps = share * groups, coords["cp"], strategy.cp
-    expected = reference_grads(reference, seed, rows, seq, vocab)
+    expected = reference_grads(reference, seed, rows, seq, vocab, depth)
     measured: dict[str, Any] = {"params_bytes": local_bytes(held.parameters())}
     losses = []
     part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
     for step in range(steps):
-        ids, targets = rank_batch(step, seed, rows, seq, vocab, 0, part)
+        ids, targets = rank_batch(step, seed, rows, seq, vocab, depth, part)
         with saved_activation_peak(held) as saved, loss_parallel():  # the loss's forward and backward
             micro = run_step(runner, chunks, strategy, ids, targets)
         shard_like_params(held)
+        if tables is not None:
+            sum_embedding_grads(chunks, tables)
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
@@ -373,7 +366,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
         losses.append(mean.item())
     out: dict[str, Any] = {"rank": dist.get_rank(), "coords": coords, "loss": losses, "measured": measured}
     if dist.get_rank() == 0:
-        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab)
+        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab, depth)
     return out
 
 
