@@ -37,6 +37,7 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.torch.layers import CausalLM
+from hpdsl.torch.modules.collectives import rank_local
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -116,7 +117,20 @@ class StageChunk(nn.Module):
 
 
 class _Stage(PipelineStage):
-    """A PipelineStage that tells its chunk which micro-batch it runs (the last chunk's MTP ids are per micro-batch)."""
+    """A PipelineStage that tells its chunk which micro-batch it runs (the last chunk's MTP ids are per micro-batch).
+
+    Its shape-inference passes run with the cp hand-offs rank-local (collectives.rank_local):
+    the values are thrown away, and the inferred backward skips whatever does not lead to the
+    stage's inputs, a Gated DeltaNet's sends to its previous cp rank among them.
+    """
+
+    def _prepare_forward_infra(self, *args: Any, **kwargs: Any) -> Any:
+        with rank_local():
+            return super()._prepare_forward_infra(*args, **kwargs)
+
+    def _prepare_backward_infra(self, *args: Any, **kwargs: Any) -> Any:
+        with rank_local():
+            return super()._prepare_backward_infra(*args, **kwargs)
 
     def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
         """Note the micro-batch on the chunk, then run it as PipelineStage does."""

@@ -156,6 +156,17 @@ def test_qwen3_next_tp2_pp2_interleaved_matches_one_process() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
+    """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
+    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--cp", "2", "--pp", "2", "--zero", "os+grad+params")
+    _matches_one_process(result)
+    for rank in result["ranks"]:
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("flags", [("--tp", "2", "--sp", "--vpp", "2"), ("--dp", "2", "--zero", "os+grad+params")],
                          ids=["tp2-sp-interleaved", "dp2-zero3"])
 def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:

@@ -9,6 +9,9 @@ sums the gradients with an all-reduce and keeps this rank's slice).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -156,11 +159,32 @@ def all_to_all(x: Tensor, send: list[int], receive: list[int], group: ProcessGro
     return _AllToAll.apply(x, send, receive, group)
 
 
+_RANK_LOCAL: ContextVar[bool] = ContextVar("hpdsl_rank_local", default=False)
+"""True while a pass runs for shapes only (the hand-offs then move nothing)."""
+
+
+@contextmanager
+def rank_local() -> Iterator[None]:
+    """Run the hand-offs below without communicating: for a pass whose values do not matter.
+
+    torch.distributed.pipelining runs each stage once to infer shapes, and its
+    backward there takes gradients only with respect to the stage's inputs, so a
+    rank whose sends lie off that path would never send what its neighbour waits for.
+    """
+    token = _RANK_LOCAL.set(True)
+    try:
+        yield
+    finally:
+        _RANK_LOCAL.reset(token)
+
+
 def shift_forward(x: Tensor, group: ProcessGroup) -> Tensor:
     """Return the previous rank's `x` in `group` (zeros on the first), sending this rank's to the next.
 
     Every rank sends and receives at once; the backward returns each gradient to its sender.
     """
+    if _RANK_LOCAL.get():
+        return x * 0
     return _ShiftForward.apply(x, group)
 
 
@@ -169,6 +193,8 @@ def receive_previous(like: Tensor, group: ProcessGroup) -> Tensor:
 
     Its gradient goes back to that rank in the backward.
     """
+    if _RANK_LOCAL.get():
+        return _blank(like)
     # A fresh leaf that requires grad: the received tensor then carries its gradient back.
     return _Receive.apply(like.detach().requires_grad_(torch.is_grad_enabled()), group)
 
@@ -179,6 +205,8 @@ def hand_on(out: Tensor, state: Tensor, group: ProcessGroup) -> Tensor:
     In the backward `state`'s gradient comes from that rank, once it has run its
     own backward (a chain from the last rank to the first): `out` must reach the loss.
     """
+    if _RANK_LOCAL.get():
+        return out
     return _HandOn.apply(out, state, group)
 
 
@@ -189,5 +217,6 @@ def exchange_counts(counts: Tensor, group: ProcessGroup) -> Tensor:
     return received
 
 
-__all__ = ["all_to_all", "exchange_counts", "gather_along", "hand_on", "receive_previous", "shift_forward",
+__all__ = ["all_to_all", "exchange_counts", "gather_along", "hand_on", "rank_local", "receive_previous",
+           "shift_forward",
            "sum_gradients"]
