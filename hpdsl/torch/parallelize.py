@@ -3,7 +3,9 @@
 What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
-  layouts over tp, ring attention over cp, all-to-all experts over ep);
+  layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
+  handed rank to rank over cp, all-to-all experts over ep); an MTP layer's 2h→h
+  projection is split over tp here (`mtp_tensor_parallel`);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
 - sequence_parallel at tp > 1: hpdsl/torch/sequence.py shards the activations

@@ -7,7 +7,8 @@ rank builds the unsharded reference from the seed and copies its weights into
 its own shards (tp slices, its ep experts), so the parallel job starts from the
 very weights one process would; FSDP2 then shards them. Each step draws a global
 batch of synthetic tokens from the seed; a rank takes its data-parallel rows
-and, under cp, its chunk of each sequence. It writes OUT_DIR/<rank>.json: the
+and, under cp, its chunk of each sequence (a model's MTP layers train too, with
+their loss: hpdsl/torch/objective.py). It writes OUT_DIR/<rank>.json: the
 step losses (averaged over the data-parallel ranks), the bytes of its parameter,
 gradient and optimizer-state shards, the peak bytes saved for backward
 (saved_tensors_hooks) and how far its gradients after step 0 are from the
