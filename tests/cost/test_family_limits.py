@@ -59,3 +59,22 @@ def test_without_families_the_layout_is_only_checked_against_the_model(tmp_path:
     bare = bind(families.model, families.profile)
     strategy = Strategy(cp=2, dp=4, global_batch=16)
     assert not any("family" in reason for reason in validate_strategy(strategy, bare))
+
+
+def test_the_gated_deltanet_hand_off_is_priced_once_per_sequence() -> None:
+    """Under cp a linear layer sends its state and conv − 1 inputs on, whatever the sequence length.
+
+    The ring's keys and values grow with the tokens, so doubling the sequence leaves
+    2·cp(s) − cp(2s) = the hand-offs alone: forward and gradient, per linear layer.
+    """
+    from hpdsl.cost.estimate import estimate
+
+    cost_model = bind_model([EXAMPLES / "qwen3_next_80b_a3b.hpf"])
+    traffic = [estimate(cost_model, Strategy(cp=2, global_batch=1, seq_len=s, precision="fp32")).communication["cp"]
+               for s in (4096, 8192)]
+    model = cost_model.model
+    linear = sum(g.count for g in model.groups if g.kind == "linear_attention" and not g.mtp)
+    state = model.value_heads * model.key_head_dim * model.value_head_dim
+    conv_inputs = 2 * model.key_heads * model.key_head_dim + model.value_heads * model.value_head_dim
+    assert linear == 36
+    assert 2 * traffic[0] - traffic[1] == linear * 2 * 4 * (state + (model.conv - 1) * conv_inputs)
