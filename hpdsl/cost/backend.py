@@ -88,9 +88,11 @@ def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: flo
         # The MoE gathers like a dense feed-forward: every tp rank routes (and combines) every token.
         sp_c, t_c, into = sp_c + router, routed_w, routed_in
     kv = masks = 0.0
-    if run.cp_gathered_kv and op_count(cfg.ops, OP.ATT_BMM) and cfg.attn_kind in ("full", "sliding"):
+    if run.cp_gathered_kv and op_count(cfg.ops, OP.ATT_BMM) and cfg.attn_kind in ("full", "sliding", "mla"):
         masks = op_count(cfg.ops, OP.ATT_BMM) / 2
         kv = masks * (cfg.kv_heads * cfg.head_dim * 2)
+        if cfg.attn_kind == "mla":  # keys nope + rope wide, values v wide, per head (gathered after up-projection)
+            kv = masks * cfg.kv_heads * ((cfg.nope_dim or cfg.head_dim) + cfg.rope_dim + cfg.head_dim)
     return Moves(sp_c=sp_c, sp_b=sp_b, t_c=t_c, routed_in=into, sp_copy_c=copy, cp_kv_c=kv, cp_masks=masks)
 
 
