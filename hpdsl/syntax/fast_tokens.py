@@ -1,0 +1,174 @@
+"""The tokens of the fast parser (hpdsl/syntax/fast.py) and the steps its rules are made of.
+
+One compiled regex reads Lark's terminals (grammar/hpdsl.lark) at C speed into
+parallel lists of kinds, texts, lines and columns; comments are kept as
+ast.Comment on the way. Anything the fast path is not sure of raises Defer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from hpdsl import ast
+from hpdsl.diagnostics.span import Span
+from hpdsl.syntax.transformer import unquote
+
+# Lark's terminals (grammar/hpdsl.lark) in the order its lexer tries them; `x` is
+# any other character, which Lark rejects.
+_TOKEN = re.compile(r"""
+ (?P<w>[ \t\f\r\n]+)
+|(?P<c>(?://|\#)[^\n]*)
+|(?P<f>-?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)
+|(?P<i>-?[0-9]+)
+|(?P<n>[A-Za-z_][A-Za-z0-9_]*)
+|(?P<s>"(?:[^"\\\n]|\\.)*")
+|(?P<p>==|!=|<=|>=|->|\.\.|[<>{}\[\]():,=*/+.])
+|(?P<x>.)
+""", re.VERBOSE | re.DOTALL)
+
+_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "factory", "layer_types", "layout", "mlp",
+                            "norm", "or", "parallel", "params", "require", "selector", "stack",
+                            "variant"})
+_LITERAL_KINDS = frozenset({"i", "f", "s"})
+
+# Below parser.MAX_NESTING with room to spare: one level here is at most a few tree levels there.
+MAX_DEPTH = 20
+# Integers of up to this many digits are below parser.MAX_INT; longer ones go to Lark's check.
+MAX_DIGITS = 18
+
+
+class Defer(Exception):
+    """Raised inside the fast parser: leave this text to Lark."""
+
+
+class Tokens:
+    """The token lists of one text and the steps of recursive descent over them."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.path = name
+        kinds: list[str] = []
+        texts: list[str] = []
+        lines: list[int] = []
+        cols: list[int] = []
+        comments: list[ast.Comment] = []
+        line, line_start = 1, 0
+        for match in _TOKEN.finditer(text):
+            kind = match.lastgroup or "x"
+            value = match.group()
+            if kind == "w":
+                newlines = value.count("\n")
+                if newlines:
+                    line += newlines
+                    line_start = match.start() + value.rindex("\n") + 1
+                continue
+            col = match.start() - line_start + 1
+            if kind == "c":
+                comments.append(ast.Comment(value.rstrip(),
+                                            span=Span(name, line, col, line, col + len(value))))
+                continue
+            if kind == "x":
+                raise Defer
+            kinds.append(value if kind == "p" else kind)
+            texts.append(value)
+            lines.append(line)
+            cols.append(col)
+        kinds.append("$")  # the end: matches nothing the parser looks for
+        texts.append("")
+        self.kinds, self.texts, self.lines, self.cols = kinds, texts, lines, cols
+        self.comments = tuple(comments)
+        self.i = 0
+        self.depth = 0
+        self.reserved = -1  # the index of a word after a literal that Lark reads as a keyword
+
+    # --- tokens ----------------------------------------------------------
+
+    def span(self, first: int, last: int) -> Span:
+        """Return the span from token `first` to the end of token `last`."""
+        return Span(self.path, self.lines[first], self.cols[first], self.lines[last],
+                    self.cols[last] + len(self.texts[last]))
+
+    def word(self) -> str:
+        """Return the text of the current token if it is a word, else ''."""
+        return self.texts[self.i] if self.kinds[self.i] == "n" else ""
+
+    def expect(self, kind: str) -> int:
+        """Consume a token of `kind` (punctuation: its text); return its index."""
+        i = self.i
+        if self.kinds[i] != kind:
+            raise Defer
+        self.i = i + 1
+        return i
+
+    def keyword(self, text: str) -> int:
+        """Consume the keyword `text`; return its index."""
+        i = self.i
+        if self.kinds[i] != "n" or self.texts[i] != text:
+            raise Defer
+        self.i = i + 1
+        return i
+
+    def name(self, allowed: frozenset[str] = frozenset()) -> ast.Name:
+        """Consume a name."""
+        i = self.i
+        if self.kinds[i] != "n" or (i == self.reserved and self.texts[i] not in allowed):
+            raise Defer
+        self.i = i + 1
+        text = self.texts[i]
+        line, col = self.lines[i], self.cols[i]
+        return ast.Name(text, span=Span(self.path, line, col, line, col + len(text)))
+
+    def string(self) -> ast.Literal:
+        """Consume a STRING token as a string literal."""
+        i = self.expect("s")
+        return ast.Literal(unquote(self.texts[i]), "string", span=self.span(i, i))
+
+    def int(self) -> ast.Literal:
+        """Consume an INT token as an int literal."""
+        i = self.expect("i")
+        text = self.texts[i]
+        if len(text) > MAX_DIGITS:
+            raise Defer
+        return ast.Literal(int(text), "int", span=self.span(i, i))
+
+    def at_literal(self) -> bool:
+        """Whether the current token starts a `literal`."""
+        return self.kinds[self.i] in _LITERAL_KINDS or self.word() in ("true", "false")
+
+    def literal(self) -> ast.Literal:
+        """The `literal` rule: INT, FLOAT, true, false or STRING."""
+        i = self.i
+        kind, text = self.kinds[i], self.texts[i]
+        if kind == "i":
+            node = self.int()
+        elif kind == "s":
+            node = self.string()
+        elif kind == "f":
+            self.i = i + 1
+            node = ast.Literal(float(text), "float", span=self.span(i, i))
+        elif kind == "n" and text in ("true", "false"):
+            self.i = i + 1
+            node = ast.Literal(text == "true", "bool", span=self.span(i, i))
+        else:
+            raise Defer
+        if self.kinds[self.i] == "n" and self.texts[self.i] in _AFTER_LITERAL:
+            self.reserved = self.i
+        return node
+
+    def comma_list(self, item: Callable[[], Any], close: str) -> list[Any]:
+        """`item (, item)* ,? close`, the opener already consumed; the close consumed too."""
+        items = [item()]
+        while self.kinds[self.i] == ",":
+            self.i += 1
+            if self.kinds[self.i] == close:
+                break
+            items.append(item())
+        self.expect(close)
+        return items
+
+    def nested(self) -> None:
+        """Count one level of recursion; too deep is Lark's to report."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Defer
