@@ -60,8 +60,9 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         # vocabulary order, whatever order the source counted them in
         ops={op: int(vector[op].count.value) for op in ops},
         # the checks admit only ATTENTION_FLAVOURS and FFN_FLAVOURS (hpdsl/model/slots.py)
-        attention=cast(Literal["full", "linear", "sliding", "ssm"], attention),
-        ffn=cast(Optional[Literal["dense", "moe"]], ffn),  # noqa: UP007
+        # (the types as strings: subscripting Literal at run time cost more than the rest of the kind)
+        attention=cast('Literal["full", "linear", "sliding", "ssm"]', attention),
+        ffn=cast('Optional[Literal["dense", "moe"]]', ffn),  # noqa: UP007
         base=kind.base.value if kind.base is not None else None,
         slots=_families(kind_slots(kind, kinds, profile_bindings)),
         source=SourceRef.from_span(kind.name.span),
