@@ -8,6 +8,7 @@ ast.Comment on the way. Anything the fast path is not sure of raises Defer.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from typing import Any
 
@@ -15,18 +16,22 @@ from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.transformer import unquote
 
-# Lark's terminals (grammar/hpdsl.lark) in the order its lexer tries them; `x` is
-# any other character, which Lark rejects.
-_TOKEN = re.compile(r"""
- (?P<w>[ \t\f\r\n]+)
-|(?P<c>(?://|\#)[^\n]*)
-|(?P<f>-?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?)
-|(?P<i>-?[0-9]+)
-|(?P<n>[A-Za-z_][A-Za-z0-9_]*)
-|(?P<s>"(?:[^"\\\n]|\\.)*")
-|(?P<p>==|!=|<=|>=|->|\.\.|[<>{}\[\]():,=*/+.])
-|(?P<x>.)
-""", re.VERBOSE | re.DOTALL)
+# Lark's terminals (grammar/hpdsl.lark) in the order its lexer tries them, each after the
+# blanks before it, on one line (no token spans a newline); the last alternative is any
+# other character, which Lark rejects. findall on each line runs at C speed.
+_TOKEN = re.compile(r"""([ \t\f\r]*)(
+  (?://|\#)[^\n]*
+| -?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?
+| -?[0-9]+
+| [A-Za-z_][A-Za-z0-9_]*
+| "(?:[^"\\\n]|\\.)*"
+| ==|!=|<=|>=|->|\.\.|[<>{}\[\]():,=*/+.]
+| [^ \t\f\r])""", re.VERBOSE)
+
+# What a token is, by its first character: n a word, d a number, p punctuation (the kind is
+# the text), s a string, c a comment; '/' and '-' start more than one terminal.
+_FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(string.digits, "d"),
+          **dict.fromkeys("<>{}[]():,=*+.!", "p"), '"': "s", "#": "c", "/": "/", "-": "-"}
 
 _AFTER_LITERAL = frozenset({"accepts", "activation", "and", "factory", "layer_types", "layout", "mlp",
                             "norm", "or", "parallel", "params", "require", "selector", "stack",
@@ -43,6 +48,21 @@ class Defer(Exception):
     """Raised inside the fast parser: leave this text to Lark."""
 
 
+def _kind(first: str, token: str) -> str:
+    """Return the kind of a token that is not a word, from what its first character says."""
+    if first == "p":
+        return token
+    if first == "d" or (first == "-" and len(token) > 1 and token != "->"):
+        return "f" if "." in token else "i"
+    if first == "s" and len(token) > 1:
+        return "s"
+    if first == "c" or (first == "/" and token.startswith("//")):
+        return "c"
+    if first == "/" or token == "->":
+        return token
+    raise Defer
+
+
 class Tokens:
     """The token lists of one text and the steps of recursive descent over them."""
 
@@ -53,27 +73,24 @@ class Tokens:
         lines: list[int] = []
         cols: list[int] = []
         comments: list[ast.Comment] = []
-        line, line_start = 1, 0
-        for match in _TOKEN.finditer(text):
-            kind = match.lastgroup or "x"
-            value = match.group()
-            if kind == "w":
-                newlines = value.count("\n")
-                if newlines:
-                    line += newlines
-                    line_start = match.start() + value.rindex("\n") + 1
-                continue
-            col = match.start() - line_start + 1
-            if kind == "c":
-                comments.append(ast.Comment(value.rstrip(),
-                                            span=Span(name, line, col, line, col + len(value))))
-                continue
-            if kind == "x":
-                raise Defer
-            kinds.append(value if kind == "p" else kind)
-            texts.append(value)
-            lines.append(line)
-            cols.append(col)
+        first = _FIRST.get
+        for line, text_line in enumerate(text.split("\n"), start=1):
+            col = 1
+            for blank, token in _TOKEN.findall(text_line):
+                col += len(blank)
+                kind = first(token[0], "x")
+                if kind != "n":
+                    kind = _kind(kind, token)
+                    if kind == "c":
+                        end = col + len(token)
+                        comments.append(ast.Comment(token.rstrip(), span=Span(name, line, col, line, end)))
+                        col = end
+                        continue
+                kinds.append(kind)
+                texts.append(token)
+                lines.append(line)
+                cols.append(col)
+                col += len(token)
         kinds.append("$")  # the end: matches nothing the parser looks for
         texts.append("")
         self.kinds, self.texts, self.lines, self.cols = kinds, texts, lines, cols

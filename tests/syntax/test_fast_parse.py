@@ -2,8 +2,7 @@
 
 Every text goes through both: where Lark fails the fast path must defer, and
 where the fast path answers its ast.File must equal Lark's in every field of
-every node, Span fields and comments too (spans are left out of AST equality,
-so `same_tree` walks both trees). Texts: every .hpf in the repository (shipped
+every node, Span fields and comments too (tests/property/parse_agreement.py). Texts: every .hpf in the repository (shipped
 files, examples, cases, golden inputs), grammar sentences, shipped files with
 characters mutated, lines spliced or names swapped for keywords, and texts
 written to find the corners (keywords as names, parentheses, limits).
@@ -11,60 +10,18 @@ written to find the corners (keywords as names, parentheses, limits).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from property.parse_agreement import agree, swap_keywords
 from property.test_fuzz import grammar_texts, mutated_files, shipped_files, spliced_files
 
-from hpdsl import ast
 from hpdsl.diagnostics import Source
-from hpdsl.errors import SpecError
-from hpdsl.syntax.fast import fast_parse
-from hpdsl.syntax.parser import MAX_FILE_CHARS, MAX_LINE_CHARS, lark_parse
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_FILES = sorted(ROOT.glob("**/*.hpf"))
-KEYWORDS = sorted(set(re.findall(r'"([a-z_]+)"', (ROOT / "grammar" / "hpdsl.lark").read_text())))
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def fast(source: Source) -> ast.File | None:
-    return fast_parse(source.name, source.text, MAX_FILE_CHARS, MAX_LINE_CHARS)
-
-
-def lark(source: Source) -> ast.File | None:
-    try:
-        return lark_parse(source)
-    except SpecError:
-        return None
-
-
-def differences(a: Any, b: Any, path: str = "file") -> list[str]:
-    """Return where two values differ, comparing attrs classes field by field, spans included."""
-    if type(a) is not type(b):
-        return [f"{path}: {a!r} is not {b!r}"]
-    if attrs.has(type(a)):
-        return [d for f in attrs.fields(type(a))
-                for d in differences(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")]
-    if isinstance(a, tuple):
-        if len(a) != len(b):
-            return [f"{path}: {len(a)} items, not {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
-    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
-
-
-def agree(source: Source) -> ast.File | None:
-    """Assert the fast path defers or builds Lark's tree exactly; return the fast tree."""
-    quick, reference = fast(source), lark(source)
-    if quick is not None:
-        assert reference is not None, f"the fast path accepts what Lark rejects: {source.text!r}"
-        assert differences(quick, reference) == [], source.text
-    return quick
 
 
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -137,15 +94,8 @@ def test_spliced_files(source: Source) -> None:
 def keyword_swapped(draw: st.DrawFn) -> Source:
     """Draw a repository file with one to three of its words replaced by keywords."""
     path = draw(st.sampled_from(ALL_FILES))
-    text = path.read_text()
-    for _ in range(draw(st.integers(1, 3))):
-        words = list(_WORD.finditer(text))
-        if not words:
-            break
-        word = draw(st.sampled_from(words))
-        keyword = draw(st.sampled_from(KEYWORDS))
-        text = text[:word.start()] + keyword + text[word.end():]
-    return Source(str(path), text)
+    rng = draw(st.randoms(use_true_random=False))
+    return Source(str(path), swap_keywords(path.read_text(), rng))
 
 
 @_SLOW
