@@ -8,8 +8,10 @@ rounds): `yaml.load(Loader=yaml.CSafeLoader)` (libyaml, C), `json.loads` (C),
 (-> diagnostics) and the full compile (-> IR), each on a freshly named source
 (a remembered parse would time a lookup). The .hpf text is split into files of
 FILE_DECLARATIONS declarations (a file is capped at 256 KiB, hpdsl/syntax/parser.py);
-YAML and JSON read one document. Ratios are to CSafeLoader; a time alone on a
-shared machine means little. Also times compiling the standard library.
+YAML and JSON read one document. Times are the process's CPU time (on a shared
+machine the wall clock times the other jobs too), each run after a full
+collection so none pays for another's garbage. Ratios are to CSafeLoader; a time
+alone on a shared machine means little. Also times compiling the standard library.
 
     .venv/bin/python bench/bench_compile.py [--profiles 1000] [--families 1000] [--repeat 3]
 """
@@ -17,6 +19,7 @@ shared machine means little. Also times compiling the standard library.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import time
@@ -79,25 +82,26 @@ def family_hpf(data: dict[str, Any]) -> str:
             f"  variant local \"pkg.mod:F{i}\" default\n}}\n")
 
 
+def timed(fn: Callable[[], Any]) -> float:
+    """Return the CPU time of one call, after a collection so it pays for no earlier contender's garbage."""
+    gc.collect()
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
 def interleaved(contenders: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Return each contender's best wall time over `rounds` rounds that run every contender once."""
+    """Return each contender's best CPU time over `rounds` rounds that run every contender once."""
     times = {name: float("inf") for name in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            start = time.perf_counter()
-            fn()
-            times[name] = min(times[name], time.perf_counter() - start)
+            times[name] = min(times[name], timed(fn))
     return times
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
-    """Return the best wall time of `repeat` calls."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Return the best CPU time of `repeat` calls."""
+    return min(timed(fn) for _ in range(repeat))
 
 
 def main() -> None:
@@ -146,7 +150,7 @@ def main() -> None:
 
     print(f"generated input: {args.profiles} profiles, {args.families} families, {lines:,} lines "
           f"(.hpf {len(text):,} bytes in {len(texts)} files, YAML {len(yaml_text):,}, JSON {len(json_text):,})")
-    print(f"{'stage':<28}{'seconds':>10}{'lines/s':>14}{'x CSafeLoader':>15}")
+    print(f"{'stage':<28}{'CPU s':>10}{'lines/s':>14}{'x CSafeLoader':>15}")
     for label, seconds in times.items():
         print(f"{label:<28}{seconds:>10.3f}{lines / seconds:>14,.0f}{seconds / base:>15.2f}")
 

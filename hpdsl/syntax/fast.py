@@ -17,7 +17,6 @@ grammar allows the keyword (see fast_tokens.py for the one state that reads more
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from hpdsl import ast
@@ -32,17 +31,10 @@ def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File 
     """Return the ast.File Lark would build for `text`, or None where Lark must decide."""
     if len(text) > max_chars or (len(text) > max_line and max(map(len, text.split("\n"))) > max_line):
         return None
-    # The tree is acyclic, so the cycle collector has nothing to find in it, yet tens of
-    # thousands of new nodes would start its scans of every live object many times over.
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         return _Parser(name, text).file()
     except (Defer, RecursionError):
         return None
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class _Parser(FamilyRules):
