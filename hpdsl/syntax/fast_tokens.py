@@ -12,6 +12,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.transformer import unquote
@@ -44,6 +46,44 @@ MAX_DEPTH = 20
 MAX_DIGITS = 18
 
 
+# Span, Name and Literal have no validators or converters (tests/syntax/test_fast_parse.py checks), so
+# setting their slots builds what their attrs __init__ builds, in two thirds of the time:
+# a parse makes one Span per node and per name, the largest share of its work.
+_NEW = object.__new__
+_SPAN_FIELDS = tuple(Span.__dict__[f.name].__set__ for f in attrs.fields(Span))
+_SET_FILE, _SET_LINE, _SET_COL, _SET_END_LINE, _SET_END_COL = _SPAN_FIELDS
+_SET_NAME_VALUE, _SET_NAME_SPAN = (ast.Name.__dict__[f.name].__set__ for f in attrs.fields(ast.Name))
+_SET_VALUE, _SET_KIND, _SET_SPAN = (ast.Literal.__dict__[f.name].__set__ for f in attrs.fields(ast.Literal))
+
+
+def new_span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
+    """Return Span(file, line, col, end_line, end_col)."""
+    span: Span = _NEW(Span)
+    _SET_FILE(span, file)
+    _SET_LINE(span, line)
+    _SET_COL(span, col)
+    _SET_END_LINE(span, end_line)
+    _SET_END_COL(span, end_col)
+    return span
+
+
+def new_name(value: str, span: Span) -> ast.Name:
+    """Return ast.Name(value, span=span)."""
+    name: ast.Name = _NEW(ast.Name)
+    _SET_NAME_VALUE(name, value)
+    _SET_NAME_SPAN(name, span)
+    return name
+
+
+def new_literal(value: int | float | bool | str, kind: ast.LiteralKind, span: Span) -> ast.Literal:
+    """Return ast.Literal(value, kind, span=span)."""
+    literal: ast.Literal = _NEW(ast.Literal)
+    _SET_VALUE(literal, value)
+    _SET_KIND(literal, kind)
+    _SET_SPAN(literal, span)
+    return literal
+
+
 class Defer(Exception):
     """Raised inside the fast parser: leave this text to Lark."""
 
@@ -74,22 +114,25 @@ class Tokens:
         cols: list[int] = []
         comments: list[ast.Comment] = []
         first = _FIRST.get
+        add_kind, add_text, add_line, add_col = kinds.append, texts.append, lines.append, cols.append
         for line, text_line in enumerate(text.split("\n"), start=1):
             col = 1
             for blank, token in _TOKEN.findall(text_line):
                 col += len(blank)
                 kind = first(token[0], "x")
-                if kind != "n":
+                if kind == "p":
+                    kind = token
+                elif kind != "n":
                     kind = _kind(kind, token)
                     if kind == "c":
                         end = col + len(token)
                         comments.append(ast.Comment(token.rstrip(), span=Span(name, line, col, line, end)))
                         col = end
                         continue
-                kinds.append(kind)
-                texts.append(token)
-                lines.append(line)
-                cols.append(col)
+                add_kind(kind)
+                add_text(token)
+                add_line(line)
+                add_col(col)
                 col += len(token)
         kinds.append("$")  # the end: matches nothing the parser looks for
         texts.append("")
@@ -103,8 +146,8 @@ class Tokens:
 
     def span(self, first: int, last: int) -> Span:
         """Return the span from token `first` to the end of token `last`."""
-        return Span(self.path, self.lines[first], self.cols[first], self.lines[last],
-                    self.cols[last] + len(self.texts[last]))
+        return new_span(self.path, self.lines[first], self.cols[first], self.lines[last],
+                        self.cols[last] + len(self.texts[last]))
 
     def word(self) -> str:
         """Return the text of the current token if it is a word, else ''."""
@@ -134,12 +177,12 @@ class Tokens:
         self.i = i + 1
         text = self.texts[i]
         line, col = self.lines[i], self.cols[i]
-        return ast.Name(text, span=Span(self.path, line, col, line, col + len(text)))
+        return new_name(text, new_span(self.path, line, col, line, col + len(text)))
 
     def string(self) -> ast.Literal:
         """Consume a STRING token as a string literal."""
         i = self.expect("s")
-        return ast.Literal(unquote(self.texts[i]), "string", span=self.span(i, i))
+        return new_literal(unquote(self.texts[i]), "string", self.span(i, i))
 
     def int(self) -> ast.Literal:
         """Consume an INT token as an int literal."""
@@ -147,7 +190,7 @@ class Tokens:
         text = self.texts[i]
         if len(text) > MAX_DIGITS:
             raise Defer
-        return ast.Literal(int(text), "int", span=self.span(i, i))
+        return new_literal(int(text), "int", self.span(i, i))
 
     def at_literal(self) -> bool:
         """Whether the current token starts a `literal`."""
@@ -163,10 +206,10 @@ class Tokens:
             node = self.string()
         elif kind == "f":
             self.i = i + 1
-            node = ast.Literal(float(text), "float", span=self.span(i, i))
+            node = new_literal(float(text), "float", self.span(i, i))
         elif kind == "n" and text in ("true", "false"):
             self.i = i + 1
-            node = ast.Literal(text == "true", "bool", span=self.span(i, i))
+            node = new_literal(text == "true", "bool", self.span(i, i))
         else:
             raise Defer
         if self.kinds[self.i] == "n" and self.texts[self.i] in _AFTER_LITERAL:

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from property.parse_agreement import agree, swap_keywords
 from property.test_fuzz import grammar_texts, mutated_files, shipped_files, spliced_files
 
-from hpdsl.diagnostics import Source
+from hpdsl import ast
+from hpdsl.diagnostics import Source, Span
+from hpdsl.syntax.fast_tokens import _AFTER_LITERAL, new_literal, new_name, new_span
+from hpdsl.syntax.parser import _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_FILES = sorted(ROOT.glob("**/*.hpf"))
@@ -60,6 +64,36 @@ def test_corners() -> None:
     for text in texts:
         agree(Source("corner.hpf", text))
     assert agree(Source("c.hpf", "model m { hidden 999999999999999999 }")) is not None
+
+
+def test_nodes_built_by_their_slots_equal_those_built_by_init() -> None:
+    # The fast path sets the slots of Span, Name and Literal directly: right only while
+    # their attrs __init__ does nothing more than set them.
+    for node in (Span, ast.Name, ast.Literal):
+        assert all(f.validator is None and f.converter is None for f in attrs.fields(node))
+        assert not hasattr(node, "__attrs_post_init__") and not hasattr(node, "__attrs_pre_init__")
+    span = new_span("f.hpf", 1, 2, 3, 4)
+    assert (type(span), attrs.astuple(span)) == (Span, ("f.hpf", 1, 2, 3, 4))
+    name, literal = new_name("a", span), new_literal(7, "int", span)
+    assert (type(name), name.value, name.span) == (ast.Name, "a", span)
+    assert (type(literal), literal.value, literal.kind, literal.span) == (ast.Literal, 7, "int", span)
+    assert (name, literal) == (ast.Name("a", span=span), ast.Literal(7, "int", span=span))
+
+
+@pytest.mark.parametrize("prefix", [
+    "profile p { run { a = 1", "profile p { kind k { ops { a 2.5", "model m { a true",
+    'model m { b { a "s"', "family f { selector s: int = 1", "family f { require a == false",
+    "family f { variant v \"p\" when a in (1",
+])
+def test_the_words_lark_reads_as_keywords_after_a_literal(prefix: str) -> None:
+    # Every context of `literal` shares one LALR state, whose keywords the lexer reads there.
+    lark = _parser()
+    interactive = lark.parse_interactive(prefix + " ")
+    interactive.exhaust_lexer()
+    actions = lark.parser.parser.parser.parse_table.states[interactive.parser_state.position]
+    words = {t.pattern.value for t in lark.terminals
+             if t.name in actions and t.pattern.type == "str" and t.pattern.value.isidentifier()}
+    assert words == _AFTER_LITERAL
 
 
 _SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
