@@ -75,6 +75,24 @@ def new_name(value: str, span: Span) -> ast.Name:
     return name
 
 
+def _token_span(file: str, line: int, col: int, text: str) -> Span:
+    span: Span = _NEW(Span)
+    _SET_FILE(span, file)
+    _SET_LINE(span, line)
+    _SET_COL(span, col)
+    _SET_END_LINE(span, line)
+    _SET_END_COL(span, col + len(text))
+    return span
+
+
+def _token_name(file: str, line: int, col: int, text: str) -> ast.Name:
+    """Return the ast.Name of a word token (tokens lie on one line)."""
+    name: ast.Name = _NEW(ast.Name)
+    _SET_NAME_VALUE(name, text)
+    _SET_NAME_SPAN(name, _token_span(file, line, col, text))
+    return name
+
+
 def new_literal(value: int | float | bool | str, kind: ast.LiteralKind, span: Span) -> ast.Literal:
     """Return ast.Literal(value, kind, span=span)."""
     literal: ast.Literal = _NEW(ast.Literal)
@@ -175,9 +193,7 @@ class Tokens:
         if self.kinds[i] != "n" or (i == self.reserved and self.texts[i] not in allowed):
             raise Defer
         self.i = i + 1
-        text = self.texts[i]
-        line, col = self.lines[i], self.cols[i]
-        return new_name(text, new_span(self.path, line, col, line, col + len(text)))
+        return _token_name(self.path, self.lines[i], self.cols[i], self.texts[i])
 
     def string(self) -> ast.Literal:
         """Consume a STRING token as a string literal."""
@@ -200,18 +216,22 @@ class Tokens:
         """The `literal` rule: INT, FLOAT, true, false or STRING."""
         i = self.i
         kind, text = self.kinds[i], self.texts[i]
+        value: int | float | bool | str
+        literal: ast.LiteralKind
         if kind == "i":
-            node = self.int()
+            if len(text) > MAX_DIGITS:
+                raise Defer
+            value, literal = int(text), "int"
         elif kind == "s":
-            node = self.string()
+            value, literal = unquote(text), "string"
         elif kind == "f":
-            self.i = i + 1
-            node = new_literal(float(text), "float", self.span(i, i))
-        elif kind == "n" and text in ("true", "false"):
-            self.i = i + 1
-            node = new_literal(text == "true", "bool", self.span(i, i))
+            value, literal = float(text), "float"
+        elif kind == "n" and (text == "true" or text == "false"):
+            value, literal = text == "true", "bool"
         else:
             raise Defer
+        self.i = i + 1
+        node = new_literal(value, literal, _token_span(self.path, self.lines[i], self.cols[i], text))
         if self.kinds[self.i] == "n" and self.texts[self.i] in _AFTER_LITERAL:
             self.reserved = self.i
         return node
