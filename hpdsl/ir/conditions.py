@@ -181,6 +181,9 @@ def evaluate(condition: Condition, env: Mapping[str, Scalar]) -> bool:
     return not evaluate(premise, env) or evaluate(conclusion, env)
 
 
+_MISSING = object()
+
+
 def _lookup(condition: Condition, env: Mapping[str, Scalar]) -> Scalar:
     try:
         return env[str(condition.name)]
@@ -190,6 +193,9 @@ def _lookup(condition: Condition, env: Mapping[str, Scalar]) -> Scalar:
 
 
 def _truth(condition: Condition, env: Mapping[str, Scalar]) -> bool:
+    value = env.get(str(condition.name), _MISSING)
+    if value is True or value is False:  # the common case, without a call
+        return value
     value = _lookup(condition, env)
     if not isinstance(value, bool):
         raise ResolutionError(f"'{condition.name}' must be a bool to stand alone in a "
@@ -234,7 +240,7 @@ def names_in(condition: Condition) -> set[str]:
 
 def violated_requires(requires: Iterable[RequireIR], env: Mapping[str, Scalar]) -> tuple[RequireIR, ...]:
     """Return the requires that do not hold in `env`, in declaration order."""
-    return tuple(r for r in requires if not evaluate(r.condition, env))
+    return tuple([r for r in requires if not evaluate(r.condition, env)])
 
 
 def matching_variants(variants: Sequence[VariantIR], env: Mapping[str, Scalar]) -> tuple[VariantIR, ...]:
