@@ -1,11 +1,12 @@
 """The fast parser (hpdsl/syntax/fast.py) builds Lark's AST, spans and comments included, or defers.
 
-Every text goes through both: where Lark fails the fast path must defer, and
-where the fast path answers its ast.File must equal Lark's in every field of
-every node, Span fields and comments too (tests/property/parse_agreement.py). Texts: every .hpf in the repository (shipped
-files, examples, cases, golden inputs), grammar sentences, shipped files with
-characters mutated, lines spliced or names swapped for keywords, and texts
-written to find the corners (keywords as names, parentheses, limits).
+Every text goes through both (tests/property/parse_agreement.py): where Lark
+fails the fast path must defer, and where the fast path answers its ast.File
+must equal Lark's in every field of every node, Span fields and comments too.
+Texts: every .hpf in the repository (shipped files, examples, cases, golden
+inputs), grammar sentences, shipped files with characters mutated, lines spliced
+or names swapped for keywords, and texts written to find the corners (keywords
+as names, parentheses, limits).
 """
 
 from __future__ import annotations
