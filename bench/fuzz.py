@@ -1,10 +1,13 @@
 """Long fuzz campaigns: only hpdsl errors escape, every input ends in bounded time.
 
-Five targets (bench/fuzz_targets.py): `compile` and `fmt` (grammar sentences,
+Six targets (bench/fuzz_targets.py): `compile` and `fmt` (grammar sentences,
 shipped files mutated and spliced), `registry` (mutated registry.json through
 load_registry, then priced), `import-hf` (mutated published HF configs: exit 0
-only with a model that compiles) and `flags` (random `estimate` / `search` flag
-values parsed as the CLI parses them: JSON finite and non-negative). Input i of
+only with a model that compiles), `flags` (random `estimate` / `search` flag
+values parsed as the CLI parses them: JSON finite and non-negative) and
+`parse-agree` (the same sources, some with names swapped for keywords, parsed by
+the fast path and by Lark alone: the fast path defers or builds Lark's tree,
+spans and comments included). Input i of
 a campaign is rebuilt exactly from (seed, i), so a finding is replayed with
 `--replay i`. Inputs run in-process; parses, the standard library, the shipped
 registry and cost models are built once per process; `--workers N` spreads the

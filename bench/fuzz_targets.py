@@ -21,6 +21,7 @@ from typing import Any
 
 from fuzz_inputs import (ROOT, flag_args, hf_config, hpf_input, json_dumps, mutate_data,
                          mutate_json_text, mutate_text)
+from parse_agreement import agree, swap_keywords
 from test_fuzz import assert_only_diagnostics
 
 from hpdsl.api import check_sources
@@ -63,6 +64,18 @@ def fmt_target(rng: random.Random) -> None:
         raise Finding(f"fmt wrote text that does not parse: {error}") from None
     if again != once:
         raise Finding("fmt is not idempotent")
+
+
+def parse_agree_target(rng: random.Random) -> None:
+    """Parse a fuzzed source (names swapped for keywords in some) both ways: the fast path defers or builds Lark's tree."""
+    name, text = hpf_input(rng)
+    if rng.random() < 0.3:
+        text = swap_keywords(text, rng)
+    _keep((name, text))
+    try:
+        agree(Source(name, text))
+    except AssertionError as error:
+        raise Finding(str(error)[:2000]) from None
 
 
 @cache
@@ -196,7 +209,7 @@ SECONDS: dict[str, float] = {"flags": 10.0}
 
 TARGETS: dict[str, Callable[[random.Random], None]] = {
     "compile": compile_target, "fmt": fmt_target, "registry": registry_target,
-    "import-hf": import_hf_target, "flags": flags_target,
+    "import-hf": import_hf_target, "flags": flags_target, "parse-agree": parse_agree_target,
 }
 """Every target, by the name --targets takes."""
 

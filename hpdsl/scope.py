@@ -16,6 +16,10 @@ import attrs
 from hpdsl import ast
 
 
+SlotBindings = dict[str, ast.SlotBinding]
+"""The effective binding of each bound slot, by slot name."""
+
+
 @attrs.frozen
 class Scope:
     """Declarations of all files in scope; the first of duplicate names wins."""
@@ -25,10 +29,23 @@ class Scope:
     profiles: dict[str, ast.Profile]
     families: dict[str, ast.Family]
     models: dict[str, ast.Model]
+    # Every profile asks for the top-level bindings: found once here, not once per profile
+    # (a scan of every file's declarations each time made checking quadratic in profiles).
+    top_slots: tuple[ast.SlotsBlock, ...] = attrs.field(init=False, eq=False, repr=False)
+    defaults: SlotBindings = attrs.field(init=False, eq=False, repr=False)
+    op_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    """The vocabulary's op names in declaration order (empty without one)."""
 
-    @property
-    def op_names(self) -> tuple[str, ...]:
-        """Return the vocabulary's op names in declaration order (empty without one)."""
+    @top_slots.default
+    def _top_slots(self) -> tuple[ast.SlotsBlock, ...]:
+        return tuple(item for file in self.files for item in file.items if isinstance(item, ast.SlotsBlock))
+
+    @defaults.default
+    def _defaults(self) -> SlotBindings:
+        return _overlay({}, self.top_slots, first_wins=True)
+
+    @op_names.default
+    def _op_names(self) -> tuple[str, ...]:
         if self.vocabulary is None:
             return ()
         return tuple(dict.fromkeys(op.name.value for op in self.vocabulary.ops))
@@ -108,13 +125,9 @@ def model_profile(model: ast.Model) -> str:
 # Slot bindings: top-level defaults, overlaid by a profile's, then a kind's
 # --------------------------------------------------------------------------
 
-SlotBindings = dict[str, ast.SlotBinding]
-"""The effective binding of each bound slot, by slot name."""
-
-
 def top_level_slots(scope: Scope) -> list[ast.SlotsBlock]:
     """Return every top-level slots block in scope, in file order."""
-    return [item for file in scope.files for item in file.items if isinstance(item, ast.SlotsBlock)]
+    return list(scope.top_slots)
 
 
 def _overlay(base: SlotBindings, blocks: Iterable[ast.SlotsBlock], *, first_wins: bool = False,
@@ -129,7 +142,7 @@ def _overlay(base: SlotBindings, blocks: Iterable[ast.SlotsBlock], *, first_wins
 
 def default_slots(scope: Scope) -> SlotBindings:
     """Return the top-level bindings: every profile's defaults (the first binding of a slot wins)."""
-    return _overlay({}, top_level_slots(scope), first_wins=True)
+    return dict(scope.defaults)
 
 
 def profile_slots(profile: ast.Profile, scope: Scope) -> SlotBindings:

@@ -337,15 +337,18 @@ _KIND_WORDS = {"bool": "a bool selector", "int": "an int selector", "enum": "an 
 
 
 def _walk(expr: ast.Expr) -> Iterator[ast.Expr]:
-    yield expr
-    if isinstance(expr, ast.Negation):
-        yield from _walk(expr.operand)
-    elif isinstance(expr, (ast.AllOf, ast.AnyOf)):
-        for operand in expr.operands:
-            yield from _walk(operand)
-    elif isinstance(expr, ast.Implies):
-        yield from _walk(expr.premise)
-        yield from _walk(expr.conclusion)
+    # Preorder, left to right, with a stack (nested generators cost a frame per level per node).
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.Negation):
+            stack.append(node.operand)
+        elif isinstance(node, (ast.AllOf, ast.AnyOf)):
+            stack.extend(reversed(node.operands))
+        elif isinstance(node, ast.Implies):
+            stack.append(node.conclusion)
+            stack.append(node.premise)
 
 
 # --------------------------------------------------------------------------

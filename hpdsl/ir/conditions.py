@@ -32,6 +32,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from hpdsl import ast
 from hpdsl.errors import ResolutionError
@@ -64,21 +65,26 @@ def condition_from_ast(expr: ast.Expr) -> Condition:
 
 
 def _from_ast(expr: ast.Expr) -> Condition:
-    if isinstance(expr, ast.Reference):
-        return Condition("ref", name=expr.name.value)
-    if isinstance(expr, ast.Constant):
-        return Condition("const", value=expr.value)
-    if isinstance(expr, ast.Comparison):
-        return Condition("cmp", name=expr.left.value, cmp=expr.op, value=_operand(expr.right))
-    if isinstance(expr, ast.Membership):
-        return Condition("in", name=expr.left.value,
-                         values=tuple(_operand(v) for v in expr.values))
-    if isinstance(expr, ast.Negation):
-        return Condition("not", operands=(_from_ast(expr.operand),))
-    if isinstance(expr, ast.Implies):
-        return Condition("implies", operands=(_from_ast(expr.premise), _from_ast(expr.conclusion)))
+    return _FROM_AST[type(expr)](expr)
+
+
+def _junction(expr: ast.AllOf | ast.AnyOf) -> Condition:
     op: ConditionOp = "and" if isinstance(expr, ast.AllOf) else "or"
     return Condition(op, operands=tuple(_from_ast(o) for o in expr.operands))
+
+
+# One builder per condition AST class (a dict lookup, not a chain of isinstance tests).
+_FROM_AST: dict[type, Callable[[Any], Condition]] = {
+    ast.Reference: lambda e: Condition("ref", name=e.name.value),
+    ast.Constant: lambda e: Condition("const", value=e.value),
+    ast.Comparison: lambda e: Condition("cmp", name=e.left.value, cmp=e.op, value=_operand(e.right)),
+    ast.Membership: lambda e: Condition("in", name=e.left.value,
+                                        values=tuple(_operand(v) for v in e.values)),
+    ast.Negation: lambda e: Condition("not", operands=(_from_ast(e.operand),)),
+    ast.Implies: lambda e: Condition("implies", operands=(_from_ast(e.premise), _from_ast(e.conclusion))),
+    ast.AllOf: _junction,
+    ast.AnyOf: _junction,
+}
 
 
 def _operand(node: ast.Literal | ast.Name) -> Scalar:
@@ -147,24 +153,35 @@ def evaluate(condition: Condition, env: Mapping[str, Scalar]) -> bool:
     `env` maps selector names, "parallel" and the axes tp/cp/ep/pp to values.
     Raise ResolutionError when a name is missing or a value has the wrong type.
     """
+    # The commonest operators first, and loops rather than all()/any() over generators:
+    # the coverage check evaluates every condition of a family at every assignment.
     op = condition.op
-    if op == "const":
-        return bool(condition.value)
     if op == "ref":
         return _truth(condition, env)
     if op == "cmp":
         return _compare(condition, _lookup(condition, env))
+    if op == "and":
+        for operand in condition.operands:
+            if not evaluate(operand, env):
+                return False
+        return True
+    if op == "not":
+        return not evaluate(condition.operands[0], env)
+    if op == "or":
+        for operand in condition.operands:
+            if evaluate(operand, env):
+                return True
+        return False
+    if op == "const":
+        return bool(condition.value)
     if op == "in":
         left = _lookup(condition, env)
         return any(_equal(left, v) for v in condition.values)
-    if op == "not":
-        return not evaluate(condition.operands[0], env)
-    if op == "and":
-        return all(evaluate(o, env) for o in condition.operands)
-    if op == "or":
-        return any(evaluate(o, env) for o in condition.operands)
     premise, conclusion = condition.operands
     return not evaluate(premise, env) or evaluate(conclusion, env)
+
+
+_MISSING = object()
 
 
 def _lookup(condition: Condition, env: Mapping[str, Scalar]) -> Scalar:
@@ -176,6 +193,9 @@ def _lookup(condition: Condition, env: Mapping[str, Scalar]) -> Scalar:
 
 
 def _truth(condition: Condition, env: Mapping[str, Scalar]) -> bool:
+    value = env.get(str(condition.name), _MISSING)
+    if value is True or value is False:  # the common case, without a call
+        return value
     value = _lookup(condition, env)
     if not isinstance(value, bool):
         raise ResolutionError(f"'{condition.name}' must be a bool to stand alone in a "
@@ -220,7 +240,7 @@ def names_in(condition: Condition) -> set[str]:
 
 def violated_requires(requires: Iterable[RequireIR], env: Mapping[str, Scalar]) -> tuple[RequireIR, ...]:
     """Return the requires that do not hold in `env`, in declaration order."""
-    return tuple(r for r in requires if not evaluate(r.condition, env))
+    return tuple([r for r in requires if not evaluate(r.condition, env)])
 
 
 def matching_variants(variants: Sequence[VariantIR], env: Mapping[str, Scalar]) -> tuple[VariantIR, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, Optional, cast
 
 from hpdsl import ast
-from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef, evolve
+from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
 from hpdsl.model.slots import SLOTS
 from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, profile_default,
                          profile_kinds, profile_slots)
@@ -37,7 +37,7 @@ def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
         name=profile.name.value,
         kinds={name: _lower_kind(kind, kinds, scope.op_names, slots) for name, kind in kinds.items()},
         default=profile_default(profile),
-        run=evolve(RunFacts(), **_settings(blocks, "run")),
+        run=RunFacts(**_settings(blocks, "run")),  # unstated facts at their defaults
         v_head_dim=int(v_head_dim) if v_head_dim is not None else None,
         model_types=_model_types(profile),
         facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
@@ -60,8 +60,9 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         # vocabulary order, whatever order the source counted them in
         ops={op: int(vector[op].count.value) for op in ops},
         # the checks admit only ATTENTION_FLAVOURS and FFN_FLAVOURS (hpdsl/model/slots.py)
-        attention=cast(Literal["full", "linear", "sliding", "ssm"], attention),
-        ffn=cast(Optional[Literal["dense", "moe"]], ffn),  # noqa: UP007
+        # (the types as strings: subscripting Literal at run time cost more than the rest of the kind)
+        attention=cast('Literal["full", "linear", "sliding", "ssm"]', attention),
+        ffn=cast('Optional[Literal["dense", "moe"]]', ffn),  # noqa: UP007
         base=kind.base.value if kind.base is not None else None,
         slots=_families(kind_slots(kind, kinds, profile_bindings)),
         source=SourceRef.from_span(kind.name.span),

@@ -25,7 +25,8 @@ from hpdsl import ast
 from hpdsl.diagnostics import Source
 from hpdsl.resources import STDLIB_PREFIX, cache_folder, data_dir
 
-_CODE = ("ast.py", "syntax/parser.py", "syntax/transformer.py", "syntax/text.py", "syntax/cache.py")
+_CODE = ("ast.py", "syntax/parser.py", "syntax/transformer.py", "syntax/text.py", "syntax/cache.py",
+         "syntax/fast.py", "syntax/fast_family.py", "syntax/fast_tokens.py")
 
 
 def parse_source(source: Source) -> ast.File:

@@ -24,6 +24,7 @@ from hpdsl.diagnostics import Diagnostic, Source, Span
 from hpdsl.diagnostics.diagnostic import sort_key
 from hpdsl.errors import SpecError
 from hpdsl.resources import cache_folder, data_dir
+from hpdsl.syntax.fast import fast_parse
 from hpdsl.syntax.transformer import ToAst
 
 # Deeper trees would exhaust Python's recursion in the transformer and the checks.
@@ -180,6 +181,13 @@ def _parse_remembered(name: str, text: str) -> ast.File:
 
 
 def _parse(source: Source) -> ast.File:
+    # Valid text takes the fast path (hpdsl/syntax/fast.py, the same AST); Lark parses the rest.
+    fast = fast_parse(source.name, source.text, MAX_FILE_CHARS, MAX_LINE_CHARS)
+    return fast if fast is not None else lark_parse(source)
+
+
+def lark_parse(source: Source) -> ast.File:
+    """Parse with Lark alone, the language's reference (the fast path is tested against it)."""
     oversize = _size_problem(source)
     if oversize is not None:
         raise SpecError(f"{source.name}: too large", (oversize,))

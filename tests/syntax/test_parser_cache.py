@@ -1,6 +1,8 @@
 """The LALR tables cached on disk (hpdsl/syntax/parser.py): written once, reused, and never required.
 
 Each case runs in a fresh interpreter so the in-process parser cache does not hide the disk.
+The cases parse with Lark alone (`lark_parse`): valid text takes the fast path
+(hpdsl/syntax/fast.py), which needs no tables.
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARSE = "from hpdsl.syntax import parse_text; print(len(parse_text('family f { factory \"a.b:C\" }').items))"
+TEXT = 'family f { factory "a.b:C" }'
+PARSE = ("from hpdsl.diagnostics import Source; from hpdsl.syntax.parser import lark_parse; "
+         f"print(len(lark_parse(Source('f.hpf', {TEXT!r})).items))")
+FAST = f"from hpdsl.syntax import parse_text; print(len(parse_text({TEXT!r}).items))"
 
 
-def _parse_with_cache(folder: str) -> subprocess.CompletedProcess[str]:
+def _parse_with_cache(folder: str, code: str = PARSE) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HPDSL_CACHE_DIR": folder, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", PARSE], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_fast_path_builds_no_tables(tmp_path: Path) -> None:
+    run = _parse_with_cache(str(tmp_path), FAST)
+    assert (run.returncode, run.stdout.strip(), run.stderr) == (0, "1", "")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_first_run_writes_the_cache_and_the_second_reads_it(tmp_path: Path) -> None:
