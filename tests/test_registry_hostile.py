@@ -186,7 +186,7 @@ def test_a_stated_block_missing_a_required_field(good: dict[str, Any]) -> None:
 
 def test_run_facts_and_the_default_kind_out_of_range(good: dict[str, Any]) -> None:
     profile = good["profiles"]["llama2"]
-    profile["run"]["norm_bytes"] = -4
+    profile.setdefault("run", {})["norm_bytes"] = -4  # a profile stating only defaults has no "run"
     profile["default"] = "no_such_kind"
     errors = _errors(good)
     assert f"$.profiles.llama2.run.norm_bytes: must be from 0 to {2**62}, found -4" in errors
