@@ -117,7 +117,7 @@ def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedd
 
 
 def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.ndarray:
-    """Return (n, C): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
+    """Return (C, n): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
 
     Without interleaving rank i holds min(pp - i, m) micro-batches. With v chunks
     per rank the warm-up runs 2·(pp - i - 1) + (v - 1)·pp forward chunks before
@@ -125,9 +125,9 @@ def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.nd
     next pp chunk 1, and so on (at most m·v in all). For an even split this gives
     Megatron's factor 1 + (pp - 1)/(pp·v) on the first rank.
     """
-    m = np.asarray(micro_batches, dtype=np.float64)[:, None]
-    ranks = np.arange(stages)[None, :]
-    return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=1)
+    m = np.asarray(micro_batches, dtype=np.float64)[None, :]
+    ranks = np.arange(stages)[:, None]
+    return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=0)
 
 
 def in_flight_at(stages: int, vpp: int, rank: Any, position: int, m: Any) -> Any:

@@ -128,6 +128,16 @@ class Columnwise:
     model_rec: Cols
     model_mfu: Cols      # forward FLOPs per sequence in the model convention
 
+    def take(self, part: slice) -> Columnwise:
+        """Return the candidates at `part` of every array (views: a group of a grid sorted by layout)."""
+        def cut(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: cut(v) for k, v in value.items()}
+            if isinstance(value, tuple):
+                return tuple(cut(v) for v in value)
+            return [a[part] for a in value]
+        return Columnwise(**{name: cut(getattr(self, name)) for name in attrs.fields_dict(Columnwise)})
+
 
 def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
     """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
@@ -136,7 +146,7 @@ def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
 
 
 def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
-    """Return every per-column quantity of one group."""
+    """Return every per-column quantity of a grid (a column's values do not depend on the layout)."""
     shared = shared_factors(p, x)
     rows = [column_values(p, j, x, *shared) for j in range(p.n_columns)]
     flat = {k: [row[k] for row in rows] for k in attrs.fields_dict(Columnwise)
@@ -203,50 +213,52 @@ def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
 
 
 def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
-    """Return Σ_j counts[..., j]·values[j], (n, R), in column order.
+    """Return Σ_j counts[r, j]·values[j], (R, n), in column order.
 
-    counts is (R, J) or (n, R, J); spans[j] says where counts[..., j] can be non-zero
+    counts is (R, J) or (R, J, n); spans[j] says where counts[r, j] can be non-zero
     (Layout.chunk_spans / rank_spans), so a column held by a few neighbouring ranks
     (the dense layers, embedding, output, MTP) costs a product over those ranks only.
+    Ranks are the leading axis, candidates the contiguous one: every product and
+    every reduction over ranks runs along whole rows of candidates.
     """
-    rows = counts.shape[-2]
-    acc = np.zeros((len(values[0]), rows))
+    acc = np.zeros((counts.shape[0], len(values[0])))
     for j, value in enumerate(values):
         ranks = spans[j]
         if ranks is not None:
-            acc[:, ranks] += counts[..., ranks, j] * value[:, None]
+            weight = counts[ranks, j] if counts.ndim == 3 else counts[ranks, j][:, None]
+            acc[ranks] += weight * value
     return acc
 
 
 def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
-    """Return recomputed layers per chunk and column: (1, C, J), or (n, C, J) for first-N recompute."""
+    """Return recomputed layers per chunk and column: (C, J), or (C, J, n) for first-N recompute."""
     layer_cols = np.zeros(p.n_columns, dtype=bool)
     layer_cols[list(p.columns.layer_columns)] = True
     if np.all(x.all_layers):
-        return (layout.comp * layer_cols)[None]
+        return layout.comp * layer_cols
     limit = np.where(x.all_layers, layout.cum.shape[1] - 1, x.recompute_layers).astype(np.int64)
-    index = np.minimum(limit[:, None], layout.chunk_layers[None, :])
-    rc = layout.cum[np.arange(layout.chunks)[None, :], index]
+    index = np.minimum(limit[None, :], layout.chunk_layers[:, None])
+    rc = np.moveaxis(layout.cum[np.arange(layout.chunks)[:, None], index], -1, 1)
     mtp = np.zeros(p.n_columns, dtype=bool)
     mtp[list(set(p.columns.mtp))] = True
-    return rc + (layout.comp * mtp)[None] * x.all_layers[:, None, None]
+    return rc + (layout.comp * mtp)[:, :, None] * x.all_layers[None, None, :]
 
 
 def _per_rank(chunk_values: np.ndarray, stages: int, vpp: int) -> np.ndarray:
-    """Return chunk values (..., C) summed over each rank's chunks, (..., S), in chunk order."""
-    acc = chunk_values[..., :stages]
+    """Return chunk values (C, ...) summed over each rank's chunks, (S, ...), in chunk order."""
+    acc = chunk_values[:stages]
     for position in range(1, vpp):
-        acc = acc + chunk_values[..., position * stages:(position + 1) * stages]
+        acc = acc + chunk_values[position * stages:(position + 1) * stages]
     return acc
 
 
 def _present_max(spans: Spans, ranks: int, values: Cols, columns: tuple[int, ...]) -> np.ndarray:
-    """Return (n, S): the largest value among the given columns a rank holds."""
-    acc = np.zeros((len(values[0]), ranks))
+    """Return (S, n): the largest value among the given columns a rank holds."""
+    acc = np.zeros((ranks, len(values[0])))
     for j in columns:
         where = spans[j]
         if where is not None:
-            acc[:, where] = np.maximum(acc[:, where], values[j][:, None])
+            acc[where] = np.maximum(acc[where], values[j])
     return acc
 
 
@@ -255,42 +267,39 @@ class _Group:
     """One layout group being priced: its context, per-column arrays and recomputed counts."""
 
     prepared: Prepared
-    x: Ctx
-    xr: Ctx               # x with every array (n, 1), for the per-rank formulas over (n, S)
+    x: Ctx                # arrays (n,): they broadcast against (S, n) in the per-rank formulas
     cw: Columnwise
     layout: Layout
-    rc: np.ndarray        # recomputed layers per chunk and column: (1 or n, C, J)
-    rc_rank: np.ndarray   # ... per rank: (1 or n, S, J)
+    rc: np.ndarray        # recomputed layers per chunk and column: (C, J) or (C, J, n)
+    rc_rank: np.ndarray   # ... per rank: (S, J) or (S, J, n)
 
     def ranks(self, values: Cols, recomputed: Cols | None = None) -> np.ndarray:
-        """Return (n, S): Σ over each rank's layers of `values` (+ `recomputed` for recomputed ones)."""
+        """Return (S, n): Σ over each rank's layers of `values` (+ `recomputed` for recomputed ones)."""
         spans = self.layout.rank_spans
         out = _weighted(self.layout.rank_comp, values, spans)
         return out if recomputed is None else out + _weighted(self.rc_rank, recomputed, spans)
 
 
-def _group(p: Prepared, grid: StrategyGrid, layout: Layout) -> _Group:
-    x = context(grid, p.columns.cost_model.profile.run)
+def _group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> _Group:
     rc = _recomputed(p, layout, x)
-    rc_rank = np.moveaxis(_per_rank(np.moveaxis(rc, 1, -1), layout.stages, layout.vpp), -1, -2)
-    return _Group(p, x, x.expanded(), _columnwise(p, x), layout, rc, rc_rank)
+    return _Group(p, x, cw, layout, rc, _per_rank(rc, layout.stages, layout.vpp))
 
 
 def _memory(g: _Group) -> dict[str, np.ndarray]:
-    """Return (n, S) bytes per rank: static, activations (in flight), transient, total."""
+    """Return (S, n) bytes per rank: static, activations (in flight), transient, total."""
     x, cw, layout = g.x, g.cw, g.layout
     spans, rank_spans, S = layout.chunk_spans, layout.rank_spans, layout.stages
     per_chunk = _weighted(layout.comp, cw.act_none, spans) + _weighted(g.rc, cw.act_delta, spans)
     activations = _per_rank(in_flight(S, layout.vpp, x.m) * per_chunk, S, layout.vpp)
     static = g.ranks(cw.static)
     layers = g.prepared.columns.layer_columns
-    transient, total = stage.rank_memory(g.xr, static, activations,
+    transient, total = stage.rank_memory(x, static, activations,
                                          _present_max(rank_spans, S, cw.act_none, layers), _gathered(g))
     return {"static": static, "activations": activations, "transient": transient, "total": total}
 
 
 def _gathered(g: _Group) -> np.ndarray:
-    """Return (n, S): the parameters ZeRO-3 holds gathered at once on each rank.
+    """Return (S, n): the parameters ZeRO-3 holds gathered at once on each rank.
 
     With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
     has run (FSDP2's reshard_after_forward): one layer at a time. Without it every
@@ -304,13 +313,14 @@ def _gathered(g: _Group) -> np.ndarray:
 
 def _time(g: _Group) -> dict[str, np.ndarray]:
     """Return per-rank micro-batch seconds, gradient traffic, and the modeled step time."""
-    x, xr, cw = g.x, g.xr, g.cw
-    pp_bytes = comm_mod.pipeline_bytes(xr, g.prepared.columns.cost_model.model.hidden)
+    x, cw = g.x, g.cw
+    pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
     compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
     once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
-    t_rank, once_s = stage.rank_time(xr, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
+    t_rank, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
                                      g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once)
-    step = stage.step_time(x, np.cumsum(t_rank, axis=1)[:, -1], t_rank.max(axis=1), once_s.max(axis=1),
+    # np.add.accumulate adds the ranks in order, as the scalar evaluator does.
+    step = stage.step_time(x, np.add.accumulate(t_rank, axis=0)[-1], t_rank.max(axis=0), once_s.max(axis=0),
                            g.layout.vpp)
     return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once, "step": step}
 
@@ -318,69 +328,78 @@ def _time(g: _Group) -> dict[str, np.ndarray]:
 def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
              ) -> dict[str, np.ndarray]:
     """Return the per-rank breakdown an Estimate reports: bytes by part, FLOPs, traffic, time."""
-    xr, cw = g.xr, g.cw
+    x, cw = g.x, g.cw
     params, grads, optim = (g.ranks(part) for part in cw.parts)
     moved = {axis: g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
-    traffic = stage.rank_traffic(xr, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
+    traffic = stage.rank_traffic(x, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
     traffic["pp"] = np.broadcast_to(traffic["pp"], params.shape)
     return {"params": params, "grads": grads, "optimizer": optim,
             "activations": memory["activations"], "transient": memory["transient"],
-            "total": memory["total"], "flops": xr.m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
+            "total": memory["total"], "flops": x.m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
             "time": time["time"], **traffic}
 
 
-def _price_group(p: Prepared, grid: StrategyGrid, layout: Layout, detail: bool) -> dict[str, Any]:
-    g = _group(p, grid, layout)
+def _price_group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout, detail: bool) -> dict[str, Any]:
+    g = _group(p, x, cw, layout)
     memory, time = _memory(g), _time(g)
-    counts = layout.comp.sum(axis=0)[None]
+    counts = layout.comp.sum(axis=0)
     out: dict[str, Any] = {
-        "peak_bytes": memory["total"].max(axis=1), "peak_stage": memory["total"].argmax(axis=1),
-        "step_time_s": time["step"], "flops_forward": g.x.batch * _sum_columns(counts, g.cw.model_fwd),
-        "flops_backward": g.x.batch * _sum_columns(counts, g.cw.model_bwd),
-        "flops_model": 3 * g.x.batch * _sum_columns(counts, g.cw.model_mfu),
-        "flops_recompute": g.x.batch * _sum_columns(g.rc.sum(axis=1), g.cw.model_rec),
+        "peak_bytes": memory["total"].max(axis=0), "peak_stage": memory["total"].argmax(axis=0),
+        "step_time_s": time["step"], "flops_forward": x.batch * _sum_columns(counts, cw.model_fwd),
+        "flops_backward": x.batch * _sum_columns(counts, cw.model_bwd),
+        "flops_model": 3 * x.batch * _sum_columns(counts, cw.model_mfu),
+        "flops_recompute": x.batch * _sum_columns(g.rc.sum(axis=0), cw.model_rec),
     }
     if detail:
         stages = _details(g, memory, time)
-        out["device_flops"] = stages["flops"].max(axis=1)
-        out["communication"] = {axis: stages[axis].max(axis=1) for axis in comm_mod.AXES}
-        out["stages"] = [{k: np.asarray(v[i]) for k, v in stages.items()} for i in range(len(grid))]
+        out["device_flops"] = stages["flops"].max(axis=0)
+        out["communication"] = {axis: stages[axis].max(axis=0) for axis in comm_mod.AXES}
+        out["stages"] = [{k: np.ascontiguousarray(v[:, i]) for k, v in stages.items()}
+                         for i in range(memory["total"].shape[1])]
     return out
 
 
 def _sum_columns(counts: np.ndarray, values: Cols) -> np.ndarray:
-    """Return Σ_j counts[:, j]·values[j], (n,), in column order; counts (1, J) or (n, J)."""
+    """Return Σ_j counts[j]·values[j], (n,), in column order; counts (J,) or (J, n)."""
     acc = np.zeros(len(values[0]))
     for j, value in enumerate(values):
-        acc = acc + counts[:, j] * value
+        acc = acc + counts[j] * value
     return acc
 
 
 def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: bool = False
                ) -> GridPrice:
-    """Price every candidate of a grid of valid strategies."""
+    """Price every candidate of a grid of valid strategies.
+
+    The grid is ordered by layout (the search's chunks already are), the per-column
+    values computed once for all of it, and each layout's run of candidates priced
+    through views of them.
+    """
     p = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     n = len(grid)
     key = (grid.pp.astype(np.int64) << 40) | (grid.vpp.astype(np.int64) << 20) | grid.split_id
-    uniques, inverse = np.unique(key, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(uniques)))])
+    order = None if bool(np.all(key[1:] >= key[:-1])) else np.argsort(key, kind="stable")
+    if order is not None:
+        grid, key = grid.take(order), key[order]
+    bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), n] if n else [0]
     result: dict[str, Any] = {}
     stages: list[dict[str, np.ndarray] | None] = [None] * n
     with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(len(uniques)):
-            index = order[bounds[g]:bounds[g + 1]]
-            sub = grid.take(index)
-            layout = p.layout(int(sub.pp[0]), int(sub.vpp[0]), grid.splits[int(sub.split_id[0])])
-            priced = _price_group(p, sub, layout, detail)
+        x = context(grid, p.columns.cost_model.profile.run)
+        cw = _columnwise(p, x)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            part = slice(lo, hi)
+            layout = p.layout(int(grid.pp[lo]), int(grid.vpp[lo]), grid.splits[int(grid.split_id[lo])])
+            priced = _price_group(p, x.take(part), cw.take(part), layout, detail)
+            index = part if order is None else order[part]
             _scatter(result, priced, index, n)
-            for i, row in zip(index, priced.get("stages", ())):
+            for i, row in zip(range(lo, hi) if order is None else order[part].tolist(), priced.get("stages", ())):
                 stages[i] = row
     return GridPrice(**{k: v for k, v in result.items() if k != "stages"},
                      stages=tuple(stages) if detail else None)
 
 
-def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray, n: int) -> None:
+def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray | slice, n: int) -> None:
     """Write one group's arrays into the whole grid's, at `index`."""
     for key, value in priced.items():
         if key == "stages":

@@ -34,10 +34,10 @@ def test_layout_places_embedding_first_and_output_and_mtp_last() -> None:
 
 
 def test_in_flight_1f1b_and_interleaved() -> None:
-    assert in_flight(4, 1, np.array([8]))[0].tolist() == [4, 3, 2, 1]
-    assert in_flight(4, 1, np.array([2]))[0].tolist() == [2, 2, 2, 1]
+    assert in_flight(4, 1, np.array([8]))[:, 0].tolist() == [4, 3, 2, 1]
+    assert in_flight(4, 1, np.array([2]))[:, 0].tolist() == [2, 2, 2, 1]
     p, v = 4, 2
-    weights = in_flight(p, v, np.array([16]))[0]
+    weights = in_flight(p, v, np.array([16]))[:, 0]
     # Megatron: the first rank holds (1 + (p-1)/(p·v)) times p micro-batches of its layers.
     first_rank = weights[0] + weights[p]
     assert first_rank / v == pytest.approx(p * (1 + (p - 1) / (p * v)))
