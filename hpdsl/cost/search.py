@@ -26,7 +26,7 @@ from hpdsl.cost import rank
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.layout import even_split
-from hpdsl.cost.pricing import Prepared, prepare, price_grid
+from hpdsl.cost.pricing import Prepared, prepare, price_fit
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
 from hpdsl.cost.bounds import MAX_CANDIDATES
 from hpdsl.cost.validate import invalid_mask, model_shape
@@ -170,7 +170,8 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
                           micro_batches=micro_batches, recompute=recompute, zero=zero,
                           cp_kinds=cp_kinds, vpp=vpp, base=base)
-    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid)))
+    # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
+    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
     times, peaks = _price_chunks(prepared, valid, progress, start)
     even = len(valid)
     valid, times, peaks = with_uneven_splits(prepared, valid, times, peaks, capacity)
@@ -215,11 +216,11 @@ def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray
     extra = grid.take(np.asarray(rows))
     extra = StrategyGrid({**extra.arrays, "split_id": np.asarray(ids, dtype=np.int64)}, tuple(splits),
                          grid.devices)
-    extra = extra.take(~invalid_mask(prepared.columns, extra))
-    price = price_grid(prepared, extra)
+    extra = extra.take(~invalid_mask(prepared.columns, extra, requires=False))
+    extra_times, extra_peaks = price_fit(prepared, extra)
     merged = StrategyGrid({k: np.concatenate([grid.arrays[k], extra.arrays[k]]) for k in grid.arrays},
                           tuple(splits), grid.devices)
-    return (merged, np.concatenate([times, price.step_time_s]), np.concatenate([peaks, price.peak_bytes]))
+    return merged, np.concatenate([times, extra_times]), np.concatenate([peaks, extra_peaks])
 
 
 @cache
@@ -256,8 +257,7 @@ def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,
     try:
         for lo in range(0, n, CHUNK):
             part = slice(lo, min(n, lo + CHUNK))
-            price = price_grid(prepared, grid.take(part))
-            times[part], peaks[part] = price.step_time_s, price.peak_bytes
+            times[part], peaks[part] = price_fit(prepared, grid.take(part))
             if bar is not None:
                 bar.update(part.stop - part.start)
     finally:
