@@ -50,11 +50,10 @@ def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
     layer_cols[list(p.columns.layer_columns)] = True
     if np.all(x.all_layers):
         return layout.comp * layer_cols
-    limit = np.where(x.all_layers, layout.cum.shape[1] - 1, x.recompute_layers).astype(np.int64)
-    index = np.minimum(limit[None, :], layout.chunk_layers[:, None])
-    rc = np.moveaxis(layout.cum[np.arange(layout.chunks)[:, None], index], -1, 1)
+    limit = np.where(x.all_layers, layout.chunk_layers.max(initial=0), x.recompute_layers).astype(np.int64)
+    rc = np.moveaxis(layout.first_layers(np.minimum(limit[None, :], layout.chunk_layers[:, None])), -1, 1)
     mtp = np.zeros(p.n_columns, dtype=bool)
-    mtp[list(set(p.columns.mtp))] = True
+    mtp[list(p.columns.mtp_columns)] = True
     return rc + (layout.comp * mtp)[:, :, None] * x.all_layers[None, None, :]
 
 

@@ -55,7 +55,7 @@ class Prepared:
         key = (stages, vpp, split)
         if key not in self.layouts:
             c = self.columns
-            self.layouts[key] = build_layout(c.body, c.mtp, self.n_columns, c.embedding, c.output,
+            self.layouts[key] = build_layout(c.body_runs, c.mtp_runs, self.n_columns, c.embedding, c.output,
                                              stages=stages, vpp=vpp, split=split)
         return self.layouts[key]
 

@@ -16,6 +16,7 @@ import operator
 from typing import Any
 
 import attrs
+import numpy as np
 
 from hpdsl.cost import stage, xp
 from hpdsl.cost.comm import AXES, pipeline_bytes
@@ -134,9 +135,8 @@ class _Ranks:
             return [[count if j in layer else 0.0 for j, count in self._dense(held, n)]
                     for held in self.plan.chunk_held]
         limit = int(self.x.recompute_layers)
-        cum = self.layout.cum
-        return [[float(v) for v in cum[c, min(limit, size)].tolist()]
-                for c, size in enumerate(self.plan.chunk_layers)]
+        first = self.layout.first_layers(np.minimum(limit, self.layout.chunk_layers)[:, None])[:, 0]
+        return [[float(v) for v in row] for row in first.tolist()]
 
     @staticmethod
     def _dense(held: tuple[tuple[int, float], ...], n: int) -> list[tuple[int, float]]:

@@ -200,7 +200,7 @@ def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray
     Only the UNEVEN_TRIED fastest even-split pipelined candidates within
     NEAR_FIT of the capacity are tried, so the search stays as fast.
     """
-    layers = len(prepared.columns.body)
+    layers = prepared.columns.layers
     near = np.nonzero((grid.pp > 1) & (grid.vpp == 1) & (grid.split_id == 0) & (peaks <= capacity * NEAR_FIT))[0]
     picked = near[np.lexsort((peaks[near], times[near]))][:UNEVEN_TRIED]
     splits = list(grid.splits)
