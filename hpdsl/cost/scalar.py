@@ -64,6 +64,11 @@ plan_key = operator.attrgetter(*(f.name for f in attrs.fields(Strategy) if f.nam
 Derived from the class, so a new Strategy field can never reuse a plan priced without it."""
 
 
+PLAN_CHUNKS = 512
+"""The most pipeline chunks (pp·vpp) a compiled plan is made for: a plan is straight-line code per rank,
+and compiling one for tens of thousands of ranks would take longer than pricing on floats ever does."""
+
+
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
     """Price one valid strategy (its sequence parallelism resolved) through the model's compiled plan.
 
@@ -71,6 +76,8 @@ def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
     compiles the shape's plan (milliseconds, once), which prices every later one in
     tens of microseconds: a one-off estimate never pays for a compilation.
     """
+    if strategy.pp * strategy.vpp > PLAN_CHUNKS:
+        return price_floats(p, strategy)
     key = plan_key(strategy)
     plan = p.plans.get(key)
     if plan is None:
