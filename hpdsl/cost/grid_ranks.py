@@ -121,10 +121,20 @@ class Group:
 
 
 def group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> Group:
-    """Return the group of candidates `x` (values `cw`) under `layout`."""
+    """Return the group of candidates `x` (values `cw`) under `layout`.
+
+    When every candidate recomputes all its layers (or none), the recomputed counts
+    and the distinct rows depend on the layout alone: they are kept with it.
+    """
+    if np.all(x.all_layers) and "rows" in layout.memo:
+        rc, ranks_of, chunks_of = layout.memo["rows"]
+        return Group(p, x, cw, layout, rc, ranks_of, chunks_of)
     rc = _recomputed(p, layout, x)
-    return Group(p, x, cw, layout, rc, distinct_rows(layout.rank_comp, _per_rank(rc, layout.stages, layout.vpp)),
-                 distinct_rows(layout.comp, rc))
+    rows = (rc, distinct_rows(layout.rank_comp, _per_rank(rc, layout.stages, layout.vpp)),
+            distinct_rows(layout.comp, rc))
+    if rc.ndim == 2:
+        layout.memo["rows"] = rows
+    return Group(p, x, cw, layout, *rows)
 
 
 def memory(g: Group) -> dict[str, np.ndarray]:

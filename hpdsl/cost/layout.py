@@ -75,6 +75,7 @@ class Layout:
     rank_comp: np.ndarray      # (S, J) the same per rank
     starts: np.ndarray         # (C,) body layers before each chunk
     body: BodyCounts
+    memo: dict[str, Any] = attrs.field(factory=dict)  # what the grid evaluator derives from the layout alone
 
     def first_layers(self, limit: np.ndarray) -> np.ndarray:
         """Return (C, k, J): each column's layers among the first limit[c, i] of chunk c (limit at most its size)."""
