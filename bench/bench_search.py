@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 
 from hpdsl.api import bind_model  # noqa: E402
 from hpdsl.cost.estimate import estimate  # noqa: E402
+from hpdsl.cost.heap import keep_freed_memory  # noqa: E402
 from hpdsl.cost.pricing import Prepared, prepare, price_grid  # noqa: E402
 from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
 from hpdsl.cost.strategy import StrategyGrid  # noqa: E402
@@ -85,6 +86,7 @@ def bench_model(name: str, devices: int, scalar: int, repeat: int) -> None:
 
 def main() -> None:
     """Run the benchmark for both example models."""
+    keep_freed_memory()  # as the search does (hpdsl/cost/heap.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=1024)
     parser.add_argument("--scalar", type=int, default=300, help="strategies priced one at a time")
