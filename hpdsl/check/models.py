@@ -157,12 +157,12 @@ def _field_sound(field: ast.Field, field_spec: Field, collector: Collector) -> b
     if field_spec.minimum is not None and isinstance(number, (int, float)) and number < field_spec.minimum:
         collector.error(value.span, "non-positive-field",
                         f"'{name}' must be at least {field_spec.minimum}, found {value.value}",
-                        hint=f"'{name}' is the {field_spec.meaning}")
+                        hint=f"'{name}' means: {field_spec.meaning}")
         return False
     if field_spec.maximum is not None and isinstance(number, int) and number > field_spec.maximum:
         collector.error(value.span, "field-too-large",
                         f"'{name}' may be at most {field_spec.maximum:,}, found {number:,}",
-                        hint=f"'{name}' is the {field_spec.meaning}; check the digits")
+                        hint=f"'{name}' means: {field_spec.meaning}; check the digits")
         return False
     return True
 

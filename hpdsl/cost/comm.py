@@ -34,7 +34,7 @@ class CommCoeffs:
     tp_sp: float = 0.0       # all-gathered over tp only under sequence parallelism (a whole mixer's input)
     ring: float = 0.0        # keys and values a ring passes to its neighbour, per step
     a2a: float = 0.0         # q, k, v and the output swapped all-to-all under Ulysses CP
-    linear_a2a: float = 0.0  # linear attention's q, k, v and output (all-to-all under any CP)
+    handoff: float = 0.0     # per sequence: linear attention's final state and last conv − 1 inputs, to the next cp rank
     ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
     whole: bool = False      # the mixer runs whole on every tp rank: its cp traffic is not divided by t
     window: int = 0          # a sliding-window layer's window: the ring passes only the chunks within it
@@ -51,14 +51,25 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     ops = cfg.ops
     q, k, v = attention_widths(cfg)
     pairs = op_count(ops, OP.ATT_BMM) / 2
-    lin = cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
     gathers, mixer = op_count(ops, OP.GATHER), 0.0
     if MIXER_ROLES & whole:
         mixer = min(gathers, 2 * op_count(ops, OP.ATT_MM) / 4)
     return CommCoeffs(
         tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
-        a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), linear_a2a=op_count(ops, OP.LINREC) * 2 * lin,
+        a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), handoff=op_count(ops, OP.LINREC) * linear_handoff(cfg),
         ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window)
+
+
+def linear_handoff(cfg: LayerConfig) -> float:
+    """Return the elements per sequence a Gated DeltaNet passes to the next cp rank: state and convolution tail.
+
+    Each cp rank holds a contiguous chunk; the next one starts from this rank's
+    final recurrent state (value heads × d_k × d_v) and convolves on from its
+    last conv − 1 projected q, k, v inputs (hpdsl/torch/modules/deltanet.py).
+    """
+    state = cfg.value_heads * cfg.key_head_dim * cfg.value_head_dim
+    conv_inputs = 2 * cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
+    return state + max(cfg.conv - 1, 0) * conv_inputs
 
 
 def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
@@ -100,26 +111,28 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
         tp = _plus(tp, xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0), zero)
     mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
     ring = xp.where(x.ring, mixer * c.ring * ring_steps(x, c.window), 0.0) if c.ring else zero
-    a2a = zero
-    if c.a2a or c.linear_a2a:
-        width = xp.where(x.ring, 0.0, c.a2a) + c.linear_a2a if c.a2a else c.linear_a2a
-        a2a = mixer * width * (x.cp - 1) / x.cp
+    a2a = xp.where(x.ring, 0.0, mixer * c.a2a * (x.cp - 1) / x.cp) if c.a2a else zero
+    handoff = zero
+    if c.handoff:  # once per sequence, whatever its length: to the next rank, its gradient back
+        sequences = x.b_c * x.b if c.whole else x.b_c * x.b / x.t
+        handoff = xp.where(x.cp > 1, sequences * c.handoff, 0.0)
+    cp_moved = _plus(a2a, handoff, zero)
     # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
     # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
     ep = x.b_c * x.tok / x.sp * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero
     full = x.recompute == 2
     # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
     # passes keys and values again plus their gradients.
-    moved = _seconds(((tp, x.bw_tp), (ep, x.bw_ep), (a2a, x.bw_cp)), zero)
+    moved = _seconds(((tp, x.bw_tp), (ep, x.bw_ep), (cp_moved, x.bw_cp)), zero)
     time = moved if moved is zero else 2 * moved
-    rec_tp, rec_ep, rec_a2a = (v if v is zero else xp.where(full, v, 0.0) for v in (tp, ep, a2a))
+    rec_tp, rec_ep, rec_a2a = (v if v is zero else xp.where(full, v, 0.0) for v in (tp, ep, cp_moved))
     rec_time = _seconds(((rec_tp, x.bw_tp), (rec_ep, x.bw_ep), (rec_a2a, x.bw_cp)), zero)
     rec_ring = zero
     if c.ring:
         rec_ring = xp.where(x.recompute >= 1, ring, 0.0)
         time = time + xp.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
         rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
-    return LayerComm(_times(2, tp, zero), _plus(_times(3, ring, zero), _times(2, a2a, zero), zero),
+    return LayerComm(_times(2, tp, zero), _plus(_times(3, ring, zero), _times(2, cp_moved, zero), zero),
                      _times(2, ep, zero), time, rec_tp, _plus(rec_ring, rec_a2a, zero), rec_ep, rec_time)
 
 

@@ -127,16 +127,31 @@ class CausalLM(nn.Module):
         self.cp_rank = cp_rank
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        """Return the logits [b, s, vocab] of `input_ids` [b, s] (this rank's sequence chunk under cp)."""
-        seq = input_ids.shape[1]
-        positions = self.cp_rank * seq + torch.arange(seq, device=input_ids.device)
-        x = self.embed(input_ids)
+        """Return the logits [b, s, vocab] of `input_ids` [b, s] (this rank's sequence chunk under cp).
+
+        With MTP layers, `input_ids` [b, s, 1 + D] holds at [..., k] the ids k
+        places ahead (hpdsl/torch/objective.py): the result is [b, (1 + D)·s,
+        vocab], the main logits, then each depth's, which predicts the token
+        k + 1 places ahead from the previous depth's hidden state and the
+        embedding of [..., k], through the shared head.
+        """
+        ids = input_ids if input_ids.ndim == 2 else input_ids[..., 0]
+        seq = ids.shape[1]
+        positions = self.cp_rank * seq + torch.arange(seq, device=ids.device)
+        x = self.embed(ids)
         if self.positions is not None:
             x = x + self.positions(positions)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
             x = layer(x, positions=positions, bias=bias)
-        return _logits(self.norm(x), self.head, self.embed)
+        logits = _logits(self.norm(x), self.head, self.embed)
+        if input_ids.ndim == 2 or self.mtp is None:
+            return logits
+        every = [logits]
+        for depth, mtp in enumerate(self.mtp, start=1):
+            x = mtp(x, self.embed(input_ids[..., depth]), positions=positions)
+            every.append(_logits(x, self.head, self.embed))
+        return torch.cat(every, dim=1)
 
 
 class Seq2SeqLM(nn.Module):

@@ -173,11 +173,12 @@ def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> 
 
 def _mtp_layers(builder: _Builder, cfg: ModuleConfig, first: int) -> list[nn.Module]:
     kinds = [g.kind for g in builder.model.groups if g.mtp for _ in range(g.count)]
-    return [MTPLayer(embed_norm=builder.end("norm", f"mtp.{j}.embed_norm"),
-                     hidden_norm=builder.end("norm", f"mtp.{j}.hidden_norm"),
-                     hidden=cfg.hidden, layer=builder.layer(kind, f"mtp.{j}.layer", first + j),
-                     norm=builder.end("norm", f"mtp.{j}.norm"))
-            for j, kind in enumerate(kinds)]
+    layers = [MTPLayer(embed_norm=builder.end("norm", f"mtp.{j}.embed_norm"),
+                       hidden_norm=builder.end("norm", f"mtp.{j}.hidden_norm"),
+                       hidden=cfg.hidden, layer=builder.layer(kind, f"mtp.{j}.layer", first + j),
+                       norm=builder.end("norm", f"mtp.{j}.norm"))
+              for j, kind in enumerate(kinds)]
+    return list(layers)
 
 
 def _position_bias(model: ModelIR, *, bidirectional: bool) -> RelativePositionBias | None:

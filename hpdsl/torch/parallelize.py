@@ -3,7 +3,9 @@
 What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
-  layouts over tp, ring attention over cp, all-to-all experts over ep);
+  layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
+  handed rank to rank over cp, all-to-all experts over ep); an MTP layer's 2h→h
+  projection is split over tp here (`mtp_tensor_parallel`);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
   as the estimator carves it (etp > 1 is not built yet);
 - sequence_parallel at tp > 1: hpdsl/torch/sequence.py shards the activations
@@ -40,7 +42,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
@@ -132,7 +135,10 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     layer's gathered parameters after its forward.
     """
     require_runnable(strategy)
-    if strategy.sequence_parallel and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk)):
+    sp = bool(strategy.sequence_parallel) and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk))
+    if strategy.tp > 1 and mesh is not None:
+        mtp_tensor_parallel(model, mesh["tp"], sequence_parallel=sp)
+    if sp:
         if mesh is None:
             raise BuildError(f"sequence parallelism over tp={strategy.tp} needs the job's mesh (train_mesh)")
         sequence_parallel(model, mesh["tp"], route_chunks=strategy.zero in _FSDP_ZERO)
@@ -163,6 +169,20 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
             if isinstance(module, FSDPModule):
                 module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def mtp_tensor_parallel(model: nn.Module, tp: DeviceMesh, *, sequence_parallel: bool) -> None:
+    """Split each MTP layer's 2h→h projection by output columns over tp, as the estimator prices it (Megatron's).
+
+    Its output is gathered whole (the decoder layer after it takes the whole
+    hidden state), or, under sequence parallelism, its input gathered from the
+    sequence chunks and its output kept as this rank's chunk.
+    """
+    seq = Shard(1)
+    style = (ColwiseParallel(input_layouts=seq, output_layouts=seq) if sequence_parallel
+             else ColwiseParallel(output_layouts=Replicate()))
+    for mtp in getattr(model, "mtp", None) or ():
+        parallelize_module(mtp.eh_proj, tp, style)
 
 
 def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:

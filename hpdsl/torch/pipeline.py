@@ -5,7 +5,9 @@ hpdsl/cost/layout.py prices them: the strategy's `pp_split` when stated, else
 its `even_split`; chunk c runs on pipeline rank c mod pp (Megatron's
 interleaving, which is also how PyTorch's interleaved schedule places stages).
 The embedding (and a learned position table) rides on the first chunk, the
-final norm and the output head on the last. Each chunk is a `StageChunk` built
+final norm and the output head on the last, with the MTP layers and a copy of
+the embedding for their lookups, as the estimator prices them (hpdsl/torch/train.py
+sums the two tables' gradients over the first and last stages). Each chunk is a `StageChunk` built
 from the model's own modules (no tracing), so its parameters keep the model's
 names (`layers.5.mixer...`) and a rank holds only its chunks' parameters.
 `Schedule1F1B` runs one chunk per rank, `ScheduleInterleaved1F1B` several
@@ -16,11 +18,16 @@ whole batch, as on one process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from torch.distributed import ProcessGroup
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 from torch.distributed.pipelining.schedules import _PipelineSchedule
 from torch.distributed.pipelining.stage import _PipelineStageBase
@@ -30,6 +37,7 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.torch.layers import CausalLM
+from hpdsl.torch.modules.collectives import rank_local
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -58,9 +66,6 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
     if model.tie_embeddings:
         reasons.append(f"{model.name} ties its head to the embedding: the last stage's copy of the table "
                        "and its gradient all-reduce with the first stage are not built")
-    if any(g.mtp for g in model.groups):
-        reasons.append(f"{model.name} has MTP layers, which the estimator prices on the last stage with a copy "
-                       "of the embedding; `train` does not build or train them yet (--set mtp=0)")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
     return tuple(reasons)
@@ -72,6 +77,11 @@ class StageChunk(nn.Module):
     def __init__(self, model: CausalLM, span: range, *, first: bool, last: bool) -> None:
         super().__init__()
         self.embed = model.embed if first else None
+        self.mtp = model.mtp if last else None
+        # The last stage looks up the MTP layers' shifted ids in its own copy of the table.
+        self.mtp_embed = copy.deepcopy(model.embed) if last and not first and model.mtp is not None else None
+        self.mtp_ids: tuple[Tensor, ...] = ()  # the step's micro-batches' ids [b, s, 1 + D] (run_step sets them)
+        self.micro_batch = 0  # the micro-batch being run (_Stage sets it)
         self.positions = model.positions if first else None
         # Keyed by the model's layer index: the chunk's parameter names are the model's.
         self.layers = nn.ModuleDict({str(i): model.layers[i] for i in span})
@@ -90,17 +100,51 @@ class StageChunk(nn.Module):
                 x = x + self.positions(positions)
         for layer in self.layers.values():
             x = layer(x, positions=positions)
-        if self.norm is not None and self.head is not None:  # model_refusals: never a tied head
-            x = self.head(self.norm(x))
-        return x
+        if self.norm is None or self.head is None:
+            return x
+        logits = self.head(self.norm(x))  # model_refusals: never a tied head
+        if self.mtp is None:
+            return logits
+        ids = self.mtp_ids[self.micro_batch]
+        table = self.mtp_embed if self.mtp_embed is not None else self.embed
+        assert table is not None
+        every = [logits]
+        for depth, mtp in enumerate(self.mtp, start=1):
+            x = mtp(x, table(ids[..., depth]), positions=positions)
+            every.append(self.head(x))
+        return torch.cat(every, dim=1)
+
+
+
+class _Stage(PipelineStage):
+    """A PipelineStage that tells its chunk which micro-batch it runs (the last chunk's MTP ids are per micro-batch).
+
+    Its shape-inference passes run with the cp hand-offs rank-local (collectives.rank_local):
+    the values are thrown away, and the inferred backward skips whatever does not lead to the
+    stage's inputs, a Gated DeltaNet's sends to its previous cp rank among them.
+    """
+
+    def _prepare_forward_infra(self, *args: Any, **kwargs: Any) -> Any:
+        with rank_local():
+            return super()._prepare_forward_infra(*args, **kwargs)
+
+    def _prepare_backward_infra(self, *args: Any, **kwargs: Any) -> Any:
+        with rank_local():
+            return super()._prepare_backward_infra(*args, **kwargs)
+
+    def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+        """Note the micro-batch on the chunk, then run it as PipelineStage does."""
+        if isinstance(self.submod, StageChunk):
+            self.submod.micro_batch = fwd_chunk_id
+        return super().forward_one_chunk(fwd_chunk_id, *args, **kwargs)
 
 
 def split_model(model: nn.Module, strategy: Strategy, pp_rank: int) -> dict[int, StageChunk]:
     """Return this pipeline rank's chunks of a built causal model, by chunk index."""
     if not isinstance(model, CausalLM):
         raise BuildError(f"pipeline stages are cut from a causal model, not {type(model).__name__}")
-    if model.position_bias is not None or model.mtp is not None or model.head is None:
-        raise BuildError("pipeline stages are not cut for a relative position bias, MTP layers or a tied head yet")
+    if model.position_bias is not None or model.head is None:
+        raise BuildError("pipeline stages are not cut for a relative position bias or a tied head yet")
     spans = chunk_spans(len(model.layers), strategy)
     last = len(spans) - 1
     return {c: StageChunk(model, spans[c], first=c == 0, last=c == last) for c in rank_chunks(strategy, pp_rank)}
@@ -110,7 +154,7 @@ def schedule(chunks: dict[int, StageChunk], strategy: Strategy, group: ProcessGr
              loss_fn: LossFn, device: torch.device) -> _PipelineSchedule:
     """Return the 1F1B schedule (interleaved when vpp > 1) over this rank's chunks' PipelineStages."""
     total = strategy.pp * strategy.vpp
-    stages: list[_PipelineStageBase] = [PipelineStage(chunk, c, total, device, group=group)
+    stages: list[_PipelineStageBase] = [_Stage(chunk, c, total, device, group=group)
                                         for c, chunk in sorted(chunks.items())]
     if strategy.vpp == 1:
         (stage,) = stages
@@ -120,9 +164,19 @@ def schedule(chunks: dict[int, StageChunk], strategy: Strategy, group: ProcessGr
 
 def run_step(runner: _PipelineSchedule, chunks: dict[int, StageChunk], strategy: Strategy,
              ids: Tensor, targets: Tensor) -> list[Tensor]:
-    """Run one step (forward and backward of every micro-batch); return the last chunk's micro-batch losses."""
+    """Run one step (forward and backward of every micro-batch); return the last chunk's micro-batch losses.
+
+    With MTP layers `ids` and `targets` are [b, s, 1 + D] (hpdsl/torch/objective.py):
+    the first chunk takes ids[..., 0], the last holds each micro-batch's ids
+    for its MTP lookups (split as the schedule splits the batch), as Megatron's
+    last stage reads its own copy of the batch.
+    """
     last = strategy.pp * strategy.vpp - 1
     losses: list[Tensor] = []
+    if ids.ndim == 3:
+        if last in chunks:
+            chunks[last].mtp_ids = torch.tensor_split(ids, strategy.micro_batches, dim=0)
+        ids = ids[..., 0]
     args: Sequence[Tensor] = (ids,) if 0 in chunks else ()
     if last in chunks:
         runner.step(*args, target=targets, losses=losses)
@@ -131,4 +185,41 @@ def run_step(runner: _PipelineSchedule, chunks: dict[int, StageChunk], strategy:
     return losses
 
 
-__all__ = ["StageChunk", "chunk_spans", "model_refusals", "rank_chunks", "run_step", "schedule", "split_model"]
+def embedding_group(mesh: DeviceMesh) -> ProcessGroup | None:
+    """Return the group of this rank's first- and last-stage ranks at its (dp, ep, cp, tp) place (None: neither).
+
+    Every rank creates every such group, in the same order, as new_group requires.
+    """
+    grid = mesh.mesh.reshape(mesh["pp"].size(), -1)
+    mine = None
+    for column in range(grid.shape[1]):
+        ranks = sorted({int(grid[0, column]), int(grid[-1, column])})
+        group = dist.new_group(ranks)
+        if dist.get_rank() in ranks:
+            mine = group
+    return mine
+
+
+def sum_embedding_grads(chunks: Mapping[int, nn.Module], group: ProcessGroup) -> None:
+    """Sum the embedding's gradient (first stage) and its MTP copy's (last stage) over the two, in place.
+
+    Both then hold the whole table's gradient, the lookups' and the MTP lookups',
+    and take the same AdamW step: the two copies stay equal, as Megatron's shared
+    embedding across its first and last stages.
+    """
+    for chunk in chunks.values():
+        for table in (getattr(chunk, "embed", None), getattr(chunk, "mtp_embed", None)):
+            if table is None:
+                continue
+            for param in table.parameters():
+                if param.grad is not None:
+                    dist.all_reduce(_local(param.grad), group=group)
+
+
+def _local(tensor: Tensor) -> Tensor:
+    """Return a DTensor's local shard (a view of its storage: in-place ops reach it), or the tensor itself."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+__all__ = ["StageChunk", "chunk_spans", "embedding_group", "model_refusals", "rank_chunks", "run_step", "schedule",
+           "split_model", "sum_embedding_grads"]

@@ -15,7 +15,12 @@ families' colwise/rowwise layouts (hpdsl/torch/layout.py):
 - a MoE whose routed experts are whole on every tp rank (etp 1) routes this
   rank's chunk only (`_local_moe`), so its experts' gradients, summed over the
   expert data-parallel group dp·cp·tp/ep, are divided by dp·cp, not dp·cp·tp;
-- the final norm runs on the chunk and its output is gathered for the head.
+- the final norm runs on the chunk and its output is gathered for the head;
+- an MTP layer (hpdsl/torch/layers.py `MTPLayer`) runs on the chunk like a
+  body layer: its embedding and hidden norms are `SequenceParallel`, its
+  column-parallel 2h→h projection gathers the sequence and keeps its chunk
+  (parallelize.py `mtp_tensor_parallel`), its decoder layer is wrapped as the
+  body's are, and its final norm's output is gathered for the shared head.
 
 The residual stream stays plain tensors (each rank's chunk) between the hooks.
 """
@@ -43,8 +48,6 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
     if {"encoder", "decoder"} <= {g.kind for g in model.groups} or model.position_buckets:
         reasons.append(f"{model.name} is an encoder-decoder or has a relative position bias: sequence "
                        "parallelism is built for decoder-only models")
-    if any(g.mtp for g in model.groups):
-        reasons.append(f"{model.name} has MTP layers: sequence parallelism does not build them yet (--set mtp=0)")
     if model.learned_positions:
         reasons.append(f"{model.name} adds a learned position table to the tokens: not sequence-parallel yet")
     return tuple(reasons)
@@ -98,29 +101,44 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = 
     """
     embed, norm, layers = (getattr(model, name, None) for name in ("embed", "norm", "layers"))
     chunk = isinstance(model, StageChunk)  # a pipeline chunk: the embedding or the final norm or neither
-    if (layers is None or (not chunk and (embed is None or norm is None)) or getattr(model, "mtp", None) is not None
+    if (layers is None or (not chunk and (embed is None or norm is None))
             or getattr(model, "positions", None) is not None):
-        raise BuildError("sequence parallelism is built for decoder-only models without MTP layers or a "
+        raise BuildError("sequence parallelism is built for decoder-only models without a "
                          f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
     if isinstance(model, StageChunk):
         model.sequence_shards = tp.size()
-    if embed is not None:
-        parallelize_module(embed, tp, _chunk_out())
+    for table in (embed, getattr(model, "mtp_embed", None)):  # a last pipeline chunk's copy for its MTP layers
+        if table is not None:
+            parallelize_module(table, tp, _chunk_out())
     for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):
-        for name, child in layer.named_children():
-            if name.endswith("_norm"):
-                parallelize_module(child, tp, SequenceParallel(use_local_output=True))
-            elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
-                _local_moe(child, tp)
-            elif name in ("mixer", "ffn", "cross_attention"):
-                parallelize_module(child, tp, _gather_in())
-                parallelize_module(child, tp, _chunk_out())
-    if norm is None:
-        return model
+        _sequence_parallel_layer(layer, tp, route_chunks)
+    for mtp in getattr(model, "mtp", None) or ():
+        for child in (mtp.enorm, mtp.hnorm):
+            parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+        _sequence_parallel_layer(mtp.layer, tp, route_chunks)
+        _gathered_norm(mtp.norm, tp)
+    if norm is not None:
+        _gathered_norm(norm, tp)
+    return model
+
+
+def _sequence_parallel_layer(layer: nn.Module, tp: DeviceMesh, route_chunks: bool) -> None:
+    """Run a decoder layer's norms on the chunk and gather the sequence into its mixer and feed-forward."""
+    for name, child in layer.named_children():
+        if name.endswith("_norm"):
+            parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+        elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
+            _local_moe(child, tp)
+        elif name in ("mixer", "ffn", "cross_attention"):
+            parallelize_module(child, tp, _gather_in())
+            parallelize_module(child, tp, _chunk_out())
+
+
+def _gathered_norm(norm: nn.Module, tp: DeviceMesh) -> None:
+    """Run a norm before the head on the chunk and gather its output over the sequence."""
     parallelize_module(norm, tp, SequenceParallel(use_local_output=True))
     parallelize_module(norm, tp, PrepareModuleOutput(output_layouts=(_SEQ,), desired_output_layouts=(Replicate(),),
                                                      use_local_output=True))
-    return model
 
 
 __all__ = ["model_refusals", "routes_chunks", "sequence_parallel"]

@@ -7,7 +7,8 @@ rank builds the unsharded reference from the seed and copies its weights into
 its own shards (tp slices, its ep experts), so the parallel job starts from the
 very weights one process would; FSDP2 then shards them. Each step draws a global
 batch of synthetic tokens from the seed; a rank takes its data-parallel rows
-and, under cp, its chunk of each sequence. It writes OUT_DIR/<rank>.json: the
+and, under cp, its chunk of each sequence (a model's MTP layers train too, with
+their loss: hpdsl/torch/objective.py). It writes OUT_DIR/<rank>.json: the
 step losses (averaged over the data-parallel ranks), the bytes of its parameter,
 gradient and optimizer-state shards, the peak bytes saved for backward
 (saved_tensors_hooks) and how far its gradients after step 0 are from the
@@ -27,7 +28,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh
@@ -42,8 +42,9 @@ from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
+from hpdsl.torch.objective import batch, mtp_depth, objective, rank_batch
 from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
-from hpdsl.torch.pipeline import run_step, schedule, split_model
+from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
 
 LEARNING_RATE = 1e-3
 
@@ -53,13 +54,6 @@ def load_model(config: Mapping[str, Any]) -> tuple[ModelIR, Registry]:
     registry = compile_paths(config["paths"], stdlib=config.get("stdlib", True))
     name = config.get("model") or next(iter(registry.models))
     return apply_sets(registry.models[name], config.get("sets", {})), registry
-
-
-def batch(step: int, seed: int, rows: int, seq: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return the step's global batch of synthetic token ids and their next-token targets."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
-    tokens = torch.randint(0, vocab, (rows, seq + 1), generator=generator)
-    return tokens[:, :-1], tokens[:, 1:]
 
 
 def local_bytes(tensors: Iterator[torch.Tensor]) -> int:
@@ -170,6 +164,11 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     peak[0] = live_peak[1]
 
 
+def reference_name(name: str) -> str:
+    """Return the reference's name of a parameter: the last stage's MTP copy of the embedding is the embedding."""
+    return "embed." + name.removeprefix("mtp_embed.") if name.startswith("mtp_embed.") else name
+
+
 def load_reference(model: nn.Module, reference: nn.Module) -> None:
     """Copy the reference's weights into this rank's shards (tp slices, its experts)."""
     full = reference.state_dict()
@@ -178,7 +177,7 @@ def load_reference(model: nn.Module, reference: nn.Module) -> None:
                for name, _ in module.named_parameters(recurse=False)}
     with torch.no_grad():
         for name, param in model.named_parameters():
-            source = full[name]
+            source = full[reference_name(name)]
             if name in experts:
                 first, count = experts[name]
                 source = source[first:first + count]
@@ -192,21 +191,14 @@ def load_reference(model: nn.Module, reference: nn.Module) -> None:
                 param.copy_(source)
 
 
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Return the mean next-token loss of logits [b, s, vocab] (a DTensor split over the vocabulary under tp).
-
-    Split logits need torch's loss_parallel() around this call and the backward.
-    """
-    return F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
-
-
-def train_reference(model: nn.Module, steps: int, seed: int, rows: int, seq: int, vocab: int) -> list[float]:
+def train_reference(model: nn.Module, steps: int, seed: int, rows: int, seq: int, vocab: int,
+                    depth: int = 0) -> list[float]:
     """Train the unsharded model alone on the whole batches; return its step losses."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     losses = []
     for step in range(steps):
-        ids, targets = batch(step, seed, rows, seq, vocab)
-        loss = cross_entropy(model(ids), targets)
+        ids, targets = batch(step, seed, rows, seq, vocab, depth)
+        loss = objective(model(ids), targets)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -226,31 +218,32 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     if strategy.sequence_parallel is None:  # unstated: the profile's run fact, as the estimator reads it
         strategy = strategy.with_(sequence_parallel=facts.shard_activations)
     seed, steps, seq, vocab = config["seed"], config["steps"], strategy.seq_len, model_ir.vocab
+    depth = mtp_depth(model_ir)
     mesh = train_mesh(strategy)
     if strategy.pp > 1:
         staged = train_pipelined(model_ir, registry, strategy, mesh, seed, steps)
         (out_dir / f"{rank}.json").write_text(json.dumps(staged), encoding="utf-8")
         dist.destroy_process_group()
         return
-    reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
-    model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry), "cpu", seed=seed)
+    reference = materialize(build_model(model_ir, registry=registry, include_mtp=True), "cpu", seed=seed)
+    model = materialize(build_model(model_ir, JobMesh(mesh), registry=registry, include_mtp=True), "cpu", seed=seed)
     load_reference(model, reference)
     parallelize(model, strategy, mesh, reshard_params=facts.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
     cp, cps = coordinates(mesh)["cp"], strategy.cp
     rows = strategy.micro_batch * groups
-    expected = reference_grads(reference, seed, rows, seq, vocab)
+    expected = reference_grads(reference, seed, rows, seq, vocab, depth)
     measured: dict[str, Any] = {"params_bytes": local_bytes(model.parameters())}
     losses = []
+    part = (slice(where * strategy.micro_batch, (where + 1) * strategy.micro_batch),
+            slice(cp * seq // cps, (cp + 1) * seq // cps))
     for step in range(steps):
-        ids, targets = batch(step, seed, rows, seq, vocab)
-        part = (slice(where * strategy.micro_batch, (where + 1) * strategy.micro_batch),
-                slice(cp * seq // cps, (cp + 1) * seq // cps))
+        ids, targets = rank_batch(step, seed, rows, seq, vocab, depth, part)
         with saved_activations(model) as saved:
-            logits = model(ids[part])
+            logits = model(ids)
         with loss_parallel():  # logits split over the vocabulary (tp): the loss and its backward run split
-            loss = cross_entropy(logits, targets[part])
+            loss = objective(logits, targets)
             loss.backward()
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
@@ -266,15 +259,16 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         losses.append(mean.item())
     out: dict[str, Any] = {"rank": rank, "coords": coordinates(mesh), "loss": losses, "measured": measured}
     if rank == 0:
-        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab)
+        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab, depth)
     (out_dir / f"{rank}.json").write_text(json.dumps(out), encoding="utf-8")
     dist.destroy_process_group()
 
 
-def reference_grads(model: nn.Module, seed: int, rows: int, seq: int, vocab: int) -> dict[str, torch.Tensor]:
+def reference_grads(model: nn.Module, seed: int, rows: int, seq: int, vocab: int,
+                    depth: int = 0) -> dict[str, torch.Tensor]:
     """Return the unsharded model's gradients after step 0's whole batch (its .grad left empty)."""
-    ids, targets = batch(0, seed, rows, seq, vocab)
-    F.cross_entropy(model(ids).reshape(-1, vocab), targets.reshape(-1)).backward()
+    ids, targets = batch(0, seed, rows, seq, vocab, depth)
+    objective(model(ids), targets).backward()
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
     model.zero_grad(set_to_none=True)
     return grads
@@ -295,7 +289,7 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
         if param.grad is None:
             continue
         grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
-        ref = reference[name]
+        ref = reference[reference_name(name)]
         if name in experts:
             first, count = experts[name]
             ref = ref[first:first + count]
@@ -324,8 +318,11 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     """Train this rank's pipeline chunks (torch.distributed.pipelining) K steps; return its measurements."""
     seq, vocab, coords = strategy.seq_len, model_ir.vocab, coordinates(mesh)
     stage = stage_mesh(mesh)
-    reference = materialize(build_model(model_ir, registry=registry), "cpu", seed=seed)
-    chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry), strategy, coords["pp"])
+    depth = mtp_depth(model_ir)
+    reference = materialize(build_model(model_ir, registry=registry, include_mtp=True), "cpu", seed=seed)
+    chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry, include_mtp=True), strategy,
+                         coords["pp"])
+    tables = embedding_group(mesh) if depth else None
     for chunk in chunks.values():
         materialize(chunk, "cpu")
         load_reference(chunk, reference)
@@ -335,22 +332,24 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         # Split over the vocabulary under tp (run_step runs in loss_parallel); the schedule sums plain losses.
-        loss = cross_entropy(logits, target)
+        loss = objective(logits, target)
         return loss.to_local() if isinstance(loss, DTensor) else loss  # replicated: every tp rank's is whole
 
     runner = schedule(chunks, strategy, mesh["pp"].get_group(), loss_fn, torch.device("cpu"))
     where, groups = data_rank(mesh)
     share = strategy.micro_batch * strategy.micro_batches  # this data-parallel rank's rows per step
     rows, cp, cps = share * groups, coords["cp"], strategy.cp
-    expected = reference_grads(reference, seed, rows, seq, vocab)
+    expected = reference_grads(reference, seed, rows, seq, vocab, depth)
     measured: dict[str, Any] = {"params_bytes": local_bytes(held.parameters())}
     losses = []
+    part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
     for step in range(steps):
-        ids, targets = batch(step, seed, rows, seq, vocab)
-        part = (slice(where * share, (where + 1) * share), slice(cp * seq // cps, (cp + 1) * seq // cps))
+        ids, targets = rank_batch(step, seed, rows, seq, vocab, depth, part)
         with saved_activation_peak(held) as saved, loss_parallel():  # the loss's forward and backward
-            micro = run_step(runner, chunks, strategy, ids[part], targets[part])
+            micro = run_step(runner, chunks, strategy, ids, targets)
         shard_like_params(held)
+        if tables is not None:
+            sum_embedding_grads(chunks, tables)
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
@@ -368,7 +367,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
         losses.append(mean.item())
     out: dict[str, Any] = {"rank": dist.get_rank(), "coords": coords, "loss": losses, "measured": measured}
     if dist.get_rank() == 0:
-        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab)
+        out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab, depth)
     return out
 
 

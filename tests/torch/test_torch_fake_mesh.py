@@ -12,7 +12,8 @@ from hpdsl.torch import (
     AxisSizes, FamilyRequest, JobMesh, build_family, build_model, collect_family_modules, explain_module,
     resolve_family, validate_family_context,
 )
-from hpdsl.torch.modules import Attention, ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts, RingAttention
+from hpdsl.torch.modules import (Attention, ExpertParallelExperts, GatedDeltaNet, GroupedExperts, MXFP8GroupedExperts,
+                                 RingAttention, RingMLAttention)
 
 
 @pytest.fixture
@@ -61,13 +62,13 @@ def test_validation_rejects_a_model_built_for_another_job(mesh64, small_registry
         validate_family_context(built, mesh=other)
 
 
-def test_modules_without_a_context_parallel_form_refuse_cp(mesh64, small_registry) -> None:
-    """The families' requires refuse cp > 1 at resolution, before any module is built."""
-    with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'gated_delta_net': Gated DeltaNet "
-                                              r"has no context-parallel form; use cp = 1 \(declared at "):
-        build_model("tiny_qwen3_next", mesh64, registry=small_registry)
-    with pytest.raises(ResolutionError, match=r"layers\.0\.mixer: family 'mla': MLA has no context-parallel form"):
-        build_model("tiny_deepseek_v3", mesh64, registry=small_registry)
+def test_mla_and_gated_deltanet_take_their_context_parallel_forms(mesh64, small_registry) -> None:
+    """cp 8: MLA resolves to its ring variant, Gated DeltaNet passes its state over the cp ranks."""
+    qwen = build_model("tiny_qwen3_next", mesh64, registry=small_registry)
+    linear = qwen.layers[0].mixer
+    assert isinstance(linear, GatedDeltaNet) and linear.cp == 8 and linear.job is not None
+    deepseek = build_model("tiny_deepseek_v3", mesh64, registry=small_registry)
+    assert type(deepseek.layers[0].mixer) is RingMLAttention and deepseek.layers[0].mixer.cp == 8
 
 
 def test_expert_parallel_needs_the_experts_to_split_evenly(small_registry) -> None:

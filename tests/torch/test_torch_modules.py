@@ -12,7 +12,8 @@ from hpdsl.torch.modules import (
     Attention, ChunkedGatedDeltaNet, EagerGatedDeltaNet, GroupedExperts, MLAttention, MoE, MXFP8GroupedExperts,
     RMSNorm,
 )
-from hpdsl.torch.modules.deltanet import chunked_delta_rule, recurrent_delta_rule
+from hpdsl.torch.modules.deltanet import (chunked_delta_rule, chunked_delta_rule_state, recurrent_delta_rule,
+                                          recurrent_delta_rule_state)
 from hpdsl.torch.modules.moe import mxfp8_round
 
 GDN = ModuleConfig(hidden=64, key_heads=2, key_head_dim=16, value_heads=4,
@@ -43,6 +44,32 @@ def test_chunked_delta_rule_equals_the_recurrence_with_gradients() -> None:
         torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("split", [1, 13, 16, 30])
+def test_the_delta_rule_continues_from_a_handed_on_state(split: int) -> None:
+    """What a cp rank computes from the previous rank's final state is the whole sequence's continuation."""
+    torch.manual_seed(3)
+    b, s, h, dk, dv = 2, 37, 3, 8, 6
+    q, k = (torch.nn.functional.normalize(torch.randn(b, s, h, dk), dim=-1) for _ in range(2))
+    v, g, beta = torch.randn(b, s, h, dv), -torch.rand(b, s, h), torch.rand(b, s, h)
+    whole, final = chunked_delta_rule_state(q, k, v, g, beta, 16)
+    first, state = chunked_delta_rule_state(*(t[:, :split] for t in (q, k, v, g, beta)), 16)
+    second, again = chunked_delta_rule_state(*(t[:, split:] for t in (q, k, v, g, beta)), 16, state)
+    torch.testing.assert_close(torch.cat([first, second], 1), whole, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(again, final, rtol=1e-4, atol=1e-5)
+    _, eager = recurrent_delta_rule_state(q, k, v, g, beta)
+    torch.testing.assert_close(eager, final, rtol=1e-4, atol=1e-5)
+
+
+def test_the_convolution_continues_from_the_previous_inputs() -> None:
+    torch.manual_seed(4)
+    module = ChunkedGatedDeltaNet(GDN)
+    qkv = torch.randn(2, 11, module.conv_dim)
+    whole = module.short_convolution(qkv, module.conv1d.weight)
+    tail = GDN.conv - 1
+    later = module.continued_convolution(qkv[:, 6 - tail:], module.conv1d.weight)
+    torch.testing.assert_close(later, whole[:, 6:])
+
+
 def test_the_two_gated_delta_net_variants_agree() -> None:
     torch.manual_seed(1)
     chunked = ChunkedGatedDeltaNet(GDN, chunk_size=8)
@@ -61,8 +88,8 @@ def test_gated_delta_net_is_causal() -> None:
     torch.testing.assert_close(module(x)[:, :6], module(changed)[:, :6])
 
 
-def test_gated_delta_net_refuses_context_parallel_jobs() -> None:
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: ChunkedGatedDeltaNet has no cp-parallel form"):
+def test_a_context_parallel_gated_delta_net_needs_the_mesh() -> None:
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: a context-parallel Gated DeltaNet needs the job's mesh"):
         ChunkedGatedDeltaNet(GDN, context={"cp_size": 2}, module_fqn="layers.0.mixer")
 
 

@@ -141,13 +141,6 @@ def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
     _activations_within_ten_percent(result)
 
 
-@pytest.mark.parametrize("spec", ["qwen3_next_80b_a3b", "deepseek_v3"])
-def test_cp_is_refused_for_mixers_without_a_context_parallel_form(spec: str) -> None:
-    code, output = _hpdsl("train", str(ROOT / "examples" / f"{spec}.hpf"), "--set=layers=2", "--dp", "2", "--cp",
-                          "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "4")
-    assert code == 2 and "has no context-parallel form; use cp = 1" in output
-
-
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
     model = examples_registry().models["qwen3_next_80b_a3b"]
     with pytest.raises(InputError, match="top_k 10 exceeds experts 4"):
@@ -251,14 +244,15 @@ DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
 DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
     "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
     "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16", "mtp=0")]
+    "v_head_dim=16")]
+"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
                          ids=["dp4-ep2", "dp2-tp2-sp"])
-def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...]) -> None:
+def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[str, ...]) -> None:
     code, output = _hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
                           "--nproc", "4", "--json")
     assert code == 0, output
@@ -267,6 +261,40 @@ def test_deepseek_v3_mla_first_k_dense_matches_one_process(flags: tuple[str, ...
     _static_bytes_equal(result)
 
 
-def test_sequence_parallel_refuses_what_it_does_not_build() -> None:
-    code, output = _hpdsl("train", DEEPSEEK_V3, "--set=layers=2", "--tp", "2", "--sp", "--nproc", "2")
-    assert code == 2 and "has MTP layers: sequence parallelism does not build them yet" in output
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("spec", "small"), [(QWEN3_NEXT, QWEN3_NEXT_SMALL), (DEEPSEEK_V3, DEEPSEEK_V3_SMALL)],
+                         ids=["qwen3-next", "deepseek-v3"])
+def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec: str, small: list[str]) -> None:
+    """Gated DeltaNet hands its state and convolution inputs rank to rank; MLA gathers keys and values over cp."""
+    code, output = _hpdsl("train", spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
+                          "--nproc", "4", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    _static_bytes_equal(result)
+
+
+def test_mtp_layers_are_built_trained_and_priced_without_pp() -> None:
+    """The MTP layer and its loss are built wherever the estimator prices them, sequence parallelism included."""
+    import torch
+
+    from hpdsl.torch import build_model, materialize
+    from hpdsl.torch.objective import MTP_WEIGHT, draw, objective, window
+    from hpdsl.torch.sequence import model_refusals
+
+    model_ir = apply_sets(examples_registry().models["deepseek_v3"], parse_sets([s.removeprefix("--set=")
+                                                                              for s in DEEPSEEK_V3_SMALL]))
+    assert model_refusals(model_ir) == ()
+    model = materialize(build_model(model_ir, registry=examples_registry(), include_mtp=True), "cpu", seed=0)
+    ids, labels = window(draw(0, 0, 2, 8, 128, depth=1), slice(None), slice(0, 8), 1)
+    logits = model(ids)
+    assert ids.shape == labels.shape == (2, 8, 2) and logits.shape == (2, 16, 128)
+    main = torch.nn.functional.cross_entropy(logits[:, :8].flatten(0, 1), labels[..., 0].flatten())
+    extra = torch.nn.functional.cross_entropy(logits[:, 8:].flatten(0, 1), labels[..., 1].flatten())
+    assert objective(logits, labels).item() == pytest.approx(main.item() + MTP_WEIGHT * extra.item(), rel=1e-6)
+    torch.testing.assert_close(logits[:, :8], model(ids[..., 0]))
+    code, output = _hpdsl("estimate", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, "--precision", "fp32", "--json")
+    priced = json.loads(output)["memory"]["per_stage"][0]["params_bytes"]
+    assert code == 0 and priced == 4 * sum(p.numel() for p in model.parameters())

@@ -31,7 +31,7 @@ DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
 DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
     "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
     "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16", "mtp=0")]
+    "v_head_dim=16")]
 QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
     "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
     "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
@@ -93,7 +93,7 @@ def test_models_the_pipeline_does_not_cut_are_refused_with_the_reason() -> None:
     assert any("encoder-decoder" in r for r in model_refusals(registry.models["t5_small"]))
     tied = evolve(registry.models["llama3_8b"], tie_embeddings=True)
     assert any("ties its head" in r for r in model_refusals(tied))
-    assert any("MTP layers" in r for r in model_refusals(registry.models["deepseek_v3"]))
+    assert model_refusals(registry.models["deepseek_v3"]) == ()  # its MTP layer rides on the last stage
     assert model_refusals(registry.models["mixtral_8x7b"]) == ()
     code, output = _hpdsl("train", MIXTRAL, *MIXTRAL_SMALL, "--set", "tie_embeddings=true", "--pp", "2",
                           "--nproc", "2")
@@ -156,11 +156,26 @@ def test_qwen3_next_tp2_pp2_interleaved_matches_one_process() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_deepseek_v3_mla_first_k_dense_tp2_pp2_interleaved_matches_one_process() -> None:
-    result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", "2")
+def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
+    """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
+    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--cp", "2", "--pp", "2", "--zero", "os+grad+params")
     _matches_one_process(result)
-    stages = _stage_bytes(result, "params_bytes")  # stage 0 holds the dense layer 0 and MoE layer 2
-    assert stages[1][0] - stages[0][0] == stages[1][1] - stages[0][1]
+    for rank in result["ranks"]:
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("flags", [("--tp", "2", "--sp", "--vpp", "2"), ("--dp", "2", "--zero", "os+grad+params")],
+                         ids=["tp2-sp-interleaved", "dp2-zero3"])
+def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:
+    """The MTP layer and a copy of the embedding on the last stage, the two tables' gradients summed."""
+    result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
+    _matches_one_process(result)
+    for rank in result["ranks"]:
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
 
 
 @pytest.mark.slow

@@ -5,10 +5,11 @@ from hpdsl.torch.modules.common import LayerNorm, RMSNorm
 from hpdsl.torch.modules.deltanet import ChunkedGatedDeltaNet, EagerGatedDeltaNet, GatedDeltaNet
 from hpdsl.torch.modules.embedding import Embedding, OutputHead
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
-from hpdsl.torch.modules.mla import MLAttention
+from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
 from hpdsl.torch.modules.moe import ExpertParallelExperts, GroupedExperts, MoE, MXFP8GroupedExperts
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "LayerNorm", "Mamba", "Mamba2", "MLAttention", "MLP", "MoE",
-           "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RMSNorm", "RingAttention"]
+           "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RMSNorm", "RingAttention",
+           "RingMLAttention"]

@@ -8,18 +8,30 @@ RMSNorm of one value head's width; the output projection. The delta rule runs
 token by token (`EagerGatedDeltaNet`, the reference) or chunk by chunk
 (`ChunkedGatedDeltaNet`: a WY form inside each chunk, the state carried across
 chunks); both compute in float32.
+
+Under context parallelism (cp > 1) each cp rank holds one contiguous chunk of
+the sequence, in rank order (hpdsl/torch/train.py slices it so). Two things
+cross the chunk boundary: the causal convolution reads the previous rank's
+last conv − 1 projected inputs (every rank sends its own to the next at once,
+`shift_forward`), and the delta rule starts from the previous rank's final
+recurrent state (`receive_previous`, then `hand_on` passes this rank's final
+state to the next): a chain from the first rank to the last in the forward and
+back in the backward, the recurrence's own sequential dependency.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike
-from hpdsl.torch.modules.common import RMSNorm, job_of, refuse_axis
-from hpdsl.torch.modules.fused import fused
+from hpdsl.torch.modules.collectives import hand_on, receive_previous, shift_forward
+from hpdsl.torch.modules.common import RMSNorm, job_of
+from hpdsl.torch.modules.fused import fused, fused_pair
 
 
 class GatedRMSNorm(RMSNorm):
@@ -46,7 +58,12 @@ class GatedDeltaNet(nn.Module):
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, chunk_size: int = 64,
                  context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
-        refuse_axis(job_of(context, module_fqn), "cp", type(self).__name__, module_fqn)
+        job = job_of(context, module_fqn)
+        self.cp = job.size("cp")
+        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
+            raise BuildError(f"{module_fqn or '<root>'}: a context-parallel Gated DeltaNet needs the job's mesh "
+                             f"with a 'cp' axis to pass its state over {self.cp} ranks")
+        self.job = job.mesh
         n_k, d_k = config.key_heads, config.key_head_dim
         n_v, d_v = config.value_heads, config.value_head_dim
         if min(n_k, d_k, n_v, d_v, config.conv) < 1:
@@ -82,11 +99,37 @@ class GatedDeltaNet(nn.Module):
         qkv, z = self.in_proj_qkvz(x).split([2 * key_dim + value_dim, value_dim], dim=-1)
         b, a = self.in_proj_ba(x).split(c.value_heads, dim=-1)
         # Each step keeps only its inputs for the backward, as causal-conv1d and FLA's kernels do.
-        qkv = fused(self.short_convolution, qkv, self.conv1d.weight)
-        q, k, v = qkv.split([key_dim, key_dim, value_dim], dim=-1)
-        out = fused(self.gated_delta_rule, q, k, v, b, a, self.A_log, self.dt_bias)
+        group = self.job.group("cp") if self.cp > 1 and self.job is not None else None
+        if group is None:
+            qkv = fused(self.short_convolution, qkv, self.conv1d.weight)
+            q, k, v = qkv.split([key_dim, key_dim, value_dim], dim=-1)
+            out = fused(self.gated_delta_rule, q, k, v, b, a, self.A_log, self.dt_bias)
+        else:
+            out = self.context_parallel_core(qkv, b, a, group)
         out = self.norm(out, z.reshape(batch, seq, c.value_heads, c.value_head_dim))
         return self.out_proj(out.reshape(batch, seq, value_dim))
+
+    def context_parallel_core(self, qkv: Tensor, b: Tensor, a: Tensor, group: dist.ProcessGroup) -> Tensor:
+        """Return the core output of this cp rank's chunk, convolving and recurring on from the previous rank's."""
+        c = self.config
+        batch, seq, _ = qkv.shape
+        kernel = self.conv1d.weight.shape[-1]
+        if seq < kernel - 1:
+            raise BuildError(f"a context-parallel Gated DeltaNet needs at least conv - 1 = {kernel - 1} tokens "
+                             f"per cp rank, not {seq}")
+        tail = shift_forward(qkv[:, seq - (kernel - 1):], group) if kernel > 1 else qkv[:, :0]
+        qkv = fused(self.continued_convolution, torch.cat([tail, qkv], dim=1), self.conv1d.weight)
+        key_dim = c.key_heads * c.key_head_dim
+        q, k, v = qkv.split([key_dim, key_dim, c.value_heads * c.value_head_dim], dim=-1)
+        like = qkv.new_zeros(batch, c.value_heads, c.key_head_dim, c.value_head_dim, dtype=torch.float32)
+        initial = receive_previous(like, group)
+        out, state = fused_pair(self.gated_delta_rule_from, q, k, v, b, a, self.A_log, self.dt_bias, initial)
+        return hand_on(out, state, group)
+
+    def continued_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
+        """Return silu(depthwise convolution) of `qkv` [b, conv − 1 + s, channels] led by the previous inputs: [b, s, ch]."""
+        mixed = F.conv1d(qkv.transpose(1, 2), weight, groups=weight.shape[0])
+        return F.silu(mixed).transpose(1, 2)
 
     def short_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
         """Return silu(causal depthwise convolution of `qkv` [b, s, channels]) as [b, s, channels]."""
@@ -97,6 +140,11 @@ class GatedDeltaNet(nn.Module):
     def gated_delta_rule(self, q: Tensor, k: Tensor, v: Tensor, b: Tensor, a: Tensor, a_log: Tensor,
                          dt_bias: Tensor) -> Tensor:
         """Return the core output [b, s, n_v, d_v] from the convolved q, k, v and the gate inputs b, a."""
+        return self.gated_delta_rule_from(q, k, v, b, a, a_log, dt_bias, None)[0]
+
+    def gated_delta_rule_from(self, q: Tensor, k: Tensor, v: Tensor, b: Tensor, a: Tensor, a_log: Tensor,
+                              dt_bias: Tensor, initial: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Return the core output and the final state [b, n_v, d_k, d_v], starting from `initial` (None: zeros)."""
         c = self.config
         batch, seq, _ = q.shape
         dtype = v.dtype
@@ -109,13 +157,15 @@ class GatedDeltaNet(nn.Module):
         if repeat > 1:
             q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
         q, k = F.normalize(q.float(), dim=-1, eps=1e-6), F.normalize(k.float(), dim=-1, eps=1e-6)
-        return self.delta_rule(q, k, v.float(), g, beta).to(dtype)
+        out, state = self.delta_rule(q, k, v.float(), g, beta, initial)
+        return out.to(dtype), state
 
-    def delta_rule(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
-        """Return the gated delta rule's output [b, s, h, d_v] for q, k [b, s, h, d_k], g, beta [b, s, h]."""
+    def delta_rule(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
+                   initial: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Return the gated delta rule's output [b, s, h, d_v] for q, k [b, s, h, d_k], g, beta [b, s, h], and its final state."""
         if self.kernel == "eager":
-            return recurrent_delta_rule(q, k, v, g, beta)
-        return chunked_delta_rule(q, k, v, g, beta, self.chunk_size)
+            return recurrent_delta_rule_state(q, k, v, g, beta, initial)
+        return chunked_delta_rule_state(q, k, v, g, beta, self.chunk_size, initial)
 
 
 class ChunkedGatedDeltaNet(GatedDeltaNet):
@@ -132,9 +182,15 @@ class EagerGatedDeltaNet(GatedDeltaNet):
 
 def recurrent_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
     """Return the gated delta rule computed token by token (the definition)."""
+    return recurrent_delta_rule_state(q, k, v, g, beta)[0]
+
+
+def recurrent_delta_rule_state(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
+                               initial: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Return the recurrence's output and final state [b, h, d_k, d_v], starting from `initial` (None: zeros)."""
     batch, seq, heads, d_k = k.shape
     q = q * d_k ** -0.5
-    state = q.new_zeros(batch, heads, d_k, v.shape[-1])
+    state = q.new_zeros(batch, heads, d_k, v.shape[-1]) if initial is None else initial
     outputs = []
     for t in range(seq):
         state = state * g[:, t].exp()[..., None, None]
@@ -142,11 +198,20 @@ def recurrent_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tenso
         delta = (v[:, t] - remembered) * beta[:, t, :, None]
         state = state + k[:, t, :, :, None] * delta[:, :, None, :]
         outputs.append((state * q[:, t, :, :, None]).sum(-2))
-    return torch.stack(outputs, dim=1)
+    return torch.stack(outputs, dim=1), state
 
 
 def chunked_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, chunk: int) -> Tensor:
     """Return the gated delta rule computed chunk by chunk; equal to the recurrence up to rounding."""
+    return chunked_delta_rule_state(q, k, v, g, beta, chunk)[0]
+
+
+def chunked_delta_rule_state(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, chunk: int,
+                             initial: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Return the chunked delta rule's output and final state, starting from `initial` (None: zeros).
+
+    Padded steps (k = 0, g = 0) leave the state as it is, so the final state is the last real step's.
+    """
     batch, seq, heads, d_k = k.shape
     pad = (-seq) % chunk
     # [b, s, h, d] -> [b, h, n, c, d]; padded steps have k = 0 and g = 0: they change nothing.
@@ -162,7 +227,7 @@ def chunked_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
                                             unitriangular=True)
     values = inverse @ v_beta
     key_decay = inverse @ (k_beta * g.exp()[..., None])
-    state = q.new_zeros(batch, heads, d_k, v.shape[-1])
+    state = q.new_zeros(batch, heads, d_k, v.shape[-1]) if initial is None else initial
     outputs = []
     for i in range(q.shape[2]):
         q_i, k_i, g_i = q[:, :, i], k[:, :, i], g[:, :, i]
@@ -172,7 +237,7 @@ def chunked_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
         last = g_i[..., -1:]
         state = state * last[..., None].exp() + (k_i * (last - g_i).exp()[..., None]).transpose(-1, -2) @ fresh
     out = torch.stack(outputs, dim=2).flatten(2, 3)[:, :, :seq]
-    return out.transpose(1, 2)
+    return out.transpose(1, 2), state
 
 
 def _chunks(x: Tensor, chunk: int) -> Tensor:
@@ -180,4 +245,4 @@ def _chunks(x: Tensor, chunk: int) -> Tensor:
 
 
 __all__ = ["ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "GatedDeltaNet", "GatedRMSNorm",
-           "chunked_delta_rule", "recurrent_delta_rule"]
+           "chunked_delta_rule", "chunked_delta_rule_state", "recurrent_delta_rule", "recurrent_delta_rule_state"]

@@ -23,27 +23,35 @@ from torch import Tensor
 
 class _Fused(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, fn: Callable[..., Tensor], *inputs: Tensor) -> Tensor:
+    def forward(ctx: Any, fn: Callable[..., Any], *inputs: Tensor) -> Any:
         """Run `fn` (autograd is off in a Function's forward) and keep only its inputs."""
         ctx.fn = fn
         ctx.save_for_backward(*inputs)
         return fn(*inputs)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
         """Recompute `fn` from the saved inputs under autograd and return its input gradients."""
         needs = ctx.needs_input_grad[1:]
         inputs = tuple(t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs))
         with torch.enable_grad():
             out = ctx.fn(*inputs)
+        outs = out if isinstance(out, tuple) else (out,)
         wanted = [t for t in inputs if t.requires_grad]
-        found = iter(torch.autograd.grad(out, wanted, grad, allow_unused=True) if wanted else ())
+        found = iter(torch.autograd.grad(outs, wanted, grads, allow_unused=True) if wanted else ())
         return (None, *(next(found) if t.requires_grad else None for t in inputs))
 
 
 def fused(fn: Callable[..., Tensor], *inputs: Tensor) -> Tensor:
     """Return fn(*inputs), saving only `inputs` for the backward (the rest is recomputed there)."""
-    return _Fused.apply(fn, *inputs)
+    out: Tensor = _Fused.apply(fn, *inputs)
+    return out
+
+
+def fused_pair(fn: Callable[..., tuple[Tensor, Tensor]], *inputs: Tensor) -> tuple[Tensor, Tensor]:
+    """Return fn(*inputs), a pair of tensors, saving only `inputs` for the backward, as `fused` does."""
+    first, second = _Fused.apply(fn, *inputs)
+    return first, second
 
 
 def _rotated(x: Tensor, positions: Tensor, theta: float, sign: float) -> Tensor:
@@ -78,4 +86,4 @@ def rotate(x: Tensor, positions: Tensor, theta: float) -> Tensor:
     return _Rotation.apply(x, positions, theta)
 
 
-__all__ = ["fused", "rotate"]
+__all__ = ["fused", "fused_pair", "rotate"]

@@ -9,6 +9,13 @@ heads of the up-projections and o_proj: the module reads the head counts from
 their outputs and sums the shared rotary key's gradient over tp (each rank uses
 it for its heads only). The latents need nothing: the column-parallel
 up-projections already sum their input gradients over tp.
+
+`RingMLAttention` is the cp > 1 variant: after the up-projections MLA is
+ordinary attention whose query/key heads (nope + rope) are wider than its value
+heads, so it does what `RingAttention` does: every cp rank holds one contiguous
+chunk of the sequence and all-gathers the keys and values of the others over
+the cp axis (their gradients summed back), each query masked to the positions
+at or before its own. The score math takes the two head widths as they are.
 """
 
 from __future__ import annotations
@@ -16,21 +23,26 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
-from hpdsl.torch.mesh import ContextLike
+from hpdsl.torch.mesh import ContextLike, JobMesh
 from hpdsl.torch.modules.attention import BACKENDS
-from hpdsl.torch.modules.collectives import sum_gradients
-from hpdsl.torch.modules.common import RMSNorm, attend, job_of, refuse_axis, rotate
+from hpdsl.torch.modules.collectives import gather_along, sum_gradients
+from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, job_of, refuse_axis, rotate
 
 
 class MLAttention(nn.Module):
     """Multi-head latent attention over the whole local sequence."""
 
+    context_parallel = False
+    """Whether this variant gathers the keys and values of a sequence split over cp (RingMLAttention)."""
+
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
                  context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
-        refuse_axis(job_of(context, module_fqn), "cp", "MLAttention", module_fqn)
+        if not self.context_parallel:
+            refuse_axis(job_of(context, module_fqn), "cp", "MLAttention", module_fqn)
         if config.kv_lora_rank < 1:
             raise ValueError("multi-head latent attention needs a positive kv_lora_rank")
         if config.qk_norm:
@@ -83,8 +95,41 @@ class MLAttention(nn.Module):
             k_rope = rotate(k_rope, positions, c.rope_theta)
         q = torch.cat([q_nope, q_rope], dim=-1)
         k = torch.cat([k_nope, k_rope], dim=-1)
-        out = attend(q, k, v, None, backend=self.backend, scale=c.q_head_dim ** -0.5, causal=c.causal)
+        k, v, k_positions = self.gather_sequence(k, v, positions)
+        scale = c.q_head_dim ** -0.5
+        if k_positions is positions or not c.causal:
+            out = attend(q, k, v, None, backend=self.backend, scale=scale, causal=c.causal)
+        else:
+            out = attend(q, k, v, causal_mask(positions, k_positions), backend=self.backend, scale=scale)
         return self.o_proj(out.reshape(batch, seq, -1))
 
+    def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Return the keys, values and key positions every query of this rank sees."""
+        return k, v, positions
 
-__all__ = ["MLAttention"]
+
+class RingMLAttention(MLAttention):
+    """Context-parallel MLA (the `ring` variant): keys and values all-gathered over the cp axis."""
+
+    context_parallel = True
+
+    def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
+                 context: ContextLike = None, module_fqn: str = "") -> None:
+        super().__init__(config, layer_index=layer_index, backend=backend, context=context, module_fqn=module_fqn)
+        job = job_of(context, module_fqn)
+        self.cp = job.size("cp")
+        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
+            raise BuildError(f"{module_fqn or '<root>'}: RingMLAttention needs the job's mesh with a 'cp' "
+                             f"axis to gather keys and values over {self.cp} ranks")
+        self.job: JobMesh | None = job.mesh
+
+    def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Return the keys, values and positions of the whole sequence, gathered over cp."""
+        if self.cp == 1 or self.job is None:
+            return k, v, positions
+        group = self.job.group("cp")
+        assert group is not None
+        return gather_along(k, group, 1), gather_along(v, group, 1), gather_along(positions, group, 0)
+
+
+__all__ = ["MLAttention", "RingMLAttention"]
