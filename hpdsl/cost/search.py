@@ -85,20 +85,30 @@ def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0) -> n
     model's rules refuse the others anyway, and leaving them out early keeps a
     device count with many divisors (720,720) from enumerating millions of rows.
     """
-    rows: list[tuple[int, ...]] = []
+    blocks: list[np.ndarray] = []
     for tp in _divisors(devices):
         if tp_of and tp_of % tp:
             continue
         for cp in _divisors(devices // tp):
             for pp in _divisors(devices // (tp * cp)):
                 dp = devices // (tp * cp * pp)
-                mesh = dp * cp * tp
-                for ep in (_divisors(mesh) if experts > 1 else (1,)):
-                    if experts % ep:
-                        continue
-                    rows.extend((tp, cp, pp, dp, ep, etp) for etp in (_divisors(mesh // ep) if experts > 1 else (1,))
-                                if not etp_of or etp_of % etp == 0)
-    return np.array(rows, dtype=np.int64).reshape(-1, 6)
+                experts_of = _expert_layouts(dp * cp * tp, experts, etp_of)
+                block = np.empty((len(experts_of), 6), dtype=np.int64)
+                block[:, :4], block[:, 4:] = (tp, cp, pp, dp), experts_of
+                blocks.append(block)
+    return np.concatenate(blocks) if blocks else np.zeros((0, 6), dtype=np.int64)
+
+
+@cache
+def _expert_layouts(mesh: int, experts: int, etp_of: int) -> np.ndarray:
+    """Return the (ep, etp) pairs of a mesh of `mesh` devices: ep·etp | mesh, ep | experts, etp | etp_of."""
+    if experts <= 1:
+        return np.ones((1, 2), dtype=np.int64)
+    pairs = [(ep, etp) for ep in _divisors(mesh) if experts % ep == 0
+             for etp in _divisors(mesh // ep) if not etp_of or etp_of % etp == 0]
+    out = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    out.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
