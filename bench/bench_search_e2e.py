@@ -45,6 +45,7 @@ from hpdsl.bound.bind import CostModel  # noqa: E402
 from hpdsl.cost import Strategy, estimate, search  # noqa: E402
 from hpdsl.cost.pricing import prepare, price_grid  # noqa: E402
 from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
+from hpdsl.cost.strategy import InvalidStrategyError  # noqa: E402
 from hpdsl.cost.validate import invalid_mask  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -79,9 +80,13 @@ def cpu_seconds(fn: Callable[[], object], number: int = 1) -> float:
 def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
     """Print a whole search's CPU time beside pricing its valid strategies alone and beside llm-analysis."""
     prepared = prepare(cost_model)
+    try:
+        result = search(cost_model, devices, progress=False)
+    except InvalidStrategyError as refused:  # past MAX_CANDIDATES (hpdsl/cost/bounds.py): refused, not priced
+        print(f"  {devices:>7,} devices: refused: {'; '.join(refused.reasons)}")
+        return
     grid = enumerate_grid(prepared, devices, global_batch=1024, seq_len=4096)
     valid = grid.take(~invalid_mask(prepared.columns, grid))
-    result = search(cost_model, devices, progress=False)
 
     def price_alone() -> None:
         for lo in range(0, len(valid), CHUNK):
