@@ -67,6 +67,7 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
                  timeout_s: int = 600) -> tuple[str, dict[str, Any]]:
     """Price `strategy`, train it on `nproc` gloo processes; return the model's name and train's JSON result."""
     from hpdsl.cli.models import load_cost_model
+    from hpdsl.cost.backend import backend_facts
     from hpdsl.cost.estimate import estimate
     from hpdsl.ir.overrides import parse_sets
 
@@ -74,7 +75,10 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
-    estimated = _stage_estimates(estimate(cost_model, strategy))
+    # Priced as the backend runs it (hpdsl/cost/backend.py): its gradients, loss, gathers, CPU kernels.
+    run = backend_facts(cost_model.profile.run, strategy)
+    estimated = _stage_estimates(estimate(attrs.evolve(cost_model, profile=attrs.evolve(cost_model.profile, run=run)),
+                                          strategy))
     config = {"paths": [str(p) for p in paths], "model": cost_model.model.name, "stdlib": not no_stdlib,
               "sets": parsed, "strategy": attrs.asdict(strategy), "steps": steps, "seed": seed}
     ranks = _launch(config, nproc, timeout_s)

@@ -183,9 +183,10 @@ def data_parallel_factors(x: Ctx) -> tuple[Val, Val, Val, Val]:
     also gather the parameters for every micro-batch's forward and backward.
     """
     z = x.zero
-    once_g = xp.select([z == 0, z == 1], [2.0, 1.0], 0.0) * x.b_g
+    # Deferred (deferred_grad_accumulation, several micro-batches): ZeRO-2/3 reduce-scatter once, after the last.
+    once_g = xp.select([z == 0, z == 1], [2.0, 1.0], xp.where(x.deferred, 1.0, 0.0)) * x.b_g
     once_p = xp.where((z == 1) | (z == 2), 1.0, 0.0) * x.b_p
-    micro_g = xp.where(z >= 2, 1.0, 0.0) * x.b_g
+    micro_g = xp.where((z >= 2) & xp.logical_not(x.deferred), 1.0, 0.0) * x.b_g
     micro_p = xp.where(z == 3, 2.0, 0.0) * x.b_p
     dense_share = (x.dp * x.cp - 1) / (x.dp * x.cp)
     expert_share = (x.edp - 1) / x.edp

@@ -45,7 +45,7 @@ class Ctx:
     flash: Any                # bool array, or a bool
     hf: Any                   # transformers' modules (hf-sdpa or hf-eager) save the activations
     eager: Any                # transformers' eager attention: expanded K and V, the scores kept
-    cpu: Any                  # hf-sdpa-cpu: SDPA's CPU kernels (math where CPU flash cannot run)
+    cpu: Any                  # hf-sdpa-cpu or the cpu_attention fact: SDPA's CPU kernels (math where CPU flash cannot)
     any_hf: bool              # some candidate is priced as transformers' (else the hf terms are skipped)
     recompute: Any            # int codes (RECOMPUTE), or an int
     all_layers: Any
@@ -56,6 +56,8 @@ class Ctx:
     b_n: float
     b_d: float
     b_g: F
+    grads_held: Any           # gradients take memory (grad_accumulation, pp > 1 or several micro-batches)
+    deferred: Any             # deferred_grad_accumulation with several micro-batches: reduced once, after the last
     b_o: F            # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
     flops: F          # achieved FLOP/s: peak·mfu
@@ -128,10 +130,11 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         loss_t=t if run.loss_parallel else xp.ones_like(t),
         b_c=widths["compute"], b_sm=g["softmax_bytes"] * 1.0,
         b_p=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
-        hf=g["impl"] > 0, eager=eager, cpu=g["impl"] == IMPLS.index("hf-sdpa-cpu"), any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
+        hf=g["impl"] > 0, eager=eager, cpu=(g["impl"] == IMPLS.index("hf-sdpa-cpu")) | run.cpu_attention, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
         all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
         zero=g["zero"], ring=g["cp_kind"] == 0, edp=dp * cp * t / (ep * etp),
         b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],
+        grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
         b_o=widths["optimizer"],
         overlapped_grad_reduce=run.overlapped_grad_reduce, flops=link["peak_flops"] * g["mfu"],
         bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),

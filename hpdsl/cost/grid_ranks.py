@@ -146,7 +146,8 @@ def memory(g: Group) -> dict[str, np.ndarray]:
     static = g.spread(g.ranks(cw.static))
     largest = _present_max(g.ranks_of.spans, len(g.ranks_of.counts), cw.act_none,
                            g.prepared.columns.layer_columns)
-    transient, total = stage.rank_memory(x, static, activations, g.spread(largest), g.spread(_gathered(g)))
+    transient, total = stage.rank_memory(x, static, activations, g.spread(largest), g.spread(_gathered(g)),
+                                         g.spread(g.ranks(cw.deferred)))
     return {"static": static, "activations": activations, "transient": transient, "total": total}
 
 

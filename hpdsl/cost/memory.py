@@ -21,6 +21,7 @@ import attrs
 
 from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost import xp
+from hpdsl.cost.backend import gathered_moves
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, scalar_context
 from hpdsl.cost.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
@@ -57,6 +58,10 @@ class ActCoeffs:
     whole_c: float = 0.0   # elements at compute bytes of a tp-replicated mixer, not divided by t
     whole_b: float = 0.0   # bytes of a tp-replicated mixer, not divided by t
     scores_whole: bool = False  # the score terms belong to a tp-replicated mixer: not divided by t
+    sp_copy_c: float = 0.0  # a gathered copy of the chunk kept beside it, only when sp divides the chunk
+    keep_c: float = 0.0    # never recomputed: elements at compute bytes, whole on every tp rank
+    cp_kv_c: float = 0.0   # keys and values kept once more per further cp rank (gathered), divided by t
+    cp_masks: float = 0.0  # [s/cp, s] attention masks kept under cp, at compute bytes, whole on every tp rank
     hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
 
 
@@ -124,8 +129,16 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     if MIXER_ROLES & whole:
         # All the head-split terms above but the FFN's are the mixer's.
         hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
-        return attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
-    return coeffs
+        coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
+    routed_w = ffn.t_c - cfg.shared_experts * (_ffn_halves(op_count(ops, OP.FF_MM))[1]
+                                               + op_count(ops, OP.FF_ACT)) * cfg.shared_width
+    moves = gathered_moves(cfg, run, ffn.sp_c if cfg.experts > 1 else 0.0, routed_w if cfg.experts > 1 else 0.0,
+                           ffn.routed_in)
+    return attrs.evolve(coeffs, sp_c=coeffs.sp_c - moves.sp_c, sp_b=coeffs.sp_b - moves.sp_b,
+                        t_c=coeffs.t_c - moves.t_c, routed_in=coeffs.routed_in - moves.routed_in,
+                        whole_c=coeffs.whole_c + moves.sp_c + moves.t_c + moves.routed_in,
+                        whole_b=coeffs.whole_b + moves.sp_b, sp_copy_c=moves.sp_copy_c, cp_kv_c=moves.cp_kv_c,
+                        cp_masks=moves.cp_masks)
 
 
 def _ssm_saved(cfg: LayerConfig) -> float:
@@ -176,7 +189,10 @@ def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsno
     c, b = output_norm_terms(norm, run, hidden, offset=offset)
     # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
     hf = HfCoeffs(sp_c=c, sp_b=b + INDEX, logit_v=0.0 if run.loss_upcast else vocab)
-    return ActCoeffs(keep_sp_c=hidden, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab, hf=hf)
+    # The head's input is the final norm's output, gathered first when the backend gathers before a tp region.
+    split, whole = (0.0, hidden) if run.gathered_tp_input else (hidden, 0.0)
+    return ActCoeffs(keep_sp_c=split, keep_c=whole, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab,
+                     hf=hf)
 
 
 def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
@@ -296,6 +312,8 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
     keep = zero
     if c.keep_sp_c or c.keep_sp_b:
         keep = keep + (x.b_c * c.keep_sp_c + c.keep_sp_b) / x.sp
+    if c.keep_c:
+        keep = keep + x.b_c * c.keep_c
     if c.logit_b:
         keep = keep + c.logit_b / x.loss_t
     body = keep
@@ -306,6 +324,16 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
         body = body + (x.b_c * wide + c.t_b) / x.t
     if c.whole_c or c.whole_b:
         body = body + x.b_c * c.whole_c + c.whole_b
+    if c.sp_copy_c:
+        body = body + xp.where(x.sp > 1, x.b_c * c.sp_copy_c, 0.0)
+    if c.cp_kv_c:
+        kv = x.b_c * c.cp_kv_c * (x.cp - 1)
+        body = body + (kv if c.scores_whole else kv / x.t) + xp.where(x.cp > 1, x.b_c * c.cp_masks * x.s, 0.0)
+    if c.hf is not None and c.hf.cpu_heads:
+        # SDPA's CPU math kernel under the fused estimate (hpdsl train on CPU); transformers' in hf_extra.
+        math = cpu_math(c.hf, x)
+        math = math if c.hf.whole else math / x.t
+        body = body + xp.where(x.cpu & x.flash, xp.where(x.hf, 0.0, math), 0.0)
     if c.hf is not None and x.any_hf:
         body = body + hf_extra(c.hf, x)
     selective = x.tok * body
@@ -327,13 +355,17 @@ def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
     """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
     extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + x.etp * c.routed_b) / x.t
     mixer = x.b_c * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
-    if c.cpu_heads:  # CPU SDPA's math kernel: fp32 q/k/v and softmax in place of flash's statistics
-        math = (FP32 - x.b_c) * c.cpu_w + c.cpu_heads * (x.s * FP32 - FLASH_STAT_BYTES)
-        mixer = mixer + xp.where(x.cpu & x.flash, math, 0.0)
+    if c.cpu_heads:
+        mixer = mixer + xp.where(x.cpu & x.flash, cpu_math(c, x), 0.0)
     extra = extra + (mixer if c.whole else mixer / x.t)  # a replicated mixer is whole on every rank
     if c.logit_v:
         extra = extra + (x.b_c - LOGIT_BYTES) * c.logit_v / x.loss_t
     return xp.where(x.hf, extra, 0.0)
+
+
+def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
+    """Return what CPU SDPA's math kernel keeps per token beyond flash: fp32 q/k/v and softmax, less the statistics."""
+    return (FP32 - x.b_c) * c.cpu_w + c.cpu_heads * (x.s * FP32 - FLASH_STAT_BYTES)
 
 
 def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
@@ -366,10 +398,12 @@ def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
 
     ZeRO shards the optimizer states from level 1 (os), the gradients from 2, the
     parameters from 3, over the data-parallel group (dp·cp for dense parameters,
-    the expert data-parallel group for experts).
+    the expert data-parallel group for experts). Gradients take memory when the
+    run holds them (`grad_accumulation`, pp > 1 or several micro-batches).
     """
     out = []
-    for level, width in ((3, x.b_p), (2, x.b_g), (1, x.b_o)):
+    grads = xp.where(x.grads_held, x.b_g, 0.0)  # upstream's B_grad: 0 at pp 1 without grad_accumulation
+    for level, width in ((3, x.b_p), (2, grads), (1, x.b_o)):
         shard_dense, shard_expert = x.zero_divisors(level)
         out.append((width / shard_dense, width / shard_expert))
     return tuple(out)

@@ -114,6 +114,7 @@ class Columnwise:
     static: Cols         # parameter + gradient + optimizer bytes
     parts: tuple[Cols, Cols, Cols]
     gathered: Cols       # one layer's parameters gathered under ZeRO-3
+    deferred: Cols       # deferred accumulation: unsharded gradients beyond the ZeRO-sharded ones
     compute: Cols        # forward + backward seconds
     compute_rec: Cols    # recompute seconds
     tau: Cols            # compute + exposed communication seconds
@@ -192,6 +193,7 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],
         "gathered": x.b_p * (dense + expert) if layer else zero,
+        "deferred": x.b_g * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
         "tau_rec": compute_rec + traffic.rec_time if layer else zero,
         "dp_once": dense * once_dense + expert * once_expert,

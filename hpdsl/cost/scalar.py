@@ -208,7 +208,7 @@ class _Ranks:
         gathered = (self._largest("gathered") if p.columns.cost_model.profile.run.reshard_params
                     else self.ranks("gathered"))
         memory = [stage.rank_memory(x, *values) for values in
-                  zip(static, act, self._largest("act_none"), gathered)]
+                  zip(static, act, self._largest("act_none"), gathered, self.ranks("deferred"))]
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")

@@ -15,17 +15,20 @@ from hpdsl.cost import xp
 from hpdsl.cost.context import Ctx
 
 
-def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any
+def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any, deferred: Any = 0.0
                 ) -> tuple[Any, Any]:
     """Return a rank's transient bytes and its total: full recompute re-runs the largest layer, ZeRO-3 gathers.
 
     `gathered` is what ZeRO-3 holds gathered at once (one layer with the profile's
     reshard_params, else all the rank's layers); nothing is gathered where ZeRO has
     nothing to shard (dp·cp and the expert data-parallel degree 1, search's canonical ZeRO).
+    `deferred` is the rank's unsharded gradients beyond its ZeRO-2/3 shards, held
+    until the one reduction after the last micro-batch when the run defers it.
     """
     sharded = xp.where(x.dp * x.cp * x.edp > 1, gathered, 0.0)
     transient = (xp.where(x.recompute == 2, largest_act, 0.0)
-                 + xp.where(x.zero == 3, sharded, 0.0))
+                 + xp.where(x.zero == 3, sharded, 0.0)
+                 + xp.where(x.deferred & (x.zero >= 2), deferred, 0.0))
     return transient, static + activations + transient
 
 

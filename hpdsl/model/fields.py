@@ -229,17 +229,25 @@ RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
          None, 0),
     Fact("norm_bytes", "int", "bytes per saved normalisation input element", 4, 0),
     Fact("dropout_bytes", "int", "bytes per dropout-mask element", 0, 0),
-    Fact("grad_accumulation", "bool", "gradients take memory even without pipeline parallelism", False),
+    Fact("grad_accumulation", "bool", "gradients take memory even without pipeline parallelism", True),
     Fact("shard_activations", "bool", "TP shards the activations between layers and the output layer's", False),
     Fact("loss_parallel", "bool", "the loss runs on vocab-sharded logits", True),
     Fact("reshard_params", "bool", "FSDP frees a layer's gathered parameters after it has run", False),
-    Fact("deferred_grad_accumulation", "bool", "FSDP holds each layer's reduce-scatter output until backward ends",
-         False),
+    Fact("deferred_grad_accumulation", "bool", "the micro-batches' gradients accumulate unsharded and ZeRO reduces "
+         "them once, after the last backward", False),
     Fact("overlapped_grad_reduce", "bool", "gradient reduction overlaps the backward pass", False),
     # transformers' modules (--impl hf-sdpa / hf-eager; docs/cost-model.md#activations-per-implementation).
     Fact("norm_keeps_input", "bool", "the norm scales its compute-width input, not its fp32 copy, by the root "
          "(its backward keeps both)", False),
     Fact("loss_upcast", "bool", "the loss takes fp32 logits (false: log-softmax at the compute width)", True),
+    # What hpdsl's torch backend does (hpdsl/cost/backend.py sets them for `hpdsl train`).
+    Fact("gathered_tp_input", "bool", "under SP a tensor-parallel region gathers the sequence before its first "
+         "linears, which keep the gathered input (false: they keep their chunk)", False),
+    Fact("routed_tokens_split", "bool", "each tp rank routes its own share of the tokens (false: every tp rank "
+         "routes the whole sequence)", True),
+    Fact("cp_gathered_kv", "bool", "context parallelism all-gathers the keys and values, which attention keeps "
+         "whole with its mask (false: ring attention passes chunks)", False),
+    Fact("cpu_attention", "bool", "SDPA runs on CPU: its math kernel where CPU flash cannot", False),
 )}
 """The only run facts a profile may state (`run { }`), with the value an unstated fact has."""
 

@@ -42,6 +42,7 @@ from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
+from hpdsl.torch.modules.fused import recomputing
 from hpdsl.torch.objective import batch, mtp_depth, objective, rank_batch
 from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
 from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
@@ -78,7 +79,7 @@ def saved_activations(model: nn.Module) -> Iterator[list[int]]:
     total = [0]
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if isinstance(tensor, nn.Parameter):
+        if isinstance(tensor, nn.Parameter) or recomputing():  # a fused kernel's backward workspace
             return tensor
         storage = _plain(tensor).untyped_storage()
         if storage.data_ptr() not in param_storages(model) and storage.data_ptr() not in seen:
@@ -130,6 +131,8 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
     saved is also freed during the step: each storage counts from the first
     tensor saved on it until autograd drops the last one, and the peak of the sum
     is what the rank held at its fullest (the estimator's in-flight micro-batches).
+    What a fused function's backward saves while it recomputes (hpdsl/torch/modules/fused.py
+    `recomputing`) is the kernel's workspace, not counted.
     """
     holders: dict[int, int] = {}
     sizes: dict[int, int] = {}
@@ -142,7 +145,7 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
             live_peak[0] -= sizes.pop(key)
 
     def pack(tensor: torch.Tensor) -> Any:
-        if isinstance(tensor, nn.Parameter):
+        if isinstance(tensor, nn.Parameter) or recomputing():  # a fused kernel's backward workspace
             return tensor
         storage = _plain(tensor).untyped_storage()
         key = storage.data_ptr()
@@ -240,10 +243,10 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
             slice(cp * seq // cps, (cp + 1) * seq // cps))
     for step in range(steps):
         ids, targets = rank_batch(step, seed, rows, seq, vocab, depth, part)
-        with saved_activations(model) as saved:
-            logits = model(ids)
+        # The loss's saved softmax is an activation the estimator prices (the logits term): counted too.
         with loss_parallel():  # logits split over the vocabulary (tp): the loss and its backward run split
-            loss = objective(logits, targets)
+            with saved_activations(model) as saved:
+                loss = objective(model(ids), targets)
             loss.backward()
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
@@ -350,9 +353,12 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
         shard_like_params(held)
         if tables is not None:
             sum_embedding_grads(chunks, tables)
+        if step == min(1, steps - 1):
+            # Step 0 also runs torch.distributed.pipelining's one-off metadata inference, a real forward
+            # whose graph stage 0 keeps beside its in-flight micro-batches: the peak of a steady step is step 1's.
+            measured["activation_peak_bytes"] = saved[0]
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in held.parameters() if p.grad is not None)
-            measured["activation_peak_bytes"] = saved[0]
             gaps = [grad_gap(chunk, expected) for chunk in chunks.values()]  # chunks keep the model's names
             measured["grad_max_diff"] = max(gap for gap, _ in gaps)
             measured["grad_max_abs"] = max(scale for _, scale in gaps)

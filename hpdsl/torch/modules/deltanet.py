@@ -237,7 +237,8 @@ def chunked_delta_rule_state(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: T
         last = g_i[..., -1:]
         state = state * last[..., None].exp() + (k_i * (last - g_i).exp()[..., None]).transpose(-1, -2) @ fresh
     out = torch.stack(outputs, dim=2).flatten(2, 3)[:, :, :seq]
-    return out.transpose(1, 2), state
+    # A fused kernel writes [b, s, h, d_v]: the copy drops the padded steps, which the gated norm would keep.
+    return out.transpose(1, 2).contiguous(), state
 
 
 def _chunks(x: Tensor, chunk: int) -> Tensor:

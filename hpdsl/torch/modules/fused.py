@@ -21,6 +21,20 @@ import torch
 from torch import Tensor
 
 
+_RECOMPUTING = [0]
+"""How many _Fused backwards are rerunning their function now (the tracker in hpdsl/torch/train.py reads it)."""
+
+
+def recomputing() -> bool:
+    """Return whether a fused function's backward is recomputing it: what it saves is the kernel's workspace.
+
+    A fused kernel recomputes inside its backward without autograd; this module
+    reruns `fn` under autograd instead, so the tensors that rerun saves are the
+    stand-in for the kernel's own workspace, not activations kept for the backward.
+    """
+    return _RECOMPUTING[0] > 0
+
+
 class _Fused(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, fn: Callable[..., Any], *inputs: Tensor) -> Any:
@@ -34,11 +48,15 @@ class _Fused(torch.autograd.Function):
         """Recompute `fn` from the saved inputs under autograd and return its input gradients."""
         needs = ctx.needs_input_grad[1:]
         inputs = tuple(t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs))
-        with torch.enable_grad():
-            out = ctx.fn(*inputs)
-        outs = out if isinstance(out, tuple) else (out,)
-        wanted = [t for t in inputs if t.requires_grad]
-        found = iter(torch.autograd.grad(outs, wanted, grads, allow_unused=True) if wanted else ())
+        _RECOMPUTING[0] += 1
+        try:
+            with torch.enable_grad():
+                out = ctx.fn(*inputs)
+            outs = out if isinstance(out, tuple) else (out,)
+            wanted = [t for t in inputs if t.requires_grad]
+            found = iter(torch.autograd.grad(outs, wanted, grads, allow_unused=True) if wanted else ())
+        finally:
+            _RECOMPUTING[0] -= 1
         return (None, *(next(found) if t.requires_grad else None for t in inputs))
 
 
