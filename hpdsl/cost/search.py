@@ -78,20 +78,30 @@ def _divisors(n: int) -> tuple[int, ...]:
     return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
-def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0) -> np.ndarray:
+def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0, cp_of: int = 0,
+            dp_of: int = 0, pp_max: int = 0) -> np.ndarray:
     """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp.
 
-    `tp_of` and `etp_of`, when not 0, are numbers every tp (etp) must divide: the
-    model's rules refuse the others anyway, and leaving them out early keeps a
-    device count with many divisors (720,720) from enumerating millions of rows.
+    `tp_of`, `etp_of`, `cp_of` and `dp_of`, when not 0, are numbers every tp (etp,
+    cp, dp) must divide, and `pp_max` the most pipeline stages (a stage holds at
+    least one layer): the rules refuse the others anyway (the model's widths; the
+    sequence split over cp; the global batch split over dp), and leaving them out
+    early keeps a device count with many divisors (720,720) or a large power of two
+    (131,072) from enumerating millions of rows.
     """
     blocks: list[np.ndarray] = []
     for tp in _divisors(devices):
         if tp_of and tp_of % tp:
             continue
         for cp in _divisors(devices // tp):
+            if cp_of and cp_of % cp:
+                continue
             for pp in _divisors(devices // (tp * cp)):
+                if pp_max and pp > pp_max:
+                    break
                 dp = devices // (tp * cp * pp)
+                if dp_of and dp_of % dp:
+                    continue
                 experts_of = _expert_layouts(dp * cp * tp, experts, etp_of)
                 block = np.empty((len(experts_of), 6), dtype=np.int64)
                 block[:, :4], block[:, 4:] = (tp, cp, pp, dp), experts_of
@@ -117,7 +127,7 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
                    cp_kinds: Sequence[str] = CP_KINDS, vpp: Sequence[int] = (1,),
                    base: Strategy = Strategy()) -> StrategyGrid:
     """Return every candidate (valid or not) for `devices` as a grid, grouped by pipeline layout."""
-    rows = _model_layouts(prepared, devices)
+    rows = _model_layouts(prepared, devices, global_batch=global_batch, seq_len=seq_len)
     rows = rows[np.argsort(rows[:, 2], kind="stable")]   # by pp, so a chunk holds few layouts
     options = [np.asarray(vpp), np.arange(len(rows)), np.asarray(micro_batches),
                np.asarray([RECOMPUTE.index(r) for r in recompute]),
@@ -146,12 +156,18 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
                          for k, v in arrays.items()}, template.splits, template.devices)
 
 
-def _model_layouts(prepared: Prepared, devices: int) -> np.ndarray:
-    """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths)."""
+def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, seq_len: int = 0) -> np.ndarray:
+    """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths).
+
+    A dp that does not divide the global batch, a cp that does not divide the
+    sequence, or more pipeline stages than layers is refused whatever the
+    micro-batch, cp kind or vpp (hpdsl/cost/validate.py).
+    """
     experts = max(c.experts for c in prepared.columns.configs)
     shape = model_shape(prepared.columns)
     tp_of = math.gcd(*(count for _, count in (*shape.heads, *shape.tp_widths)))
-    rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths))
+    rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths),
+                   cp_of=max(seq_len, 0), dp_of=max(global_batch, 0), pp_max=shape.layers)
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
