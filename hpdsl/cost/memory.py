@@ -24,6 +24,7 @@ from hpdsl.cost import xp
 from hpdsl.cost.backend import gathered_moves
 from hpdsl.cost.columns import Column, ModelColumns
 from hpdsl.cost.context import Ctx, scalar_context
+from hpdsl.cost.handoff import carried, carried_per_token
 from hpdsl.cost.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.params import LayerParams, mtp_extra
 from hpdsl.cost.strategy import Strategy
@@ -62,6 +63,7 @@ class ActCoeffs:
     keep_c: float = 0.0    # never recomputed: elements at compute bytes, whole on every tp rank
     cp_kv_c: float = 0.0   # keys and values kept once more per further cp rank (gathered), divided by t
     cp_masks: float = 0.0  # [s/cp, s] attention masks kept under cp, at compute bytes, whole on every tp rank
+    cp_carry: tuple[float, float] = (0.0, 0.0)  # per sequence under cp: hand-off elements, state bytes
     hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
 
 
@@ -138,7 +140,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
                         t_c=coeffs.t_c - moves.t_c, routed_in=coeffs.routed_in - moves.routed_in,
                         whole_c=coeffs.whole_c + moves.sp_c + moves.t_c + moves.routed_in,
                         whole_b=coeffs.whole_b + moves.sp_b, sp_copy_c=moves.sp_copy_c, cp_kv_c=moves.cp_kv_c,
-                        cp_masks=moves.cp_masks)
+                        cp_masks=moves.cp_masks, cp_carry=carried(cfg))
 
 
 def _ssm_saved(cfg: LayerConfig) -> float:
@@ -329,6 +331,8 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
     if c.cp_kv_c:
         kv = x.b_c * c.cp_kv_c * (x.cp - 1)
         body = body + (kv if c.scores_whole else kv / x.t) + xp.where(x.cp > 1, x.b_c * c.cp_masks * x.s, 0.0)
+    if c.cp_carry[0] or c.cp_carry[1]:
+        body = body + carried_per_token(*c.cp_carry, c.scores_whole, x)
     if c.hf is not None and c.hf.cpu_heads:
         # SDPA's CPU math kernel under the fused estimate (hpdsl train on CPU); transformers' in hf_extra.
         math = cpu_math(c.hf, x)

@@ -66,7 +66,7 @@ def test_the_convolution_continues_from_the_previous_inputs() -> None:
     qkv = torch.randn(2, 11, module.conv_dim)
     whole = module.short_convolution(qkv, module.conv1d.weight)
     tail = GDN.conv - 1
-    later = module.continued_convolution(qkv[:, 6 - tail:], module.conv1d.weight)
+    later = module.continued_convolution(qkv[:, 6 - tail:6], qkv[:, 6:], module.conv1d.weight)
     torch.testing.assert_close(later, whole[:, 6:])
 
 

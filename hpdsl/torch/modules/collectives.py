@@ -132,7 +132,8 @@ class _HandOn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, out: Tensor, state: Tensor, group: ProcessGroup) -> Tensor:
         """Send `state` to the next rank; return `out` unchanged."""
-        ctx.group, ctx.like = group, _blank(state)
+        # The shape, not a zeros buffer: a buffer would sit beside the activations until the backward.
+        ctx.group, ctx.like = group, (state.shape, state.dtype, state.device)
         _, after = _neighbours(group)
         _exchange(state, after, state, None, group)
         return out.view_as(out)
@@ -141,7 +142,9 @@ class _HandOn(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
         """Pass `out`'s gradient through; receive `state`'s from the next rank (zeros on the last)."""
         _, after = _neighbours(ctx.group)
-        return grad, _exchange(None, None, ctx.like, after, ctx.group), None
+        shape, dtype, device = ctx.like
+        blank = torch.zeros(shape, dtype=dtype, device=device)
+        return grad, _exchange(None, None, blank, after, ctx.group), None
 
 
 def sum_gradients(x: Tensor, group: ProcessGroup) -> Tensor:

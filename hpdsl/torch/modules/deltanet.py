@@ -118,7 +118,9 @@ class GatedDeltaNet(nn.Module):
             raise BuildError(f"a context-parallel Gated DeltaNet needs at least conv - 1 = {kernel - 1} tokens "
                              f"per cp rank, not {seq}")
         tail = shift_forward(qkv[:, seq - (kernel - 1):], group) if kernel > 1 else qkv[:, :0]
-        qkv = fused(self.continued_convolution, torch.cat([tail, qkv], dim=1), self.conv1d.weight)
+        # The kernel keeps the received tail beside this rank's inputs (causal-conv1d's initial states), not a
+        # joined copy of the chunk: docs/cost-model.md prices the tail and the received state per sequence.
+        qkv = fused(self.continued_convolution, tail, qkv, self.conv1d.weight)
         key_dim = c.key_heads * c.key_head_dim
         q, k, v = qkv.split([key_dim, key_dim, c.value_heads * c.value_head_dim], dim=-1)
         like = qkv.new_zeros(batch, c.value_heads, c.key_head_dim, c.value_head_dim, dtype=torch.float32)
@@ -126,9 +128,9 @@ class GatedDeltaNet(nn.Module):
         out, state = fused_pair(self.gated_delta_rule_from, q, k, v, b, a, self.A_log, self.dt_bias, initial)
         return hand_on(out, state, group)
 
-    def continued_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
-        """Return silu(depthwise convolution) of `qkv` [b, conv − 1 + s, channels] led by the previous inputs: [b, s, ch]."""
-        mixed = F.conv1d(qkv.transpose(1, 2), weight, groups=weight.shape[0])
+    def continued_convolution(self, tail: Tensor, qkv: Tensor, weight: Tensor) -> Tensor:
+        """Return silu(depthwise convolution) of `qkv` [b, s, channels] led by `tail`, the previous conv − 1 inputs."""
+        mixed = F.conv1d(torch.cat([tail, qkv], dim=1).transpose(1, 2), weight, groups=weight.shape[0])
         return F.silu(mixed).transpose(1, 2)
 
     def short_convolution(self, qkv: Tensor, weight: Tensor) -> Tensor:
