@@ -61,6 +61,7 @@ class ActCoeffs:
     scores_whole: bool = False  # the score terms belong to a tp-replicated mixer: not divided by t
     sp_copy_c: float = 0.0  # a gathered copy of the chunk kept beside it, only when sp divides the chunk
     keep_c: float = 0.0    # never recomputed: elements at compute bytes, whole on every tp rank
+    keep_b: float = 0.0    # never recomputed: bytes whole on every tp rank (the int64 token ids, labels)
     cp_kv_c: float = 0.0   # keys and values kept once more per further cp rank (gathered), divided by t
     cp_masks: float = 0.0  # [s/cp, s] attention masks kept under cp, at compute bytes, whole on every tp rank
     cp_carry: tuple[float, float] = (0.0, 0.0)  # per sequence under cp: hand-off elements, state bytes
@@ -183,18 +184,17 @@ def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
 
 def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False
                       ) -> ActCoeffs:
-    """Return the final norm's input, the output projection's input and the fp32 logits.
+    """Return the final norm's input, the output projection's input, the fp32 logits and the int64 labels.
 
-    transformers also keeps the final norm's terms (hpdsl/cost/impl_terms.py) and
-    the int64 labels the loss's NllLossBackward reads.
+    transformers also keeps the final norm's terms (hpdsl/cost/impl_terms.py).
     """
     c, b = output_norm_terms(norm, run, hidden, offset=offset)
     # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
-    hf = HfCoeffs(sp_c=c, sp_b=b + INDEX, logit_v=0.0 if run.loss_upcast else vocab)
+    hf = HfCoeffs(sp_c=c, sp_b=b, logit_v=0.0 if run.loss_upcast else vocab)
     # The head's input is the final norm's output, gathered first when the backend gathers before a tp region.
     split, whole = (0.0, hidden) if run.gathered_tp_input else (hidden, 0.0)
     return ActCoeffs(keep_sp_c=split, keep_c=whole, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab,
-                     hf=hf)
+                     keep_b=INDEX, hf=hf)  # the loss's backward reads the labels
 
 
 def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
@@ -202,7 +202,8 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     run = columns.cost_model.profile.run
     model = columns.cost_model.model
     if column.role == "embedding":
-        return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden)  # the embedding dropout's mask
+        # The embedding dropout's mask and the int64 token ids the lookup's backward reads.
+        return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden, keep_b=INDEX)
     if column.role == "output":
         return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset)
     assert column.config is not None
@@ -214,7 +215,7 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     # MTP: two input norms, the 2h-wide projection input, then its own output head.
     return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
                         full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
-                        logit_b=out.logit_b)
+                        logit_b=out.logit_b, keep_b=out.keep_b)
 
 
 def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
@@ -314,8 +315,8 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
     keep = zero
     if c.keep_sp_c or c.keep_sp_b:
         keep = keep + (x.b_c * c.keep_sp_c + c.keep_sp_b) / x.sp
-    if c.keep_c:
-        keep = keep + x.b_c * c.keep_c
+    if c.keep_c or c.keep_b:
+        keep = keep + x.b_c * c.keep_c + c.keep_b
     if c.logit_b:
         keep = keep + c.logit_b / x.loss_t
     body = keep

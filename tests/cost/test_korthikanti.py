@@ -72,11 +72,12 @@ def test_first_stage_holds_pp_micro_batches_of_its_layers() -> None:
     """1F1B: the first of p stages holds p micro-batches of L/p layers, i.e. L layers' worth."""
     per_layer = _layer(_strategy(4, True))[0]
     embedding_mask = S * B * H / 4  # the embedding dropout's 1-byte mask, sequence-parallel
+    ids = 8 * S * B  # the int64 token ids (the labels on the last stage), whole on every tp rank
     result = estimate(_gpt(), _strategy(4, True, pp=4, global_batch=16 * B))
     first = result.memory.per_stage[0]
-    assert first.activation_bytes == L * per_layer + 4 * embedding_mask
+    assert first.activation_bytes == L * per_layer + 4 * (embedding_mask + ids)
     last = result.memory.per_stage[-1]
     # One micro-batch in flight; the output layer keeps the final norm's and the projection's
-    # inputs (2 bytes each, sequence-parallel) and fp32 logits, vocab-parallel (4·s·b·v/t).
-    output = 4 * S * B * H / 4 + 4 * S * B * 51200 / 4
+    # inputs (2 bytes each, sequence-parallel), fp32 logits, vocab-parallel (4·s·b·v/t), and the labels.
+    output = 4 * S * B * H / 4 + 4 * S * B * 51200 / 4 + ids
     assert last.activation_bytes == L / 4 * per_layer + output
