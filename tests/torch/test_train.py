@@ -109,6 +109,22 @@ def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_e
     _activations_within_ten_percent(result)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("flags", [("--tp", "2", "--sp"), ("--pp", "2", "--global-batch", "8")],
+                         ids=["tp2-sp", "pp2"])
+def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
+        flags: tuple[str, ...]) -> None:
+    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--json", "--dp", "4",
+                          "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    # Under sp each tp rank routes its own chunk to its etp peers at the same tp place.
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
+
+
 def _static_bytes_equal(result: dict) -> None:
     for rank in result["ranks"]:
         measured, estimated = rank["measured"], rank["estimated"]

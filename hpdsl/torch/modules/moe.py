@@ -8,7 +8,8 @@ it is built from a config or, as a replacement, from an existing experts module
 all-to-all over the ep axis; under etp (expert tensor parallelism, Megatron's)
 it holds 1/etp of each expert's width (up/gate by columns, down by rows), gathers
 the routed tokens of its etp peers, and returns each peer the sum of the partial
-outputs (a reduce-scatter written as an all-to-all and a sum: sizes differ); `MXFP8GroupedExperts` runs the expert GEMMs on
+outputs (a reduce-scatter written as an all-to-all and a sum: sizes differ);
+`MXFP8GroupedExperts` runs the expert GEMMs on
 MXFP8-rounded operands (a numerical reference of the kernel, not a fast path).
 Routing weights are applied after the second GEMM, outside the expert math.
 """
