@@ -25,7 +25,6 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost import rank
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
-from hpdsl.cost.heap import keep_freed_memory
 from hpdsl.cost.layout import even_split
 from hpdsl.cost.pricing import Prepared, prepare, price_fit
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
@@ -182,7 +181,6 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False) -> SearchResult:
     """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier)."""
     start = time.perf_counter()
-    keep_freed_memory()
     base = (base or Strategy()).with_(device=device)
     base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
                       impl=impl or base.impl,
