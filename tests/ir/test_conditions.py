@@ -215,4 +215,5 @@ def test_conditions_built_by_their_slots_equal_those_built_by_init() -> None:
     lowered = lower("not (a and tp in (1, 2)) -> b or false")
     rebuilt = Condition(lowered.op, lowered.name, lowered.cmp, lowered.value, lowered.values,
                         lowered.operands, lowered.text)
-    assert (lowered, hash(lowered), lowered.text) == (rebuilt, hash(rebuilt), "not (a and tp in (1, 2)) -> b or false")
+    assert (lowered, hash(lowered)) == (rebuilt, hash(rebuilt))
+    assert lowered.text == "not (a and tp in (1, 2)) -> b or false"
