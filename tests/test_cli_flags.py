@@ -59,7 +59,7 @@ def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
      ("micro-batches lists 39 values, more than 16",)),
     (("search", "--devices", "64", "--vpp", str(2**62)), ("vpp must be at most 2^20",)),
     # Model fields overridden past their bounds (hpdsl/model/fields.py), as a .hpf literal would be.
-    (("estimate", "--set", f"layers={10**9}"), ("layers must be at most 65,536",)),
+    (("estimate", "--set", f"layers={10**9}"), ("layers must be at most 1,048,576",)),
     (("estimate", "--set", f"hidden={2**40}"), ("hidden must be at most 2,147,483,648",)),
 ])
 def test_an_unpriceable_flag_exits_2_with_every_reason(args: tuple[str, ...], reasons: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 import hpdsl
 from hpdsl.errors import LoadError
+from hpdsl.model.fields import MAX_GROUPS
 from hpdsl.registry import Registry, load_registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -186,7 +187,7 @@ def test_a_stated_block_missing_a_required_field(good: dict[str, Any]) -> None:
 
 def test_run_facts_and_the_default_kind_out_of_range(good: dict[str, Any]) -> None:
     profile = good["profiles"]["llama2"]
-    profile["run"]["norm_bytes"] = -4
+    profile.setdefault("run", {})["norm_bytes"] = -4  # a profile stating only defaults has no "run"
     profile["default"] = "no_such_kind"
     errors = _errors(good)
     assert f"$.profiles.llama2.run.norm_bytes: must be from 0 to {2**62}, found -4" in errors
@@ -200,3 +201,13 @@ def test_a_condition_nested_past_the_parsers_limit(good: dict[str, Any]) -> None
         condition = {"op": "not", "operands": [condition]}
     good["families"]["attention"]["variants"][1]["when"] = condition
     assert "$.families.attention.variants[1].when: nests deeper than 100" in _errors(good)
+
+
+def test_more_groups_than_a_model_may_have(good: dict[str, Any]) -> None:
+    name, model = _model(good)
+    kinds = [group["kind"] for group in model["groups"] if not group.get("mtp")]
+    other = next(kind for kind in good["profiles"][model["profile"]]["kinds"] if kind != kinds[0])
+    groups = [{"kind": (kinds[0], other)[i % 2], "count": 1, "mtp": False} for i in range(MAX_GROUPS + 1)]
+    model.update(groups=groups + [g for g in model["groups"] if g.get("mtp")], layers=MAX_GROUPS + 1)
+    errors = _errors(good)
+    assert f"$.models.{name}.groups: {MAX_GROUPS + 1} body groups, more than the {MAX_GROUPS} a model may have" in errors

@@ -12,8 +12,9 @@ from hpdsl import ast
 from hpdsl.check import check_files
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.ir.nodes import LayerGroup
-from hpdsl.ir.stack import (StackResult, append_mtp, derive_stack, expand_stack, layer_kinds,
-                            merge_groups, model_stack, run_length, stack_layer_count)
+from hpdsl.ir.stack import (StackResult, append_mtp, derive_stack, expand_stack, explicit_body, layer_kinds,
+                            merge_groups, model_stack, run_length, stack_group_count, stack_layer_count)
+from hpdsl.model.fields import MAX_GROUPS
 from hpdsl.resources import stdlib_files
 from hpdsl.scope import Scope, profile_default, profile_kinds
 from hpdsl.syntax import parse_source, parse_text
@@ -167,6 +168,22 @@ def test_explicit_stacks_expand_into_maximal_runs(text: str, groups: list[tuple[
     body = _stack(text)
     assert expand_stack(body) == tuple(g(kind, count) for kind, count in groups)
     assert stack_layer_count(body) == sum(count for _, count in groups)
+    assert stack_group_count(body) == len(groups)  # counted without expanding
+
+
+def test_a_stack_of_too_many_runs_is_refused_unexpanded() -> None:
+    result = explicit_body(_stack(f"[a, b] * {2 ** 19}"), 2 ** 20)  # 2^20 layers, each its own run
+    assert codes(result) == ["too-many-groups"] and result.groups == ()
+    assert "1048576 runs" in result.problems[0].message
+    at_cap = explicit_body(_stack(f"[a, b] * {MAX_GROUPS // 2}"), MAX_GROUPS)
+    assert not at_cap.problems and len(at_cap.groups) == MAX_GROUPS
+
+
+def test_layer_types_of_too_many_runs_are_refused() -> None:
+    alternating = (L, F) * (MAX_GROUPS // 2) + (L,)
+    result = resolve(HYBRID, len(alternating), types=alternating)
+    assert codes(result) == ["too-many-groups"] and result.groups == ()
+    assert len(resolve(HYBRID, MAX_GROUPS, types=alternating[:MAX_GROUPS]).groups) == MAX_GROUPS
 
 
 def test_stated_stack_prices_like_the_layer_types_it_spells() -> None:

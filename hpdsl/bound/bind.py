@@ -75,6 +75,10 @@ class CostModel:
         # repeat/chain run in C: a million-layer stack costs milliseconds (bench/bench_search_e2e.py)
         return tuple(itertools.chain.from_iterable(itertools.repeat(g.kind, g.count) for g in self.groups))
 
+    def distinct_kinds(self) -> tuple[str | None, ...]:
+        """Return each kind of the stack once, in model order (from the groups: no walk over layers)."""
+        return tuple(dict.fromkeys(g.kind for g in self.groups))
+
     def kind_config(self, kind: str | None) -> LayerConfig:
         """Return the config of a layer of `kind` (None: the base config)."""
         if kind is None:
@@ -83,10 +87,14 @@ class CostModel:
 
     def layer_config(self, index: int) -> LayerConfig:
         """Return layer `index`'s full config."""
-        kinds = self.layer_kinds()
-        if not 0 <= index < len(kinds):
-            raise IndexError(f"layer {index} is outside the model's {len(kinds)} layers")
-        return self.kind_config(kinds[index])
+        total = sum(g.count for g in self.groups)
+        if not 0 <= index < total:
+            raise IndexError(f"layer {index} is outside the model's {total} layers")
+        for group in self.groups:
+            if index < group.count:
+                return self.kind_config(group.kind)
+            index -= group.count
+        raise AssertionError("unreachable: index < total")
 
 
 def bind(model: ModelIR, profile: ProfileIR, *,

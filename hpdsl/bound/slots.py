@@ -122,7 +122,7 @@ def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
 
 def model_slots(cost: CostModel) -> Iterator[tuple[str | None, Slot]]:
     """Yield (kind, slot) for every slot of every distinct kind of a bound model, in stack order."""
-    for kind in dict.fromkeys(cost.layer_kinds()):
+    for kind in cost.distinct_kinds():
         layer = cost.kind_config(kind if kind in cost.kinds else None)
         for slot in layer_slots(layer, kind_bindings(cost, kind)):
             yield kind, slot

@@ -23,7 +23,7 @@ _TOP_FIELDS = top_level(kinds=("int", "float", "bool", "string"))
 _STATEMENTS = (*top_level(), *BLOCKS, "stack", "layer_types")
 
 # Problems an explicit stack has whatever the profile: reported even when it is unknown.
-_STRUCTURAL = ("stack-zero-count", "stack-count-mismatch", "stack-too-large")
+_STRUCTURAL = ("stack-zero-count", "stack-count-mismatch", "stack-too-large", "too-many-groups")
 
 _ARTICLES = {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string"}
 

@@ -91,6 +91,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
           --set layers=2 --set hidden=64 --set vocab=128 --set experts=4 --run
     """
     from hpdsl.cli.report import GIB, parse_ints, render_search, require_search_flags
+    from hpdsl.cost.heap import keep_freed_memory
     from hpdsl.cost.search import search
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
@@ -106,6 +107,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     shown = options.get("top", 10)
     if run_best:
         options["top"] = max(shown, 200)  # the fastest may be ones train refuses (pp, etp, accumulation)
+    keep_freed_memory()  # the command's own process: a library caller decides for its process itself
     result = search(cost_model, devices, memory, **options)
     if not run_best:
         if as_json:
@@ -116,18 +118,20 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     from hpdsl.cli.train import render_train, run_training, runnable_reasons
 
     place, best = next(((i, e.strategy) for i, e in enumerate(result.top, 1) if not runnable_reasons(e.strategy)),
-                       (0, None))
+                       (len(result.top) + 1, None))
+    # Why the faster ones were passed over, in ranking order, each reason once.
+    skipped = list(dict.fromkeys(r for e in result.top[:place - 1] for r in runnable_reasons(e.strategy)))[:3]
     result = attrs.evolve(result, top=result.top[:shown], stands_for=result.stands_for[:shown])
     if best is None:
-        raise InputError(f"none of the {options['top']} fastest strategies that fit runs on the torch backend "
-                         "(fp32, AdamW, no gradient accumulation; what it refuses: `hpdsl train --help`)")
+        refused = f"; it refuses: {'; '.join(skipped)}" if skipped else ""
+        raise InputError(f"none of the {options['top']} fastest strategies that fit runs on the torch backend"
+                         + refused)
     name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=devices, steps=steps)
     if as_json:
         emit_json({"search": result.to_json(), "train": trained})
     else:
         click.echo(render_search(result))
-        faster = "" if place == 1 else (" (the faster ones use what it refuses: pipeline stages, etp, "
-                                         "gradient accumulation, or a ZeRO level FSDP2 lacks)")
+        faster = "" if place == 1 else f" (the faster ones use what it refuses: {'; '.join(skipped)})"
         click.echo(f"\ntraining #{place} of the ranking, the fastest that `hpdsl train` runs{faster}")
         click.echo(render_train(name, best, trained))
 

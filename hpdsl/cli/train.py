@@ -158,7 +158,8 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     """Return the readable report: losses per step beside the reference, then bytes per rank."""
     s = strategy
     stages = f"pp {s.pp}, vpp {s.vpp} ({s.micro_batches} micro-batches), " if s.pp > 1 else ""
-    lines = [f"{name}: {stages}dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}, zero {s.zero}, recompute {s.recompute}; "
+    etp = f", etp {s.etp}" if s.etp > 1 else ""
+    lines = [f"{name}: {stages}dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}{etp}, zero {s.zero}, recompute {s.recompute}; "
              f"{len(result['ranks'])} processes (gloo), seq {s.seq_len}, micro-batch {s.micro_batch}, fp32",
              "step        loss   one process, unsharded"]
     for step, (loss, ref) in enumerate(zip(result["loss"], result["reference_loss"])):

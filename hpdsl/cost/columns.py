@@ -9,12 +9,13 @@ need (heads per kind, expert counts, widths).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from typing import cast
 
 import attrs
 
-from hpdsl.bound.bind import CostModel, LayerConfig
+from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
 from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.replication import replicated_roles
 
@@ -36,9 +37,19 @@ class ModelColumns:
 
     cost_model: CostModel
     columns: tuple[Column, ...]
-    body: tuple[int, ...]
-    mtp: tuple[int, ...]
+    body_runs: tuple[tuple[int, int], ...]   # (column, layers) per run of the body, in model order
+    mtp_runs: tuple[tuple[int, int], ...]    # ... of the MTP layers
     report: ParamReport
+
+    @property
+    def layers(self) -> int:
+        """Return the body's layer count."""
+        return sum(count for _, count in self.body_runs)
+
+    @property
+    def mtp_columns(self) -> tuple[int, ...]:
+        """Return the MTP layers' columns, each once."""
+        return tuple(dict.fromkeys(column for column, _ in self.mtp_runs))
 
     @property
     def embedding(self) -> int:
@@ -68,14 +79,14 @@ class ModelColumns:
 
 
 def model_columns(cost_model: CostModel) -> ModelColumns:
-    """Return the pricing columns of a bound model."""
-    kinds = cost_model.layer_kinds()
-    n_mtp = cost_model.model.mtp if len(kinds) > cost_model.model.layers else 0
-    body_kinds, mtp_kinds = kinds[:len(kinds) - n_mtp], kinds[len(kinds) - n_mtp:]
+    """Return the pricing columns of a bound model (run-length: nothing here walks the layers one by one)."""
+    total = sum(g.count for g in cost_model.groups)
+    n_mtp = cost_model.model.mtp if total > cost_model.model.layers else 0
+    body_runs, mtp_runs = _split(cost_model.groups, total - n_mtp)
     columns: list[Column] = []
     index: dict[tuple[str, str | None], int] = {}
-    for role, sequence in (("layer", body_kinds), ("mtp", mtp_kinds)):
-        for kind in dict.fromkeys(sequence):  # each distinct kind once, in first-seen order
+    for role, runs in (("layer", body_runs), ("mtp", mtp_runs)):
+        for kind in dict.fromkeys(kind for kind, _ in runs):  # each distinct kind once, in first-seen order
             if (role, kind) not in index:
                 index[role, kind] = len(columns)
                 config = cost_model.kind_config(kind)
@@ -84,10 +95,23 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                                       config, layer_params(config),
                                       replicated_roles(cost_model, config, kind)))
     columns += [Column("embedding", "embedding"), Column("output", "output")]
-    body = {k: index["layer", k] for k in dict.fromkeys(body_kinds)}
-    mtp = {k: index["mtp", k] for k in dict.fromkeys(mtp_kinds)}
-    return ModelColumns(cost_model, tuple(columns), tuple(map(body.__getitem__, body_kinds)),
-                        tuple(map(mtp.__getitem__, mtp_kinds)), parameters(cost_model))
+    return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),
+                        tuple((index["mtp", k], n) for k, n in mtp_runs), parameters(cost_model))
+
+
+def _split(groups: Iterable[CostGroup], body: int) -> tuple[list[tuple[str | None, int]], list[tuple[str | None, int]]]:
+    """Return the groups' (kind, layers) runs of the first `body` layers, and of the rest (the MTP layers)."""
+    before: list[tuple[str | None, int]] = []
+    after: list[tuple[str | None, int]] = []
+    seen = 0
+    for group in groups:
+        head = max(0, min(group.count, body - seen))
+        if head:
+            before.append((group.kind, head))
+        if group.count - head:
+            after.append((group.kind, group.count - head))
+        seen += group.count
+    return before, after
 
 
 def head_counts(config: LayerConfig) -> dict[str, int]:

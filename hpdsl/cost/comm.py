@@ -98,34 +98,61 @@ class LayerComm:
 
 def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
                ) -> LayerComm:
-    """Return one column's traffic per micro-batch; core_seconds hide the ring's transfers."""
+    """Return one column's traffic per micro-batch; core_seconds hide the ring's transfers.
+
+    A traffic a column's coefficients rule out is `zero` itself and left out of
+    every sum (adding it would add +0.0): a column without tp, cp or ep traffic
+    (the embedding, the output, a replicated mixer's parts) costs a few operations.
+    """
     zero = xp.zeros_like(x.tok)
     per_token = x.b_c * x.tok / x.t
     tp = per_token * c.tp * (x.t - 1) if c.tp else zero
     if c.tp_sp:
-        tp = tp + xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0)
+        tp = _plus(tp, xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0), zero)
     mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
     ring = xp.where(x.ring, mixer * c.ring * ring_steps(x, c.window), 0.0) if c.ring else zero
     a2a = xp.where(x.ring, 0.0, mixer * c.a2a * (x.cp - 1) / x.cp) if c.a2a else zero
-    # The hand-off goes once per sequence, whatever its length: to the next rank, its gradient back.
-    sequences = x.b_c * x.b if c.whole else x.b_c * x.b / x.t
-    handoff = xp.where(x.cp > 1, sequences * c.handoff, 0.0) if c.handoff else zero
+    handoff = zero
+    if c.handoff:  # once per sequence, whatever its length: to the next rank, its gradient back
+        sequences = x.b_c * x.b if c.whole else x.b_c * x.b / x.t
+        handoff = xp.where(x.cp > 1, sequences * c.handoff, 0.0)
+    cp_moved = _plus(a2a, handoff, zero)
     # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
     # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
     ep = x.b_c * x.tok / x.sp * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero
     full = x.recompute == 2
     # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
     # passes keys and values again plus their gradients.
-    time = 2 * (tp / x.bw_tp + ep / x.bw_ep + (a2a + handoff) / x.bw_cp)
-    rec_tp, rec_ep, rec_a2a = (xp.where(full, v, 0.0) for v in (tp, ep, a2a + handoff))
-    rec_time = rec_tp / x.bw_tp + rec_ep / x.bw_ep + rec_a2a / x.bw_cp
+    moved = _seconds(((tp, x.bw_tp), (ep, x.bw_ep), (cp_moved, x.bw_cp)), zero)
+    time = moved if moved is zero else 2 * moved
+    rec_tp, rec_ep, rec_a2a = (v if v is zero else xp.where(full, v, 0.0) for v in (tp, ep, cp_moved))
+    rec_time = _seconds(((rec_tp, x.bw_tp), (rec_ep, x.bw_ep), (rec_a2a, x.bw_cp)), zero)
     rec_ring = zero
     if c.ring:
         rec_ring = xp.where(x.recompute >= 1, ring, 0.0)
         time = time + xp.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
         rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
-    return LayerComm(2 * tp, 3 * ring + 2 * (a2a + handoff), 2 * ep, time, rec_tp, rec_ring + rec_a2a, rec_ep,
-                     rec_time)
+    return LayerComm(_times(2, tp, zero), _plus(_times(3, ring, zero), _times(2, cp_moved, zero), zero),
+                     _times(2, ep, zero), time, rec_tp, _plus(rec_ring, rec_a2a, zero), rec_ep, rec_time)
+
+
+def _plus(a: Val, b: Val, zero: Val) -> Val:
+    """Return a + b, where either may be the known `zero` (left out)."""
+    return b if a is zero else a if b is zero else a + b
+
+
+def _times(k: float, a: Val, zero: Val) -> Val:
+    """Return k·a, or the known `zero` itself."""
+    return a if a is zero else k * a
+
+
+def _seconds(terms: tuple[tuple[Val, Val], ...], zero: Val) -> Val:
+    """Return Σ bytes / bandwidth in order, the known-zero bytes left out (the known `zero` if all are)."""
+    total = zero
+    for moved, bandwidth in terms:
+        if moved is not zero:
+            total = moved / bandwidth if total is zero else total + moved / bandwidth
+    return total
 
 
 def ring_steps(x: Ctx, window: int) -> Val:

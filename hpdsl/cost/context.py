@@ -67,9 +67,9 @@ class Ctx:
     bw_dp: F
     bw_pp: F
 
-    def expanded(self) -> Ctx:
-        """Return this context with every array (n,) as (n, 1), to broadcast against (n, ranks)."""
-        return attrs.evolve(self, **{a.name: getattr(self, a.name)[:, None] for a in attrs.fields(Ctx)
+    def take(self, part: slice) -> Ctx:
+        """Return this context's candidates at `part` (views of every array)."""
+        return attrs.evolve(self, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
                                      if isinstance(getattr(self, a.name), np.ndarray)})
 
     def zero_divisors(self, level: int) -> tuple[F, F]:

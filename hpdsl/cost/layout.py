@@ -31,6 +31,39 @@ class Plan:
     rank_layers: tuple[int, ...]
 
 
+Runs = Sequence[tuple[int, int]]
+"""A body (or the MTP layers) as (column, layers) per run, in model order."""
+
+
+@attrs.frozen(eq=False)
+class BodyCounts:
+    """How many body layers of each column come before any position: run-length, never per layer."""
+
+    run_ends: np.ndarray       # (R,) layers up to the end of each run
+    run_columns: np.ndarray    # (R,) each run's column
+    prefix: np.ndarray         # (R + 1, J) layers of each column in the runs before run r
+
+    def before(self, position: np.ndarray) -> np.ndarray:
+        """Return (..., J): the body layers of each column before `position` (an int array of positions)."""
+        flat = np.asarray(position, dtype=np.int64).ravel()
+        runs = np.searchsorted(self.run_ends, flat, side="right")  # the runs wholly before each position
+        out = self.prefix[runs]
+        inside = runs < len(self.run_ends)
+        if np.any(inside):
+            starts = np.concatenate([[0], self.run_ends])[runs[inside]]
+            out[np.flatnonzero(inside), self.run_columns[runs[inside]]] += flat[inside] - starts
+        return out.reshape(*np.shape(position), self.prefix.shape[1])
+
+
+def body_counts(body: Runs, n_columns: int) -> BodyCounts:
+    """Return the prefix counts of a run-length body."""
+    columns = np.array([column for column, _ in body], dtype=np.int64)
+    counts = np.array([count for _, count in body], dtype=np.int64)
+    steps = np.zeros((len(body) + 1, n_columns))
+    steps[np.arange(1, len(body) + 1), columns] = counts
+    return BodyCounts(np.cumsum(counts), columns, np.cumsum(steps, axis=0))
+
+
 @attrs.define(eq=False, frozen=True, slots=False)
 class Layout:
     """Counts per chunk and rank of every pricing column (body kinds, MTP kinds, embedding, output)."""
@@ -40,7 +73,13 @@ class Layout:
     chunk_layers: np.ndarray   # (C,) body layers per chunk
     comp: np.ndarray           # (C, J) layers (or 1 for the embedding/output) of each column per chunk
     rank_comp: np.ndarray      # (S, J) the same per rank
-    cum: np.ndarray            # (C, Lmax + 1, J) counts among the first j body layers of each chunk
+    starts: np.ndarray         # (C,) body layers before each chunk
+    body: BodyCounts
+    memo: dict[str, Any] = attrs.field(factory=dict)  # what the grid evaluator derives from the layout alone
+
+    def first_layers(self, limit: np.ndarray) -> np.ndarray:
+        """Return (C, k, J): each column's layers among the first limit[c, i] of chunk c (limit at most its size)."""
+        return self.body.before(self.starts[:, None] + limit) - self.body.before(self.starts)[:, None, :]
 
     @cached_property
     def chunk_spans(self) -> tuple[slice | np.ndarray | None, ...]:
@@ -90,34 +129,26 @@ def even_split(layers: int, chunks: int) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def build_layout(body: Sequence[int], mtp: Sequence[int], n_columns: int, embedding: int,
-                 output: int, *, stages: int, vpp: int = 1,
-                 split: Sequence[int] | None = None) -> Layout:
-    """Return the layout of a body (column index per layer) over stages·vpp chunks."""
+def build_layout(body: Runs, mtp: Runs, n_columns: int, embedding: int, output: int, *,
+                 stages: int, vpp: int = 1, split: Sequence[int] | None = None) -> Layout:
+    """Return the layout of a run-length body over stages·vpp chunks (linear in runs and chunks, not layers)."""
     chunks = stages * vpp
-    sizes = tuple(split) if split is not None else even_split(len(body), chunks)
-    comp = np.zeros((chunks, n_columns))
-    cum = np.zeros((chunks, max(sizes, default=0) + 1, n_columns))
-    columns = np.asarray(body, dtype=np.int64)
-    start = 0
-    for c, size in enumerate(sizes):
-        # Row j counts each column among the chunk's first j layers (rows past its size: all of them).
-        steps = np.zeros((size + 1, n_columns))
-        steps[np.arange(1, size + 1), columns[start:start + size]] = 1
-        cum[c, :size + 1] = np.cumsum(steps, axis=0)
-        cum[c, size + 1:] = cum[c, size]
-        comp[c] = cum[c, -1]
-        start += size
+    layers = sum(count for _, count in body)
+    sizes = np.asarray(tuple(split) if split is not None else even_split(layers, chunks), dtype=np.int64)
+    counts = body_counts(body, n_columns)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    comp = counts.before(ends) - counts.before(starts)
     comp[0, embedding] += 1
     comp[-1, output] += 1
-    for column in mtp:
-        comp[-1, column] += 1
+    for column, count in mtp:
+        comp[-1, column] += count
     rank_comp = comp.reshape(vpp, stages, n_columns).sum(axis=0)
-    return Layout(stages, vpp, np.asarray(sizes), comp, rank_comp, cum)
+    return Layout(stages, vpp, sizes, comp, rank_comp, starts, counts)
 
 
 def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.ndarray:
-    """Return (n, C): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
+    """Return (C, n): micro-batches whose activations chunk c holds at its rank's peak (1F1B).
 
     Without interleaving rank i holds min(pp - i, m) micro-batches. With v chunks
     per rank the warm-up runs 2·(pp - i - 1) + (v - 1)·pp forward chunks before
@@ -125,9 +156,9 @@ def in_flight(stages: int, vpp: int, micro_batches: np.ndarray | float) -> np.nd
     next pp chunk 1, and so on (at most m·v in all). For an even split this gives
     Megatron's factor 1 + (pp - 1)/(pp·v) on the first rank.
     """
-    m = np.asarray(micro_batches, dtype=np.float64)[:, None]
-    ranks = np.arange(stages)[None, :]
-    return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=1)
+    m = np.asarray(micro_batches, dtype=np.float64)[None, :]
+    ranks = np.arange(stages)[:, None]
+    return np.concatenate([in_flight_at(stages, vpp, ranks, position, m) for position in range(vpp)], axis=0)
 
 
 def in_flight_at(stages: int, vpp: int, rank: Any, position: int, m: Any) -> Any:

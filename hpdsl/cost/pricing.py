@@ -1,12 +1,13 @@
 """A cost model and a strategy grid into prices: peak bytes, FLOPs, traffic and step time per candidate.
 
 The grid evaluator: the search prices millions of candidates through the same
-expressions `estimate` compiles for one (hpdsl/cost/scalar.py). Candidates are grouped by pipeline
+expressions `estimate` compiles for one (hpdsl/cost/scalar.py). Every column's
+values (bytes, seconds, FLOPs, traffic per layer) are arrays over the
+candidates, computed once per grid; candidates are then grouped by pipeline
 layout (pp, vpp, split), since a layout fixes how many layers of each column
-every chunk holds; within a group every quantity is an array over candidates
-(per column) or over candidates × stages, never a Python loop per candidate.
-Sums over columns and stages run in a fixed order, so a candidate's price does
-not depend on which grid it is priced in.
+every chunk holds, and hpdsl/cost/grid_ranks.py sums each group's columns per
+rank, never a Python loop per candidate. Sums over columns and stages run in a
+fixed order, so a candidate's price does not depend on which grid it is priced in.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import numpy as np
 from hpdsl.cost import comm as comm_mod
 from hpdsl.cost import flops as flop_mod
 from hpdsl.cost import memory as mem
-from hpdsl.cost import stage, xp
+from hpdsl.cost import xp
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.columns import ModelColumns, model_columns
 from hpdsl.cost.context import Ctx, context
-from hpdsl.cost.layout import Layout, build_layout, in_flight
+from hpdsl.cost.grid_ranks import price_group
+from hpdsl.cost.layout import Layout, build_layout
 from hpdsl.cost.strategy import StrategyGrid
 
 @attrs.frozen(eq=False)
@@ -53,7 +55,7 @@ class Prepared:
         key = (stages, vpp, split)
         if key not in self.layouts:
             c = self.columns
-            self.layouts[key] = build_layout(c.body, c.mtp, self.n_columns, c.embedding, c.output,
+            self.layouts[key] = build_layout(c.body_runs, c.mtp_runs, self.n_columns, c.embedding, c.output,
                                              stages=stages, vpp=vpp, split=split)
         return self.layouts[key]
 
@@ -100,6 +102,7 @@ class GridPrice:
 
 Cols = list[np.ndarray]
 Spans = tuple[slice | np.ndarray | None, ...]
+"""Per column, where (which ranks or chunks) it is held: a slice, an index array, or None (nowhere)."""
 
 
 @attrs.frozen(eq=False)
@@ -129,6 +132,16 @@ class Columnwise:
     model_rec: Cols
     model_mfu: Cols      # forward FLOPs per sequence in the model convention
 
+    def take(self, part: slice) -> Columnwise:
+        """Return the candidates at `part` of every array (views: a group of a grid sorted by layout)."""
+        def cut(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: cut(v) for k, v in value.items()}
+            if isinstance(value, tuple):
+                return tuple(cut(v) for v in value)
+            return [a[part] for a in value]
+        return Columnwise(**{name: cut(getattr(self, name)) for name in attrs.fields_dict(Columnwise)})
+
 
 def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
     """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
@@ -136,11 +149,14 @@ def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
             xp.where(x.pp > 1, p.output_copy, 0.0))
 
 
-def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
-    """Return every per-column quantity of one group."""
+def _columnwise(p: Prepared, x: Ctx, *, flops: bool = True) -> Columnwise:
+    """Return every per-column quantity of a grid (a column's values do not depend on the layout).
+
+    Without `flops` the model-convention FLOPs are left out (empty lists): the search ranks by time and memory.
+    """
     shared = shared_factors(p, x)
-    rows = [column_values(p, j, x, *shared) for j in range(p.n_columns)]
-    flat = {k: [row[k] for row in rows] for k in attrs.fields_dict(Columnwise)
+    rows = [column_values(p, j, x, *shared, flops=flops) for j in range(p.n_columns)]
+    flat = {k: [row[k] for row in rows] if k in rows[0] else [] for k in attrs.fields_dict(Columnwise)
             if k not in ("parts", "vol", "vol_rec")}
     params, grads, optimizer = ([row["parts"][k] for row in rows] for k in range(3))
     return Columnwise(
@@ -152,8 +168,11 @@ def _columnwise(p: Prepared, x: Ctx) -> Columnwise:
 
 
 def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
-                  output_copy: Any) -> dict[str, Any]:
-    """Return one column's arrays (n,), or floats for one strategy: bytes, seconds, FLOPs and traffic per micro-batch."""
+                  output_copy: Any, *, flops: bool = True) -> dict[str, Any]:
+    """Return one column's arrays (n,), or floats for one strategy: bytes, seconds, FLOPs and traffic per micro-batch.
+
+    `flops=False` leaves out the model-convention FLOPs ("model_*"), which no time or memory reads.
+    """
     role = p.columns.columns[j].role
     layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tok)
     if layer:
@@ -170,7 +189,6 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     score = flop_mod.device_scores(c, x, keys) / x.flops if c.ts or c.w_ts else zero
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     compute, compute_rec = (fwd + bwd) / x.flops, frec / x.flops
-    model_fwd = flop_mod.model_forward(c, x, keys)
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],
@@ -180,12 +198,15 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
         "tau_rec": compute_rec + traffic.rec_time if layer else zero,
         "dp_once": dense * once_dense + expert * once_expert,
         "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "bwd": bwd, "rec": frec,
-        "tp_once": sp_grad_allreduce(p.params[j].rep, x),
-        "model_fwd": model_fwd,
-        "model_bwd": flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
-        "model_rec": flop_mod.model_recompute(c, x, keys) if layer else zero,
-        "model_mfu": x.s * (p.model_flops[j].per_token
-                            + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j]))}
+        "tp_once": sp_grad_allreduce(p.params[j].rep, x)}
+    if flops:
+        model_fwd = flop_mod.model_forward(c, x, keys)
+        values.update(
+            model_fwd=model_fwd,
+            model_bwd=flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
+            model_rec=flop_mod.model_recompute(c, x, keys) if layer else zero,
+            model_mfu=x.s * (p.model_flops[j].per_token
+                             + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j])))
     out: dict[str, Any] = {k: xp.broadcast(v, x.tok) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out
@@ -204,186 +225,51 @@ def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
     return xp.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
 
 
-def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
-    """Return Σ_j counts[..., j]·values[j], (n, R), in column order.
-
-    counts is (R, J) or (n, R, J); spans[j] says where counts[..., j] can be non-zero
-    (Layout.chunk_spans / rank_spans), so a column held by a few neighbouring ranks
-    (the dense layers, embedding, output, MTP) costs a product over those ranks only.
-    """
-    rows = counts.shape[-2]
-    acc = np.zeros((len(values[0]), rows))
-    for j, value in enumerate(values):
-        ranks = spans[j]
-        if ranks is not None:
-            acc[:, ranks] += counts[..., ranks, j] * value[:, None]
-    return acc
-
-
-def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
-    """Return recomputed layers per chunk and column: (1, C, J), or (n, C, J) for first-N recompute."""
-    layer_cols = np.zeros(p.n_columns, dtype=bool)
-    layer_cols[list(p.columns.layer_columns)] = True
-    if np.all(x.all_layers):
-        return (layout.comp * layer_cols)[None]
-    limit = np.where(x.all_layers, layout.cum.shape[1] - 1, x.recompute_layers).astype(np.int64)
-    index = np.minimum(limit[:, None], layout.chunk_layers[None, :])
-    rc = layout.cum[np.arange(layout.chunks)[None, :], index]
-    mtp = np.zeros(p.n_columns, dtype=bool)
-    mtp[list(set(p.columns.mtp))] = True
-    return rc + (layout.comp * mtp)[None] * x.all_layers[:, None, None]
-
-
-def _per_rank(chunk_values: np.ndarray, stages: int, vpp: int) -> np.ndarray:
-    """Return chunk values (..., C) summed over each rank's chunks, (..., S), in chunk order."""
-    acc = chunk_values[..., :stages]
-    for position in range(1, vpp):
-        acc = acc + chunk_values[..., position * stages:(position + 1) * stages]
-    return acc
-
-
-def _present_max(spans: Spans, ranks: int, values: Cols, columns: tuple[int, ...]) -> np.ndarray:
-    """Return (n, S): the largest value among the given columns a rank holds."""
-    acc = np.zeros((len(values[0]), ranks))
-    for j in columns:
-        where = spans[j]
-        if where is not None:
-            acc[:, where] = np.maximum(acc[:, where], values[j][:, None])
-    return acc
-
-
-@attrs.frozen(eq=False)
-class _Group:
-    """One layout group being priced: its context, per-column arrays and recomputed counts."""
-
-    prepared: Prepared
-    x: Ctx
-    xr: Ctx               # x with every array (n, 1), for the per-rank formulas over (n, S)
-    cw: Columnwise
-    layout: Layout
-    rc: np.ndarray        # recomputed layers per chunk and column: (1 or n, C, J)
-    rc_rank: np.ndarray   # ... per rank: (1 or n, S, J)
-
-    def ranks(self, values: Cols, recomputed: Cols | None = None) -> np.ndarray:
-        """Return (n, S): Σ over each rank's layers of `values` (+ `recomputed` for recomputed ones)."""
-        spans = self.layout.rank_spans
-        out = _weighted(self.layout.rank_comp, values, spans)
-        return out if recomputed is None else out + _weighted(self.rc_rank, recomputed, spans)
-
-
-def _group(p: Prepared, grid: StrategyGrid, layout: Layout) -> _Group:
-    x = context(grid, p.columns.cost_model.profile.run)
-    rc = _recomputed(p, layout, x)
-    rc_rank = np.moveaxis(_per_rank(np.moveaxis(rc, 1, -1), layout.stages, layout.vpp), -1, -2)
-    return _Group(p, x, x.expanded(), _columnwise(p, x), layout, rc, rc_rank)
-
-
-def _memory(g: _Group) -> dict[str, np.ndarray]:
-    """Return (n, S) bytes per rank: static, activations (in flight), transient, total."""
-    x, cw, layout = g.x, g.cw, g.layout
-    spans, rank_spans, S = layout.chunk_spans, layout.rank_spans, layout.stages
-    per_chunk = _weighted(layout.comp, cw.act_none, spans) + _weighted(g.rc, cw.act_delta, spans)
-    activations = _per_rank(in_flight(S, layout.vpp, x.m) * per_chunk, S, layout.vpp)
-    static = g.ranks(cw.static)
-    layers = g.prepared.columns.layer_columns
-    transient, total = stage.rank_memory(g.xr, static, activations,
-                                         _present_max(rank_spans, S, cw.act_none, layers), _gathered(g),
-                                         g.ranks(cw.deferred))
-    return {"static": static, "activations": activations, "transient": transient, "total": total}
-
-
-def _gathered(g: _Group) -> np.ndarray:
-    """Return (n, S): the parameters ZeRO-3 holds gathered at once on each rank.
-
-    With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
-    has run (FSDP2's reshard_after_forward): one layer at a time. Without it every
-    layer's stay gathered from its forward until its backward: at the end of the
-    forward, all of the rank's layers at once (hpdsl/cost/scalar.py prices the same).
-    """
-    if g.prepared.columns.cost_model.profile.run.reshard_params:
-        return _present_max(g.layout.rank_spans, g.layout.stages, g.cw.gathered, g.prepared.columns.layer_columns)
-    return g.ranks(g.cw.gathered)  # zero outside the layer columns
-
-
-def _time(g: _Group) -> dict[str, np.ndarray]:
-    """Return per-rank micro-batch seconds, gradient traffic, and the modeled step time."""
-    x, xr, cw = g.x, g.xr, g.cw
-    pp_bytes = comm_mod.pipeline_bytes(xr, g.prepared.columns.cost_model.model.hidden)
-    compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
-    once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
-    t_rank, once_s = stage.rank_time(xr, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
-                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once)
-    step = stage.step_time(x, np.cumsum(t_rank, axis=1)[:, -1], t_rank.max(axis=1), once_s.max(axis=1),
-                           g.layout.vpp)
-    return {"time": t_rank, "pp": pp_bytes, "once": once, "tp_once": tp_once, "step": step}
-
-
-def _details(g: _Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
-             ) -> dict[str, np.ndarray]:
-    """Return the per-rank breakdown an Estimate reports: bytes by part, FLOPs, traffic, time."""
-    xr, cw = g.xr, g.cw
-    params, grads, optim = (g.ranks(part) for part in cw.parts)
-    moved = {axis: g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
-    traffic = stage.rank_traffic(xr, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
-    traffic["pp"] = np.broadcast_to(traffic["pp"], params.shape)
-    return {"params": params, "grads": grads, "optimizer": optim,
-            "activations": memory["activations"], "transient": memory["transient"],
-            "total": memory["total"], "flops": xr.m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec),
-            "time": time["time"], **traffic}
-
-
-def _price_group(p: Prepared, grid: StrategyGrid, layout: Layout, detail: bool) -> dict[str, Any]:
-    g = _group(p, grid, layout)
-    memory, time = _memory(g), _time(g)
-    counts = layout.comp.sum(axis=0)[None]
-    out: dict[str, Any] = {
-        "peak_bytes": memory["total"].max(axis=1), "peak_stage": memory["total"].argmax(axis=1),
-        "step_time_s": time["step"], "flops_forward": g.x.batch * _sum_columns(counts, g.cw.model_fwd),
-        "flops_backward": g.x.batch * _sum_columns(counts, g.cw.model_bwd),
-        "flops_model": 3 * g.x.batch * _sum_columns(counts, g.cw.model_mfu),
-        "flops_recompute": g.x.batch * _sum_columns(g.rc.sum(axis=1), g.cw.model_rec),
-    }
-    if detail:
-        stages = _details(g, memory, time)
-        out["device_flops"] = stages["flops"].max(axis=1)
-        out["communication"] = {axis: stages[axis].max(axis=1) for axis in comm_mod.AXES}
-        out["stages"] = [{k: np.asarray(v[i]) for k, v in stages.items()} for i in range(len(grid))]
-    return out
-
-
-def _sum_columns(counts: np.ndarray, values: Cols) -> np.ndarray:
-    """Return Σ_j counts[:, j]·values[j], (n,), in column order; counts (1, J) or (n, J)."""
-    acc = np.zeros(len(values[0]))
-    for j, value in enumerate(values):
-        acc = acc + counts[:, j] * value
-    return acc
-
-
 def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: bool = False
                ) -> GridPrice:
     """Price every candidate of a grid of valid strategies."""
     p = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    result = _price(p, grid, detail=detail, flops=True)
+    return GridPrice(**{k: v for k, v in result.items() if k != "stages"}, stages=result.get("stages"))
+
+
+def price_fit(prepared: Prepared, grid: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step time, peak bytes) of every candidate: what the search ranks by, without the FLOP counts."""
+    result = _price(prepared, grid, detail=False, flops=False)
+    return result["step_time_s"], result["peak_bytes"]
+
+
+def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool) -> dict[str, Any]:
+    """Return the prices of `grid` as arrays by name (and, with `detail`, "stages": a row per candidate).
+
+    The grid is ordered by layout (the search's chunks already are), every
+    column's values computed once for all of it, and each layout's run of
+    candidates priced through views of them.
+    """
     n = len(grid)
     key = (grid.pp.astype(np.int64) << 40) | (grid.vpp.astype(np.int64) << 20) | grid.split_id
-    uniques, inverse = np.unique(key, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(uniques)))])
+    order = None if bool(np.all(key[1:] >= key[:-1])) else np.argsort(key, kind="stable")
+    if order is not None:
+        grid, key = grid.take(order), key[order]
+    bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), n] if n else [0]
     result: dict[str, Any] = {}
     stages: list[dict[str, np.ndarray] | None] = [None] * n
     with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(len(uniques)):
-            index = order[bounds[g]:bounds[g + 1]]
-            sub = grid.take(index)
-            layout = p.layout(int(sub.pp[0]), int(sub.vpp[0]), grid.splits[int(sub.split_id[0])])
-            priced = _price_group(p, sub, layout, detail)
-            _scatter(result, priced, index, n)
-            for i, row in zip(index, priced.get("stages", ())):
+        x = context(grid, p.columns.cost_model.profile.run)
+        cw = _columnwise(p, x, flops=flops)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            part = slice(lo, hi)
+            layout = p.layout(int(grid.pp[lo]), int(grid.vpp[lo]), grid.splits[int(grid.split_id[lo])])
+            priced = price_group(p, x.take(part), cw.take(part), layout, detail=detail, flops=flops)
+            _scatter(result, priced, part if order is None else order[part], n)
+            for i, row in zip(range(lo, hi) if order is None else order[part].tolist(), priced.get("stages", ())):
                 stages[i] = row
-    return GridPrice(**{k: v for k, v in result.items() if k != "stages"},
-                     stages=tuple(stages) if detail else None)
+    if detail:
+        result["stages"] = tuple(stages)
+    return result
 
 
-def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray, n: int) -> None:
+def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray | slice, n: int) -> None:
     """Write one group's arrays into the whole grid's, at `index`."""
     for key, value in priced.items():
         if key == "stages":

@@ -16,6 +16,7 @@ import operator
 from typing import Any
 
 import attrs
+import numpy as np
 
 from hpdsl.cost import stage, xp
 from hpdsl.cost.comm import AXES, pipeline_bytes
@@ -63,6 +64,11 @@ plan_key = operator.attrgetter(*(f.name for f in attrs.fields(Strategy) if f.nam
 Derived from the class, so a new Strategy field can never reuse a plan priced without it."""
 
 
+PLAN_CHUNKS = 512
+"""The most pipeline chunks (pp·vpp) a compiled plan is made for: a plan is straight-line code per rank,
+and compiling one for tens of thousands of ranks would take longer than pricing on floats ever does."""
+
+
 def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
     """Price one valid strategy (its sequence parallelism resolved) through the model's compiled plan.
 
@@ -70,6 +76,8 @@ def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
     compiles the shape's plan (milliseconds, once), which prices every later one in
     tens of microseconds: a one-off estimate never pays for a compilation.
     """
+    if strategy.pp * strategy.vpp > PLAN_CHUNKS:
+        return price_floats(p, strategy)
     key = plan_key(strategy)
     plan = p.plans.get(key)
     if plan is None:
@@ -134,9 +142,8 @@ class _Ranks:
             return [[count if j in layer else 0.0 for j, count in self._dense(held, n)]
                     for held in self.plan.chunk_held]
         limit = int(self.x.recompute_layers)
-        cum = self.layout.cum
-        return [[float(v) for v in cum[c, min(limit, size)].tolist()]
-                for c, size in enumerate(self.plan.chunk_layers)]
+        first = self.layout.first_layers(np.minimum(limit, self.layout.chunk_layers)[:, None])[:, 0]
+        return [[float(v) for v in row] for row in first.tolist()]
 
     @staticmethod
     def _dense(held: tuple[tuple[int, float], ...], n: int) -> list[tuple[int, float]]:

@@ -26,7 +26,7 @@ from hpdsl.cost import rank
 from hpdsl.cost.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.layout import even_split
-from hpdsl.cost.pricing import Prepared, prepare, price_grid
+from hpdsl.cost.pricing import Prepared, prepare, price_fit
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
 from hpdsl.cost.bounds import MAX_CANDIDATES
 from hpdsl.cost.validate import invalid_mask, model_shape
@@ -77,27 +77,47 @@ def _divisors(n: int) -> tuple[int, ...]:
     return tuple(small + [n // d for d in reversed(small) if d * d != n])
 
 
-def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0) -> np.ndarray:
+def layouts(devices: int, experts: int, *, tp_of: int = 0, etp_of: int = 0, cp_of: int = 0,
+            dp_of: int = 0, pp_max: int = 0) -> np.ndarray:
     """Return (L, 6) rows tp, cp, pp, dp, ep, etp with dp·tp·pp·cp = devices, ep·etp | dp·cp·tp.
 
-    `tp_of` and `etp_of`, when not 0, are numbers every tp (etp) must divide: the
-    model's rules refuse the others anyway, and leaving them out early keeps a
-    device count with many divisors (720,720) from enumerating millions of rows.
+    `tp_of`, `etp_of`, `cp_of` and `dp_of`, when not 0, are numbers every tp (etp,
+    cp, dp) must divide, and `pp_max` the most pipeline stages (a stage holds at
+    least one layer): the rules refuse the others anyway (the model's widths; the
+    sequence split over cp; the global batch split over dp), and leaving them out
+    early keeps a device count with many divisors (720,720) or a large power of two
+    (131,072) from enumerating millions of rows.
     """
-    rows: list[tuple[int, ...]] = []
+    blocks: list[np.ndarray] = []
     for tp in _divisors(devices):
         if tp_of and tp_of % tp:
             continue
         for cp in _divisors(devices // tp):
+            if cp_of and cp_of % cp:
+                continue
             for pp in _divisors(devices // (tp * cp)):
+                if pp_max and pp > pp_max:
+                    break
                 dp = devices // (tp * cp * pp)
-                mesh = dp * cp * tp
-                for ep in (_divisors(mesh) if experts > 1 else (1,)):
-                    if experts % ep:
-                        continue
-                    rows.extend((tp, cp, pp, dp, ep, etp) for etp in (_divisors(mesh // ep) if experts > 1 else (1,))
-                                if not etp_of or etp_of % etp == 0)
-    return np.array(rows, dtype=np.int64).reshape(-1, 6)
+                if dp_of and dp_of % dp:
+                    continue
+                experts_of = _expert_layouts(dp * cp * tp, experts, etp_of)
+                block = np.empty((len(experts_of), 6), dtype=np.int64)
+                block[:, :4], block[:, 4:] = (tp, cp, pp, dp), experts_of
+                blocks.append(block)
+    return np.concatenate(blocks) if blocks else np.zeros((0, 6), dtype=np.int64)
+
+
+@cache
+def _expert_layouts(mesh: int, experts: int, etp_of: int) -> np.ndarray:
+    """Return the (ep, etp) pairs of a mesh of `mesh` devices: ep·etp | mesh, ep | experts, etp | etp_of."""
+    if experts <= 1:
+        return np.ones((1, 2), dtype=np.int64)
+    pairs = [(ep, etp) for ep in _divisors(mesh) if experts % ep == 0
+             for etp in _divisors(mesh // ep) if not etp_of or etp_of % etp == 0]
+    out = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    out.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
@@ -106,7 +126,7 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
                    cp_kinds: Sequence[str] = CP_KINDS, vpp: Sequence[int] = (1,),
                    base: Strategy = Strategy()) -> StrategyGrid:
     """Return every candidate (valid or not) for `devices` as a grid, grouped by pipeline layout."""
-    rows = _model_layouts(prepared, devices)
+    rows = _model_layouts(prepared, devices, global_batch=global_batch, seq_len=seq_len)
     rows = rows[np.argsort(rows[:, 2], kind="stable")]   # by pp, so a chunk holds few layouts
     options = [np.asarray(vpp), np.arange(len(rows)), np.asarray(micro_batches),
                np.asarray([RECOMPUTE.index(r) for r in recompute]),
@@ -116,15 +136,13 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
         reason = (f"the search would price {math.prod(sizes):,} candidates, more than {MAX_CANDIDATES:,}: "
                   "try fewer --micro-batches or --vpp values, or a device count with fewer divisors")
         raise InvalidStrategyError(f"cannot search:\n  - {reason}", (reason,))
-    flat = np.arange(int(np.prod(sizes)), dtype=np.int64)
-    picked = []
-    for k, option in enumerate(options):   # vpp outermost, then layouts: grouped by (vpp, pp)
-        stride = int(np.prod(sizes[k + 1:]))
-        picked.append(option[(flat // stride) % sizes[k]])
-    vp, row, mb, rc, zr, ck = picked
+    # vpp outermost, then layouts: grouped by (vpp, pp). Each option's column of the
+    # product is its values repeated (the options inside it) and tiled (those outside).
+    vp, row, mb, rc, zr, ck = (np.tile(np.repeat(option, math.prod(sizes[k + 1:])), math.prod(sizes[:k]))
+                               for k, option in enumerate(options))
+    keep = (rows[row, 1] > 1) | (ck == CP_KINDS.index(base.cp_kind))  # cp_kind only matters when cp > 1
+    row, mb, rc, zr, ck, vp = (a[keep] for a in (row, mb, rc, zr, ck, vp))
     lay = rows[row]
-    keep = (lay[:, 1] > 1) | (ck == CP_KINDS.index(base.cp_kind))  # cp_kind only matters when cp > 1
-    lay, mb, rc, zr, ck, vp = (a[keep] for a in (lay, mb, rc, zr, ck, vp))
     n = len(lay)
     template = StrategyGrid.from_strategies([base])
     arrays = {name: np.broadcast_to(value, (n,)) for name, value in template.arrays.items()}
@@ -137,12 +155,18 @@ def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_l
                          for k, v in arrays.items()}, template.splits, template.devices)
 
 
-def _model_layouts(prepared: Prepared, devices: int) -> np.ndarray:
-    """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths)."""
+def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, seq_len: int = 0) -> np.ndarray:
+    """Return the layouts the model's rules allow whatever the other choices (heads, experts, widths).
+
+    A dp that does not divide the global batch, a cp that does not divide the
+    sequence, or more pipeline stages than layers is refused whatever the
+    micro-batch, cp kind or vpp (hpdsl/cost/validate.py).
+    """
     experts = max(c.experts for c in prepared.columns.configs)
     shape = model_shape(prepared.columns)
     tp_of = math.gcd(*(count for _, count in (*shape.heads, *shape.tp_widths)))
-    rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths))
+    rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths),
+                   cp_of=max(seq_len, 0), dp_of=max(global_batch, 0), pp_max=shape.layers)
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
@@ -170,15 +194,18 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
                           micro_batches=micro_batches, recompute=recompute, zero=zero,
                           cp_kinds=cp_kinds, vpp=vpp, base=base)
-    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid)))
+    # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
+    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
     times, peaks = _price_chunks(prepared, valid, progress, start)
-    even = len(valid)
-    valid, times, peaks = with_uneven_splits(prepared, valid, times, peaks, capacity)
+    extra, extra_times, extra_peaks = uneven_candidates(prepared, valid, times, peaks, capacity)
+    times, peaks = np.concatenate([times, extra_times]), np.concatenate([peaks, extra_peaks])
     fits = np.nonzero(peaks <= capacity)[0]
     ranked, counts = (rank.pareto if pareto else rank.collapse)(times, peaks, fits)
-    best = tuple(estimate(prepared, valid.strategy(int(i))) for i in ranked[:top])
+    best = tuple(estimate(prepared, valid.strategy(i) if i < len(valid) or extra is None
+                          else extra.strategy(i - len(valid)))
+                 for i in ranked[:top].tolist())
     return SearchResult(prepared.columns.cost_model.model.name, devices, capacity,
-                        len(grid) + len(valid) - even, len(valid), len(fits), time.perf_counter() - start, best,
+                        len(grid) + len(extra_times), len(times), len(fits), time.perf_counter() - start, best,
                         tuple(int(c) for c in counts[:top]), pareto)
 
 
@@ -190,7 +217,18 @@ NEAR_FIT = 1.25
 
 def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray, peaks: np.ndarray,
                        capacity: float) -> tuple[StrategyGrid, np.ndarray, np.ndarray]:
-    """Return the grid, times and peaks with uneven pipeline splits of the promising candidates appended.
+    """Return the grid, times and peaks with uneven pipeline splits of the promising candidates appended."""
+    extra, extra_times, extra_peaks = uneven_candidates(prepared, grid, times, peaks, capacity)
+    if extra is None:
+        return grid, times, peaks
+    merged = StrategyGrid({k: np.concatenate([grid.arrays[k], extra.arrays[k]]) for k in grid.arrays},
+                          extra.splits, grid.devices)
+    return merged, np.concatenate([times, extra_times]), np.concatenate([peaks, extra_peaks])
+
+
+def uneven_candidates(prepared: Prepared, grid: StrategyGrid, times: np.ndarray, peaks: np.ndarray,
+                      capacity: float) -> tuple[StrategyGrid | None, np.ndarray, np.ndarray]:
+    """Return the uneven pipeline splits of the promising candidates (None if none), their times and peaks.
 
     The first stage holds the embedding and the most micro-batches in flight, the
     last the output layer and the loss; a split whose first or last stage (or
@@ -199,8 +237,12 @@ def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray
     Only the UNEVEN_TRIED fastest even-split pipelined candidates within
     NEAR_FIT of the capacity are tried, so the search stays as fast.
     """
-    layers = len(prepared.columns.body)
+    layers = prepared.columns.layers
     near = np.nonzero((grid.pp > 1) & (grid.vpp == 1) & (grid.split_id == 0) & (peaks <= capacity * NEAR_FIT))[0]
+    if len(near) > UNEVEN_TRIED:  # only those up to the UNEVEN_TRIED-th time can be among the fastest
+        kth = np.partition(times[near], UNEVEN_TRIED - 1)[UNEVEN_TRIED - 1]
+        if kth == kth:
+            near = near[times[near] <= kth]
     picked = near[np.lexsort((peaks[near], times[near]))][:UNEVEN_TRIED]
     splits = list(grid.splits)
     rows, ids = [], []
@@ -211,15 +253,12 @@ def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray
             rows.append(i)
             ids.append(splits.index(split))
     if not rows:
-        return grid, times, peaks
+        return None, np.zeros(0), np.zeros(0)
     extra = grid.take(np.asarray(rows))
     extra = StrategyGrid({**extra.arrays, "split_id": np.asarray(ids, dtype=np.int64)}, tuple(splits),
                          grid.devices)
-    extra = extra.take(~invalid_mask(prepared.columns, extra))
-    price = price_grid(prepared, extra)
-    merged = StrategyGrid({k: np.concatenate([grid.arrays[k], extra.arrays[k]]) for k in grid.arrays},
-                          tuple(splits), grid.devices)
-    return (merged, np.concatenate([times, price.step_time_s]), np.concatenate([peaks, price.peak_bytes]))
+    extra = extra.take(~invalid_mask(prepared.columns, extra, requires=False))
+    return (extra, *price_fit(prepared, extra))
 
 
 @cache
@@ -256,8 +295,7 @@ def _price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,
     try:
         for lo in range(0, n, CHUNK):
             part = slice(lo, min(n, lo + CHUNK))
-            price = price_grid(prepared, grid.take(part))
-            times[part], peaks[part] = price.step_time_s, price.peak_bytes
+            times[part], peaks[part] = price_fit(prepared, grid.take(part))
             if bar is not None:
                 bar.update(part.stop - part.start)
     finally:

@@ -166,8 +166,17 @@ class StrategyGrid:
         return cls(out)
 
     def take(self, index: np.ndarray | slice) -> StrategyGrid:
-        """Return the sub-grid at `index` (an integer or boolean array, or a slice)."""
-        return StrategyGrid({k: v[index] for k, v in self.arrays.items()}, self.splits, self.devices)
+        """Return the sub-grid at `index` (an integer or boolean array, or a slice).
+
+        A column that is one value broadcast (the search's fixed choices) stays a
+        broadcast view: picking from it copies nothing.
+        """
+        if isinstance(index, slice):
+            size = len(range(len(self))[index])
+        else:
+            size = int(np.count_nonzero(index)) if index.dtype == bool else len(index)
+        return StrategyGrid({k: np.broadcast_to(v[:1], (size,)) if v.strides == (0,) else v[index]
+                             for k, v in self.arrays.items()}, self.splits, self.devices)
 
     def strategy(self, i: int) -> Strategy:
         """Return candidate `i` as a Strategy."""

@@ -342,12 +342,19 @@ def rules(shape: Shape) -> tuple[Rule, ...]:
     return (*_static_rules(), *_layer_rules(shape), *_model_rules(shape))
 
 
-def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool = False) -> Mask:
-    """Return, per candidate, whether any rule flags it (model_only: only the model's rules)."""
+def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool = False,
+                 requires: bool = True) -> Mask:
+    """Return, per candidate, whether any rule flags it (model_only: only the model's rules).
+
+    `requires=False` leaves out the families' requires: they read only the axis
+    sizes (CONDITION_AXES), so a caller whose grid's sizes all passed them already
+    (the search's layouts) need not judge them again.
+    """
     shape = model_shape(columns)
     bad = np.zeros(len(grid), dtype=bool)
     for rule in (_model_rules(shape) if model_only else rules(shape)):
-        bad |= rule.bad(grid, shape)
+        if requires or not rule.require:
+            bad |= rule.bad(grid, shape)
     return bad
 
 

@@ -93,7 +93,9 @@ def ones_like(a: Any) -> Any:
 
 def broadcast(value: Any, like: Any) -> Any:
     """Return `value` broadcast to the shape of `like` (a float stays a float)."""
-    return np.broadcast_to(value, like.shape) if isinstance(like, _ARRAY) else value
+    if not isinstance(like, _ARRAY) or (isinstance(value, _ARRAY) and value.shape == like.shape):
+        return value
+    return np.broadcast_to(value, like.shape)
 
 
 def any_(a: Any) -> bool:

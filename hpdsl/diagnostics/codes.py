@@ -109,6 +109,7 @@ CODES: dict[str, str] = {
     "stack-count-mismatch": "the stack's body layers do not sum to the model's layer count",
     "stack-zero-count": "a stack group or repetition has a count below one",
     "stack-too-large": "an explicit stack expands to more layers than a model may have",
+    "too-many-groups": "a stack or layer_types makes more runs of one kind than a model may have",
     "stack-conflict": "a model states both an explicit stack and layer_types",
     "stack-needs-default": "a stack must be derived but the profile names no default kind",
     "odd-encoder-decoder": "an encoder/decoder stack needs an even layer count",

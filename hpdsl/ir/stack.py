@@ -18,7 +18,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.ir.nodes import LayerGroup
-from hpdsl.model.fields import FIELDS, MAX_LAYERS
+from hpdsl.model.fields import FIELDS, MAX_GROUPS, MAX_LAYERS
 
 # The kind pairs a profile may split a derived stack into, by kind name.
 DENSE, MOE = "dense", "moe"
@@ -28,6 +28,8 @@ ENCODER, DECODER = "encoder", "decoder"
 # have); a larger one is an error reported by its count, which needs no expansion.
 EXPAND_LIMIT = MAX_LAYERS
 STACK_TOO_LARGE = "the stack's body expands to {listed}, more than the {limit:,} a model may have"
+# A body is also refused past MAX_GROUPS maximal runs of one kind, counted without expanding.
+TOO_MANY_GROUPS = "the {what} makes {listed} of one kind, more than the {limit:,} groups a model may have"
 
 LAYER_TYPES_TOO_SHORT = "layer_types lists {listed}, but the model states `layers {layers}`"
 LAYER_TYPES_UNKNOWN = ("layer_types names '{name}', which is not a kind of this profile; "
@@ -110,6 +112,37 @@ def stack_layer_count(item: ast.StackList | ast.StackKind) -> int:
     return times * sum(stack_layer_count(child) for child in item.items)
 
 
+def stack_group_count(item: ast.StackList | ast.StackKind) -> int:
+    """Return how many maximal runs of one kind a stack expands to, without expanding it."""
+    return _runs(item)[0]
+
+
+def _runs(item: ast.StackList | ast.StackKind) -> tuple[int, str | None, str | None]:
+    """Return (maximal runs, first kind, last kind) of an item's expansion; repeats join at equal ends."""
+    times = _times(item.repeat)
+    if times <= 0:
+        return 0, None, None
+    if isinstance(item, ast.StackKind):
+        return 1, item.kind.value, item.kind.value
+    count, first, last = 0, None, None
+    for child in item.items:
+        runs, child_first, child_last = _runs(child)
+        if runs:
+            count += runs - (1 if last is not None and last == child_first else 0)
+            first, last = first if first is not None else child_first, child_last
+    if not count:
+        return 0, None, None
+    return times * count - (times - 1 if first == last else 0), first, last
+
+
+def too_many_groups(what: str, count: int) -> StackProblem:
+    """Return the problem of a body of `count` runs (more than MAX_GROUPS)."""
+    listed = plural(count, "run") if count < 10 ** 30 else "over 10^30 runs"
+    return StackProblem("too-many-groups", TOO_MANY_GROUPS.format(what=what, listed=listed, limit=MAX_GROUPS),
+                        hint="a model's layers go in runs of one kind: repeat a kind (`kind * N`) rather "
+                             "than alternate kinds layer by layer")
+
+
 def expand_stack(item: ast.StackList | ast.StackKind) -> tuple[LayerGroup, ...]:
     """Return the layer groups a stack expands to, as maximal runs; counts below 1 add nothing."""
     times = _times(item.repeat)
@@ -158,6 +191,9 @@ def explicit_body(body: ast.StackList, layers: int | None) -> StackResult:
             "stack-too-large", STACK_TOO_LARGE.format(listed=listed, limit=EXPAND_LIMIT),
             hint="check the repetition counts (`* N`): they multiply"))
         return StackResult((), tuple(problems))
+    runs = stack_group_count(body)
+    if runs > MAX_GROUPS:
+        return StackResult((), (*problems, too_many_groups("stack's body", runs)))
     if layers is not None and total != layers:
         problems.append(StackProblem(
             "stack-count-mismatch", STACK_COUNT_MISMATCH.format(listed=plural(total, "layer"), layers=layers),
@@ -185,6 +221,9 @@ def derive_body(kinds: Collection[str], default: str | None, layers: int, *,
         used = layer_types[:layers]  # a cropped model keeps the checkpoint's longer list
         unknown = _unknown_names(used, kinds)
         if not unknown:
+            runs = 1 + sum(1 for a, b in zip(used, used[1:]) if a.value != b.value)
+            if runs > MAX_GROUPS:
+                return StackResult((), (too_many_groups("layer_types list", runs),))
             return StackResult(run_length(name.value for name in used))
         problems += unknown
     structural = _structural_body(kinds, default, layers, first_k_dense)
@@ -311,6 +350,8 @@ def _locate(problem: StackProblem, model: ast.Model, stack: ast.ModelItem | None
     sites: dict[str, Span | None] = {
         "stack-count-mismatch": keyword_span(stack.span, "stack") if stack else None,
         "stack-too-large": keyword_span(stack.span, "stack") if stack else None,
+        "too-many-groups": (keyword_span(stack.span, "stack") if stack else
+                            keyword_span(types.span, "layer_types") if types else None),
         "layer-types-too-short": keyword_span(types.span, "layer_types") if types else None,
         "odd-encoder-decoder": _field_value_span(model, "layers"),
         "stack-needs-default": model.profile.span if model.profile else None,

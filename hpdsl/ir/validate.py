@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hpdsl.ir.nodes import Condition, DimIR, FamilyIR, ModelIR, ProfileIR, RegistryIR
-from hpdsl.model.fields import BLOCKS, FIELDS, MAX_COUNT, MAX_LAYERS, RUN_FACTS, required
+from hpdsl.model.fields import BLOCKS, FIELDS, MAX_COUNT, MAX_GROUPS, MAX_LAYERS, RUN_FACTS, required
 
 # The deepest condition or dims tree loaded: what the parser accepts (hpdsl/syntax/parser.py
 # MAX_NESTING); evaluating and rendering them recurses.
@@ -133,6 +133,11 @@ def _model(path: str, model: ModelIR, profiles: Mapping[str, ProfileIR]) -> Iter
     profile = profiles.get(model.profile)
     if profile is None:
         yield f"{path}.profile: no profile '{model.profile}' in the registry"
+    for extra, part in ((False, "body"), (True, "mtp")):
+        count = sum(1 for g in model.groups if g.mtp == extra)
+        if count > MAX_GROUPS:
+            yield f"{path}.groups: {count} {part} groups, more than the {MAX_GROUPS} a model may have"
+            return
     for index, group in enumerate(model.groups):
         if profile is not None and group.kind not in profile.kinds:
             yield f"{path}.groups[{index}].kind: profile '{model.profile}' has no kind '{group.kind}'"

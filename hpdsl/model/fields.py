@@ -44,7 +44,13 @@ class Field:
 
 # The most layers a model may have (body and MTP each): far above any real model,
 # and low enough that expanding, pricing and writing a stack stays quick.
-MAX_LAYERS = 1 << 16
+MAX_LAYERS = 1 << 20
+
+# The most layer groups (maximal runs of one kind; body and MTP each) a model may
+# have: what a registry stores and the compiler walks grows with the groups, not the
+# layers, so a short spec cannot ask for a huge registry (an alternating stack of
+# MAX_LAYERS layers would be MAX_LAYERS groups).
+MAX_GROUPS = 1 << 16
 
 # The largest value of any other int field: products of two stay below 2^63.
 MAX_DIMENSION = 1 << 31

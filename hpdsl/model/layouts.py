@@ -12,7 +12,7 @@ PLACEMENTS: dict[str, str] = {
 PLACEMENT_DIMS: dict[str, int] = {"colwise": 0, "rowwise": 1}
 """The tensor dim a sharded placement splits when the entry names none (`colwise(2)` names one)."""
 
-LAYOUT_AXES = ("cp", "ep", "pp")
-"""Axis sizes a dims expression may read (`experts / ep`); not tp: dims are the shape before tp."""
+LAYOUT_AXES = ("cp", "ep", "etp", "pp")
+"""Axis sizes a dims expression may read (`experts / ep`, `ffn_width / etp`); not tp: dims are the shape before tp."""
 
 __all__ = ["LAYOUT_AXES", "PLACEMENTS", "PLACEMENT_DIMS"]

@@ -6,8 +6,9 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
   handed rank to rank over cp, all-to-all experts over ep); an MTP layer's 2h→h
   projection is split over tp here (`mtp_tensor_parallel`);
-  `train_mesh` lays the mesh out as (pp, dp_shard, ep, cp, tp), ep carved out of dp
-  as the estimator carves it (etp > 1 is not built yet);
+  `train_mesh` lays the mesh out as (pp, dp_shard, ep, etp, cp, tp), ep and etp
+  carved out of dp (the estimator carves them out of dp·cp·tp; this backend out of
+  dp only); etp splits each expert's width (hpdsl/torch/modules/moe.py);
 - sequence_parallel at tp > 1: hpdsl/torch/sequence.py shards the activations
   between blocks over the sequence (torch's SequenceParallel norms,
   PrepareModuleInput/Output around the tp regions; a MoE with tp-replicated experts
@@ -20,7 +21,7 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   under dp·cp > 1 cannot be expressed and are refused. Dense parameters shard over every
   data-parallel rank (dp·cp, ep included); routed experts, whole on every tp
   rank (their layout replicates them), over the expert data-parallel group
-  dp·cp·tp/ep (the ranks that hold the same experts, tp included, as the
+  dp·cp·tp/(ep·etp) (the ranks that hold the same experts, tp included, as the
   estimator's ZeRO divides them), their gradients averaged like the dense ones;
 - recompute `full` checkpoints whole layers, `selective` each layer's mixer
   (the attention slot), the first `recompute_layers` layers when stated, with
@@ -53,8 +54,8 @@ from hpdsl.torch.modules import GroupedExperts
 from hpdsl.torch.pipeline import StageChunk
 from hpdsl.torch.sequence import routes_chunks, sequence_parallel
 
-MESH_AXES = ("pp", "dp_shard", "ep", "cp", "tp")
-"""The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·cp."""
+MESH_AXES = ("pp", "dp_shard", "ep", "etp", "cp", "tp")
+"""The training mesh's axes, outermost first; the data-parallel ranks are dp_shard·ep·etp·cp."""
 STAGE_AXES = MESH_AXES[1:]
 """The axes of one pipeline stage's mesh: what a stage's modules are built and sharded over."""
 
@@ -65,10 +66,12 @@ _FSDP_ZERO = ("os+grad+params",)
 def refusals(strategy: Strategy) -> tuple[str, ...]:
     """Return every reason this backend cannot run `strategy` (empty: it can)."""
     reasons = list(_pipeline_refusals(strategy))
-    if strategy.etp > 1:
-        reasons.append(f"etp={strategy.etp}: expert tensor parallelism is not built by `train` yet")
-    if strategy.ep > 1 and strategy.dp % strategy.ep:
-        reasons.append(f"ep={strategy.ep} must divide dp={strategy.dp}: this backend carves ep out of dp only")
+    if strategy.etp > 1 and strategy.ep == 1:
+        reasons.append(f"etp={strategy.etp} with ep=1: this backend splits experts' width only in its ep variant")
+    expert = strategy.ep * strategy.etp
+    if expert > 1 and strategy.dp % expert:
+        named = f"ep·etp={expert}" if strategy.etp > 1 else f"ep={strategy.ep}"
+        reasons.append(f"{named} must divide dp={strategy.dp}: this backend carves ep and etp out of dp only")
     if strategy.dp * strategy.cp > 1 and strategy.zero not in _FSDP_ZERO:
         reasons.append(f"zero={strategy.zero} under dp·cp={strategy.dp * strategy.cp}: FSDP2 always shards "
                        "the parameters and reduce-scatters the gradients, so it runs only os+grad+params "
@@ -105,14 +108,15 @@ def require_runnable(strategy: Strategy) -> None:
 
 
 def train_mesh(strategy: Strategy, device: str = "cpu") -> DeviceMesh:
-    """Return the job's mesh (pp, dp_shard, ep, cp, tp) for `strategy` in the current process group."""
+    """Return the job's mesh (pp, dp_shard, ep, etp, cp, tp) for `strategy` in the current process group."""
     require_runnable(strategy)
-    shape = (strategy.pp, strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
+    shape = (strategy.pp, strategy.dp // (strategy.ep * strategy.etp), strategy.ep, strategy.etp, strategy.cp,
+             strategy.tp)
     return init_device_mesh(device, shape, mesh_dim_names=MESH_AXES)
 
 
 def stage_mesh(mesh: DeviceMesh) -> DeviceMesh:
-    """Return this rank's pipeline stage's mesh (dp_shard, ep, cp, tp) of the job's mesh."""
+    """Return this rank's pipeline stage's mesh (dp_shard, ep, etp, cp, tp) of the job's mesh."""
     return mesh[STAGE_AXES]
 
 
@@ -122,9 +126,10 @@ def coordinates(mesh: DeviceMesh) -> dict[str, int]:
 
 
 def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
-    """Return (this rank's index among the data-parallel groups dp_shard·ep, their count)."""
+    """Return (this rank's index among the data-parallel groups dp_shard·ep·etp, their count)."""
     c = coordinates(mesh)
-    return c["dp_shard"] * mesh["ep"].size() + c["ep"], mesh["dp_shard"].size() * mesh["ep"].size()
+    ep, etp = mesh["ep"].size(), mesh["etp"].size()
+    return (c["dp_shard"] * ep + c["ep"]) * etp + c["etp"], mesh["dp_shard"].size() * ep * etp
 
 
 def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None, *,
@@ -159,7 +164,7 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
                 # tp ranks routing the same tokens hold equal gradients; under SP each its own chunk's.
                 _divide(module, float(data * (1 if routes_chunks(moe) else strategy.tp)))
     if data > 1:
-        dense = mesh["dp_shard", "ep", "cp"]._flatten("fsdp")
+        dense = mesh["dp_shard", "ep", "etp", "cp"]._flatten("fsdp")
         even = _even(dense.size())
         for layer in _layers(model):
             fully_shard(layer, mesh=dense, reshard_after_forward=reshard, shard_placement_fn=even)
@@ -204,7 +209,8 @@ def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:
 
 def _divide(module: nn.Module, factor: float) -> None:
     # The experts' gradients already sum over the ep ranks (all-to-all), and the tp ranks hold equal
-    # copies (they share their data): the reduce-scatter over dp·cp·tp/ep sums tp copies, so divide by dp·cp·tp.
+    # copies (they share their data): the reduce-scatter over dp·cp·tp/(ep·etp) sums tp copies, so divide by
+    # dp·cp·tp. Under etp the gathered tokens already bring the etp peers' contributions in, as ep's do.
     assert isinstance(module, FSDPModule)
     shard = next(module.parameters())
     if isinstance(shard, DTensor) and shard.device_mesh.size() == 1:

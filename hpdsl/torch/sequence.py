@@ -12,9 +12,11 @@ families' colwise/rowwise layouts (hpdsl/torch/layout.py):
   (PrepareModuleInput Shard(1) → Replicate) and keeps its chunk of the
   tp-reduced output (PrepareModuleOutput Replicate → Shard(1)), so the
   residual stream, the norms' inputs and the residual adds are 1/tp per rank;
-- a MoE whose routed experts are whole on every tp rank (etp 1) routes this
-  rank's chunk only (`_local_moe`), so its experts' gradients, summed over the
-  expert data-parallel group dp·cp·tp/ep, are divided by dp·cp, not dp·cp·tp;
+- a MoE whose routed experts are whole on every tp rank (not split by a tp
+  layout; an etp split lies across data-parallel ranks, hpdsl/torch/parallelize.py)
+  routes this rank's chunk only (`_local_moe`; under etp its peers at the same tp
+  place gather it), so its experts' gradients, summed over the expert
+  data-parallel group dp·cp·tp/(ep·etp), are divided by dp·cp, not dp·cp·tp;
 - the final norm runs on the chunk and its output is gathered for the head;
 - an MTP layer (hpdsl/torch/layers.py `MTPLayer`) runs on the chunk like a
   body layer: its embedding and hidden norms are `SequenceParallel`, its
@@ -62,7 +64,7 @@ def _chunk_out() -> PrepareModuleOutput:
 
 
 def _replicated_experts(moe: MoE) -> bool:
-    """Return whether the routed experts are whole on every tp rank (etp 1): they can run on the chunk."""
+    """Return whether no tp layout splits the routed experts (an etp split is not over tp): they run on the chunk."""
     return not any(isinstance(p, DTensor) for p in moe.experts.parameters())
 
 

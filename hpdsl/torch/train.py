@@ -172,18 +172,23 @@ def reference_name(name: str) -> str:
     return "embed." + name.removeprefix("mtp_embed.") if name.startswith("mtp_embed.") else name
 
 
+def expert_parameters(model: nn.Module) -> dict[str, tuple[ExpertParallelExperts, str]]:
+    """Return every expert-parallel parameter's name → (its module, its name there): they hold a part of the whole."""
+    return {f"{path}.{name}": (module, name)
+            for path, module in model.named_modules() if isinstance(module, ExpertParallelExperts)
+            for name, _ in module.named_parameters(recurse=False)}
+
+
 def load_reference(model: nn.Module, reference: nn.Module) -> None:
-    """Copy the reference's weights into this rank's shards (tp slices, its experts)."""
+    """Copy the reference's weights into this rank's shards (tp slices, its experts and their etp slices)."""
     full = reference.state_dict()
-    experts = {f"{path}.{name}": (module.first, module.local)
-               for path, module in model.named_modules() if isinstance(module, ExpertParallelExperts)
-               for name, _ in module.named_parameters(recurse=False)}
+    experts = expert_parameters(model)
     with torch.no_grad():
         for name, param in model.named_parameters():
             source = full[reference_name(name)]
             if name in experts:
-                first, count = experts[name]
-                source = source[first:first + count]
+                module, own = experts[name]
+                source = module.shard_of(own, source)
             if isinstance(param, DTensor):
                 (placement,) = param.placements
                 if isinstance(placement, Shard):
@@ -282,11 +287,9 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
 
     A sharded gradient is gathered whole first (a collective over its mesh: every
     rank of the stage calls it, parameters in the same order); an ep rank's
-    experts are compared with their rows of the reference.
+    experts are compared with their rows of the reference (their etp slice of the width).
     """
-    experts = {f"{path}.{name}": (module.first, module.local)
-               for path, module in model.named_modules() if isinstance(module, ExpertParallelExperts)
-               for name, _ in module.named_parameters(recurse=False)}
+    experts = expert_parameters(model)
     gap, scale = 0.0, 0.0
     for name, param in model.named_parameters():
         if param.grad is None:
@@ -294,8 +297,8 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
         grad = param.grad.full_tensor() if isinstance(param.grad, DTensor) else param.grad
         ref = reference[reference_name(name)]
         if name in experts:
-            first, count = experts[name]
-            ref = ref[first:first + count]
+            module, own = experts[name]
+            ref = module.shard_of(own, ref)
         if grad.shape != ref.shape:
             raise ValueError(f"{name}: gradient {tuple(grad.shape)} against the reference's {tuple(ref.shape)}")
         gap = max(gap, (grad - ref).abs().max().item())

@@ -189,10 +189,18 @@ def test_a_huge_stack_is_counted_without_expanding_it() -> None:
 
 
 def test_a_stack_over_the_layer_cap_is_an_error_not_an_empty_stack() -> None:
-    text = (f"model m : qwen3_5 {{ {DIMS}  layers 65537  {LINEAR}\n"
-            "  stack [linear_attention, full_attention * 32768] * 2 }")
+    text = (f"model m : qwen3_5 {{ {DIMS}  layers 1048577  {LINEAR}\n"
+            "  stack [linear_attention, full_attention * 524288] * 2 }")
     codes = [d.code for d in _check(text)]
     assert codes == ["field-too-large", "stack-too-large"]
+
+
+def test_a_stack_of_more_runs_than_a_model_may_have_is_an_error_at_stack() -> None:
+    text = (f"model m : qwen3_5 {{ {DIMS}  layers 1048576  {LINEAR}\n"
+            "  stack [linear_attention, full_attention] * 524288 }")
+    diagnostic = _one(text, "too-many-groups")
+    assert "1048576 runs" in diagnostic.message and "65,536 groups" in diagnostic.message
+    assert (diagnostic.span.line, diagnostic.span.col) == (2, 3)
 
 
 def test_a_literal_beyond_2_62_is_an_error_at_the_literal() -> None:

@@ -24,20 +24,21 @@ def test_even_split_gives_extras_to_the_middle_first() -> None:
 
 
 def test_layout_places_embedding_first_and_output_and_mtp_last() -> None:
-    layout = build_layout([0, 0, 1, 1, 1], [2], 5, 3, 4, stages=2, vpp=2)
+    layout = build_layout([(0, 2), (1, 3)], [(2, 1)], 5, 3, 4, stages=2, vpp=2)
     assert layout.chunk_layers.tolist() == [1, 2, 1, 1]
     assert layout.comp[0].tolist() == [1, 0, 0, 1, 0]
     assert layout.comp[-1].tolist() == [0, 1, 1, 0, 1]
     assert layout.rank_comp.tolist() == [[1, 1, 0, 1, 0], [1, 2, 1, 0, 1]]
     assert layout.rank_layers().tolist() == [2, 3]
-    assert layout.cum[1, 1].tolist() == [1, 0, 0, 0, 0]  # chunk 1 opens with a column-0 layer
+    assert layout.first_layers(np.array([[0], [1], [1], [1]]))[:, 0].tolist() == [
+        [0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 1, 0, 0, 0]]  # chunk 1 opens with a column-0 layer
 
 
 def test_in_flight_1f1b_and_interleaved() -> None:
-    assert in_flight(4, 1, np.array([8]))[0].tolist() == [4, 3, 2, 1]
-    assert in_flight(4, 1, np.array([2]))[0].tolist() == [2, 2, 2, 1]
+    assert in_flight(4, 1, np.array([8]))[:, 0].tolist() == [4, 3, 2, 1]
+    assert in_flight(4, 1, np.array([2]))[:, 0].tolist() == [2, 2, 2, 1]
     p, v = 4, 2
-    weights = in_flight(p, v, np.array([16]))[0]
+    weights = in_flight(p, v, np.array([16]))[:, 0]
     # Megatron: the first rank holds (1 + (p-1)/(p·v)) times p micro-batches of its layers.
     first_rank = weights[0] + weights[p]
     assert first_rank / v == pytest.approx(p * (1 + (p - 1) / (p * v)))

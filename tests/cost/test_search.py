@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from cost_builders import ROOT, dense_model, example, moe_model
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare
 from hpdsl.cost.search import enumerate_grid, layouts, search, with_uneven_splits
+from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO
 from hpdsl.cost.strategy import validate_strategy
 from hpdsl.cost.validate import invalid_mask
 
@@ -26,6 +28,37 @@ def test_layouts_factor_the_devices_and_fit_experts_in_the_mesh() -> None:
     assert np.all(8 % ep == 0)
     assert len({tuple(r) for r in rows}) == len(rows)
     assert set(layouts(16, experts=1)[:, 4]) == {1}
+
+
+def test_layouts_left_out_early_are_ones_the_rules_refuse() -> None:
+    # A dp not dividing the global batch, a cp not dividing the sequence, or more stages than
+    # layers is refused for every micro-batch, cp kind and vpp: pruning them keeps every valid row.
+    every = {tuple(r) for r in layouts(96, experts=8)}
+    kept = {tuple(r) for r in layouts(96, experts=8, cp_of=64, dp_of=12, pp_max=3)}
+    assert kept < every
+    for tp, cp, pp, dp, ep, etp in every:
+        assert ((tp, cp, pp, dp, ep, etp) in kept) == (64 % cp == 0 and 12 % dp == 0 and pp <= 3)
+
+
+def test_the_pruned_search_finds_every_valid_candidate() -> None:
+    prepared = prepare(moe_model())
+    grid = enumerate_grid(prepared, 16, global_batch=4, seq_len=256)
+    valid = grid.take(~invalid_mask(prepared.columns, grid))
+    fields = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch", "recompute", "zero", "cp_kind")
+    found = {tuple(getattr(s, f) for f in fields) for s in (valid.strategy(i) for i in range(len(valid)))}
+    base = grid.strategy(0)
+    rows = layouts(16, experts=max(c.experts for c in prepared.columns.configs))
+    every = set()
+    for row in rows:
+        layout = dict(zip(fields, map(int, row)))
+        for mb, recompute, zero, kind in itertools.product((1, 2, 4, 8), RECOMPUTE, ZERO, CP_KINDS):
+            if kind != base.cp_kind and layout["cp"] == 1:
+                continue
+            strategy = base.with_(**layout, micro_batch=mb, recompute=recompute, zero=zero, cp_kind=kind,
+                                  sequence_parallel=layout["tp"] > 1)
+            if validate_strategy(strategy, prepared.columns) == ():
+                every.add(tuple(getattr(strategy, f) for f in fields))
+    assert found == every and len(found) > 100
 
 
 def test_enumeration_covers_every_choice() -> None:

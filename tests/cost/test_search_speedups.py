@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,10 +39,13 @@ def _slow_cum(body: list[int], n_columns: int, sizes: tuple[int, ...]) -> np.nda
 
 
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.integers(1, 4), st.integers(1, 2))
-def test_build_layout_cumsum_equals_the_per_layer_loop(body: list[int], stages: int, vpp: int) -> None:
+def test_build_layout_from_runs_equals_the_per_layer_loop(body: list[int], stages: int, vpp: int) -> None:
     if stages * vpp > len(body):
         return
-    layout = build_layout(body, [], 6, 4, 5, stages=stages, vpp=vpp)
+    runs = [(column, len(list(run))) for column, run in itertools.groupby(body)]
+    layout = build_layout(runs, [], 6, 4, 5, stages=stages, vpp=vpp)
     sizes = tuple(int(s) for s in layout.chunk_layers)
-    assert np.array_equal(layout.cum, _slow_cum(body, 6, sizes))
+    limits = np.minimum(np.arange(max(sizes) + 1)[None, :], layout.chunk_layers[:, None])
+    assert np.array_equal(layout.first_layers(limits), _slow_cum(body, 6, sizes))
+    assert np.array_equal(layout.comp[:, :4], _slow_cum(body, 6, sizes)[:, -1, :4])
     assert np.array_equal(layout.comp[:, :4].sum(axis=0), np.bincount(body, minlength=4)[:4])

@@ -65,10 +65,13 @@ def test_estimate_takes_set() -> None:
     ({"tp": 2, "zero": "os+grad"}, "zero=os+grad under tp=2: FSDP2 cannot shard the experts'"),
     ({"dp": 2}, "zero=none under dp·cp=2"),
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
+    ({"dp": 2, "tp": 2, "ep": 2, "etp": 2, "zero": "os+grad+params"}, "ep·etp=4 must divide dp=2"),
+    ({"dp": 2, "etp": 2, "zero": "os+grad+params"}, "etp=2 with ep=1"),
 ])
 def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, reason: str) -> None:
     assert any(reason in r for r in refusals(Strategy(**changes)))
     assert refusals(Strategy(dp=2, zero="os+grad+params")) == ()
+    assert refusals(Strategy(dp=4, ep=2, etp=2, zero="os+grad+params")) == ()
 
 
 def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
@@ -91,6 +94,33 @@ def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
     # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_estimate() -> None:
+    result = _train("--dp", "4", "--ep", "2", "--etp", "2", "--zero", "os+grad+params")
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    assert [(r["coords"]["ep"], r["coords"]["etp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # Each rank holds half the experts at half their width; the experts' ZeRO group dp·cp·tp/(ep·etp) is 1.
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("flags", [("--tp", "2", "--sp"), ("--pp", "2", "--global-batch", "8")],
+                         ids=["tp2-sp", "pp2"])
+def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
+        flags: tuple[str, ...]) -> None:
+    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--json", "--dp", "4",
+                          "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    # Under sp each tp rank routes its own chunk to its etp peers at the same tp place.
     _static_bytes_equal(result)
     _activations_within_ten_percent(result)
 

@@ -5,7 +5,11 @@
 it is built from a config or, as a replacement, from an existing experts module
 (its own layout is aliased; Transformers' [E, 2w, h] / [E, h, w] is transposed).
 `ExpertParallelExperts` holds E/ep experts per rank and exchanges tokens with
-all-to-all over the ep axis; `MXFP8GroupedExperts` runs the expert GEMMs on
+all-to-all over the ep axis; under etp (expert tensor parallelism, Megatron's)
+it holds 1/etp of each expert's width (up/gate by columns, down by rows), gathers
+the routed tokens of its etp peers, and returns each peer the sum of the partial
+outputs (a reduce-scatter written as an all-to-all and a sum: sizes differ);
+`MXFP8GroupedExperts` runs the expert GEMMs on
 MXFP8-rounded operands (a numerical reference of the kernel, not a fast path).
 Routing weights are applied after the second GEMM, outside the expert math.
 """
@@ -16,6 +20,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
@@ -62,7 +67,7 @@ class GroupedExperts(nn.Module):
         super().__init__()
         self.where = f"{module_fqn or '<root>'}: {type(self).__name__}"
         self.act = activation(config.activation if config is not None else "silu")
-        self.first, self.local = 0, 0
+        self.first, self.local, self.etp, self.etp_rank = 0, 0, 1, 0
         self.setup_parallel(job_of(context, module_fqn))
         if module is not None:
             self._adopt(module)
@@ -81,9 +86,12 @@ class GroupedExperts(nn.Module):
         return 0, experts
 
     def _allocate(self, config: ModuleConfig) -> None:
-        self.num_experts, self.hidden, self.width = config.experts, config.hidden, config.ffn_width
+        self.num_experts, self.hidden, self.width = config.experts, config.hidden, config.ffn_width // self.etp
         self.gated = config.gated
         self.first, self.local = self.experts_here(config.experts)
+        if config.ffn_width % self.etp or (self.etp > 1 and config.mlp_bias):
+            raise BuildError(f"{self.where}: etp={self.etp} needs bias-free experts whose width "
+                             f"{config.ffn_width} it divides")
         e, h, w = self.local, self.hidden, self.width
         up = 2 * w if self.gated else w
         self.gate_up_proj = nn.Parameter(torch.empty(e, h, up)) if self.gated else None
@@ -96,6 +104,8 @@ class GroupedExperts(nn.Module):
 
     def _adopt(self, module: nn.Module) -> None:
         """Take the weights of an existing experts module (replacement), aliasing or transposing them."""
+        if self.etp > 1:
+            raise BuildError(f"{self.where}: replacing an existing experts module is not built for etp={self.etp}")
         weights: dict[str, nn.Parameter] = {}
         for name in ("gate_up_proj", "down_proj"):
             value = getattr(module, name, None)
@@ -190,6 +200,11 @@ class ExpertParallelExperts(GroupedExperts):
             raise BuildError(f"{self.where} needs the job's mesh with an 'ep' axis to split experts over "
                              f"{self.ep} ranks")
         self.ep_rank = self.job.local_rank("ep") if self.job is not None and self.ep > 1 else 0
+        self.etp = job.size("etp")
+        if self.etp > 1 and (self.job is None or self.job.axis_mesh("etp") is None):
+            raise BuildError(f"{self.where} needs the job's mesh with an 'etp' axis to split experts' width over "
+                             f"{self.etp} ranks")
+        self.etp_rank = self.job.local_rank("etp") if self.job is not None and self.etp > 1 else 0
 
     def experts_here(self, experts: int) -> tuple[int, int]:
         """Return (first expert, number of experts) of this rank's contiguous share."""
@@ -200,24 +215,63 @@ class ExpertParallelExperts(GroupedExperts):
 
     def forward(self, x: Tensor, indices: Tensor, weights: Tensor) -> Tensor:
         """Dispatch tokens to the ranks holding their experts, compute, and bring the results back."""
-        if self.ep == 1:
+        if self.ep == 1 and self.etp == 1:
             return super().forward(x, indices, weights)
-        group = self.job.group("ep") if self.job is not None else None
-        assert group is not None
         flat = indices.reshape(-1)
         order = torch.argsort(flat, stable=True)
         token = order // indices.shape[1]
         counts = torch.bincount(flat, minlength=self.num_experts)
+        if self.ep == 1:
+            return self._combine(x, self.width_parallel(x[token], counts), weights, order)
+        group = self.job.group("ep") if self.job is not None else None
+        assert group is not None
         # received[r, j]: rows rank r sends for this rank's local expert j.
         received = exchange_counts(counts, group).view(self.ep, self.local)
         send = counts.view(self.ep, self.local).sum(1).tolist()
         receive = received.sum(1).tolist()
         rows = all_to_all(x[token], send, receive, group)
-        local_expert = torch.arange(self.local, device=x.device).repeat(self.ep)
-        regroup = torch.argsort(torch.repeat_interleave(local_expert, received.reshape(-1)), stable=True)
-        computed = self.expert_compute(rows[regroup], received.sum(0).tolist())
+        regroup = _by_expert(received, self.local)
+        computed = self.width_parallel(rows[regroup], received.sum(0))
         back = all_to_all(computed[torch.argsort(regroup)], receive, send, group)
         return self._combine(x, back, weights, order)
+
+    def shard_of(self, name: str, whole: Tensor) -> Tensor:
+        """Return this rank's part of parameter `name`'s unsharded value: its experts, its etp slice of the width."""
+        mine = whole[self.first:self.first + self.local]
+        if self.etp == 1 or name == "down_bias":
+            return mine
+        if name == "down_proj":
+            return mine.chunk(self.etp, dim=1)[self.etp_rank]
+        halves = mine.chunk(2, dim=-1) if self.gated and name in ("gate_up_proj", "up_bias") else (mine,)
+        return torch.cat([half.chunk(self.etp, dim=-1)[self.etp_rank] for half in halves], dim=-1)
+
+    def width_parallel(self, rows: Tensor, counts: Tensor) -> Tensor:
+        """Run the local experts on `rows` (blocks of `counts` rows in expert order); under etp, split in width.
+
+        Each etp rank gathers its peers' rows (an all-gather of unequal sizes,
+        written as an all-to-all sending its rows to every peer), computes its
+        slice of every expert's width on all of them, and sends each peer its
+        rows' partial outputs, summed where they arrive (a reduce-scatter).
+        """
+        if self.etp == 1:
+            return self.expert_compute(rows, counts.tolist())
+        group = self.job.group("etp") if self.job is not None else None
+        assert group is not None
+        every = [torch.empty_like(counts) for _ in range(self.etp)]
+        dist.all_gather(every, counts.contiguous(), group=group)
+        each = torch.stack(every)  # [etp, local]: rows each peer holds per local expert
+        sizes, mine = each.sum(1).tolist(), [rows.shape[0]] * self.etp
+        gathered = all_to_all(rows.repeat(self.etp, 1), mine, sizes, group)
+        regroup = _by_expert(each, self.local)
+        partial = self.expert_compute(gathered[regroup], each.sum(0).tolist())
+        pieces = all_to_all(partial[torch.argsort(regroup)], sizes, mine, group)
+        return pieces.view(self.etp, rows.shape[0], -1).sum(0)
+
+
+def _by_expert(counts: Tensor, local: int) -> Tensor:
+    """Return the order putting rows grouped by source (blocks of `counts[source, expert]`) in expert order."""
+    expert = torch.arange(local, device=counts.device).repeat(counts.shape[0])
+    return torch.argsort(torch.repeat_interleave(expert, counts.reshape(-1)), stable=True)
 
 
 class MXFP8GroupedExperts(ExpertParallelExperts):
