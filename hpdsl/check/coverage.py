@@ -36,16 +36,10 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
 from hpdsl.check.prover import prove_family
-from hpdsl.ir.conditions import (
-    condition_from_ast,
-    matching_variants,
-    names_in,
-    render_value,
-    violated_requires,
-)
+from hpdsl.ir.conditions import condition_from_ast, evaluate, names_in, render_value
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.nodes import Condition, FamilyIR, Scalar, SelectorIR, VariantIR
-from hpdsl.model.axes import CONDITION_AXES, with_parallel
+from hpdsl.model.axes import CONDITION_AXES
 
 DOMAIN_LIMIT = 200_000
 """Above this many assignments hpdsl/check/layouts.py does not enumerate tp values."""
@@ -79,9 +73,13 @@ class Domain:
     def assignments(self) -> Iterator[dict[str, Scalar]]:
         """Yield every assignment, `parallel` derived, in ascending (lexicographic) order."""
         names = [v.name for v in self.variables]
+        axis = self.axis
         for values in itertools.product(*(v.values for v in self.variables)):
-            # Every selector a condition reads is a variable, so no default is needed.
-            yield with_parallel(dict(zip(names, values, strict=True)), self.axis)
+            # Every selector a condition reads is a variable, so no default is needed;
+            # `parallel` as hpdsl/model/axes.py with_parallel derives it.
+            env: dict[str, Scalar] = dict(zip(names, values))
+            env["parallel"] = axis is not None and int(env.get(axis, 1)) > 1
+            yield env
 
 
 @attrs.frozen
@@ -197,24 +195,30 @@ def prove_coverage(family: FamilyIR, domain: Domain) -> Coverage:
 
 
 def enumerate_coverage(family: FamilyIR, domain: Domain) -> Coverage:
-    """Judge every assignment of `domain` with the runtime's own `evaluate` and `matching_variants`."""
+    """Judge every assignment of `domain` with the runtime's own `evaluate` and `matching_variants` rule."""
     last_failing = -1
     allowed = False
     gap: Assignment | None = None
     overlaps: dict[tuple[str, str], Assignment] = {}
     reached: set[str] = set()
+    # violated_requires and matching_variants (hpdsl/ir/conditions.py) unrolled over prepared
+    # lists: this loop runs for every assignment of every family a check reads.
+    requires = list(enumerate(r.condition for r in family.requires))
+    ruled = [(v.name, v.when) for v in family.variants if v.when is not None]
+    otherwise = [v.name for v in family.variants if v.default and v.when is None]
     for env in domain.assignments():
-        violated = violated_requires(family.requires, env)
-        if violated:
-            last_failing = max(last_failing, family.requires.index(violated[0]))
+        failing = next((i for i, condition in requires if not evaluate(condition, env)), -1)
+        if failing >= 0:
+            last_failing = max(last_failing, failing)
             continue
         allowed = True
-        matched = [v.name for v in matching_variants(family.variants, env)]
+        matched = [name for name, when in ruled if evaluate(when, env)] or otherwise
         reached.update(matched)
         if not matched and gap is None:
             gap = env
-        for pair in itertools.combinations(matched, 2):
-            overlaps.setdefault(pair, env)
+        if len(matched) > 1:
+            for pair in itertools.combinations(matched, 2):
+                overlaps.setdefault(pair, env)
     if not allowed:
         return Coverage(domain, unsatisfiable=last_failing)
     unreachable = tuple(v.name for v in family.variants if not v.default and v.name not in reached)

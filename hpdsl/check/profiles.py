@@ -91,12 +91,15 @@ def _items(items: Iterable[object], cls: type[_Item]) -> list[_Item]:
 # --------------------------------------------------------------------------
 
 
+_KEYWORDS: dict[type, str] = {
+    ast.DefaultKind: "default", ast.ModelTypes: "model_types", ast.OpsBlock: "ops",
+    ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.SlotsBlock: "slots"}
+
+
 def _keyword(item: object) -> str:
     if isinstance(item, ast.SettingsBlock):
         return item.block
-    words = {ast.DefaultKind: "default", ast.ModelTypes: "model_types", ast.OpsBlock: "ops",
-             ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.SlotsBlock: "slots"}
-    return words[type(item)]
+    return _KEYWORDS[type(item)]
 
 
 def _head(item: ast.ProfileItem | ast.KindItem) -> Span:

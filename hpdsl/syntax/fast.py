@@ -33,8 +33,11 @@ def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File 
     if len(text) > max_chars or (len(text) > max_line and max(map(len, text.split("\n"))) > max_line):
         return None
     # The tree is acyclic, so the cycle collector can find nothing in it; left on, it would scan
-    # the live heap again each time the new nodes grow it by a quarter. One young collection
-    # at the end pays for this parse's objects, once, here rather than at someone else's allocation.
+    # the live heap again each time the new nodes grow it by a quarter. One collection of the two
+    # young generations at the end pays for this parse's objects, once, here rather than at someone
+    # else's allocation, and moves them to the oldest: a gen-0 collection alone left them in gen 1,
+    # where the check's gen-1 collections scanned them all again (bench/bench_compile.py: about
+    # a tenth of parse + check; the next full collection costs the same either way).
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -44,7 +47,7 @@ def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File 
     finally:
         if collecting:
             gc.enable()
-            gc.collect(0)
+            gc.collect(1)
 
 
 class _Parser(FamilyRules):

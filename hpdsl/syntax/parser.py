@@ -18,6 +18,7 @@ from typing import Any
 
 import lark
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import PatternRE, TerminalDef
 
 from hpdsl import ast
 from hpdsl.diagnostics import Diagnostic, Source, Span
@@ -134,13 +135,37 @@ class _CommentSink:
 
 _COMMENTS = _CommentSink()
 
+# A keyword ends where a name would (grammar/hpdsl.lark, "Literals and terminals"). Lark's
+# contextual lexer tries only the terminals its parser state expects, so where a keyword but
+# no name may stand, a bare string keyword would read `kinds {` as `kind s {` and `truex` as
+# `true x`. Every keyword becomes this regex, tried before NAME (priority 1) where both may stand,
+# as the string keyword was; the grammar keeps its "kind" strings, which editors and tests read.
+_KEYWORD_END = "(?![A-Za-z0-9_])"
+
+
+def _end_keyword(terminal: TerminalDef) -> None:
+    pattern = terminal.pattern
+    if pattern.type == "str" and pattern.value.isidentifier():
+        terminal.pattern = PatternRE(re.escape(pattern.value) + _KEYWORD_END, pattern.flags, pattern.raw)
+        terminal.priority = 1
+
+
+def keyword_text(terminal: TerminalDef) -> str | None:
+    """Return the keyword a terminal of the loaded parser reads, or None for any other terminal."""
+    value = terminal.pattern.value
+    if terminal.pattern.type == "re" and value.endswith(_KEYWORD_END):
+        word = value[:-len(_KEYWORD_END)]
+        return word if word.isidentifier() else None
+    return None
+
 
 @cache
 def _parser() -> Lark:
     grammar = (data_dir("grammar") / "hpdsl.lark").read_text(encoding="utf-8")
     options: dict[str, Any] = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": False,
-                               "lexer_callbacks": {"COMMENT": _COMMENTS}}
-    path = _cache_path(grammar)
+                               "lexer_callbacks": {"COMMENT": _COMMENTS}, "edit_terminals": _end_keyword}
+    # Lark's cache key leaves edit_terminals out, so the file name carries it.
+    path = _cache_path(grammar + _KEYWORD_END)
     # Lark stores a hash of the grammar, its options and versions in the file, and rebuilds
     # (then rewrites) on a mismatch, a damaged or half-written file, or when it cannot write.
     return Lark(grammar, **options) if path is None else Lark(grammar, cache=path, **options)
@@ -485,6 +510,9 @@ def _word(terminal: str) -> str:
         pattern = _parser().get_terminal(terminal).pattern
     except KeyError:
         return terminal.lower().lstrip("_")
+    keyword = keyword_text(_parser().get_terminal(terminal))
+    if keyword is not None:
+        return repr(keyword)
     if pattern.type == "str":
         return repr(pattern.value)
     return terminal.lower().lstrip("_")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from hpdsl import ast
@@ -11,6 +12,7 @@ from hpdsl.ir.conditions import (
     evaluate,
     matching_variants,
     names_in,
+    new_condition,
     render_condition,
     violated_requires,
 )
@@ -199,3 +201,19 @@ def test_violated_requires_keep_declaration_order() -> None:
         "first", "second"]
     assert [r.message for r in violated_requires(requires, {"f": True, "m": True})] == ["second"]
     assert violated_requires(requires, {"f": False, "m": False}) == ()
+
+
+def test_conditions_built_by_their_slots_equal_those_built_by_init() -> None:
+    # condition_from_ast sets Condition's slots directly: right only while its attrs __init__
+    # does nothing more than set them.
+    assert all(f.validator is None and f.converter is None for f in attrs.fields(Condition))
+    assert not hasattr(Condition, "__attrs_post_init__") and not hasattr(Condition, "__attrs_pre_init__")
+    leaf = new_condition("cmp", name="tp", cmp="==", value=1)
+    node = new_condition("not", operands=(leaf,))
+    assert (type(node), node) == (Condition, Condition("not", operands=(Condition("cmp", "tp", "==", 1),)))
+    assert new_condition("in", name="a", values=("x", "y")) == Condition("in", name="a", values=("x", "y"))
+    lowered = lower("not (a and tp in (1, 2)) -> b or false")
+    rebuilt = Condition(lowered.op, lowered.name, lowered.cmp, lowered.value, lowered.values,
+                        lowered.operands, lowered.text)
+    assert (lowered, hash(lowered)) == (rebuilt, hash(rebuilt))
+    assert lowered.text == "not (a and tp in (1, 2)) -> b or false"

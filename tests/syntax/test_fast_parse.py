@@ -23,7 +23,7 @@ from property.test_fuzz import grammar_texts, mutated_files, shipped_files, spli
 from hpdsl import ast
 from hpdsl.diagnostics import Source, Span
 from hpdsl.syntax.fast_tokens import _AFTER_LITERAL, new_literal, new_name, new_span
-from hpdsl.syntax.parser import _parser
+from hpdsl.syntax.parser import _parser, keyword_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_FILES = sorted(ROOT.glob("**/*.hpf"))
@@ -92,8 +92,7 @@ def test_the_words_lark_reads_as_keywords_after_a_literal(prefix: str) -> None:
     interactive = lark.parse_interactive(prefix + " ")
     interactive.exhaust_lexer()
     actions = lark.parser.parser.parser.parse_table.states[interactive.parser_state.position]
-    words = {t.pattern.value for t in lark.terminals
-             if t.name in actions and t.pattern.type == "str" and t.pattern.value.isidentifier()}
+    words = {keyword_text(t) for t in lark.terminals if t.name in actions} - {None}
     assert words == _AFTER_LITERAL
 
 

@@ -226,6 +226,35 @@ def test_keywords_are_names_where_no_keyword_can_stand() -> None:
         ("attention", "norm"), ("mlp", "model"), ("norm", "slots")]
 
 
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    ("profilefull_attention{}", "found the name 'profilefull_attention' at the top level",
+     "expected the end of the file, 'family', 'import', 'model', 'profile', 'slots' or 'vocabulary'"),
+    ("profile p { kinds k { } }", "found the name 'kinds' in profile 'p'",
+     "expected 'default', 'facts', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
+    ("profile p { kindx { } }", "found the name 'kindx' in profile 'p'",
+     "expected 'default', 'facts', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
+    ("profile p { run { a = truex = 1 } }", "found the name 'truex' in the run block of profile 'p'",
+     "expected a number, a string, an integer, 'false' or 'true'"),
+])
+def test_a_keyword_ends_at_a_word_boundary(text: str, message: str, hint: str) -> None:
+    # Where a keyword but no name may stand, Lark's contextual lexer would split `kinds` into
+    # `kind s`; a keyword glued to name characters is one name, and an error there.
+    diagnostic = error(text)
+    assert (diagnostic.code, diagnostic.message, diagnostic.hint) == ("syntax-error", message, hint)
+    assert parser_module.fast_parse("t.hpf", text, 1 << 18, 100_000) is None
+
+
+def test_keywords_still_read_next_to_punctuation_and_names_with_keyword_prefixes() -> None:
+    file = parse_text("profile p{kind k{ops{a 1}}run{a=true true_x=false}}")
+    (profile,) = file.items
+    assert isinstance(profile, ast.Profile)
+    kind, run = profile.items
+    assert isinstance(kind, ast.Kind) and isinstance(run, ast.SettingsBlock)
+    assert [(s.key.value, s.value.value) for s in run.settings] == [("a", True), ("true_x", False)]
+    (field,) = body("model m { ... }", "kinds 3")
+    assert field.name.value == "kinds"
+
+
 # --------------------------------------------------------------------------
 # Spans
 # --------------------------------------------------------------------------

@@ -89,7 +89,8 @@ def test_gated_delta_net_is_causal() -> None:
 
 
 def test_a_context_parallel_gated_delta_net_needs_the_mesh() -> None:
-    with pytest.raises(BuildError, match=r"layers\.0\.mixer: a context-parallel Gated DeltaNet needs the job's mesh"):
+    with pytest.raises(BuildError, match=r"layers\.0\.mixer: a Gated DeltaNet passing its state over 2 ranks needs "
+                       r"the job.s mesh with a .cp. axis"):
         ChunkedGatedDeltaNet(GDN, context={"cp_size": 2}, module_fqn="layers.0.mixer")
 
 

@@ -23,7 +23,7 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import attend, banded_attention, causal_mask, job_of, make_norm, rotate
+from hpdsl.torch.modules.common import attend, banded_attention, causal_mask, cp_mesh, make_norm, rotate
 
 BACKENDS = ("sdpa", "eager")
 
@@ -165,12 +165,7 @@ class RingAttention(Attention):
                  context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__(config, layer_index=layer_index, backend=backend, context=context,
                          module_fqn=module_fqn)
-        job = job_of(context, module_fqn)
-        self.cp = job.size("cp")
-        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
-            raise BuildError(f"{module_fqn or '<root>'}: RingAttention needs the job's mesh with a 'cp' "
-                             f"axis to gather keys and values over {self.cp} ranks")
-        self.job = job.mesh
+        self.cp, self.job = cp_mesh(context, module_fqn, "RingAttention gathering keys and values")
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and positions of the whole sequence, gathered over cp."""

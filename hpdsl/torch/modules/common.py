@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
-from hpdsl.torch.mesh import ContextLike, JobContext, job_context
+from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, job_context
 from hpdsl.torch.modules.fused import fused, rotate
 
 
@@ -194,6 +194,18 @@ def job_of(context: ContextLike, module_fqn: str) -> JobContext:
     return job_context(None, context, where=module_fqn or "<root>")
 
 
+def cp_mesh(context: ContextLike, module_fqn: str, what: str) -> tuple[int, JobMesh | None]:
+    """Return a module's cp degree and the job's mesh; BuildError if cp > 1 without a mesh that has a 'cp' axis.
+
+    `what` says what the module passes over the cp ranks, for the message.
+    """
+    job = job_of(context, module_fqn)
+    cp = job.size("cp")
+    if cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
+        raise BuildError(f"{module_fqn or '<root>'}: {what} over {cp} ranks needs the job's mesh with a 'cp' axis")
+    return cp, job.mesh
+
+
 def refuse_axis(job: JobContext, axis: str, what: str, module_fqn: str) -> None:
     """Raise BuildError if the job splits `axis`, which module `what` has no form for."""
     size = job.size(axis)
@@ -202,5 +214,6 @@ def refuse_axis(job: JobContext, axis: str, what: str, module_fqn: str) -> None:
                          f"but the job has {axis}={size}")
 
 
-__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size", "job_of",
+__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size", "cp_mesh",
+           "job_of",
            "make_norm", "norm_arguments", "refuse_axis", "rotate"]

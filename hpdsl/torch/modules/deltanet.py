@@ -30,7 +30,7 @@ from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import hand_on, receive_previous, shift_forward
-from hpdsl.torch.modules.common import RMSNorm, job_of
+from hpdsl.torch.modules.common import RMSNorm, cp_mesh
 from hpdsl.torch.modules.fused import fused, fused_pair
 
 
@@ -58,12 +58,7 @@ class GatedDeltaNet(nn.Module):
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, chunk_size: int = 64,
                  context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__()
-        job = job_of(context, module_fqn)
-        self.cp = job.size("cp")
-        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
-            raise BuildError(f"{module_fqn or '<root>'}: a context-parallel Gated DeltaNet needs the job's mesh "
-                             f"with a 'cp' axis to pass its state over {self.cp} ranks")
-        self.job = job.mesh
+        self.cp, self.job = cp_mesh(context, module_fqn, "a Gated DeltaNet passing its state")
         n_k, d_k = config.key_heads, config.key_head_dim
         n_v, d_v = config.value_heads, config.value_head_dim
         if min(n_k, d_k, n_v, d_v, config.conv) < 1:

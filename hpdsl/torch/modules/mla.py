@@ -26,10 +26,10 @@ from torch import Tensor, nn
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
-from hpdsl.torch.mesh import ContextLike, JobMesh
+from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, job_of, refuse_axis, rotate
+from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, cp_mesh, job_of, refuse_axis, rotate
 
 
 class MLAttention(nn.Module):
@@ -116,12 +116,7 @@ class RingMLAttention(MLAttention):
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
                  context: ContextLike = None, module_fqn: str = "") -> None:
         super().__init__(config, layer_index=layer_index, backend=backend, context=context, module_fqn=module_fqn)
-        job = job_of(context, module_fqn)
-        self.cp = job.size("cp")
-        if self.cp > 1 and (job.mesh is None or job.mesh.axis_mesh("cp") is None):
-            raise BuildError(f"{module_fqn or '<root>'}: RingMLAttention needs the job's mesh with a 'cp' "
-                             f"axis to gather keys and values over {self.cp} ranks")
-        self.job: JobMesh | None = job.mesh
+        self.cp, self.job = cp_mesh(context, module_fqn, "RingMLAttention gathering keys and values")
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and positions of the whole sequence, gathered over cp."""
