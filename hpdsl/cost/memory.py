@@ -334,14 +334,14 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
         body = body + (kv if c.scores_whole else kv / x.t) + xp.where(x.cp > 1, x.b_c * c.cp_masks * x.s, 0.0)
     if c.cp_carry[0] or c.cp_carry[1]:
         body = body + carried_per_token(*c.cp_carry, c.scores_whole, x)
-    if c.hf is not None and c.hf.cpu_heads:
-        # SDPA's CPU math kernel under the fused estimate (hpdsl train on CPU); transformers' in hf_extra.
-        math = cpu_math(c.hf, x)
-        math = math if c.hf.whole else math / x.t
-        body = body + xp.where(x.cpu & x.flash, xp.where(x.hf, 0.0, math), 0.0)
     if c.hf is not None and x.any_hf:
         body = body + hf_extra(c.hf, x)
     selective = x.tok * body
+    core = zero  # what the core attention keeps beyond q, k, v, the mask and its output: selective recomputes it
+    if c.hf is not None and c.hf.cpu_heads:
+        # SDPA's CPU math kernel (hpdsl train on CPU, hf-sdpa-cpu), fused estimate or transformers'.
+        math = cpu_math(c.hf, x)
+        core = xp.where(x.cpu & x.flash, math if c.hf.whole else math / x.t, 0.0)
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
@@ -349,9 +349,9 @@ def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
         copied = (b_sm != x.b_c) | (x.b_d > 0)
         scores = xp.where(x.flash, c.flash_b,
                           x.s * (b_sm * c.sc_sm + xp.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
-        none = x.tok * (body + (scores if c.scores_whole else scores / x.t))
+        none = x.tok * (body + core + (scores if c.scores_whole else scores / x.t))
     else:
-        none = selective
+        none = x.tok * (body + core)
     full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
     return none, selective, full
 
@@ -360,8 +360,6 @@ def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
     """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
     extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + x.etp * c.routed_b) / x.t
     mixer = x.b_c * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
-    if c.cpu_heads:
-        mixer = mixer + xp.where(x.cpu & x.flash, cpu_math(c, x), 0.0)
     extra = extra + (mixer if c.whole else mixer / x.t)  # a replicated mixer is whole on every rank
     if c.logit_v:
         extra = extra + (x.b_c - LOGIT_BYTES) * c.logit_v / x.loss_t

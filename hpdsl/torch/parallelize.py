@@ -23,9 +23,10 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   rank (their layout replicates them), over the expert data-parallel group
   dp·cp·tp/(ep·etp) (the ranks that hold the same experts, tp included, as the
   estimator's ZeRO divides them), their gradients averaged like the dense ones;
-- recompute `full` checkpoints whole layers, `selective` each layer's mixer
-  (the attention slot), the first `recompute_layers` layers when stated, with
-  `torch.utils.checkpoint` (non-reentrant);
+- recompute `full` checkpoints whole layers, `selective` each attention's core
+  (scores, softmax, A·V: Megatron's selective recompute, hpdsl/torch/modules/common.py
+  `core_attention`; the MTP layers too), the first `recompute_layers` layers when
+  stated, with `torch.utils.checkpoint` (non-reentrant);
 - pp: `train_mesh` puts a pp axis outermost; hpdsl/torch/pipeline.py cuts the
   model into pp·vpp chunks where the estimator cuts it and runs them with
   torch.distributed.pipelining's 1F1B (interleaved when vpp > 1); each chunk is
@@ -236,10 +237,26 @@ def _recompute(model: nn.Module, strategy: Strategy) -> None:
         return
     layers = _layers(model)
     count = len(layers) if strategy.recompute_layers is None else min(strategy.recompute_layers, len(layers))
+    if strategy.recompute == "selective":
+        # The estimator recomputes the MTP layers too when every layer is (hpdsl/cost/grid_ranks.py).
+        mtp = list(getattr(model, "mtp", None) or ()) if strategy.recompute_layers is None else []
+        for layer in layers[:count] + mtp:
+            _recompute_core(layer)
+        return
     for layer in layers[:count]:
-        target = layer if strategy.recompute == "full" else getattr(layer, "mixer", layer)
-        if target is not None:  # a feed-forward-only layer (Nemotron-H) has no mixer to recompute
-            _checkpointed(target)
+        _checkpointed(layer)
+
+
+def _recompute_core(layer: nn.Module) -> None:
+    """Make every attention of `layer` rerun its core (scores, softmax, A·V) in the backward: Megatron's selective.
+
+    A mixer without a score tensor (Gated DeltaNet, Mamba: their fused kernels
+    already keep only their inputs) and a feed-forward-only layer recompute nothing,
+    as the estimator prices them (docs/cost-model.md).
+    """
+    for module in layer.modules():
+        if hasattr(module, "recompute_core"):
+            setattr(module, "recompute_core", True)
 
 
 def _checkpointed(module: nn.Module) -> None:

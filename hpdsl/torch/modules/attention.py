@@ -23,13 +23,17 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import attend, banded_attention, causal_mask, cp_mesh, make_norm, rotate
+from hpdsl.torch.modules.common import (attend, banded_attention, causal_mask, core_attention, cp_mesh, make_norm,
+                                        rotate)
 
 BACKENDS = ("sdpa", "eager")
 
 
 class Attention(nn.Module):
     """Grouped-query attention over the whole local sequence (the `local` variant)."""
+
+    recompute_core = False
+    """Selective recompute (hpdsl.torch.parallelize sets it): the core attention reruns in the backward."""
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
                  context: ContextLike = None, module_fqn: str = "") -> None:
@@ -88,12 +92,13 @@ class Attention(nn.Module):
         window = window if window < k.shape[1] else 0  # a window past the keys is no window
         aligned = causal and bias is None and k_positions is positions
         if aligned and not window:  # no mask tensor
-            out = attend(q, k, v, None, backend=self.backend, causal=True, sinks=sinks)
+            out = core_attention(self.recompute_core, attend, q, k, v, None, backend=self.backend, causal=True,
+                                 sinks=sinks)
         elif aligned and (self.backend == "eager" or sinks is not None):  # the eager path: only the band
-            out = banded_attention(q, k, v, window, sinks=sinks)
+            out = core_attention(self.recompute_core, banded_attention, q, k, v, window, sinks=sinks)
         else:
             mask = self._mask(positions, k_positions, bias, causal=causal, window=window)
-            out = attend(q, k, v, mask, backend=self.backend, sinks=sinks)
+            out = core_attention(self.recompute_core, attend, q, k, v, mask, backend=self.backend, sinks=sinks)
         if gate is not None:
             out = out * torch.sigmoid(gate)
         return self.o_proj(out.reshape(batch, seq, -1))

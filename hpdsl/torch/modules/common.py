@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
@@ -156,6 +157,22 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
         sink = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
         return (torch.cat([scores, sink], -1).softmax(-1)[..., :-1] @ v.float()).to(q.dtype)
     return (scores.softmax(-1) @ v.float()).to(q.dtype)
+
+
+def core_attention(recompute: bool, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    """Return fn(*args, **kwargs), the core attention; under selective recompute rerun in the backward.
+
+    Selective recompute is Megatron's (docs/cost-model.md): the scores, softmax
+    and A·V run again from q, k, v (and the mask), which the checkpoint keeps
+    (torch.utils.checkpoint, non-reentrant, saves its tensor arguments); what the
+    kernel keeps beyond them (flash's row statistics, the math kernel's softmax
+    and fp32 copies, eager's score tensors) is not kept. The projections, norms,
+    rotations and the output projection keep what they keep without recompute.
+    """
+    if not recompute or not torch.is_grad_enabled():
+        return fn(*args, **kwargs)
+    out: Tensor = checkpoint(fn, *args, use_reentrant=False, **kwargs)
+    return out
 
 
 def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, *, scale: float | None = None,

@@ -29,7 +29,8 @@ from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
 from hpdsl.torch.modules.collectives import gather_along, sum_gradients
-from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, cp_mesh, job_of, refuse_axis, rotate
+from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis,
+                                        rotate)
 
 
 class MLAttention(nn.Module):
@@ -37,6 +38,8 @@ class MLAttention(nn.Module):
 
     context_parallel = False
     """Whether this variant gathers the keys and values of a sequence split over cp (RingMLAttention)."""
+    recompute_core = False
+    """Selective recompute (hpdsl.torch.parallelize sets it): the core attention reruns in the backward."""
 
     def __init__(self, config: ModuleConfig, *, layer_index: int = 0, backend: str = "sdpa",
                  context: ContextLike = None, module_fqn: str = "") -> None:
@@ -98,9 +101,11 @@ class MLAttention(nn.Module):
         k, v, k_positions = self.gather_sequence(k, v, positions)
         scale = c.q_head_dim ** -0.5
         if k_positions is positions or not c.causal:
-            out = attend(q, k, v, None, backend=self.backend, scale=scale, causal=c.causal)
+            out = core_attention(self.recompute_core, attend, q, k, v, None, backend=self.backend, scale=scale,
+                                 causal=c.causal)
         else:
-            out = attend(q, k, v, causal_mask(positions, k_positions), backend=self.backend, scale=scale)
+            out = core_attention(self.recompute_core, attend, q, k, v, causal_mask(positions, k_positions),
+                                 backend=self.backend, scale=scale)
         return self.o_proj(out.reshape(batch, seq, -1))
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
