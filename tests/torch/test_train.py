@@ -258,6 +258,7 @@ def test_search_run_trains_the_fastest_strategy_train_runs() -> None:
     assert len(trained["ranks"]) == 4 and len(result["search"]["top"]) == 3
     assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(trained)
+    _activations_within_ten_percent(trained)  # dp 4 · ep 4 under selective recompute (Megatron's)
 
 
 @pytest.mark.slow
