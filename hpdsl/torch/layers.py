@@ -105,8 +105,12 @@ class MTPLayer(nn.Module):
 
     def forward(self, hidden: Tensor, embedded: Tensor, *, positions: Tensor) -> Tensor:
         """Return the hidden state predicting one token further from `hidden` and the next embeddings."""
+        return self.norm(self.mix(hidden, embedded, positions=positions))
+
+    def mix(self, hidden: Tensor, embedded: Tensor, *, positions: Tensor) -> Tensor:
+        """Return the layer's output before the final norm (what full recompute reruns: hpdsl/torch/parallelize.py)."""
         x = self.eh_proj(torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1))
-        return self.norm(self.layer(x, positions=positions))
+        return self.layer(x, positions=positions)
 
 
 class CausalLM(nn.Module):

@@ -25,8 +25,8 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   estimator's ZeRO divides them), their gradients averaged like the dense ones;
 - recompute `full` checkpoints whole layers, `selective` each attention's core
   (scores, softmax, A·V: Megatron's selective recompute, hpdsl/torch/modules/common.py
-  `core_attention`; the MTP layers too), the first `recompute_layers` layers when
-  stated, with `torch.utils.checkpoint` (non-reentrant);
+  `core_attention`), the MTP layers too unless only the first `recompute_layers`
+  layers are, with `torch.utils.checkpoint` (non-reentrant);
 - pp: `train_mesh` puts a pp axis outermost; hpdsl/torch/pipeline.py cuts the
   model into pp·vpp chunks where the estimator cuts it and runs them with
   torch.distributed.pipelining's 1F1B (interleaved when vpp > 1); each chunk is
@@ -50,7 +50,7 @@ from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
-from hpdsl.torch.layers import CausalLM
+from hpdsl.torch.layers import CausalLM, MTPLayer
 from hpdsl.torch.modules import GroupedExperts
 from hpdsl.torch.pipeline import StageChunk
 from hpdsl.torch.sequence import routes_chunks, sequence_parallel
@@ -237,14 +237,15 @@ def _recompute(model: nn.Module, strategy: Strategy) -> None:
         return
     layers = _layers(model)
     count = len(layers) if strategy.recompute_layers is None else min(strategy.recompute_layers, len(layers))
-    if strategy.recompute == "selective":
-        # The estimator recomputes the MTP layers too when every layer is (hpdsl/cost/grid_ranks.py).
-        mtp = list(getattr(model, "mtp", None) or ()) if strategy.recompute_layers is None else []
-        for layer in layers[:count] + mtp:
+    # The estimator recomputes the MTP layers too when every layer is (hpdsl/cost/grid_ranks.py); under full
+    # an MTP layer keeps its two inputs (the hidden state and the embedded tokens) and its final norm's input,
+    # as it prices them (the norm belongs to the output part, never recomputed).
+    mtp = list(getattr(model, "mtp", None) or ()) if strategy.recompute_layers is None else []
+    for layer in layers[:count] + mtp:
+        if strategy.recompute == "selective":
             _recompute_core(layer)
-        return
-    for layer in layers[:count]:
-        _checkpointed(layer)
+        else:
+            _checkpointed(layer, "mix" if isinstance(layer, MTPLayer) else "forward")
 
 
 def _recompute_core(layer: nn.Module) -> None:
@@ -259,9 +260,9 @@ def _recompute_core(layer: nn.Module) -> None:
             setattr(module, "recompute_core", True)
 
 
-def _checkpointed(module: nn.Module) -> None:
-    """Make `module` recompute its forward in backward (its parameter names stay as they are)."""
-    forward = module.forward
+def _checkpointed(module: nn.Module, method: str = "forward") -> None:
+    """Make `module` recompute its forward (or `method`) in backward (its parameter names stay as they are)."""
+    forward = getattr(module, method)
 
     @functools.wraps(forward)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -269,4 +270,4 @@ def _checkpointed(module: nn.Module) -> None:
             return forward(*args, **kwargs)
         return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
-    setattr(module, "forward", run)  # an instance attribute: nn.Module.__call__ finds it first
+    setattr(module, method, run)  # an instance attribute: nn.Module.__call__ and the class's forward find it first

@@ -90,6 +90,9 @@ class MLAttention(nn.Module):
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
         kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, -1, self.nope + c.head_dim)
         k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
+        # Its own storage: a view would keep the whole up-projection output (k_nope too, which the key's
+        # cat copies already) for the attention's backward; the estimator prices v at its own width.
+        v = v.contiguous()
         if self.tp is not None:  # every head shares the rotary key; this rank's heads give part of its gradient
             k_rope = sum_gradients(k_rope, self.tp.group)
         k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
