@@ -189,6 +189,14 @@ def mtp_tensor_parallel(model: nn.Module, tp: DeviceMesh, *, sequence_parallel: 
              else ColwiseParallel(output_layouts=Replicate()))
     for mtp in getattr(model, "mtp", None) or ():
         parallelize_module(mtp.eh_proj, tp, style)
+        if sequence_parallel:
+            mtp.eh_proj.register_forward_hook(_own_storage)
+
+
+def _own_storage(_module: nn.Module, _inputs: Any, out: torch.Tensor) -> torch.Tensor:
+    # Redistributed from output columns to sequence chunks, this rank's chunk is a view of the whole gathered
+    # output: what the next layer saves of it would keep the whole sequence alive. A copy keeps the chunk only.
+    return out.clone()
 
 
 def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:
