@@ -212,9 +212,10 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
         return layer
     h = model.hidden
     out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
-    # MTP: two input norms, the 2h-wide projection input, then its own output head.
+    # MTP: two input norms, the 2h-wide projection input, then its own output head (its input split or whole
+    # as the output column's: gathered before the head when the backend gathers, `gathered_tp_input`).
     return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
-                        full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
+                        full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_c=out.keep_c, keep_sp_b=out.keep_sp_b,
                         logit_b=out.logit_b, keep_b=out.keep_b)
 
 
