@@ -137,3 +137,8 @@ def test_an_mtp_layer_keeps_its_heads_input_as_the_output_head_does(gathered: bo
     kept, head = column_act_coeffs(mtp, columns), column_act_coeffs(out, columns)
     assert (kept.keep_c, kept.keep_sp_c) == (head.keep_c, head.keep_sp_c)
     assert (kept.keep_c, kept.keep_sp_c) == ((7168, 0) if gathered else (0, 7168))
+    # Its 2h-wide projection's input: gathered from the sequence chunks before the column-parallel projection.
+    layer = column_act_coeffs(next(c for c in columns.columns if c.config == mtp.config and c.role == "layer"),
+                              columns)
+    assert kept.whole_c - layer.whole_c == (2 * 7168 if gathered else 0)
+    assert kept.sp_c - layer.sp_c == (0 if gathered else 2 * 7168)
