@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
 from hpdsl.cli.app import main
+from hpdsl.cli.models import load_cost_model
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import InputError
 from hpdsl.ir.overrides import apply_sets, parse_sets
@@ -250,12 +252,22 @@ def test_search_run_refuses_a_precision_train_does_not_run() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_search_run_trains_the_fastest_strategy_train_runs() -> None:
-    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--global-batch", "4", "--seq-len", "32",
+    from hpdsl.cli.train import runnable_reasons
+    from hpdsl.cost.search import search
+
+    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--global-batch", "8", "--seq-len", "32",
                           "--micro-batches", "1", "--top", "3", "--run", "--json")
     assert code == 0, output
     result = json.loads(output)
     trained = result["train"]
     assert len(trained["ranks"]) == 4 and len(result["search"]["top"]) == 3
+    # The first of the ranking train runs: every strategy here accumulates 2 micro-batches or more per step.
+    cost_model = load_cost_model([Path(MIXTRAL)], None, stdlib=True, sets=[s.removeprefix("--set=") for s in SMALL])
+    ranked = search(cost_model, 4, None, top=200, global_batch=8, seq_len=32, micro_batches=(1,),
+                    precision="fp32", optimizer="adam", zero=("os+grad+params",)).top
+    place, best = next((i, e.strategy) for i, e in enumerate(ranked, 1) if not runnable_reasons(e.strategy))
+    assert result["trained"] == {"place": place, "strategy": json.loads(json.dumps(attrs.asdict(best)))}
+    assert best.micro_batches >= 2
     assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
     _static_bytes_equal(trained)
 
