@@ -169,8 +169,8 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
 
 
 def reference_name(name: str) -> str:
-    """Return the reference's name of a parameter: the last stage's MTP copy of the embedding is the embedding."""
-    return "embed." + name.removeprefix("mtp_embed.") if name.startswith("mtp_embed.") else name
+    """Return the reference's name of a parameter: the last stage's copy of the embedding is the embedding."""
+    return "embed." + name.removeprefix("embed_copy.") if name.startswith("embed_copy.") else name
 
 
 def expert_parameters(model: nn.Module) -> dict[str, tuple[ExpertParallelExperts, str]]:
@@ -374,7 +374,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     reference = materialize(build_model(model_ir, registry=registry, include_mtp=True), "cpu", seed=seed)
     chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry, include_mtp=True), strategy,
                          coords["pp"])
-    tables = embedding_group(mesh) if depth else None
+    tables = embedding_group(mesh) if depth or model_ir.tie_embeddings else None
     for chunk in chunks.values():
         materialize(chunk, "cpu")
         load_reference(chunk, reference)
