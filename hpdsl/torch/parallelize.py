@@ -71,8 +71,6 @@ _FSDP_ZERO = ("os+grad+params",)
 def refusals(strategy: Strategy) -> tuple[str, ...]:
     """Return every reason this backend cannot run `strategy` (empty: it can)."""
     reasons = list(_pipeline_refusals(strategy))
-    if strategy.etp > 1 and strategy.ep == 1:
-        reasons.append(f"etp={strategy.etp} with ep=1: this backend splits experts' width only in its ep variant")
     expert = strategy.ep * strategy.etp
     if expert > 1 and strategy.dp % expert:
         named = f"ep·etp={expert}" if strategy.etp > 1 else f"ep={strategy.ep}"

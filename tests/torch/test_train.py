@@ -68,7 +68,7 @@ def test_estimate_takes_set() -> None:
     ({"dp": 2}, "zero=none under dp·cp=2"),
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
     ({"dp": 2, "tp": 2, "ep": 2, "etp": 2, "zero": "os+grad+params"}, "ep·etp=4 must divide dp=2"),
-    ({"dp": 2, "etp": 2, "zero": "os+grad+params"}, "etp=2 with ep=1"),
+    ({"dp": 1, "tp": 2, "etp": 2}, "ep·etp=2 must divide dp=1"),
 ])
 def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, reason: str) -> None:
     assert any(reason in r for r in refusals(Strategy(**changes)))
