@@ -167,7 +167,9 @@ def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str
         except subprocess.TimeoutExpired:
             raise InputError(f"the training job ran past --timeout {timeout_s} s") from None
         if done.returncode != 0:
-            tail = [line for line in done.stderr.splitlines() if "Error" in line][-3:]
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            # The exception lines when there are any; else the job's last words (a killed rank writes no Error).
+            tail = [line for line in lines if "Error" in line][-3:] or lines[-3:]
             raise BuildError(f"the training job failed (exit {done.returncode}): " + " | ".join(tail))
         return [json.loads((out / f"{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
 
