@@ -28,7 +28,7 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
-from hpdsl.torch.modules.collectives import gather_along, sum_gradients
+from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis,
                                         rotate)
 
@@ -90,8 +90,8 @@ class MLAttention(nn.Module):
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
         kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, -1, self.nope + c.head_dim)
         k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
-        # Its own storage: a view would keep the whole up-projection output (k_nope too, which the key's
-        # cat copies already) for the attention's backward; the estimator prices v at its own width.
+        # Its own storage: attention saves v for the backward, and a view of kv would keep k_nope alive beside
+        # it (s·heads·nope elements a layer the estimator does not price: docs/validation.md, "MTP layers").
         v = v.contiguous()
         if self.tp is not None:  # every head shares the rotary key; this rank's heads give part of its gradient
             k_rope = sum_gradients(k_rope, self.tp.group)
@@ -128,11 +128,8 @@ class RingMLAttention(MLAttention):
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and positions of the whole sequence, gathered over cp."""
-        if self.cp == 1 or self.job is None:
-            return k, v, positions
-        group = self.job.group("cp")
-        assert group is not None
-        return gather_along(k, group, 1), gather_along(v, group, 1), gather_along(positions, group, 0)
+        return gather_sequence(self.job.group("cp") if self.cp > 1 and self.job is not None else None,
+                               k, v, positions)
 
 
 __all__ = ["MLAttention", "RingMLAttention"]
