@@ -87,7 +87,7 @@ def _check_statements(family: ast.Family, collector: Collector) -> None:
     for axis in axes:
         if axis.axis.value not in AXES:
             collector.error(axis.axis.span, "unknown-axis",
-                            f"'{axis.axis.value}' is not a mesh axis; expected tp, cp, ep or pp",
+                            f"'{axis.axis.value}' is not a mesh axis; expected tp, cp, ep, pp or etp",
                             hint=did_you_mean(axis.axis.value, AXES))
 
 

@@ -128,7 +128,8 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
                          + refused)
     name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=devices, steps=steps)
     if as_json:
-        emit_json({"search": result.to_json(), "train": trained})
+        emit_json({"search": result.to_json(), "train": trained,
+                   "trained": {"place": place, "strategy": attrs.asdict(best)}})
     else:
         click.echo(render_search(result))
         faster = "" if place == 1 else f" (the faster ones use what it refuses: {'; '.join(skipped)})"

@@ -69,6 +69,7 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
     from hpdsl.cli.models import load_cost_model
     from hpdsl.cost.backend import backend_facts
     from hpdsl.cost.estimate import estimate
+    from hpdsl.ir.nodes import evolve
     from hpdsl.ir.overrides import parse_sets
 
     _check_runnable(strategy, nproc)
@@ -77,8 +78,12 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
     # Priced as the backend runs it (hpdsl/cost/backend.py): its gradients, loss, gathers, CPU kernels.
     run = backend_facts(cost_model.profile.run, strategy)
-    estimated = _stage_estimates(estimate(attrs.evolve(cost_model, profile=attrs.evolve(cost_model.profile, run=run)),
-                                          strategy))
+    priced = estimate(_with_run(cost_model, run), strategy)
+    estimated = _stage_estimates(priced)
+    if strategy.pp == 1 and strategy.micro_batches > 1:
+        undeferred = estimate(_with_run(cost_model, evolve(run, deferred_grad_accumulation=False)), strategy)
+        for stage, deferred, plain in zip(estimated, priced.memory.per_stage, undeferred.memory.per_stage):
+            stage["held_grads_bytes"] = _held_grads(deferred, plain)
     config = {"paths": [str(p) for p in paths], "model": cost_model.model.name, "stdlib": not no_stdlib,
               "sets": parsed, "strategy": attrs.asdict(strategy), "steps": steps, "seed": seed}
     ranks = _launch(config, nproc, timeout_s)
@@ -86,6 +91,21 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
               "ranks": [{"rank": r["rank"], "coords": r["coords"], "measured": r["measured"],
                          "estimated": estimated[r["coords"].get("pp", 0)]} for r in ranks]}
     return str(cost_model.model.name), result
+
+
+def _with_run(cost_model: Any, run: Any) -> Any:
+    """Return `cost_model` priced with the run facts `run`."""
+    return attrs.evolve(cost_model, profile=attrs.evolve(cost_model.profile, run=run))
+
+
+def _held_grads(deferred: Any, plain: Any) -> float:
+    """Return a stage's gradient bytes held between micro-batches, as the estimator prices them.
+
+    The sharded gradients, plus, when the run defers their reduction, the unsharded
+    ones beyond them, priced as transient memory: the transient with deferral
+    less the one priced without (hpdsl/cost/stage.py `rank_memory`).
+    """
+    return float(deferred.grads_bytes + deferred.transient_bytes - plain.transient_bytes)
 
 
 def runnable_reasons(strategy: Any) -> list[str]:
@@ -102,8 +122,6 @@ def runnable_reasons(strategy: Any) -> list[str]:
     if strategy.impl != "fused":
         reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
                        "keep (--impl fused)")
-    if strategy.pp == 1 and strategy.micro_batches > 1:
-        reasons.append("gradient accumulation (global batch > micro-batch·dp) is not run by `train` yet")
     return reasons
 
 
@@ -149,7 +167,9 @@ def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str
         except subprocess.TimeoutExpired:
             raise InputError(f"the training job ran past --timeout {timeout_s} s") from None
         if done.returncode != 0:
-            tail = [line for line in done.stderr.splitlines() if "Error" in line][-3:]
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            # The exception lines when there are any; else the job's last words (a killed rank writes no Error).
+            tail = [line for line in lines if "Error" in line][-3:] or lines[-3:]
             raise BuildError(f"the training job failed (exit {done.returncode}): " + " | ".join(tail))
         return [json.loads((out / f"{rank}.json").read_text(encoding="utf-8")) for rank in range(nproc)]
 
@@ -157,7 +177,8 @@ def _launch(config: dict[str, Any], nproc: int, timeout_s: int) -> list[dict[str
 def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     """Return the readable report: losses per step beside the reference, then bytes per rank."""
     s = strategy
-    stages = f"pp {s.pp}, vpp {s.vpp} ({s.micro_batches} micro-batches), " if s.pp > 1 else ""
+    stages = (f"pp {s.pp}, vpp {s.vpp} ({s.micro_batches} micro-batches), " if s.pp > 1
+              else f"{s.micro_batches} micro-batches accumulated, " if s.micro_batches > 1 else "")
     etp = f", etp {s.etp}" if s.etp > 1 else ""
     lines = [f"{name}: {stages}dp {s.dp}, tp {s.tp}, cp {s.cp}, ep {s.ep}{etp}, zero {s.zero}, recompute {s.recompute}; "
              f"{len(result['ranks'])} processes (gloo), seq {s.seq_len}, micro-batch {s.micro_batch}, fp32",
@@ -170,6 +191,11 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
         coords = ",".join(str(v) for v in rank["coords"].values())
         cells = "".join(f"{rank['measured'][p]:>12,} / {rank['estimated'][p]:>11,.0f}" for p in _PARTS)
         lines.append(f"{rank['rank']:>4} {coords:<13}{cells}")
+    held = [r for r in result["ranks"] if "held_grads_bytes" in r["measured"]]
+    if held:
+        lines.append("gradient bytes held between micro-batches, measured / estimated: " + ", ".join(
+            f"rank {r['rank']} {r['measured']['held_grads_bytes']:,} / {r['estimated']['held_grads_bytes']:,.0f}"
+            for r in held))
     gaps = [r["measured"]["grad_max_diff"] for r in result["ranks"] if "grad_max_diff" in r["measured"]]
     if gaps:
         scale = max(r["measured"]["grad_max_abs"] for r in result["ranks"])

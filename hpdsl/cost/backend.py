@@ -8,7 +8,9 @@ hpdsl/torch/parallelize.py and hpdsl/torch/sequence.py apply it
 - gradients are `.grad` tensors held from the backward to the optimizer step
   (`grad_accumulation`); under pp, torch.distributed.pipelining runs every
   micro-batch's backward without FSDP2's gradient sync and reduces once, after the
-  last (`deferred_grad_accumulation`);
+  last (`deferred_grad_accumulation`); without pp `train` does so when the
+  profile states `deferred_grad_accumulation`, else it reduce-scatters every
+  micro-batch's gradients (hpdsl/torch/train.py `accumulate`);
 - under tp the loss runs on vocabulary-split logits (`loss_parallel`);
 - under sequence parallelism torch's `PrepareModuleInput` gathers the sequence
   before a mixer, a dense feed-forward, a tp-split shared expert and the head, so
@@ -44,7 +46,8 @@ ZERO3 = "os+grad+params"
 
 def backend_facts(run: RunFacts, strategy: Strategy) -> RunFacts:
     """Return the profile's run facts with what hpdsl's torch backend does on CPU under `strategy`."""
-    return evolve(run, grad_accumulation=True, deferred_grad_accumulation=strategy.pp > 1, loss_parallel=True,
+    deferred = strategy.pp > 1 or run.deferred_grad_accumulation
+    return evolve(run, grad_accumulation=True, deferred_grad_accumulation=deferred, loss_parallel=True,
                   gathered_tp_input=True, routed_tokens_split=strategy.zero == ZERO3, cp_gathered_kv=True,
                   cpu_attention=True)
 

@@ -21,7 +21,7 @@ from hpdsl.model.fields import Scalar
 if TYPE_CHECKING:  # a type only: the model layer sits below the IR
     from hpdsl.ir.nodes import FamilyIR
 
-CONDITION_AXES = ("tp", "cp", "ep", "pp")
+CONDITION_AXES = ("tp", "cp", "ep", "pp", "etp")
 """The axes a family condition may name, in the order parallelisms are applied; `parallel` is
 the family's own axis > 1."""
 

@@ -14,6 +14,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Replicate
 
+from hpdsl.errors import BuildError
+
 
 class DecoderLayer(nn.Module):
     """Pre-norm residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
@@ -144,13 +146,13 @@ class CausalLM(nn.Module):
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
             x = layer(x, positions=positions, bias=bias)
-        logits = _logits(self.norm(x), self.head, self.embed)
+        logits = output_logits(self.norm(x), self.head, self.embed)
         if input_ids.ndim == 2 or self.mtp is None:
             return logits
         every = [logits]
         for depth, mtp in enumerate(self.mtp, start=1):
             x = mtp(x, self.embed(input_ids[..., depth]), positions=positions)
-            every.append(_logits(x, self.head, self.embed))
+            every.append(output_logits(x, self.head, self.embed))
         return torch.cat(every, dim=1)
 
 
@@ -167,12 +169,15 @@ class Seq2SeqLM(nn.Module):
         target = torch.arange(decoder_input_ids.shape[1], device=input_ids.device)
         memory = self.encoder(self.embed(input_ids), positions=source)
         out = self.decoder(self.embed(decoder_input_ids), positions=target, memory=memory)
-        return _logits(out, self.head, self.embed)
+        return output_logits(out, self.head, self.embed)
 
 
-def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module) -> Tensor:
+def output_logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) -> Tensor:
+    """Return the logits of hidden states `x`: the head's, or a tied head's product with the embedding table."""
     if head is not None:
         return head(x)
+    if embed is None:
+        raise BuildError("a tied head needs the embedding table (a pipeline chunk's copy)")
     weight = embed.get_parameter("weight")  # a tied head reads the embedding family's table
     if isinstance(weight, DTensor):
         # Split over the vocabulary (tp): every rank computes its own logits, a DTensor sharded on
@@ -181,4 +186,4 @@ def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module) -> Tensor:
     return x @ weight.t()
 
 
-__all__ = ["CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower"]
+__all__ = ["CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]

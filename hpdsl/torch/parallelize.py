@@ -23,6 +23,11 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
   rank (their layout replicates them), over the expert data-parallel group
   dp·cp·tp/(ep·etp) (the ranks that hold the same experts, tp included, as the
   estimator's ZeRO divides them), their gradients averaged like the dense ones;
+- gradient accumulation without pp (global batch > micro_batch·dp): each step runs
+  the strategy's micro-batches forward and backward, each loss divided by their
+  count, then one optimizer step; with the profile's deferred_grad_accumulation
+  FSDP2 reduces nothing before the last micro-batch (`gradient_sync`), otherwise
+  it reduce-scatters every micro-batch's gradients into the sharded ones;
 - recompute `full` checkpoints whole layers, `selective` each layer's mixer
   (the attention slot), the first `recompute_layers` layers when stated, with
   `torch.utils.checkpoint` (non-reentrant);
@@ -66,8 +71,6 @@ _FSDP_ZERO = ("os+grad+params",)
 def refusals(strategy: Strategy) -> tuple[str, ...]:
     """Return every reason this backend cannot run `strategy` (empty: it can)."""
     reasons = list(_pipeline_refusals(strategy))
-    if strategy.etp > 1 and strategy.ep == 1:
-        reasons.append(f"etp={strategy.etp} with ep=1: this backend splits experts' width only in its ep variant")
     expert = strategy.ep * strategy.etp
     if expert > 1 and strategy.dp % expert:
         named = f"ep·etp={expert}" if strategy.etp > 1 else f"ep={strategy.ep}"
@@ -174,6 +177,18 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
             if isinstance(module, FSDPModule):
                 module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def gradient_sync(model: nn.Module, on: bool) -> None:
+    """Turn FSDP2's gradient reduction on or off for the next backward of every FSDP2 module in `model`.
+
+    Off: each parameter's gradient stays unsharded and adds up over the
+    micro-batches, to be reduce-scattered once by the backward that runs with it
+    on (the run fact deferred_grad_accumulation; docs/cost-model.md#what-hpdsl-train-runs).
+    """
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_requires_gradient_sync(on, recurse=False)
 
 
 def mtp_tensor_parallel(model: nn.Module, tp: DeviceMesh, *, sequence_parallel: bool) -> None:

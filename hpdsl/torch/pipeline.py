@@ -6,7 +6,7 @@ its `even_split`; chunk c runs on pipeline rank c mod pp (Megatron's
 interleaving, which is also how PyTorch's interleaved schedule places stages).
 The embedding (and a learned position table) rides on the first chunk, the
 final norm and the output head on the last, with the MTP layers and a copy of
-the embedding for their lookups, as the estimator prices them (hpdsl/torch/train.py
+the embedding for their lookups and a tied head, as the estimator prices them (hpdsl/torch/train.py
 sums the two tables' gradients over the first and last stages). Each chunk is a `StageChunk` built
 from the model's own modules (no tracing), so its parameters keep the model's
 names (`layers.5.mixer...`) and a rank holds only its chunks' parameters.
@@ -36,7 +36,7 @@ from hpdsl.cost.layout import even_split
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
-from hpdsl.torch.layers import CausalLM
+from hpdsl.torch.layers import CausalLM, output_logits
 from hpdsl.torch.modules.collectives import rank_local
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
@@ -63,9 +63,6 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
     reasons = []
     if {"encoder", "decoder"} <= {g.kind for g in model.groups}:
         reasons.append(f"{model.name} is an encoder-decoder: pipeline stages are cut for causal models only")
-    if model.tie_embeddings:
-        reasons.append(f"{model.name} ties its head to the embedding: the last stage's copy of the table "
-                       "and its gradient all-reduce with the first stage are not built")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
     return tuple(reasons)
@@ -78,8 +75,10 @@ class StageChunk(nn.Module):
         super().__init__()
         self.embed = model.embed if first else None
         self.mtp = model.mtp if last else None
-        # The last stage looks up the MTP layers' shifted ids in its own copy of the table.
-        self.mtp_embed = copy.deepcopy(model.embed) if last and not first and model.mtp is not None else None
+        # The last stage looks up the MTP layers' shifted ids in its own copy of the table, and a tied
+        # head multiplies by it (sum_embedding_grads keeps the copies equal).
+        copied = last and not first and (model.mtp is not None or model.head is None)
+        self.embed_copy = copy.deepcopy(model.embed) if copied else None
         self.mtp_ids: tuple[Tensor, ...] = ()  # the step's micro-batches' ids [b, s, 1 + D] (run_step sets them)
         self.micro_batch = 0  # the micro-batch being run (_Stage sets it)
         self.positions = model.positions if first else None
@@ -100,18 +99,19 @@ class StageChunk(nn.Module):
                 x = x + self.positions(positions)
         for layer in self.layers.values():
             x = layer(x, positions=positions)
-        if self.norm is None or self.head is None:
+        if self.norm is None:
             return x
-        logits = self.head(self.norm(x))  # model_refusals: never a tied head
+        # The embedding or its copy: the last chunk holds one where a tied head or MTP reads it.
+        table = self.embed_copy if self.embed_copy is not None else self.embed
+        logits = output_logits(self.norm(x), self.head, table)
         if self.mtp is None:
             return logits
         ids = self.mtp_ids[self.micro_batch]
-        table = self.mtp_embed if self.mtp_embed is not None else self.embed
         assert table is not None
         every = [logits]
         for depth, mtp in enumerate(self.mtp, start=1):
             x = mtp(x, table(ids[..., depth]), positions=positions)
-            every.append(self.head(x))
+            every.append(output_logits(x, self.head, table))
         return torch.cat(every, dim=1)
 
 
@@ -143,8 +143,8 @@ def split_model(model: nn.Module, strategy: Strategy, pp_rank: int) -> dict[int,
     """Return this pipeline rank's chunks of a built causal model, by chunk index."""
     if not isinstance(model, CausalLM):
         raise BuildError(f"pipeline stages are cut from a causal model, not {type(model).__name__}")
-    if model.position_bias is not None or model.head is None:
-        raise BuildError("pipeline stages are not cut for a relative position bias or a tied head yet")
+    if model.position_bias is not None:
+        raise BuildError("pipeline stages are not cut for a relative position bias yet")
     spans = chunk_spans(len(model.layers), strategy)
     last = len(spans) - 1
     return {c: StageChunk(model, spans[c], first=c == 0, last=c == last) for c in rank_chunks(strategy, pp_rank)}
@@ -201,14 +201,14 @@ def embedding_group(mesh: DeviceMesh) -> ProcessGroup | None:
 
 
 def sum_embedding_grads(chunks: Mapping[int, nn.Module], group: ProcessGroup) -> None:
-    """Sum the embedding's gradient (first stage) and its MTP copy's (last stage) over the two, in place.
+    """Sum the embedding's gradient (first stage) and its copy's (last stage) over the two, in place.
 
-    Both then hold the whole table's gradient, the lookups' and the MTP lookups',
+    Both then hold the whole table's gradient, the lookups', the MTP lookups' and a tied head's,
     and take the same AdamW step: the two copies stay equal, as Megatron's shared
     embedding across its first and last stages.
     """
     for chunk in chunks.values():
-        for table in (getattr(chunk, "embed", None), getattr(chunk, "mtp_embed", None)):
+        for table in (getattr(chunk, "embed", None), getattr(chunk, "embed_copy", None)):
             if table is None:
                 continue
             for param in table.parameters():

@@ -109,7 +109,7 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = 
                          f"learned position table (embed, layers, norm), not {type(model).__name__}'s")
     if isinstance(model, StageChunk):
         model.sequence_shards = tp.size()
-    for table in (embed, getattr(model, "mtp_embed", None)):  # a last pipeline chunk's copy for its MTP layers
+    for table in (embed, getattr(model, "embed_copy", None)):  # a last pipeline chunk's copy (MTP, tied head)
         if table is not None:
             parallelize_module(table, tp, _chunk_out())
     for layer in (layers.values() if isinstance(layers, nn.ModuleDict) else layers):

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import loss_parallel
 
@@ -44,7 +45,7 @@ from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
 from hpdsl.torch.modules.fused import recomputing
 from hpdsl.torch.objective import batch, mtp_depth, objective, rank_batch
-from hpdsl.torch.parallelize import coordinates, data_rank, parallelize, stage_mesh, train_mesh
+from hpdsl.torch.parallelize import coordinates, data_rank, gradient_sync, parallelize, stage_mesh, train_mesh
 from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
 
 LEARNING_RATE = 1e-3
@@ -168,8 +169,8 @@ def saved_activation_peak(model: nn.Module) -> Iterator[list[int]]:
 
 
 def reference_name(name: str) -> str:
-    """Return the reference's name of a parameter: the last stage's MTP copy of the embedding is the embedding."""
-    return "embed." + name.removeprefix("mtp_embed.") if name.startswith("mtp_embed.") else name
+    """Return the reference's name of a parameter: the last stage's copy of the embedding is the embedding."""
+    return "embed." + name.removeprefix("embed_copy.") if name.startswith("embed_copy.") else name
 
 
 def expert_parameters(model: nn.Module) -> dict[str, tuple[ExpertParallelExperts, str]]:
@@ -239,30 +240,37 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     parallelize(model, strategy, mesh, reshard_params=facts.reshard_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     where, groups = data_rank(mesh)
-    cp, cps = coordinates(mesh)["cp"], strategy.cp
-    rows = strategy.micro_batch * groups
+    cp, cps, micro = coordinates(mesh)["cp"], strategy.cp, strategy.micro_batches
+    share = strategy.micro_batch * micro  # this data-parallel rank's rows per step, in `micro` micro-batches
+    rows = share * groups
     expected = reference_grads(reference, seed, rows, seq, vocab, depth)
     measured: dict[str, Any] = {"params_bytes": local_bytes(model.parameters())}
     losses = []
-    part = (slice(where * strategy.micro_batch, (where + 1) * strategy.micro_batch),
-            slice(cp * seq // cps, (cp + 1) * seq // cps))
+    positions = slice(cp * seq // cps, (cp + 1) * seq // cps)
     for step in range(steps):
-        ids, targets = rank_batch(step, seed, rows, seq, vocab, depth, part)
-        # The loss's saved softmax is an activation the estimator prices (the logits term): counted too.
-        with loss_parallel():  # logits split over the vocabulary (tp): the loss and its backward run split
-            with saved_activations(model) as saved:
-                loss = objective(model(ids), targets)
-            loss.backward()
+        held, total = [0], torch.zeros(())
+        # One batch: what its forward saves (its backward saves nothing). Several: every micro-batch's
+        # saved activations counted while autograd holds them, the step's peak.
+        with (saved_activation_peak(model) if micro > 1 else saved_activations(model)) as saved:
+            for index in range(micro):
+                first = where * share + index * strategy.micro_batch
+                ids, targets = rank_batch(step, seed, rows, seq, vocab, depth,
+                                          (slice(first, first + strategy.micro_batch), positions))
+                loss = accumulate(model, ids, targets, index, micro, defer=facts.deferred_grad_accumulation)
+                total = total + (loss.full_tensor() if isinstance(loss, DTensor) else loss).detach()
+                if step == 0 and index == 0 and micro > 1:
+                    held[0] = held_grad_bytes(model)
         if step == 0:
             measured["grads_bytes"] = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
             measured["activation_peak_bytes"] = saved[0]
             measured["grad_max_diff"], measured["grad_max_abs"] = grad_gap(model, expected)
+            if micro > 1:
+                measured["held_grads_bytes"] = held[0]
         optimizer.step()
         optimizer.zero_grad()
         if step == 0:
             measured["optimizer_bytes"] = optimizer_bytes(optimizer)
-        whole = loss.full_tensor() if isinstance(loss, DTensor) else loss
-        mean = whole.detach().clone() / dist.get_world_size()  # tp ranks share data: their losses agree
+        mean = total / (micro * dist.get_world_size())  # tp ranks share data: their losses agree
         dist.all_reduce(mean)
         losses.append(mean.item())
     out: dict[str, Any] = {"rank": rank, "coords": coordinates(mesh), "loss": losses, "measured": measured}
@@ -270,6 +278,44 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
         out["reference_loss"] = train_reference(reference, steps, seed, rows, seq, vocab, depth)
     (out_dir / f"{rank}.json").write_text(json.dumps(out), encoding="utf-8")
     dist.destroy_process_group()
+
+
+def accumulate(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, index: int, micro: int, *,
+               defer: bool) -> torch.Tensor:
+    """Run micro-batch `index` of `micro` forward and backward (gradients add up); return its loss.
+
+    Its loss is divided by `micro` before the backward, so the step's summed gradient
+    is the one of the mean loss over the whole batch (every micro-batch has as many
+    tokens). With `defer` (the profile's deferred_grad_accumulation) FSDP2 reduces
+    no gradient before the last micro-batch (`set_requires_gradient_sync(False)`,
+    holding them unsharded); otherwise it reduce-scatters each micro-batch's into
+    the sharded gradients.
+    """
+    if micro > 1:
+        gradient_sync(model, not defer or index == micro - 1)
+    # The loss's saved softmax is an activation the estimator prices (the logits term): counted too.
+    with loss_parallel():  # logits split over the vocabulary (tp): the loss and its backward run split
+        loss = objective(model(ids), targets)
+        (loss / micro if micro > 1 else loss).backward()
+    return loss
+
+
+def held_grad_bytes(model: nn.Module) -> int:
+    """Return the gradient bytes this rank holds now: its sharded `.grad`s and FSDP2's unsharded ones.
+
+    Between micro-batches without gradient sync FSDP2 keeps each parameter's
+    unsharded gradient on its unsharded parameter (private state: FSDP2 has no
+    public accessor for it), to reduce-scatter after the last micro-batch.
+    """
+    total = local_bytes(p.grad for p in model.parameters() if p.grad is not None)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            for group in module._get_fsdp_state()._fsdp_param_groups:
+                for param in group.fsdp_params:
+                    unsharded = getattr(param, "_unsharded_param", None)
+                    for grad in (None if unsharded is None else unsharded.grad, param.unsharded_accumulated_grad):
+                        total += 0 if grad is None else local_bytes(iter([grad]))
+    return total
 
 
 def reference_grads(model: nn.Module, seed: int, rows: int, seq: int, vocab: int,
@@ -328,7 +374,7 @@ def train_pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, m
     reference = materialize(build_model(model_ir, registry=registry, include_mtp=True), "cpu", seed=seed)
     chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry, include_mtp=True), strategy,
                          coords["pp"])
-    tables = embedding_group(mesh) if depth else None
+    tables = embedding_group(mesh) if depth or model_ir.tie_embeddings else None
     for chunk in chunks.values():
         materialize(chunk, "cpu")
         load_reference(chunk, reference)

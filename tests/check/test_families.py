@@ -300,10 +300,11 @@ def _select(family: FamilyIR, **env: object) -> str:
     ({"use_mxfp8": False, "ep": 4}, "ep"),
     ({"use_mxfp8": True, "ep": 1}, "mxfp8"),
     ({"use_mxfp8": True, "ep": 2}, "mxfp8"),
+    ({"use_mxfp8": False, "ep": 1, "etp": 2}, "ep"),  # etp alone splits the experts' width
 ])
 def test_grouped_experts_selection(env: dict, variant: str) -> None:
     family = _standard_families()["grouped_experts"]
-    assert _select(family, use_fused_mxfp8=False, tp=1, cp=1, pp=1, **env) == variant
+    assert _select(family, use_fused_mxfp8=False, tp=1, cp=1, pp=1, **{"etp": 1, **env}) == variant
 
 
 @pytest.mark.parametrize(("env", "message"), [

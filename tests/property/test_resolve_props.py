@@ -59,7 +59,7 @@ def _contract_env(family: FamilyIR, job: AxisSizes, explicit: dict[str, Scalar])
     # Written from docs/language.md's contract, not with hpdsl.model.axes.
     env: dict[str, Scalar] = {s.name: s.default for s in family.selectors if s.default is not None}
     env.update(explicit)
-    env.update({"tp": job.tp, "cp": job.cp, "ep": job.ep, "pp": job.pp})
+    env.update({"tp": job.tp, "cp": job.cp, "ep": job.ep, "pp": job.pp, "etp": job.etp})
     env["parallel"] = family.parallel is not None and getattr(job, family.parallel) > 1
     return env
 

@@ -21,7 +21,7 @@ def test_explain_names_the_variant_the_rule_and_where_they_are_declared() -> Non
     assert run.returncode == 0, run.stderr
     story = json.loads(run.stdout)
     assert (story["family"], story["variant"]) == ("grouped_experts", "ep")
-    assert story["clause"] == "when parallel and not use_mxfp8"
+    assert story["clause"] == "when (parallel or etp > 1) and not use_mxfp8"
     assert story["mesh"]["ep"] == 8 and story["parallel"] is True
     assert story["declared_at"]["variant"].startswith("<hpdsl>/families/grouped_experts.hpf:")
 

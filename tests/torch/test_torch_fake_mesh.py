@@ -44,7 +44,7 @@ def test_a_model_built_for_the_mesh_uses_the_parallel_variants(mesh64, small_reg
     assert tuple(experts.gate_up_proj.shape) == (2, 64, 64)
     assert built.cp_rank == 1
     story = explain_module(built, "layers.1.ffn.experts")
-    assert story["variant"] == "ep" and story["clause"] == "when parallel and not use_mxfp8"
+    assert story["variant"] == "ep" and story["clause"] == "when (parallel or etp > 1) and not use_mxfp8"
     assert story["mesh"]["ep"] == 4 and story["parallel"] is True
     validate_family_context(built, mesh=mesh64)
 

@@ -97,11 +97,11 @@ def test_gated_delta_net_backend_picks_the_kernel(stdlib_registry) -> None:
 def test_runtime_selection_agrees_with_the_checkers_evaluator(stdlib_registry) -> None:
     """Over the whole allowed domain, resolution picks what conditions.matching_variants picks."""
     experts = stdlib_registry.family("grouped_experts")
-    for mxfp8, fused, tp, ep in itertools.product([False, True], [False, True], [1, 2], [1, 2, 4]):
-        env = {"use_mxfp8": mxfp8, "use_fused_mxfp8": fused, "tp": tp, "cp": 1, "ep": ep, "pp": 1,
+    for mxfp8, fused, tp, ep, etp in itertools.product([False, True], [False, True], [1, 2], [1, 2, 4], [1, 2]):
+        env = {"use_mxfp8": mxfp8, "use_fused_mxfp8": fused, "tp": tp, "cp": 1, "ep": ep, "pp": 1, "etp": etp,
                "parallel": ep > 1}
         req = request(stdlib_registry, "grouped_experts", use_mxfp8=mxfp8, use_fused_mxfp8=fused)
-        context = {"tp_size": tp, "ep_size": ep}
+        context = {"tp_size": tp, "ep_size": ep, "etp_size": etp}
         if violated_requires(experts.requires, env):
             with pytest.raises(ResolutionError):
                 resolve_family(req, context)
