@@ -242,11 +242,11 @@ def render_search(r: SearchResult) -> str:
     """Return the readable ranking of a search."""
     from rich.table import Table
 
-    counts = f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit"
+    tally = f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit"
     if r.skipped:
-        counts = (f"{r.enumerated:,} candidates: {r.skipped:,} skipped by bound; of the "
+        tally = (f"{r.enumerated:,} candidates: {r.skipped:,} skipped by bound; of the "
                   f"{r.enumerated - r.skipped:,} checked, {r.valid:,} valid and {r.fitting:,} fit")
-    head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: {counts} "
+    head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: {tally} "
             f"(searched in {r.seconds:.2f} s)")
     if r.skipped:
         head += ("\nskipped: neither checked nor priced, their lower bounds on step time and memory "
