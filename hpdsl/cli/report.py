@@ -245,7 +245,7 @@ def render_search(r: SearchResult) -> str:
     tally = f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit"
     if r.skipped:
         tally = (f"{r.enumerated:,} candidates: {r.skipped:,} skipped by bound; of the "
-                  f"{r.enumerated - r.skipped:,} checked, {r.valid:,} valid and {r.fitting:,} fit")
+                 f"{r.enumerated - r.skipped:,} checked, {r.valid:,} valid and {r.fitting:,} fit")
     head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: {tally} "
             f"(searched in {r.seconds:.2f} s)")
     if r.skipped:

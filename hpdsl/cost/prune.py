@@ -90,8 +90,8 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...]) -
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.m)
     held = None
-    for code in recompute:   # the fewest activation bytes any recompute choice keeps, per rank
-        per_chunk = (kept + grid_ranks._weighted(chunks.recomputed, _delta(p, x, cw, code), chunks.spans))
+    for delta in _deltas(p, x, cw, recompute).values():   # the fewest any recompute choice keeps, per rank
+        per_chunk = (kept + grid_ranks._weighted(chunks.recomputed, delta, chunks.spans))
         total = static + grid_ranks._per_rank(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
@@ -101,17 +101,14 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...]) -
     return step, held.max(axis=0)
 
 
-def _delta(p: Prepared, x: Any, cw: Any, code: int) -> list[np.ndarray]:
-    """Return per column the activation bytes recompute `code` keeps beyond none, as pricing.column_values does."""
-    if code == 0:
-        return [np.zeros_like(none) for none in cw.act_none]
-    out = []
+def _deltas(p: Prepared, x: Any, cw: Any, codes: tuple[int, ...]) -> dict[int, list[np.ndarray]]:
+    """Return per recompute code and column the activation bytes it keeps beyond none, as pricing.column_values does."""
+    out: dict[int, list[np.ndarray]] = {code: [] for code in codes}
     for j, none in enumerate(cw.act_none):
-        if p.columns.columns[j].role in ("layer", "mtp"):
-            _, selective, full = mem.activation(p.act[j], x)
-            out.append(xp.broadcast((full if code == 2 else selective) - none, x.tok))
-        else:
-            out.append(np.zeros_like(none))
+        layer = p.columns.columns[j].role in ("layer", "mtp")
+        kept = mem.activation(p.act[j], x) if layer and any(codes) else (none, none, none)
+        for code in codes:
+            out[code].append(xp.broadcast(kept[code] - none, x.tok) if layer and code else np.zeros_like(none))
     return out
 
 
