@@ -157,6 +157,14 @@ def gather_along(x: Tensor, group: ProcessGroup, dim: int) -> Tensor:
     return _GatherAlong.apply(x, group, dim)
 
 
+def gather_sequence(group: ProcessGroup | None, k: Tensor, v: Tensor,
+                    positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Return keys and values (sequence on dim 1) and positions gathered over the cp `group` (as given without one)."""
+    if group is None:
+        return k, v, positions
+    return gather_along(k, group, 1), gather_along(v, group, 1), gather_along(positions, group, 0)
+
+
 def all_to_all(x: Tensor, send: list[int], receive: list[int], group: ProcessGroup) -> Tensor:
     """Send rows of `x` (split by `send`) to each rank; return the rows received (split by `receive`)."""
     return _AllToAll.apply(x, send, receive, group)
@@ -220,6 +228,6 @@ def exchange_counts(counts: Tensor, group: ProcessGroup) -> Tensor:
     return received
 
 
-__all__ = ["all_to_all", "exchange_counts", "gather_along", "hand_on", "rank_local", "receive_previous",
+__all__ = ["all_to_all", "exchange_counts", "gather_along", "gather_sequence", "hand_on", "rank_local", "receive_previous",
            "shift_forward",
            "sum_gradients"]

@@ -28,7 +28,7 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
-from hpdsl.torch.modules.collectives import gather_along, sum_gradients
+from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, cp_mesh, job_of, refuse_axis, rotate
 
 
@@ -120,11 +120,8 @@ class RingMLAttention(MLAttention):
 
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and positions of the whole sequence, gathered over cp."""
-        if self.cp == 1 or self.job is None:
-            return k, v, positions
-        group = self.job.group("cp")
-        assert group is not None
-        return gather_along(k, group, 1), gather_along(v, group, 1), gather_along(positions, group, 0)
+        return gather_sequence(self.job.group("cp") if self.cp > 1 and self.job is not None else None,
+                               k, v, positions)
 
 
 __all__ = ["MLAttention", "RingMLAttention"]
