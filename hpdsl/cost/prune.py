@@ -48,13 +48,18 @@ BOUND_CHUNK = 1 << 13
 """Candidates priced between two updates of the thresholds."""
 
 
-def bound_rows(space: Space) -> tuple[np.ndarray, ...]:
-    """Return the index arrays (vpp, layout, micro-batch, cp kind) of the space's bound rows, in enumeration order."""
+def bound_rows(space: Space, split: bool = False) -> tuple[np.ndarray, ...]:
+    """Return the index arrays (vpp, layout, micro-batch, recompute, cp kind) of the bound rows, in enumeration order.
+
+    With `split` each recompute choice is a row of its own (bounds closer to its
+    candidates, three times as many to compute); without, recompute is 0 throughout
+    and a row stands for every choice.
+    """
     s = space.sizes
-    sizes = (s[0], s[1], s[2], s[5])
+    sizes = (s[0], s[1], s[2], s[3] if split else 1, s[5])
     index = [np.tile(np.repeat(np.arange(size), math.prod(sizes[k + 1:])), math.prod(sizes[:k]))
              for k, size in enumerate(sizes)]
-    keep = space.kept(index[1], index[3])
+    keep = space.kept(index[1], index[4])
     return tuple(i[keep] for i in index)
 
 
@@ -62,25 +67,30 @@ BOUND_SLICE = 1 << 15
 """Bound rows computed per numpy pass (cache-sized, like pricing's CHUNK)."""
 
 
-def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Return (step-time bound, peak-bytes bound) of each bound row: at most any of its candidates' prices."""
-    vi, ri, mi, ki = rows
-    # Each row once, at the first recompute choice and the strongest ZeRO level.
-    grid = space.grid(vi, ri, mi, np.zeros(len(vi), dtype=np.int64),
-                      np.full(len(vi), int(np.argmax(space.options[4]))), ki)
+def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices."""
+    vi, ri, mi, ci, ki = rows
+    # Each row once, at its recompute choice (the first, unless split) and the strongest ZeRO level.
+    grid = space.grid(vi, ri, mi, ci, np.full(len(vi), int(np.argmax(space.options[4]))), ki)
     times, peaks = np.full(len(vi), np.nan), np.full(len(vi), np.nan)
     key = (grid.pp << 20) | grid.vpp
     edges = sorted({0, len(grid), *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(),
                     *range(0, len(grid), BOUND_SLICE)})
-    recompute = tuple(int(r) for r in space.options[3])
+    recompute = None if split else tuple(int(r) for r in space.options[3])
     with np.errstate(divide="ignore", invalid="ignore"):
         for lo, hi in zip(edges[:-1], edges[1:]):
             times[lo:hi], peaks[lo:hi] = _group_bounds(prepared, grid.take(slice(lo, hi)), recompute)
     return times, peaks
 
 
-def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Return the bounds of bound rows of one (pp, vpp): the pricing's sums without its non-negative terms."""
+def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Return the bounds of bound rows of one (pp, vpp): the pricing's sums without its non-negative terms.
+
+    `recompute` lists the choices a row stands for (the fewest activation bytes of
+    any is its memory bound, and its time leaves recompute out); None: each row's own.
+    """
     x = context(grid, p.columns.cost_model.profile.run)
     cw = _columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
     layout = p.layout(int(grid.pp[0]), int(grid.vpp[0]), None)
@@ -90,12 +100,13 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...]) -
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.m)
     held = None
-    for delta in _deltas(p, x, cw, recompute).values():   # the fewest any recompute choice keeps, per rank
+    own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
+    for delta in own.values():   # the fewest any recompute choice keeps, per rank
         per_chunk = (kept + grid_ranks._weighted(chunks.recomputed, delta, chunks.spans))
         total = static + grid_ranks._per_rank(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
-    t_row = g.ranks(cw.tau) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
+    t_row = g.ranks(cw.tau, cw.tau_rec if recompute is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0), 0.0,
                            layout.vpp)
     return step, held.max(axis=0)
@@ -144,11 +155,13 @@ def too_many(count: int, what: str = "price") -> InvalidStrategyError:
 def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
                    progress: Any = None) -> Pruned:
     """Return the valid candidates priced in increasing time bound, skipping those that cannot matter."""
-    rows = bound_rows(space)
-    per_row = space.sizes[3] * space.sizes[4]
+    # The frontier pairs speed with memory: a row per recompute choice keeps the two bounds one candidate's.
+    split = goal.pareto
+    rows = bound_rows(space, split)
+    per_row = space.sizes[4] * (1 if split else space.sizes[3])
     if len(rows[0]) > limit:
         raise too_many(len(rows[0]), "bound")
-    t_lb, m_lb = bounds(prepared, space, rows)
+    t_lb, m_lb = bounds(prepared, space, rows, split)
     pipelined = (space.rows[rows[1], 2] > 1) & (space.options[0][rows[0]] == 1)
     # A row whose every candidate is past the capacity (past the near-fit one if pipelined) cannot matter.
     reach = np.where(pipelined, goal.capacity * goal.near_fit, goal.capacity)
@@ -163,7 +176,7 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     for lo in range(0, len(alive), step):
         chunk = alive[lo:lo + step]
         chunk = chunk[~state.prunes(t_lb[chunk], m_lb[chunk], pipelined[chunk])]
-        part = _price_rows(prepared, space, rows, chunk) if len(chunk) else None
+        part = _price_rows(prepared, space, rows, chunk, split) if len(chunk) else None
         checked += len(chunk) * per_row
         if part is not None:
             priced += len(part[1])
@@ -176,10 +189,10 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     return _merged(parts, space, checked, len(rows[0]) * per_row - checked)
 
 
-def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray
-                ) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
+def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
+                split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
-    code, grid = _expand(space, rows, chunk)
+    code, grid = _expand(space, rows, chunk, split)
     ok = ~invalid_mask(prepared.columns, grid, requires=False)
     if not np.any(ok):
         return None
@@ -187,14 +200,18 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
     return (code, grid, *price_fit(prepared, grid))
 
 
-def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray) -> tuple[np.ndarray, StrategyGrid]:
-    """Return the candidates of the given bound rows (each with every recompute and ZeRO choice) and their order codes."""
+def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
+            ) -> tuple[np.ndarray, StrategyGrid]:
+    """Return the candidates of the given bound rows (each with every ZeRO choice, and recompute one unless split) and their order codes."""
     s = space.sizes
-    vi, ri, mi, ki = (r[chunk] for r in rows)
-    inner = s[3] * s[4]
-    ci = np.tile(np.repeat(np.arange(s[3]), s[4]), len(chunk))
-    zi = np.tile(np.arange(s[4]), s[3] * len(chunk))
-    vi, ri, mi, ki = (np.repeat(a, inner) for a in (vi, ri, mi, ki))
+    vi, ri, mi, ci, ki = (r[chunk] for r in rows)
+    if split:
+        vi, ri, mi, ci, ki = (np.repeat(a, s[4]) for a in (vi, ri, mi, ci, ki))
+        zi = np.tile(np.arange(s[4]), len(chunk))
+    else:
+        ci = np.tile(np.repeat(np.arange(s[3]), s[4]), len(chunk))
+        zi = np.tile(np.arange(s[4]), s[3] * len(chunk))
+        vi, ri, mi, ki = (np.repeat(a, s[3] * s[4]) for a in (vi, ri, mi, ki))
     # The enumeration's mixed-radix position: sorting by it restores the exhaustive order.
     code = ((((vi * s[1] + ri) * s[2] + mi) * s[3] + ci) * s[4] + zi) * s[5] + ki
     return code, space.grid(vi, ri, mi, ci, zi, ki)

@@ -273,7 +273,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
 
 def _bounded(prepared: Prepared, space: Space, goal: Goal, progress: bool | None, start: float) -> Pruned:
     """Return the bounded search's priced candidates, with the progress bar of _price_chunks."""
-    total = len(bound_rows(space)[0]) * space.sizes[3] * space.sizes[4]
+    total = len(bound_rows(space)[0]) * space.sizes[3] * space.sizes[4]   # split or not: the same candidates
     show = (sys.stderr.isatty() if progress is None else progress) and total > CHUNK
     bar = _progress_bar(total, max(0.0, PROGRESS_AFTER - (time.perf_counter() - start))) if show else None
     try:

@@ -38,16 +38,17 @@ def _same_answer(pruned: SearchResult, full: SearchResult) -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(EXAMPLES), st.sampled_from((4, 8, 16, 32, 64, 96)),
        st.sampled_from(((1,), (1, 2), (1, 2, 4, 8), (2, 4))), st.sampled_from(((1,), (1, 2))),
-       st.sampled_from((64, 256, 1024)), st.sampled_from((512, 2048, 4096)))
+       st.sampled_from((64, 256, 1024)), st.sampled_from((512, 2048, 4096)), st.booleans())
 def test_bounds_are_at_most_every_candidates_price(name: str, devices: int, micro_batches: tuple[int, ...],
-                                                    vpp: tuple[int, ...], global_batch: int, seq_len: int) -> None:
+                                                    vpp: tuple[int, ...], global_batch: int, seq_len: int,
+                                                    split: bool) -> None:
     prepared = prepare(_model(name))
     space = search_space(prepared, devices, global_batch=global_batch, seq_len=seq_len,
                          micro_batches=micro_batches, vpp=vpp)
-    rows = bound_rows(space)
-    t_lb, m_lb = bounds(prepared, space, rows)
-    _, grid = _expand(space, rows, np.arange(len(rows[0])))
-    row = np.arange(len(grid)) // (space.sizes[3] * space.sizes[4])
+    rows = bound_rows(space, split)
+    t_lb, m_lb = bounds(prepared, space, rows, split)
+    _, grid = _expand(space, rows, np.arange(len(rows[0])), split)
+    row = np.arange(len(grid)) // (space.sizes[4] * (1 if split else space.sizes[3]))
     ok = ~invalid_mask(prepared.columns, grid, requires=False)
     if not np.any(ok):
         return
