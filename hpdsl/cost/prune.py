@@ -38,7 +38,7 @@ from hpdsl.cost.layout import in_flight
 from hpdsl.cost.pricing import Prepared, _columnwise, price_fit
 from hpdsl.cost.rank import canonical_zero
 from hpdsl.cost.bounds import MAX_CANDIDATES
-from hpdsl.cost.strategy import InvalidStrategyError, StrategyGrid
+from hpdsl.cost.strategy import CP_KINDS, InvalidStrategyError, StrategyGrid
 from hpdsl.cost.validate import invalid_mask
 
 if TYPE_CHECKING:
@@ -61,6 +61,14 @@ def bound_rows(space: Space, split: bool = False) -> tuple[np.ndarray, ...]:
              for k, size in enumerate(sizes)]
     keep = space.kept(index[1], index[4])
     return tuple(i[keep] for i in index)
+
+
+def row_count(space: Space, split: bool = False) -> int:
+    """Return len(bound_rows(space, split)[0]) without building them (the guard runs first)."""
+    s = space.sizes
+    single = int(np.count_nonzero(space.rows[:, 1] == 1))   # cp 1: only the base cp kind is kept
+    base = int(np.count_nonzero(space.options[5] == CP_KINDS.index(space.base.cp_kind)))
+    return s[0] * s[2] * (s[3] if split else 1) * (single * base + (s[1] - single) * s[5])
 
 
 BOUND_SLICE = 1 << 15
@@ -145,9 +153,9 @@ class Goal:
     near_tried: int      # how many of the fastest near-fitting ones it tries
 
 
-def too_many(count: int, what: str = "price") -> InvalidStrategyError:
-    """Return the refusal of a search that would price (or bound) more than MAX_CANDIDATES candidates."""
-    reason = (f"the search would {what} {count:,} candidates, more than {MAX_CANDIDATES:,}: "
+def too_many(count: int, what: str = "price", things: str = "candidates") -> InvalidStrategyError:
+    """Return the refusal of a search that would price candidates (or bound rows) past MAX_CANDIDATES."""
+    reason = (f"the search would {what} {count:,} {things}, more than {MAX_CANDIDATES:,}: "
               "try fewer --micro-batches or --vpp values, or a device count with fewer divisors")
     return InvalidStrategyError(f"cannot search:\n  - {reason}", (reason,))
 
@@ -157,10 +165,10 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     """Return the valid candidates priced in increasing time bound, skipping those that cannot matter."""
     # The frontier pairs speed with memory: a row per recompute choice keeps the two bounds one candidate's.
     split = goal.pareto
+    if row_count(space, split) > limit:
+        raise too_many(row_count(space, split), "bound", "groups of candidates")
     rows = bound_rows(space, split)
     per_row = space.sizes[4] * (1 if split else space.sizes[3])
-    if len(rows[0]) > limit:
-        raise too_many(len(rows[0]), "bound")
     t_lb, m_lb = bounds(prepared, space, rows, split)
     pipelined = (space.rows[rows[1], 2] > 1) & (space.options[0][rows[0]] == 1)
     # A row whose every candidate is past the capacity (past the near-fit one if pipelined) cannot matter.

@@ -29,7 +29,7 @@ from hpdsl.cost.layout import even_split
 from hpdsl.cost.pricing import Prepared, prepare, price_fit
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
 from hpdsl.cost.bounds import MAX_CANDIDATES
-from hpdsl.cost.prune import Goal, Pruned, bound_rows, bounded_search, too_many
+from hpdsl.cost.prune import Goal, Pruned, bounded_search, row_count, too_many
 from hpdsl.cost.validate import invalid_mask, model_shape
 
 CHUNK = 1 << 13
@@ -273,7 +273,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
 
 def _bounded(prepared: Prepared, space: Space, goal: Goal, progress: bool | None, start: float) -> Pruned:
     """Return the bounded search's priced candidates, with the progress bar of _price_chunks."""
-    total = len(bound_rows(space)[0]) * space.sizes[3] * space.sizes[4]   # split or not: the same candidates
+    total = row_count(space) * space.sizes[3] * space.sizes[4]
     show = (sys.stderr.isatty() if progress is None else progress) and total > CHUNK
     bar = _progress_bar(total, max(0.0, PROGRESS_AFTER - (time.perf_counter() - start))) if show else None
     try:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from cost_builders import dense_model, example, moe_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.pricing import prepare, price_fit
-from hpdsl.cost.prune import _expand, bound_rows, bounds
+from hpdsl.cost.prune import _expand, bound_rows, bounds, row_count
 from hpdsl.cost.rank import canonical_zero
 from hpdsl.cost.search import SearchResult, search, search_space
+from hpdsl.cost.strategy import InvalidStrategyError
 from hpdsl.cost.validate import invalid_mask
 
 GIB = 1024**3
@@ -46,6 +48,7 @@ def test_bounds_are_at_most_every_candidates_price(name: str, devices: int, micr
     space = search_space(prepared, devices, global_batch=global_batch, seq_len=seq_len,
                          micro_batches=micro_batches, vpp=vpp)
     rows = bound_rows(space, split)
+    assert len(rows[0]) == row_count(space, split)
     t_lb, m_lb = bounds(prepared, space, rows, split)
     _, grid = _expand(space, rows, np.arange(len(rows[0])), split)
     row = np.arange(len(grid)) // (space.sizes[4] * (1 if split else space.sizes[3]))
@@ -96,3 +99,9 @@ def test_131072_devices_answers() -> None:
     assert all(e.memory.fits and e.strategy.devices == 131072 for e in result.top)
     times = [e.step_time_s for e in result.top]
     assert times == sorted(times)
+
+
+def test_a_search_past_what_can_be_bounded_is_refused_before_it_starts() -> None:
+    with pytest.raises(InvalidStrategyError, match="would bound .* groups of candidates, more than 2,000,000"):
+        search(_model("deepseek_v3"), 131072, micro_batches=tuple(range(1, 17)), vpp=tuple(range(1, 17)),
+               progress=False)
