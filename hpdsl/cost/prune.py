@@ -1,7 +1,9 @@
 """Lower bounds on a search's candidates, and the search that skips whatever its bounds rule out.
 
 A bound row is one (vpp, layout, micro-batch, cp kind) of a search's space: it
-stands for the candidates that differ only in recompute and ZeRO. Its bounds
+stands for the candidates that differ only in recompute and ZeRO (for a frontier,
+`split`, also one recompute choice: its time then counts the recompute's seconds
+and its memory that choice's activations). Its bounds
 come from the pricing's own expressions (hpdsl/cost/pricing.py,
 hpdsl/cost/grid_ranks.py, hpdsl/cost/stage.py), evaluated the same way, with
 terms left out that are never negative:
@@ -36,8 +38,8 @@ from hpdsl.cost import memory as mem
 from hpdsl.cost.context import context
 from hpdsl.cost.layout import in_flight
 from hpdsl.cost.pricing import Prepared, _columnwise, price_fit
-from hpdsl.cost.rank import canonical_zero
 from hpdsl.cost.bounds import MAX_CANDIDATES
+from hpdsl.cost.rank import canonical_zero
 from hpdsl.cost.strategy import CP_KINDS, InvalidStrategyError, StrategyGrid
 from hpdsl.cost.validate import invalid_mask
 
