@@ -212,10 +212,13 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
         return layer
     h = model.hidden
     out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
-    # MTP: two input norms, the 2h-wide projection input, then its own output head.
-    return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h, sp_b=layer.sp_b + 2 * run.norm_bytes * h,
-                        full_c=2 * h, keep_sp_c=out.keep_sp_c, keep_sp_b=out.keep_sp_b,
-                        logit_b=out.logit_b, keep_b=out.keep_b)
+    # MTP: two input norms, the 2h-wide projection input (gathered before the column-parallel projection when
+    # the backend gathers, `gathered_tp_input`: whole on every tp rank), then its own output head (its input
+    # split or whole as the output column's).
+    gathered = 2.0 * h if run.gathered_tp_input else 0.0
+    return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h - gathered, whole_c=layer.whole_c + gathered,
+                        sp_b=layer.sp_b + 2 * run.norm_bytes * h, full_c=2 * h, keep_sp_c=out.keep_sp_c,
+                        keep_c=out.keep_c, keep_sp_b=out.keep_sp_b, logit_b=out.logit_b, keep_b=out.keep_b)
 
 
 def column_params(column: Column, columns: ModelColumns) -> ParamSplit:

@@ -58,6 +58,7 @@ class Shape:
     shard_activations: bool
     requires: tuple[FamilyRequire, ...] = ()  # every family require a slot of the model is built under
     cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
+    conv_tails: tuple[int, ...] = ()          # a Gated DeltaNet's conv - 1: the tokens a cp rank hands on
 
 
 def model_shape(columns: ModelColumns) -> Shape:
@@ -65,6 +66,7 @@ def model_shape(columns: ModelColumns) -> Shape:
     heads: dict[tuple[str, int], None] = {}
     a2a: dict[int, None] = {}
     cp_heads: dict[int, None] = {}
+    tails: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
     experts = 1
     expert_widths: dict[int, None] = {}
@@ -73,6 +75,8 @@ def model_shape(columns: ModelColumns) -> Shape:
         config = column.config
         assert config is not None
         counts = head_counts(config)
+        if config.attn_kind == "linear" and config.conv > 1:
+            tails[config.conv - 1] = None
         swapped = counts.get("attention heads", counts.get("linear-attention value heads", 1))
         if MIXER_ROLES & column.whole:
             cp_heads[swapped] = None  # every tp rank holds all the heads: tp need not divide them
@@ -89,7 +93,7 @@ def model_shape(columns: ModelColumns) -> Shape:
     cost = columns.cost_model
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
-                 tuple(cp_heads))
+                 tuple(cp_heads), tuple(tails))
 
 
 def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
@@ -225,6 +229,16 @@ def _cp_a2a(heads: int) -> Rule:
                                     f"to divide the {heads} heads")
 
 
+def _conv_tail(tail: int) -> Rule:
+    # Under cp each rank sends its last conv - 1 projected inputs to the next (docs/validation.md, "Context
+    # parallelism for MLA and Gated DeltaNet"): a chunk shorter than that has no such tail to send.
+    def bad(g: StrategyGrid, _s: Shape) -> Mask:
+        return (g.cp > 1) & (g.seq_len // xp.maximum(g.cp, 1) < tail)
+    return Rule(bad, lambda s, _sh: f"a context-parallel Gated DeltaNet hands conv - 1 = {tail} tokens to the "
+                                    f"next cp rank: seq_len {s.seq_len} / cp {s.cp} gives {s.seq_len // s.cp} "
+                                    f"per rank, fewer")
+
+
 def _split_sum(g: StrategyGrid, shape: Shape) -> Mask:
     sums = np.array([sum(s) if s is not None else shape.layers for s in g.splits])
     return sums[g.split_id] != shape.layers
@@ -319,6 +333,8 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _a2a(heads)
     for heads in shape.cp_heads:
         yield _cp_a2a(heads)
+    for tail in shape.conv_tails:
+        yield _conv_tail(tail)
     for label, width in shape.tp_widths:
         yield _tp_width(label, width)
     if shape.experts > 1:

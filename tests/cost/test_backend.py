@@ -123,3 +123,22 @@ def test_the_grid_prices_the_backend_facts_as_one_estimate_does() -> None:
         assert one.memory.peak_bytes == pytest.approx(float(grid.peak_bytes[0]), rel=1e-12)
         assert one.step_time_s == pytest.approx(float(grid.step_time_s[0]), rel=1e-12)
         assert np.isfinite(grid.step_time_s[0])
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+def test_an_mtp_layer_keeps_its_heads_input_as_the_output_head_does(gathered: bool) -> None:
+    """The MTP depth predicts through the shared head: its input is priced like the output column's, split or whole."""
+    from hpdsl.cost.columns import model_columns
+    from hpdsl.cost.memory import column_act_coeffs
+
+    run = evolve(RunFacts(), gathered_tp_input=gathered)
+    columns = model_columns(_with_run(example("deepseek_v3"), run))
+    mtp, out = (next(c for c in columns.columns if c.role == role) for role in ("mtp", "output"))
+    kept, head = column_act_coeffs(mtp, columns), column_act_coeffs(out, columns)
+    assert (kept.keep_c, kept.keep_sp_c) == (head.keep_c, head.keep_sp_c)
+    assert (kept.keep_c, kept.keep_sp_c) == ((7168, 0) if gathered else (0, 7168))
+    # Its 2h-wide projection's input: gathered from the sequence chunks before the column-parallel projection.
+    layer = column_act_coeffs(next(c for c in columns.columns if c.config == mtp.config and c.role == "layer"),
+                              columns)
+    assert kept.whole_c - layer.whole_c == (2 * 7168 if gathered else 0)
+    assert kept.sp_c - layer.sp_c == (0 if gathered else 2 * 7168)

@@ -78,3 +78,23 @@ def test_the_gated_deltanet_hand_off_is_priced_once_per_sequence() -> None:
     conv_inputs = 2 * model.key_heads * model.key_head_dim + model.value_heads * model.value_head_dim
     assert linear == 36
     assert 2 * traffic[0] - traffic[1] == linear * 2 * 4 * (state + (model.conv - 1) * conv_inputs)
+
+
+@pytest.mark.parametrize(("cp", "seq_len", "per_rank"), [(4, 8, 2), (2, 4, 2), (8, 16, 2)])
+def test_a_cp_chunk_shorter_than_the_convolution_tail_is_refused(cp: int, seq_len: int, per_rank: int) -> None:
+    """Each cp rank hands its last conv − 1 inputs to the next: seq_len / cp must reach it (conv 4: 3 tokens)."""
+    cost_model = bind_model([EXAMPLES / "qwen3_next_80b_a3b.hpf"])
+    assert cost_model.model.conv == 4
+    reason = (f"a context-parallel Gated DeltaNet hands conv - 1 = 3 tokens to the next cp rank: seq_len {seq_len} "
+              f"/ cp {cp} gives {per_rank} per rank, fewer")
+    assert reason in validate_strategy(Strategy(cp=cp, dp=8 // cp, ep=1, global_batch=8 // cp, seq_len=seq_len),
+                                       cost_model)
+    assert validate_strategy(Strategy(cp=cp, dp=8 // cp, global_batch=8 // cp, seq_len=2 * seq_len), cost_model) == ()
+
+
+def test_search_offers_only_the_cp_whose_chunks_hold_the_convolution_tail() -> None:
+    """On the memory/step-time frontier (where cp shows when it is allowed): cp up to seq_len / 3 only."""
+    cost_model = bind_model([EXAMPLES / "qwen3_next_80b_a3b.hpf"])
+    offered = [{e.strategy.cp for e in search(cost_model, 8, 1e15, top=200, seq_len=s, global_batch=8,
+                                              pareto=True).top} for s in (8, 16, 32)]
+    assert offered == [{1, 2}, {1, 2, 4}, {1, 2, 4, 8}]  # 2 tokens a rank at seq 8 · cp 4 and seq 16 · cp 8

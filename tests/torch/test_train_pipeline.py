@@ -160,9 +160,11 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tup
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_qwen3_next_tp2_pp2_interleaved_matches_one_process() -> None:
-    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", "2")
+@pytest.mark.parametrize("vpp", ["1", "2"], ids=["1f1b", "interleaved"])
+def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(vpp: str) -> None:
+    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", vpp)
     _matches_one_process(result)
+    _static_bytes_equal(result)
     _activations_within_ten_percent(result)
 
 
@@ -179,22 +181,33 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--tp", "2", "--sp", "--vpp", "2"), ("--dp", "2", "--zero", "os+grad+params")],
-                         ids=["tp2-sp-interleaved", "dp2-zero3"])
+@pytest.mark.parametrize("flags", [("--tp", "2", "--sp", "--vpp", "1"), ("--tp", "2", "--sp", "--vpp", "2"),
+                                   ("--dp", "2", "--zero", "os+grad+params")],
+                         ids=["tp2-sp-1f1b", "tp2-sp-interleaved", "dp2-zero3"])
 def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:
     """The MTP layer and a copy of the embedding on the last stage, the two tables' gradients summed."""
     result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
     _matches_one_process(result)
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    _static_bytes_equal(result)
+    _activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_mixtral_dp2_tp2_pp2_on_8_processes_matches_one_process() -> None:
-    result = _train(MIXTRAL, MIXTRAL_SMALL, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2",
-                    "--zero", "os+grad+params")
+@pytest.mark.parametrize(("spec", "sets"), [(MIXTRAL, MIXTRAL_SMALL), (QWEN3_NEXT, QWEN3_NEXT_SMALL),
+                                           (DEEPSEEK_V3, DEEPSEEK_V3_SMALL)],
+                         ids=["mixtral", "qwen3-next", "deepseek-v3"])
+def test_dp2_tp2_pp2_on_8_processes_matches_one_process_and_the_estimate(spec: str, sets: list[str]) -> None:
+    result = _train(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
     _matches_one_process(result)
-    assert {r["coords"]["pp"] for r in result["ranks"]} == {0, 1}
+    assert sorted((r["coords"]["pp"], r["coords"]["dp_shard"], r["coords"]["tp"]) for r in result["ranks"]) == [
+        (p, d, t) for p in range(2) for d in range(2) for t in range(2)]
+    _static_bytes_equal(result)
     _activations_within_ten_percent(result)
+
+
+def _static_bytes_equal(result: dict) -> None:
+    # Each rank holds exactly its stage's parameters, gradients and AdamW moments, as the estimator prices them.
+    for rank in result["ranks"]:
+        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
+            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)

@@ -87,6 +87,9 @@ class MLAttention(nn.Module):
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
         kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, -1, self.nope + c.head_dim)
         k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
+        # Its own storage: attention saves v for the backward, and a view of kv would keep k_nope alive beside
+        # it (s·heads·nope elements a layer the estimator does not price: docs/validation.md, "MTP layers").
+        v = v.contiguous()
         if self.tp is not None:  # every head shares the rotary key; this rank's heads give part of its gradient
             k_rope = sum_gradients(k_rope, self.tp.group)
         k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
