@@ -20,21 +20,23 @@ the way all the integers it stands for would. `parallel` is not free: it is
 derived from the family axis (size > 1) by hpdsl.model.axes.with_parallel, the
 rule resolution and the estimator read too.
 
-Past ENUMERATION_LIMIT assignments the same questions are decided exactly by
-hpdsl/check/prover.py, which reports the same verdict and the same (first)
-counterexamples without enumerating; no family is left unchecked.
+Up to ENUMERATION_LIMIT assignments hpdsl/check/masks.py judges every
+condition over the whole domain at once (bit sets) and reaches the verdict
+enumeration does (enumerate_coverage stays the reference it is tested
+against). Past ENUMERATION_LIMIT assignments the same questions are decided
+exactly by hpdsl/check/prover.py, which reports the same verdict and the same
+(first) counterexamples without enumerating; no family is left unchecked.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Iterable, Iterator, Mapping
-
-import attrs
+from collections.abc import Iterable
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
+from hpdsl.check.domain import Assignment, Coverage, Domain, Overlap, Variable
+from hpdsl.check.masks import mask_coverage
 from hpdsl.check.prover import prove_family
 from hpdsl.ir.conditions import condition_from_ast, evaluate, names_in, render_value
 from hpdsl.ir.lower_families import lower_family
@@ -46,71 +48,6 @@ DOMAIN_LIMIT = 200_000
 
 ENUMERATION_LIMIT = 1_024
 """Above this many assignments coverage is proved by hpdsl/check/prover.py instead of enumerated."""
-
-Assignment = Mapping[str, Scalar]
-
-
-@attrs.frozen
-class Variable:
-    """One free variable of the domain and the representative values it takes, ascending."""
-
-    name: str
-    values: tuple[Scalar, ...]
-
-
-@attrs.frozen
-class Domain:
-    """The free variables of a family's conditions; `axis` is the one `parallel` derives from."""
-
-    variables: tuple[Variable, ...]
-    axis: str | None = None
-
-    @property
-    def size(self) -> int:
-        """Return the number of assignments."""
-        return math.prod(len(v.values) for v in self.variables)
-
-    def assignments(self) -> Iterator[dict[str, Scalar]]:
-        """Yield every assignment, `parallel` derived, in ascending (lexicographic) order."""
-        names = [v.name for v in self.variables]
-        axis = self.axis
-        for values in itertools.product(*(v.values for v in self.variables)):
-            # Every selector a condition reads is a variable, so no default is needed;
-            # `parallel` as hpdsl/model/axes.py with_parallel derives it.
-            env: dict[str, Scalar] = dict(zip(names, values))
-            env["parallel"] = axis is not None and int(env.get(axis, 1)) > 1
-            yield env
-
-
-@attrs.frozen
-class Overlap:
-    """Two variants (declaration order) that both match `example`."""
-
-    first: str
-    second: str
-    example: Assignment
-
-
-@attrs.frozen
-class Coverage:
-    """The verdict over a family's allowed domain.
-
-    `unsatisfiable` is the index of the first require after which no assignment
-    is left (None when some assignment is allowed); the other findings are
-    only computed when some assignment is allowed.
-    """
-
-    @property
-    def size(self) -> int:
-        """Return the number of assignments of the domain."""
-        return self.domain.size
-
-    domain: Domain
-    unsatisfiable: int | None = None
-    overlaps: tuple[Overlap, ...] = ()
-    gap: Assignment | None = None
-    unreachable: tuple[str, ...] = ()
-
 
 # --------------------------------------------------------------------------
 # The domain
@@ -125,9 +62,7 @@ def family_conditions(family: FamilyIR) -> list[Condition]:
 
 def family_domain(family: FamilyIR) -> Domain:
     """Return the finite domain that decides every condition of `family` (see module docs)."""
-    conditions = family_conditions(family)
-    used = set().union(*(names_in(c) for c in conditions))
-    constants = _constants(conditions)
+    used, constants = _reads(family_conditions(family))
     variables = [Variable(s.name, _selector_values(s, constants.get(s.name, set())))
                  for s in family.selectors if s.name in used]
     uses_parallel = "parallel" in used and family.parallel is not None
@@ -139,17 +74,21 @@ def family_domain(family: FamilyIR) -> Domain:
     return Domain(tuple(variables), family.parallel if uses_parallel else None)
 
 
-def _constants(conditions: Iterable[Condition]) -> dict[str, set[int]]:
+def _reads(conditions: Iterable[Condition]) -> tuple[set[str], dict[str, set[int]]]:
+    # One walk for both: every name read (names_in), and the int constants each is compared with.
+    used: set[str] = set()
     found: dict[str, set[int]] = {}
     stack = list(conditions)
     while stack:
         node = stack.pop()
         stack.extend(node.operands)
-        compared = (node.value,) if node.op == "cmp" else node.values
-        for value in compared:
+        if node.name is None:
+            continue
+        used.add(node.name)
+        for value in (node.value,) if node.op == "cmp" else node.values:
             if isinstance(value, int) and not isinstance(value, bool):
-                found.setdefault(str(node.name), set()).add(value)
-    return found
+                found.setdefault(node.name, set()).add(value)
+    return used, found
 
 
 def _selector_values(selector: SelectorIR, constants: set[int]) -> tuple[Scalar, ...]:
@@ -177,11 +116,11 @@ def _int_values(constants: set[int], extra: set[int], low: int | None,
 
 
 def analyse_coverage(family: FamilyIR, *, limit: int = ENUMERATION_LIMIT) -> Coverage:
-    """Report what breaks "exactly one variant": enumerated up to `limit` assignments, proved past it."""
+    """Report what breaks "exactly one variant": over bit sets up to `limit` assignments, proved past it."""
     domain = family_domain(family)
     if domain.size > limit:
         return prove_coverage(family, domain)
-    return enumerate_coverage(family, domain)
+    return mask_coverage(family, domain) or enumerate_coverage(family, domain)
 
 
 def prove_coverage(family: FamilyIR, domain: Domain) -> Coverage:

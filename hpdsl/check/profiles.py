@@ -246,7 +246,9 @@ def _check_ops_block(block: ast.OpsBlock, ops: tuple[str, ...], collector: Colle
         if ops and name not in ops:
             collector.error(count.op.span, "unknown-op",
                             f"op '{name}' is not in the op vocabulary", hint=did_you_mean(name, ops))
-        _check_count(count, collector)
+        literal = count.count
+        if literal.kind != "int" or not isinstance(literal.value, int) or literal.value < 0:
+            _check_count(count, collector)  # only a count with a problem pays for the call
 
 
 def _check_count(count: ast.OpCount, collector: Collector) -> None:

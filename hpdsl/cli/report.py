@@ -242,9 +242,15 @@ def render_search(r: SearchResult) -> str:
     """Return the readable ranking of a search."""
     from rich.table import Table
 
-    head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: "
-            f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit "
+    tally = f"{r.enumerated:,} candidates, {r.valid:,} valid, {r.fitting:,} fit"
+    if r.skipped:
+        tally = (f"{r.enumerated:,} candidates: {r.skipped:,} skipped by bound; of the "
+                 f"{r.enumerated - r.skipped:,} checked, {r.valid:,} valid and {r.fitting:,} fit")
+    head = (f"{r.model} on {r.devices} devices with {_gib(r.memory_bytes)} GiB each: {tally} "
             f"(searched in {r.seconds:.2f} s)")
+    if r.skipped:
+        head += ("\nskipped: neither checked nor priced, their lower bounds on step time and memory "
+                 "could not beat the answer (the same as pricing every candidate)")
     if r.top:
         head += "\n" + describe_assumptions(r.top[0])
     if r.pareto:

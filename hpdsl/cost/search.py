@@ -29,6 +29,7 @@ from hpdsl.cost.layout import even_split
 from hpdsl.cost.pricing import Prepared, prepare, price_fit
 from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, InvalidStrategyError, Strategy, StrategyGrid
 from hpdsl.cost.bounds import MAX_CANDIDATES
+from hpdsl.cost.prune import Goal, Pruned, bounded_search, row_count, too_many
 from hpdsl.cost.validate import invalid_mask, model_shape
 
 CHUNK = 1 << 13
@@ -53,6 +54,7 @@ class SearchResult:
     top: tuple[Estimate, ...]
     stands_for: tuple[int, ...] = ()   # per row: equivalent strategies it represents (hpdsl/cost/rank.py)
     pareto: bool = False               # the rows are the memory/step-time frontier, not the fastest
+    skipped: int = 0                   # of `enumerated`: neither checked nor priced, their bounds could not win
 
     def to_json(self) -> dict[str, object]:
         """Return the result as `hpdsl search --json` prints it (the parameters once, not per entry)."""
@@ -61,7 +63,7 @@ class SearchResult:
             row["stands_for"] = count
         params = self.top[0].params.to_json() if self.top else None
         return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes,
-                "enumerated": self.enumerated, "valid": self.valid, "fitting": self.fitting,
+                "enumerated": self.enumerated, "skipped": self.skipped, "valid": self.valid, "fitting": self.fitting,
                 "seconds": self.seconds, "pareto": self.pareto, "params": params, "top": top}
 
 
@@ -120,39 +122,86 @@ def _expert_layouts(mesh: int, experts: int, etp_of: int) -> np.ndarray:
     return out
 
 
+@attrs.frozen(eq=False)
+class Space:
+    """What a search chooses from: the model's layouts and each list's values, candidates as index tuples.
+
+    A candidate is (vpp, layout, micro-batch, recompute, zero, cp kind) indices into
+    `options`, the enumeration order is that tuple's (cp kind fastest), and `grid`
+    builds the strategies of any index arrays, so a search can materialise a part of
+    the product (hpdsl/cost/prune.py) and order it as the whole one would be.
+    """
+
+    rows: np.ndarray                      # (L, 6) tp, cp, pp, dp, ep, etp, sorted by pp
+    options: tuple[np.ndarray, ...]       # vpp values, layout indices, micro-batches, recompute, zero, cp kind codes
+    base: Strategy
+    devices: int
+    global_batch: int
+    seq_len: int
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Return how many values each of the six choices has."""
+        return tuple(len(o) for o in self.options)
+
+    def grid(self, vi: np.ndarray, ri: np.ndarray, mi: np.ndarray, ci: np.ndarray, zi: np.ndarray,
+             ki: np.ndarray) -> StrategyGrid:
+        """Return the candidates at the given indices (vpp, layout, micro-batch, recompute, zero, cp kind)."""
+        lay, (vp, _, mb, rc, zr, ck) = self.rows[ri], self.options
+        n = len(lay)
+        template = StrategyGrid.from_strategies([self.base])
+        arrays = {name: np.broadcast_to(value, (n,)) for name, value in template.arrays.items()}
+        arrays.update(tp=lay[:, 0], cp=lay[:, 1], pp=lay[:, 2], dp=lay[:, 3], ep=lay[:, 4], etp=lay[:, 5],
+                      micro_batch=mb[mi], recompute=rc[ci], zero=zr[zi], cp_kind=ck[ki], vpp=vp[vi],
+                      sp=(lay[:, 0] > 1).astype(np.int64),
+                      global_batch=np.broadcast_to(self.global_batch, (n,)),
+                      seq_len=np.broadcast_to(self.seq_len, (n,)), num_devices=np.broadcast_to(self.devices, (n,)),
+                      split_id=np.broadcast_to(0, (n,)), recompute_layers=np.broadcast_to(0, (n,)))
+        return StrategyGrid({k: np.asarray(v, dtype=np.float64 if k == "mfu" else np.int64)
+                             for k, v in arrays.items()}, template.splits, template.devices)
+
+    def kept(self, ri: np.ndarray, ki: np.ndarray) -> np.ndarray:
+        """Return which candidates the search keeps: the cp kind only varies where cp > 1."""
+        return (self.rows[ri, 1] > 1) | (self.options[5][ki] == CP_KINDS.index(self.base.cp_kind))
+
+
+def search_space(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
+                 micro_batches: Sequence[int] = (1, 2, 4, 8), recompute: Sequence[str] = RECOMPUTE,
+                 zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS, vpp: Sequence[int] = (1,),
+                 base: Strategy = Strategy()) -> Space:
+    """Return the choices a search for `devices` makes, the layouts the model allows among them."""
+    rows = _model_layouts(prepared, devices, global_batch=global_batch, seq_len=seq_len)
+    rows = rows[np.argsort(rows[:, 2], kind="stable")]   # by pp, so a chunk holds few layouts
+    options = (np.asarray(vpp, dtype=np.int64), np.arange(len(rows)), np.asarray(micro_batches, dtype=np.int64),
+               np.asarray([RECOMPUTE.index(r) for r in recompute], dtype=np.int64),
+               np.asarray([ZERO.index(z) for z in zero], dtype=np.int64),
+               np.asarray([CP_KINDS.index(k) for k in cp_kinds], dtype=np.int64))
+    return Space(rows, options, base, devices, global_batch, seq_len)
+
+
 def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
                    micro_batches: Sequence[int] = (1, 2, 4, 8),
                    recompute: Sequence[str] = RECOMPUTE, zero: Sequence[str] = ZERO,
                    cp_kinds: Sequence[str] = CP_KINDS, vpp: Sequence[int] = (1,),
                    base: Strategy = Strategy()) -> StrategyGrid:
     """Return every candidate (valid or not) for `devices` as a grid, grouped by pipeline layout."""
-    rows = _model_layouts(prepared, devices, global_batch=global_batch, seq_len=seq_len)
-    rows = rows[np.argsort(rows[:, 2], kind="stable")]   # by pp, so a chunk holds few layouts
-    options = [np.asarray(vpp), np.arange(len(rows)), np.asarray(micro_batches),
-               np.asarray([RECOMPUTE.index(r) for r in recompute]),
-               np.asarray([ZERO.index(z) for z in zero]), np.asarray([CP_KINDS.index(k) for k in cp_kinds])]
-    sizes = [len(o) for o in options]
+    space = search_space(prepared, devices, global_batch=global_batch, seq_len=seq_len,
+                         micro_batches=micro_batches, recompute=recompute, zero=zero, cp_kinds=cp_kinds,
+                         vpp=vpp, base=base)
+    return full_grid(space)
+
+
+def full_grid(space: Space) -> StrategyGrid:
+    """Return the whole product of a space's choices, in enumeration order (refused past MAX_CANDIDATES)."""
+    sizes = space.sizes
     if math.prod(sizes) > MAX_CANDIDATES:
-        reason = (f"the search would price {math.prod(sizes):,} candidates, more than {MAX_CANDIDATES:,}: "
-                  "try fewer --micro-batches or --vpp values, or a device count with fewer divisors")
-        raise InvalidStrategyError(f"cannot search:\n  - {reason}", (reason,))
+        raise too_many(math.prod(sizes))
     # vpp outermost, then layouts: grouped by (vpp, pp). Each option's column of the
-    # product is its values repeated (the options inside it) and tiled (those outside).
-    vp, row, mb, rc, zr, ck = (np.tile(np.repeat(option, math.prod(sizes[k + 1:])), math.prod(sizes[:k]))
-                               for k, option in enumerate(options))
-    keep = (rows[row, 1] > 1) | (ck == CP_KINDS.index(base.cp_kind))  # cp_kind only matters when cp > 1
-    row, mb, rc, zr, ck, vp = (a[keep] for a in (row, mb, rc, zr, ck, vp))
-    lay = rows[row]
-    n = len(lay)
-    template = StrategyGrid.from_strategies([base])
-    arrays = {name: np.broadcast_to(value, (n,)) for name, value in template.arrays.items()}
-    arrays.update(tp=lay[:, 0], cp=lay[:, 1], pp=lay[:, 2], dp=lay[:, 3], ep=lay[:, 4], etp=lay[:, 5],
-                  micro_batch=mb, recompute=rc, zero=zr, cp_kind=ck, vpp=vp,
-                  sp=(lay[:, 0] > 1).astype(np.int64), global_batch=np.broadcast_to(global_batch, (n,)),
-                  seq_len=np.broadcast_to(seq_len, (n,)), num_devices=np.broadcast_to(devices, (n,)),
-                  split_id=np.broadcast_to(0, (n,)), recompute_layers=np.broadcast_to(0, (n,)))
-    return StrategyGrid({k: np.asarray(v, dtype=np.float64 if k == "mfu" else np.int64)
-                         for k, v in arrays.items()}, template.splits, template.devices)
+    # product is its index repeated (the options inside it) and tiled (those outside).
+    index = [np.tile(np.repeat(np.arange(size), math.prod(sizes[k + 1:])), math.prod(sizes[:k]))
+             for k, size in enumerate(sizes)]
+    keep = space.kept(index[1], index[5])
+    return space.grid(*(i[keep] for i in index))
 
 
 def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, seq_len: int = 0) -> np.ndarray:
@@ -178,8 +227,13 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            zero: Sequence[str] = ZERO, cp_kinds: Sequence[str] = CP_KINDS,
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
            progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
-           impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False) -> SearchResult:
-    """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier)."""
+           impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False,
+           _exhaustive: bool = False) -> SearchResult:
+    """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier).
+
+    Candidates whose lower bounds cannot beat the answer are skipped unpriced
+    (hpdsl/cost/prune.py); `_exhaustive` prices every one instead (the tests hold both equal).
+    """
     start = time.perf_counter()
     base = (base or Strategy()).with_(device=device)
     base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
@@ -191,12 +245,20 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
         softmax_bytes=base.softmax_bytes))
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
     capacity = int(memory_bytes) if memory_bytes is not None else get_device(device).memory_bytes
-    grid = enumerate_grid(prepared, devices, global_batch=global_batch, seq_len=seq_len,
-                          micro_batches=micro_batches, recompute=recompute, zero=zero,
-                          cp_kinds=cp_kinds, vpp=vpp, base=base)
-    # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
-    valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
-    times, peaks = _price_chunks(prepared, valid, progress, start)
+    space = search_space(prepared, devices, global_batch=global_batch, seq_len=seq_len,
+                         micro_batches=micro_batches, recompute=recompute, zero=zero,
+                         cp_kinds=cp_kinds, vpp=vpp, base=base)
+    if _exhaustive:
+        grid = full_grid(space)
+        # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
+        valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
+        times, peaks = _price_chunks(prepared, valid, progress, start)
+        considered, skipped = len(grid), 0
+    else:
+        goal = Goal(top, pareto, capacity, NEAR_FIT, UNEVEN_TRIED)
+        found = _bounded(prepared, space, goal, progress, start)
+        valid, times, peaks = found.grid, found.times, found.peaks
+        considered, skipped = found.checked + found.skipped, found.skipped
     extra, extra_times, extra_peaks = uneven_candidates(prepared, valid, times, peaks, capacity)
     times, peaks = np.concatenate([times, extra_times]), np.concatenate([peaks, extra_peaks])
     fits = np.nonzero(peaks <= capacity)[0]
@@ -205,8 +267,20 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
                           else extra.strategy(i - len(valid)))
                  for i in ranked[:top].tolist())
     return SearchResult(prepared.columns.cost_model.model.name, devices, capacity,
-                        len(grid) + len(extra_times), len(times), len(fits), time.perf_counter() - start, best,
-                        tuple(int(c) for c in counts[:top]), pareto)
+                        considered + len(extra_times), len(times), len(fits), time.perf_counter() - start, best,
+                        tuple(int(c) for c in counts[:top]), pareto, skipped)
+
+
+def _bounded(prepared: Prepared, space: Space, goal: Goal, progress: bool | None, start: float) -> Pruned:
+    """Return the bounded search's priced candidates, with the progress bar of _price_chunks."""
+    total = row_count(space) * space.sizes[3] * space.sizes[4]
+    show = (sys.stderr.isatty() if progress is None else progress) and total > CHUNK
+    bar = _progress_bar(total, max(0.0, PROGRESS_AFTER - (time.perf_counter() - start))) if show else None
+    try:
+        return bounded_search(prepared, space, goal, MAX_CANDIDATES, None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 UNEVEN_TRIED = 32

@@ -61,12 +61,14 @@ _COMPARE: dict[str, Callable[[Scalar, Scalar], bool]] = {
 
 def condition_from_ast(expr: ast.Expr) -> Condition:
     """Return the Condition IR of a condition AST, its canonical text filled in."""
-    condition = _from_ast(expr)
-    _SET_TEXT(condition, render_condition(condition))  # a node of its own, not yet seen by anyone
+    condition, text, _ = _lowered(expr)
+    _SET_TEXT(condition, text)  # a node of its own, not yet seen by anyone
     return condition
 
 
-def _from_ast(expr: ast.Expr) -> Condition:
+def _lowered(expr: ast.Expr) -> tuple[Condition, str, int]:
+    # The node, its canonical text and binding strength in one walk: render_condition's text
+    # (tests/ir/test_conditions.py holds the two equal) without a second pass over the tree.
     return _FROM_AST[type(expr)](expr)
 
 
@@ -92,20 +94,53 @@ def new_condition(op: ConditionOp, name: str | None = None, cmp: str | None = No
     return node
 
 
-def _junction(expr: ast.AllOf | ast.AnyOf) -> Condition:
-    op: ConditionOp = "and" if isinstance(expr, ast.AllOf) else "or"
-    return new_condition(op, operands=tuple([_from_ast(o) for o in expr.operands]))
+def _junction(expr: ast.AllOf | ast.AnyOf) -> tuple[Condition, str, int]:
+    op: ConditionOp
+    op, level = ("and", _AND) if isinstance(expr, ast.AllOf) else ("or", _OR)
+    parts = [_lowered(o) for o in expr.operands]
+    # A nested and/or of the same kind only arises from parentheses; keep them.
+    text = f" {op} ".join([t if strength > level else f"({t})" for _, t, strength in parts])
+    return new_condition(op, operands=tuple([c for c, _, _ in parts])), text, level
+
+
+def _negation(expr: ast.Negation) -> tuple[Condition, str, int]:
+    operand, text, level = _lowered(expr.operand)
+    return new_condition("not", operands=(operand,)), "not " + _parenthesised(text, level, _NOT), _NOT
+
+
+def _implies(expr: ast.Implies) -> tuple[Condition, str, int]:
+    premise, p_text, p_level = _lowered(expr.premise)
+    conclusion, c_text, c_level = _lowered(expr.conclusion)
+    text = f"{_parenthesised(p_text, p_level, _OR)} -> {_parenthesised(c_text, c_level, _OR)}"
+    return new_condition("implies", operands=(premise, conclusion)), text, _IMPLIES
+
+
+def _comparison(expr: ast.Comparison) -> tuple[Condition, str, int]:
+    value = _operand(expr.right)
+    name = expr.left.value
+    return (new_condition("cmp", name=name, cmp=expr.op, value=value),
+            f"{name} {expr.op} {render_value(value)}", _ATOM)
+
+
+def _membership(expr: ast.Membership) -> tuple[Condition, str, int]:
+    values = tuple([_operand(v) for v in expr.values])
+    name = expr.left.value
+    return (new_condition("in", name=name, values=values),
+            f"{name} in ({', '.join([render_value(v) for v in values])})", _ATOM)
+
+
+def _parenthesised(text: str, level: int, least: int) -> str:
+    return text if level >= least else f"({text})"
 
 
 # One builder per condition AST class (a dict lookup, not a chain of isinstance tests).
-_FROM_AST: dict[type, Callable[[Any], Condition]] = {
-    ast.Reference: lambda e: new_condition("ref", name=e.name.value),
-    ast.Constant: lambda e: new_condition("const", value=e.value),
-    ast.Comparison: lambda e: new_condition("cmp", name=e.left.value, cmp=e.op, value=_operand(e.right)),
-    ast.Membership: lambda e: new_condition("in", name=e.left.value,
-                                            values=tuple([_operand(v) for v in e.values])),
-    ast.Negation: lambda e: new_condition("not", operands=(_from_ast(e.operand),)),
-    ast.Implies: lambda e: new_condition("implies", operands=(_from_ast(e.premise), _from_ast(e.conclusion))),
+_FROM_AST: dict[type, Callable[[Any], tuple[Condition, str, int]]] = {
+    ast.Reference: lambda e: (new_condition("ref", name=e.name.value), str(e.name.value), _ATOM),
+    ast.Constant: lambda e: (new_condition("const", value=e.value), render_value(bool(e.value)), _ATOM),
+    ast.Comparison: _comparison,
+    ast.Membership: _membership,
+    ast.Negation: _negation,
+    ast.Implies: _implies,
     ast.AllOf: _junction,
     ast.AnyOf: _junction,
 }

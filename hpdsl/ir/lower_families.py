@@ -31,7 +31,7 @@ from hpdsl.ir.layouts import covers, dim_from_ast, sharded_dim
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
 from hpdsl.model.axes import CONDITION_AXES as AXES
 
-AxisName = Literal["tp", "cp", "ep", "pp"]
+AxisName = Literal["tp", "cp", "ep", "pp", "etp"]
 Placement = Literal["colwise", "rowwise", "replicate"]
 Named = TypeVar("Named", ast.Selector, ast.Variant)
 

@@ -235,7 +235,7 @@ class FamilyIR:
 
     name: str
     factory: str
-    parallel: Literal["tp", "cp", "ep", "pp"] | None = None
+    parallel: Literal["tp", "cp", "ep", "pp", "etp"] | None = None
     selectors: tuple[SelectorIR, ...] = ()
     requires: tuple[RequireIR, ...] = ()
     variants: tuple[VariantIR, ...] = ()

@@ -114,7 +114,7 @@ def test_nothing_fits() -> None:
 
 def test_qwen3_next_on_64_devices() -> None:
     result = search(example("qwen3_next_80b_a3b"), 64, 80 * GIB, top=3)
-    assert len(result.top) == 3 and result.valid > 10_000
+    assert len(result.top) == 3 and result.enumerated > 10_000
     assert all(e.memory.fits for e in result.top)
 
 
