@@ -76,16 +76,35 @@ def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
     if changed.experts is not None and changed.top_k is not None and changed.top_k > changed.experts:
         # The one cross-field rule of hpdsl/check/models.py (_check_top_k) a scaled-down run trips.
         raise InputError(f"--set: top_k {changed.top_k} exceeds experts {changed.experts}; set top_k too")
-    if "layers" not in sets and "mtp" not in sets:
+    if not {"layers", "mtp", "first_k_dense"} & set(sets):
         return changed
-    body = layer_kinds(g for g in model.groups if not g.mtp)
-    count = int(sets.get("layers", len(body)))
-    kinds = [body[i % len(body)] for i in range(count)]
+    kinds, dense = _scaled_body(model, sets)
     groups: tuple[LayerGroup, ...] = (*run_length(kinds), *_mtp_groups(model, sets))
-    dense = sum(1 for k in kinds[:model.first_k_dense or 0] if k == kinds[0]) if model.first_k_dense else None
-    extra = {} if dense is None or "first_k_dense" in sets else {"first_k_dense": min(dense, count)}
+    extra = {} if dense is None or "first_k_dense" in sets else {"first_k_dense": dense}
     return evolve(changed, groups=groups, layer_types=None, **extra)
 
+
+def _scaled_body(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[list[str], int | None]:
+    """Return the body's kinds for the new `layers` and `first_k_dense`, and its leading dense count.
+
+    A body the profile derived from first_k_dense (hpdsl/ir/stack.py: that many
+    layers of the dense kind, then one other kind) is derived again from the new
+    values; any other body (a hybrid pattern) is cut, or repeated, to the new
+    count, a set first_k_dense moving its leading run's end.
+    """
+    body = layer_kinds(g for g in model.groups if not g.mtp)
+    count = int(sets.get("layers", len(body)))
+    dense = sum(1 for k in body[:model.first_k_dense] if k == body[0]) if model.first_k_dense and body else None
+    if dense is None:
+        return [body[i % len(body)] for i in range(count)], None
+    wanted = min(int(sets.get("first_k_dense", model.first_k_dense or 0)), count)
+    rest = body[dense:]
+    if len(set(rest)) <= 1:  # dense then one kind: as the profile derives it
+        return [body[0]] * wanted + rest[:1] * (count - wanted) if rest else [body[0]] * count, wanted
+    kinds = [body[i % len(body)] for i in range(count)]
+    if "first_k_dense" in sets:
+        kinds = [body[0] if i < wanted else (rest[0] if i < dense else k) for i, k in enumerate(kinds)]
+    return kinds, wanted if "first_k_dense" in sets else min(dense, count)
 
 def _mtp_groups(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[LayerGroup, ...]:
     """Return the MTP groups, cut (or cycled) to a new `mtp` count when one is set."""
