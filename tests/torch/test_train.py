@@ -259,10 +259,9 @@ def test_search_run_on_8_devices_trains_the_strategy_it_chose_on_8_processes() -
             sizes["etp"]) == (best.pp, best.dp, best.cp, best.tp, best.ep, best.etp)
     for rank in trained["ranks"]:  # what it trained is what the search priced, stage by stage
         stage = chosen.memory.per_stage[rank["coords"]["pp"]]
-        parts = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
-        assert {part: rank["estimated"][part] for part in parts} == {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
-                                     "optimizer_bytes": stage.optimizer_bytes,
-                                     "activation_peak_bytes": stage.activation_bytes}
+        priced = {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
+                  "optimizer_bytes": stage.optimizer_bytes, "activation_peak_bytes": stage.activation_bytes}
+        assert {part: rank["estimated"][part] for part in priced} == priced
     assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
     static_bytes_equal(trained)
     gradients_match(trained)

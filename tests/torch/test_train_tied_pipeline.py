@@ -1,5 +1,6 @@
-"""A head tied to the embedding under pp: the last stage multiplies by its own copy of the table, whose gradient
-is summed with the first stage's (hpdsl/torch/pipeline.py `sum_embedding_grads`), against one process and the estimate."""
+"""A head tied to the embedding under pp: the last stage multiplies by its own copy of the table, whose
+gradient is summed with the first stage's (hpdsl/torch/pipeline.py `sum_embedding_grads`), against one
+process and the estimate."""
 
 from __future__ import annotations
 
