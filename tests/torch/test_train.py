@@ -61,11 +61,13 @@ def test_estimate_takes_set() -> None:
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
     ({"dp": 2, "tp": 2, "ep": 2, "etp": 2, "zero": "os+grad+params"}, "ep·etp=4 must divide dp=2"),
     ({"dp": 1, "tp": 2, "etp": 2}, "ep·etp=2 must divide dp=1"),
+    ({"cp": 2, "cp_kind": "a2a"}, "cp_kind=a2a at cp=2: this backend builds the ring form of cp"),
 ])
 def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, reason: str) -> None:
     assert any(reason in r for r in refusals(Strategy(**changes)))
     assert refusals(Strategy(dp=2, zero="os+grad+params")) == ()
     assert refusals(Strategy(dp=4, ep=2, etp=2, zero="os+grad+params")) == ()
+    assert refusals(Strategy(cp=2, zero="os+grad+params")) == ()
 
 
 def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
