@@ -3,9 +3,10 @@
 What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
-  layouts over tp, ring attention and ring MLA over cp (cp_kind ring; Ulysses's
-  all-to-all, a2a, is refused), Gated DeltaNet's state handed rank to rank over cp, all-to-all experts over ep); an MTP layer's 2h→h
-  projection is split over tp here (`mtp_tensor_parallel`);
+  layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
+  handed rank to rank over cp, all-to-all experts over ep; cp_kind a2a, Ulysses's
+  head all-to-all, is refused); an MTP layer's 2h→h projection is split over tp
+  here (`mtp_tensor_parallel`);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, etp, cp, tp), ep and etp
   carved out of dp (the estimator carves them out of dp·cp·tp; this backend out of
   dp only); etp splits each expert's width (hpdsl/torch/modules/moe.py);
