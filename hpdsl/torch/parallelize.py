@@ -4,8 +4,9 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
   layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
-  handed rank to rank over cp, all-to-all experts over ep); an MTP layer's 2h→h
-  projection is split over tp here (`mtp_tensor_parallel`);
+  handed rank to rank over cp, all-to-all experts over ep; cp_kind a2a, Ulysses's
+  head all-to-all, is refused); an MTP layer's 2h→h projection is split over tp
+  here (`mtp_tensor_parallel`);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, etp, cp, tp), ep and etp
   carved out of dp (the estimator carves them out of dp·cp·tp; this backend out of
   dp only); etp splits each expert's width (hpdsl/torch/modules/moe.py);
@@ -84,6 +85,11 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
         # The estimator shards the experts' states over their data-parallel group, tp included.
         reasons.append(f"zero={strategy.zero} under tp={strategy.tp}: FSDP2 cannot shard the experts' optimizer "
                        "states or gradients alone (over their dp·cp·tp/ep ranks); use none or os+grad+params")
+    if strategy.cp > 1 and strategy.cp_kind != "ring":
+        # The estimator prices a2a as Ulysses's head all-to-all (hpdsl/cost/comm.py); the modules' cp forms
+        # gather or hand on the sequence, which is what `ring` prices.
+        reasons.append(f"cp_kind={strategy.cp_kind} at cp={strategy.cp}: this backend builds the ring form of cp "
+                       "(keys and values gathered, Gated DeltaNet's state handed on), not Ulysses's all-to-all")
     if strategy.recompute not in ("none", "selective", "full"):
         reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
     return tuple(reasons)

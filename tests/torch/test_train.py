@@ -7,9 +7,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from click.testing import CliRunner
 
-from hpdsl.cli.app import main
 from hpdsl.cli.models import load_cost_model
 from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import InputError
@@ -17,16 +15,10 @@ from hpdsl.ir.overrides import apply_sets, parse_sets
 from hpdsl.ir.stack import layer_kinds
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
+from train_support import (MIXTRAL, ROOT, activations_within_ten_percent, gradients_match, hpdsl,
+                           static_bytes_equal)
+from train_support import MIXTRAL_SMALL as SMALL
 
-ROOT = Path(__file__).resolve().parents[2]
-MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
-SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
-                                      "ffn_width=96", "experts=4", "expert_width=32")]
-
-
-def _hpdsl(*args: str) -> tuple[int, str]:
-    run = CliRunner().invoke(main, list(args), prog_name="hpdsl")
-    return run.exit_code, run.output
 
 
 def test_set_parses_typed_values_and_block_fields_by_name() -> None:
@@ -42,7 +34,7 @@ def test_set_parses_typed_values_and_block_fields_by_name() -> None:
 def test_a_bad_set_is_a_usage_error_naming_it(pair: str, named: str) -> None:
     with pytest.raises(InputError, match=named):
         parse_sets([pair])
-    code, output = _hpdsl("estimate", MIXTRAL, "--set", pair)
+    code, output = hpdsl("estimate", MIXTRAL, "--set", pair)
     assert code == 2 and named in output
 
 
@@ -54,7 +46,7 @@ def test_set_layers_keeps_the_hybrid_pattern() -> None:
 
 
 def test_estimate_takes_set() -> None:
-    code, output = _hpdsl("estimate", MIXTRAL, *SMALL, "--json")
+    code, output = hpdsl("estimate", MIXTRAL, *SMALL, "--json")
     assert code == 0
     assert json.loads(output)["params"]["total"] < 200_000
 
@@ -69,22 +61,24 @@ def test_estimate_takes_set() -> None:
     ({"dp": 2, "ep": 4, "zero": "os+grad"}, "ep=4 must divide dp=2"),
     ({"dp": 2, "tp": 2, "ep": 2, "etp": 2, "zero": "os+grad+params"}, "ep·etp=4 must divide dp=2"),
     ({"dp": 1, "tp": 2, "etp": 2}, "ep·etp=2 must divide dp=1"),
+    ({"cp": 2, "cp_kind": "a2a"}, "cp_kind=a2a at cp=2: this backend builds the ring form of cp"),
 ])
 def test_what_fsdp2_and_this_backend_cannot_express_is_refused(changes: dict, reason: str) -> None:
     assert any(reason in r for r in refusals(Strategy(**changes)))
     assert refusals(Strategy(dp=2, zero="os+grad+params")) == ()
     assert refusals(Strategy(dp=4, ep=2, etp=2, zero="os+grad+params")) == ()
+    assert refusals(Strategy(cp=2, zero="os+grad+params")) == ()
 
 
 def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--pp", "2", "--global-batch", "1", "--nproc", "2")
+    code, output = hpdsl("train", MIXTRAL, *SMALL, "--pp", "2", "--global-batch", "1", "--nproc", "2")
     assert code == 2 and "1F1B needs at least pp micro-batches" in output
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "4")
+    code, output = hpdsl("train", MIXTRAL, *SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "4")
     assert code == 2 and "does not match" in output
 
 
 def _train(*flags: str) -> dict:
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", "--json", *flags)
+    code, output = hpdsl("train", MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", "--json", *flags)
     assert code == 0, output
     return json.loads(output)
 
@@ -96,8 +90,9 @@ def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
     # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -107,8 +102,9 @@ def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_e
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [(r["coords"]["ep"], r["coords"]["etp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     # Each rank holds half the experts at half their width; the experts' ZeRO group dp·cp·tp/(ep·etp) is 1.
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -117,30 +113,17 @@ def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_e
                          ids=["tp2-sp", "pp2"])
 def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
         flags: tuple[str, ...]) -> None:
-    code, output = _hpdsl("train", MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--json", "--dp", "4",
+    code, output = hpdsl("train", MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--json", "--dp", "4",
                           "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     # Under sp each tp rank routes its own chunk to its etp peers at the same tp place.
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)
 
 
-def _static_bytes_equal(result: dict) -> None:
-    for rank in result["ranks"]:
-        measured, estimated = rank["measured"], rank["estimated"]
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert measured[part] == estimated[part], (rank["rank"], part)
-        # Step 0's gradients, gathered whole, against the unsharded model's on the whole batch.
-        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
-
-
-def _activations_within_ten_percent(result: dict) -> None:
-    # What autograd saved outside the parameters (FSDP2's gathered ones included) against the estimate.
-    for rank in result["ranks"]:
-        measured, estimated = rank["measured"]["activation_peak_bytes"], rank["estimated"]["activation_peak_bytes"]
-        assert measured == pytest.approx(estimated, rel=0.10), rank["rank"]
 
 
 @pytest.mark.slow
@@ -150,8 +133,9 @@ def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> N
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
     # Embedding and head split over the vocabulary, the experts' ZeRO over dp·tp: every rank as priced.
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)  # each layer's input chunk, the head's gathered input, the loss
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)  # each layer's input chunk, the head's gathered input, the loss
 
 
 @pytest.mark.slow
@@ -159,9 +143,10 @@ def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> N
 def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    _static_bytes_equal(result)
+    static_bytes_equal(result)
+    gradients_match(result)
     # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
-    _activations_within_ten_percent(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -170,8 +155,9 @@ def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)
 
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
@@ -196,14 +182,15 @@ QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
-    code, output = _hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2",
+    code, output = hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2",
                           "--zero", "os+grad+params", "--nproc", "4", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    static_bytes_equal(result)
+    gradients_match(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
@@ -233,19 +220,20 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank() -> None:
-    code, output = _hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
+    code, output = hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
                           "--zero", "os+grad+params", "--nproc", "4", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
-    _static_bytes_equal(result)
+    static_bytes_equal(result)
+    gradients_match(result)
     # Priced as the backend runs (hpdsl/cost/backend.py): the gathered inputs of the tp regions kept whole.
-    _activations_within_ten_percent(result)
+    activations_within_ten_percent(result)
 
 
 def test_search_run_refuses_a_precision_train_does_not_run() -> None:
-    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "bf16-mixed", "--run")
+    code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "bf16-mixed", "--run")
     assert code == 2 and "--run trains precision fp32 only, not bf16-mixed" in output
 
 
@@ -255,7 +243,7 @@ def test_search_run_on_8_devices_trains_the_strategy_it_chose_on_8_processes() -
     from hpdsl.cli.train import runnable_reasons
     from hpdsl.cost.search import search
 
-    code, output = _hpdsl("search", MIXTRAL, *SMALL, "--devices", "8", "--global-batch", "8", "--seq-len", "32",
+    code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "8", "--global-batch", "8", "--seq-len", "32",
                           "--micro-batches", "1", "--top", "3", "--run", "--json")
     assert code == 0, output
     result = json.loads(output)
@@ -273,26 +261,27 @@ def test_search_run_on_8_devices_trains_the_strategy_it_chose_on_8_processes() -
             sizes["etp"]) == (best.pp, best.dp, best.cp, best.tp, best.ep, best.etp)
     for rank in trained["ranks"]:  # what it trained is what the search priced, stage by stage
         stage = chosen.memory.per_stage[rank["coords"]["pp"]]
-        parts = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
-        assert {part: rank["estimated"][part] for part in parts} == {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
-                                     "optimizer_bytes": stage.optimizer_bytes,
-                                     "activation_peak_bytes": stage.activation_bytes}
+        priced = {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
+                  "optimizer_bytes": stage.optimizer_bytes, "activation_peak_bytes": stage.activation_bytes}
+        assert {part: rank["estimated"][part] for part in priced} == priced
     assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
-    _static_bytes_equal(trained)
-    _activations_within_ten_percent(trained)
+    static_bytes_equal(trained)
+    gradients_match(trained)
+    activations_within_ten_percent(trained)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
     llama = str(ROOT / "examples" / "llama2_7b.hpf")
-    code, output = _hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
+    code, output = hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
                           "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
                           "--nproc", "2", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    _static_bytes_equal(result)
+    static_bytes_equal(result)
+    gradients_match(result)
 
 
 DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
@@ -308,14 +297,15 @@ DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
 @pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
                          ids=["dp4-ep2", "dp2-tp2-sp"])
 def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[str, ...]) -> None:
-    code, output = _hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
+    code, output = hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
                           "--nproc", "4", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    _static_bytes_equal(result)
+    static_bytes_equal(result)
+    gradients_match(result)
     # MLA on CPU runs SDPA's math kernel (v narrower than q/k), priced by the cpu_attention fact.
-    _activations_within_ten_percent(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -324,15 +314,16 @@ def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[st
                          ids=["qwen3-next", "deepseek-v3"])
 def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec: str, small: list[str]) -> None:
     """Gated DeltaNet hands its state and convolution inputs rank to rank; MLA gathers keys and values over cp."""
-    code, output = _hpdsl("train", spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
+    code, output = hpdsl("train", spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
                           "--nproc", "4", "--json")
     assert code == 0, output
     result = json.loads(output)
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    _static_bytes_equal(result)
+    static_bytes_equal(result)
+    gradients_match(result)
     # Gated DeltaNet keeps the received convolution tail and state once per sequence (hpdsl/cost/handoff.py).
-    _activations_within_ten_percent(result)
+    activations_within_ten_percent(result)
 
 
 def test_mtp_layers_are_built_trained_and_priced_without_pp() -> None:
@@ -354,6 +345,6 @@ def test_mtp_layers_are_built_trained_and_priced_without_pp() -> None:
     extra = torch.nn.functional.cross_entropy(logits[:, 8:].flatten(0, 1), labels[..., 1].flatten())
     assert objective(logits, labels).item() == pytest.approx(main.item() + MTP_WEIGHT * extra.item(), rel=1e-6)
     torch.testing.assert_close(logits[:, :8], model(ids[..., 0]))
-    code, output = _hpdsl("estimate", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, "--precision", "fp32", "--json")
+    code, output = hpdsl("estimate", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, "--precision", "fp32", "--json")
     priced = json.loads(output)["memory"]["per_stage"][0]["params_bytes"]
     assert code == 0 and priced == 4 * sum(p.numel() for p in model.parameters())

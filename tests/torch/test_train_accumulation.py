@@ -3,28 +3,21 @@ or once (deferred_grad_accumulation), against one process on the whole batch and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from hpdsl.cli.app import main
 from hpdsl.cli.train import runnable_reasons
 from hpdsl.cost.backend import backend_facts
 from hpdsl.cost.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
+from train_support import MIXTRAL_SMALL as SMALL
+from train_support import gradients_match, train_json
 
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = ROOT / "examples" / "mixtral_8x7b.hpf"
-SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
-                                      "ffn_width=96", "experts=4", "expert_width=32")]
 ACCUMULATING = Strategy(dp=2, global_batch=4, zero="os+grad+params", precision="fp32", seq_len=32)
 
-
-def _hpdsl(*args: str) -> tuple[int, str]:
-    run = CliRunner().invoke(main, list(args), prog_name="hpdsl")
-    return run.exit_code, run.output
 
 
 def test_train_runs_accumulation_and_prices_it_as_the_profile_says() -> None:
@@ -52,11 +45,10 @@ def deferred_mixtral(folder: Path) -> Path:
 def test_two_micro_batches_match_one_process_on_the_whole_batch_and_the_estimate(
         tmp_path: Path, deferred: bool, ep: int) -> None:
     spec = deferred_mixtral(tmp_path) if deferred else MIXTRAL
-    code, output = _hpdsl("train", str(spec), *SMALL, "--dp", "2", "--ep", str(ep), "--zero", "os+grad+params",
-                          "--global-batch", "4", "--nproc", "2", "--steps", "3", "--json")
-    assert code == 0, output
-    result = json.loads(output)
+    result = train_json(str(spec), *SMALL, "--dp", "2", "--ep", str(ep), "--zero", "os+grad+params",
+                        "--global-batch", "4", "--nproc", "2", "--steps", "3")
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    gradients_match(result)  # summed over both micro-batches, against one process on the whole batch
     for rank in result["ranks"]:
         measured, estimated = rank["measured"], rank["estimated"]
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes", "held_grads_bytes"):
@@ -64,7 +56,5 @@ def test_two_micro_batches_match_one_process_on_the_whole_batch_and_the_estimate
         # Deferred, FSDP2 holds every gradient unsharded between the micro-batches (the estimator's
         # transient); otherwise the reduce-scattered shards alone.
         assert (measured["held_grads_bytes"] > measured["grads_bytes"]) is deferred
-        # Step 0's gradients, summed over both micro-batches, against one process on the whole batch.
-        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
         # One micro-batch's saved activations at a time: nothing is held from one to the next.
         assert measured["activation_peak_bytes"] == pytest.approx(estimated["activation_peak_bytes"], rel=0.10)

@@ -3,15 +3,12 @@ and real multi-process gloo runs of `hpdsl train --pp` (1F1B, interleaved) again
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 
 from hpdsl.bound.bind import bind
-from hpdsl.cli.app import main
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.pricing import prepare
 from hpdsl.cost.strategy import Strategy
@@ -20,6 +17,7 @@ from hpdsl.ir.overrides import apply_sets
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
+from train_support import activations_within_ten_percent, hpdsl, matches_one_process, static_bytes_equal, train_json
 
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
@@ -37,10 +35,6 @@ QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
     "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
     "value_head_dim=16", "mtp=0")]
 
-
-def _hpdsl(*args: str) -> tuple[int, str]:
-    run = CliRunner().invoke(main, list(args), prog_name="hpdsl")
-    return run.exit_code, run.output
 
 
 @pytest.mark.parametrize(("layers", "pp", "vpp", "split"), [
@@ -95,28 +89,14 @@ def test_models_the_pipeline_does_not_cut_are_refused_with_the_reason() -> None:
     assert model_refusals(evolve(registry.models["llama3_8b"], tie_embeddings=True)) == ()
     assert model_refusals(registry.models["deepseek_v3"]) == ()  # its MTP layer rides on the last stage
     assert model_refusals(registry.models["mixtral_8x7b"]) == ()
-    code, output = _hpdsl("train", str(ROOT / "examples" / "t5_small.hpf"), "--pp", "2", "--nproc", "2")
+    code, output = hpdsl("train", str(ROOT / "examples" / "t5_small.hpf"), "--pp", "2", "--nproc", "2")
     assert code == 2 and "is an encoder-decoder" in output
 
 
 def _train(spec: str, sets: list[str], nproc: int, *flags: str) -> dict:
-    code, output = _hpdsl("train", spec, *sets, "--nproc", str(nproc), "--steps", "3", "--json", *flags)
-    assert code == 0, output
-    return json.loads(output)
+    return train_json(spec, *sets, "--nproc", str(nproc), "--steps", "3", *flags)
 
 
-def _matches_one_process(result: dict) -> None:
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    for rank in result["ranks"]:  # step 0's gradients, gathered whole, against the unsharded model's
-        measured = rank["measured"]
-        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"]
-
-
-def _activations_within_ten_percent(result: dict) -> None:
-    # What autograd holds through step 1 (micro-batches in flight) against the estimator's stage peak.
-    for rank in result["ranks"]:
-        measured, estimated = rank["measured"]["activation_peak_bytes"], rank["estimated"]["activation_peak_bytes"]
-        assert measured == pytest.approx(estimated, rel=0.10), (rank["rank"], measured, estimated)
 
 
 def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
@@ -132,13 +112,13 @@ def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
                               "1f1b-zero3-the-moe-routes-its-sequence-chunk"])
 def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str, ...]) -> None:
     result = _train(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", *flags)
-    _matches_one_process(result)
+    matches_one_process(result)
     assert [(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for rank in result["ranks"]:  # the embedding and head split over the vocabulary, as the estimator prices them
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
     # Under full recompute stage 0 keeps 4,096 bytes a micro-batch and the int64 token ids (priced since).
-    _activations_within_ten_percent(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -148,13 +128,13 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str,
 def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tuple[str, ...]) -> None:
     # dp2·ep2 puts each expert on a one-rank FSDP mesh: its gradient must be divided once (parallelize._divide).
     result = _train(MIXTRAL, MIXTRAL_SMALL, 4, *flags, "--pp", "2", "--zero", "os+grad+params")
-    _matches_one_process(result)
+    matches_one_process(result)
     for rank in result["ranks"]:
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
     assert _stage_bytes(result, "params_bytes")[0] != _stage_bytes(result, "params_bytes")[1]
     if "--ep" not in flags:  # ep 2: a stage-1 rank's experts get up to 1.6x the balanced tokens (1.14x in all)
-        _activations_within_ten_percent(result)
+        activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -162,9 +142,9 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tup
 @pytest.mark.parametrize("vpp", ["1", "2"], ids=["1f1b", "interleaved"])
 def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(vpp: str) -> None:
     result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", vpp)
-    _matches_one_process(result)
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    matches_one_process(result)
+    static_bytes_equal(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -172,7 +152,7 @@ def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(vpp: str) -> No
 def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
     """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
     result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--cp", "2", "--pp", "2", "--zero", "os+grad+params")
-    _matches_one_process(result)
+    matches_one_process(result)
     for rank in result["ranks"]:
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
@@ -186,9 +166,9 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
 def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:
     """The MTP layer and a copy of the embedding on the last stage, the two tables' gradients summed."""
     result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
-    _matches_one_process(result)
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
+    matches_one_process(result)
+    static_bytes_equal(result)
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow
@@ -198,15 +178,8 @@ def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_est
                          ids=["mixtral", "qwen3-next", "deepseek-v3"])
 def test_dp2_tp2_pp2_on_8_processes_matches_one_process_and_the_estimate(spec: str, sets: list[str]) -> None:
     result = _train(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
-    _matches_one_process(result)
+    matches_one_process(result)
     assert sorted((r["coords"]["pp"], r["coords"]["dp_shard"], r["coords"]["tp"]) for r in result["ranks"]) == [
         (p, d, t) for p in range(2) for d in range(2) for t in range(2)]
-    _static_bytes_equal(result)
-    _activations_within_ten_percent(result)
-
-
-def _static_bytes_equal(result: dict) -> None:
-    # Each rank holds exactly its stage's parameters, gradients and AdamW moments, as the estimator prices them.
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)
+    activations_within_ten_percent(result)

@@ -9,16 +9,11 @@ Four processes (slow): the activation peak under `selective` within 10% of the e
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import attrs
 import pytest
 import torch
-from click.testing import CliRunner
 
 from hpdsl.api import compile_paths
-from hpdsl.cli.app import main
 from hpdsl.cli.models import load_cost_model
 from hpdsl.cost.backend import backend_facts
 from hpdsl.cost.estimate import estimate
@@ -26,8 +21,8 @@ from hpdsl.cost.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.train import saved_activations
+from train_support import ROOT, matches_one_process_and_the_estimate, train_json
 
-ROOT = Path(__file__).resolve().parents[2]
 SCALED = {
     "mixtral": ("mixtral_8x7b.hpf", "layers=2 hidden=64 heads=4 kv_heads=2 vocab=128 ffn_width=96 experts=4 "
                                     "expert_width=32"),
@@ -88,11 +83,8 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_what_the_estimator_pri
 
 def _train(name: str, *flags: str) -> dict:
     sets = [f"--set={pair}" for pair in _sets(name)]
-    run = CliRunner().invoke(main, ["train", str(ROOT / "examples" / SCALED[name][0]), *sets, "--nproc", "4",
-                                    "--steps", "3", "--json", "--recompute", "selective", "--zero",
-                                    "os+grad+params", *flags], prog_name="hpdsl")
-    assert run.exit_code == 0, run.output
-    return dict(json.loads(run.output))
+    return train_json(str(ROOT / "examples" / SCALED[name][0]), *sets, "--nproc", "4", "--steps", "3",
+                      "--recompute", "selective", "--zero", "os+grad+params", *flags)
 
 
 @pytest.mark.slow
@@ -104,11 +96,4 @@ def _train(name: str, *flags: str) -> dict:
 ], ids=["mixtral-cp2-ep2", "qwen3-next-dp2-tp2-sp", "deepseek-v3-dp4-ep2"])
 def test_selective_recompute_on_four_processes_holds_the_estimate(name: str, flags: tuple[str, ...]) -> None:
     result = _train(name, *flags)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    for rank in result["ranks"]:
-        measured, estimated = rank["measured"], rank["estimated"]
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert measured[part] == estimated[part], (rank["rank"], part)
-        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
-        assert measured["activation_peak_bytes"] == pytest.approx(estimated["activation_peak_bytes"], rel=0.10), \
-            rank["rank"]
+    matches_one_process_and_the_estimate(result)

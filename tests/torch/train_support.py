@@ -1,0 +1,67 @@
+"""What the `hpdsl train` tests share: the CLI in-process, the scaled Mixtral, and the checks of a run's JSON
+against one process and the estimate (docs/validation.md, "Training runs")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hpdsl.cli.app import main
+
+ROOT = Path(__file__).resolve().parents[2]
+MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
+MIXTRAL_SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
+                                              "ffn_width=96", "experts=4", "expert_width=32")]
+"""A two-layer Mixtral: 90,944 parameters."""
+
+STATIC = ("params_bytes", "grads_bytes", "optimizer_bytes")
+
+
+def hpdsl(*args: str) -> tuple[int, str]:
+    """Run the CLI in-process; return its exit code and output."""
+    run = CliRunner().invoke(main, list(args), prog_name="hpdsl")
+    return run.exit_code, run.output
+
+
+def train_json(*args: str) -> dict:
+    """Run `hpdsl train ARGS --json`; return its result (the run must succeed)."""
+    code, output = hpdsl("train", *args, "--json")
+    assert code == 0, output
+    return dict(json.loads(output))
+
+
+def gradients_match(result: dict) -> None:
+    """Assert step 0's gradients, gathered whole on each rank, equal the unsharded model's on the whole batch."""
+    for rank in result["ranks"]:
+        measured = rank["measured"]
+        assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
+
+
+def matches_one_process(result: dict) -> None:
+    """Assert the losses and step 0's gradients equal the unsharded model's."""
+    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    gradients_match(result)
+
+
+def static_bytes_equal(result: dict, parts: tuple[str, ...] = STATIC) -> None:
+    """Assert every rank holds exactly the parameter, gradient and optimizer bytes the estimator prices."""
+    for rank in result["ranks"]:
+        for part in parts:
+            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+
+
+def activations_within_ten_percent(result: dict) -> None:
+    """Assert each rank's saved-activation peak (parameters left out) is within 10% of the estimate."""
+    for rank in result["ranks"]:
+        measured, estimated = rank["measured"]["activation_peak_bytes"], rank["estimated"]["activation_peak_bytes"]
+        assert measured == pytest.approx(estimated, rel=0.10), (rank["rank"], measured, estimated)
+
+
+def matches_one_process_and_the_estimate(result: dict) -> None:
+    """Assert all three: one process's losses and gradients, exact static bytes, activations within 10%."""
+    matches_one_process(result)
+    static_bytes_equal(result)
+    activations_within_ten_percent(result)
