@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hpdsl.cost.pricing import Cols, Columnwise, Prepared, Spans
 
 
-def _weighted(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
+def weighted_sum(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
     """Return Σ_j counts[r, j]·values[j], (R, n), in column order.
 
     counts is (R, J) or (R, J, n); spans[j] says where counts[r, j] is non-zero,
@@ -57,7 +57,7 @@ def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
     return rc + (layout.comp * mtp)[:, :, None] * x.all_layers[None, None, :]
 
 
-def _per_rank(chunk_values: np.ndarray, stages: int, vpp: int) -> np.ndarray:
+def per_rank_sum(chunk_values: np.ndarray, stages: int, vpp: int) -> np.ndarray:
     """Return chunk values (C, ...) summed over each rank's chunks, (S, ...), in chunk order."""
     acc = chunk_values[:stages]
     for position in range(1, vpp):
@@ -112,8 +112,8 @@ class Group:
     def ranks(self, values: Cols, recomputed: Cols | None = None) -> np.ndarray:
         """Return (U, n) per distinct rank: Σ over its layers of `values` (+ `recomputed` for recomputed ones)."""
         rows = self.ranks_of
-        out = _weighted(rows.counts, values, rows.spans)
-        return out if recomputed is None else out + _weighted(rows.recomputed, recomputed, rows.spans)
+        out = weighted_sum(rows.counts, values, rows.spans)
+        return out if recomputed is None else out + weighted_sum(rows.recomputed, recomputed, rows.spans)
 
     def spread(self, per_row: Any) -> Any:
         """Return (S, n): a (U, n) array's row for every rank."""
@@ -130,7 +130,7 @@ def group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> Group:
         rc, ranks_of, chunks_of = layout.memo["rows"]
         return Group(p, x, cw, layout, rc, ranks_of, chunks_of)
     rc = _recomputed(p, layout, x)
-    rows = (rc, distinct_rows(layout.rank_comp, _per_rank(rc, layout.stages, layout.vpp)),
+    rows = (rc, distinct_rows(layout.rank_comp, per_rank_sum(rc, layout.stages, layout.vpp)),
             distinct_rows(layout.comp, rc))
     if rc.ndim == 2:
         layout.memo["rows"] = rows
@@ -140,9 +140,9 @@ def group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> Group:
 def memory(g: Group) -> dict[str, np.ndarray]:
     """Return (S, n) bytes per rank: static, activations (in flight), transient, total."""
     x, cw, layout, chunks = g.x, g.cw, g.layout, g.chunks_of
-    per_chunk = (_weighted(chunks.counts, cw.act_none, chunks.spans)
-                 + _weighted(chunks.recomputed, cw.act_delta, chunks.spans))[chunks.inverse]
-    activations = _per_rank(in_flight(layout.stages, layout.vpp, x.m) * per_chunk, layout.stages, layout.vpp)
+    per_chunk = (weighted_sum(chunks.counts, cw.act_none, chunks.spans)
+                 + weighted_sum(chunks.recomputed, cw.act_delta, chunks.spans))[chunks.inverse]
+    activations = per_rank_sum(in_flight(layout.stages, layout.vpp, x.m) * per_chunk, layout.stages, layout.vpp)
     static = g.spread(g.ranks(cw.static))
     largest = _present_max(g.ranks_of.spans, len(g.ranks_of.counts), cw.act_none,
                            g.prepared.columns.layer_columns)

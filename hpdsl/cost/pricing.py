@@ -149,7 +149,7 @@ def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
             xp.where(x.pp > 1, p.output_copy, 0.0))
 
 
-def _columnwise(p: Prepared, x: Ctx, *, flops: bool = True) -> Columnwise:
+def columnwise(p: Prepared, x: Ctx, *, flops: bool = True) -> Columnwise:
     """Return every per-column quantity of a grid (a column's values do not depend on the layout).
 
     Without `flops` the model-convention FLOPs are left out (empty lists): the search ranks by time and memory.
@@ -256,7 +256,7 @@ def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool) -> dic
     stages: list[dict[str, np.ndarray] | None] = [None] * n
     with np.errstate(divide="ignore", invalid="ignore"):
         x = context(grid, p.columns.cost_model.profile.run)
-        cw = _columnwise(p, x, flops=flops)
+        cw = columnwise(p, x, flops=flops)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             part = slice(lo, hi)
             layout = p.layout(int(grid.pp[lo]), int(grid.vpp[lo]), grid.splits[int(grid.split_id[lo])])

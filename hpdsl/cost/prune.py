@@ -37,7 +37,7 @@ from hpdsl.cost import grid_ranks, stage, xp
 from hpdsl.cost import memory as mem
 from hpdsl.cost.context import context
 from hpdsl.cost.layout import in_flight
-from hpdsl.cost.pricing import Prepared, _columnwise, price_fit
+from hpdsl.cost.pricing import Prepared, columnwise, price_fit
 from hpdsl.cost.bounds import MAX_CANDIDATES
 from hpdsl.cost.rank import canonical_zero
 from hpdsl.cost.strategy import CP_KINDS, InvalidStrategyError, StrategyGrid
@@ -102,18 +102,18 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | 
     any is its memory bound, and its time leaves recompute out); None: each row's own.
     """
     x = context(grid, p.columns.cost_model.profile.run)
-    cw = _columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
+    cw = columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
     layout = p.layout(int(grid.pp[0]), int(grid.vpp[0]), None)
     g = grid_ranks.group(p, x, cw, layout)
     chunks = g.chunks_of
-    kept = grid_ranks._weighted(chunks.counts, cw.act_none, chunks.spans)
+    kept = grid_ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.m)
     held = None
     own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
     for delta in own.values():   # the fewest any recompute choice keeps, per rank
-        per_chunk = (kept + grid_ranks._weighted(chunks.recomputed, delta, chunks.spans))
-        total = static + grid_ranks._per_rank(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
+        per_chunk = (kept + grid_ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
+        total = static + grid_ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
     t_row = g.ranks(cw.tau, cw.tau_rec if recompute is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
