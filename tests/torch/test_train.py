@@ -15,8 +15,8 @@ from hpdsl.ir.overrides import apply_sets, parse_sets
 from hpdsl.ir.stack import layer_kinds
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
-from train_support import (MIXTRAL, ROOT, activations_within_ten_percent, gradients_match, hpdsl,
-                           static_bytes_equal)
+from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
+                           static_bytes_equal, train_json)
 from train_support import MIXTRAL_SMALL as SMALL
 
 
@@ -78,33 +78,25 @@ def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
 
 
 def _train(*flags: str) -> dict:
-    code, output = hpdsl("train", MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", "--json", *flags)
-    assert code == 0, output
-    return json.loads(output)
+    return train_json(MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", *flags)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "4", "--ep", "2", "--zero", "os+grad+params")
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
     # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "4", "--ep", "2", "--etp", "2", "--zero", "os+grad+params")
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert [(r["coords"]["ep"], r["coords"]["etp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     # Each rank holds half the experts at half their width; the experts' ZeRO group dp·cp·tp/(ep·etp) is 1.
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
@@ -113,15 +105,10 @@ def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_e
                          ids=["tp2-sp", "pp2"])
 def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
         flags: tuple[str, ...]) -> None:
-    code, output = hpdsl("train", MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--json", "--dp", "4",
-                          "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    result = train_json(MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4",
+                         "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
     # Under sp each tp rank routes its own chunk to its etp peers at the same tp place.
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 
@@ -130,34 +117,25 @@ def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_t
 @pytest.mark.timeout(240)
 def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params", "--recompute", "full")
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
     # Embedding and head split over the vocabulary, the experts' ZeRO over dp·tp: every rank as priced.
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)  # each layer's input chunk, the head's gathered input, the loss
+    matches_one_process_and_the_estimate(result)  # each layer's input chunk, the head's gathered input, the loss
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    static_bytes_equal(result)
-    gradients_match(result)
     # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
     result = _train("--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params")
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
@@ -182,15 +160,10 @@ QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
-    code, output = hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2",
-                          "--zero", "os+grad+params", "--nproc", "4", "--json")
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    result = train_json(QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2",
+                         "--zero", "os+grad+params", "--nproc", "4")
     # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
-    static_bytes_equal(result)
-    gradients_match(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.parametrize(("recompute", "layers"), [("full", None), ("selective", None), ("full", 1)])
@@ -220,16 +193,11 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank() -> None:
-    code, output = hpdsl("train", QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
-                          "--zero", "os+grad+params", "--nproc", "4", "--json")
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    result = train_json(QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
+                         "--zero", "os+grad+params", "--nproc", "4")
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
-    static_bytes_equal(result)
-    gradients_match(result)
     # Priced as the backend runs (hpdsl/cost/backend.py): the gathered inputs of the tp regions kept whole.
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 def test_search_run_refuses_a_precision_train_does_not_run() -> None:
@@ -264,24 +232,18 @@ def test_search_run_on_8_devices_trains_the_strategy_it_chose_on_8_processes() -
         priced = {"params_bytes": stage.params_bytes, "grads_bytes": stage.grads_bytes,
                   "optimizer_bytes": stage.optimizer_bytes, "activation_peak_bytes": stage.activation_bytes}
         assert {part: rank["estimated"][part] for part in priced} == priced
-    assert trained["loss"] == pytest.approx(trained["reference_loss"], rel=1e-5, abs=1e-5)
-    static_bytes_equal(trained)
-    gradients_match(trained)
-    activations_within_ten_percent(trained)
+    matches_one_process_and_the_estimate(trained)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
     llama = str(ROOT / "examples" / "llama2_7b.hpf")
-    code, output = hpdsl("train", llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
-                          "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
-                          "--nproc", "2", "--json")
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    result = train_json(llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
+                         "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
+                         "--nproc", "2")
+    matches_one_process(result)
     static_bytes_equal(result)
-    gradients_match(result)
 
 
 DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
@@ -297,15 +259,10 @@ DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
 @pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
                          ids=["dp4-ep2", "dp2-tp2-sp"])
 def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[str, ...]) -> None:
-    code, output = hpdsl("train", DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
-                          "--nproc", "4", "--json")
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
-    static_bytes_equal(result)
-    gradients_match(result)
+    result = train_json(DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
+                         "--nproc", "4")
     # MLA on CPU runs SDPA's math kernel (v narrower than q/k), priced by the cpu_attention fact.
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
@@ -314,16 +271,11 @@ def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[st
                          ids=["qwen3-next", "deepseek-v3"])
 def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec: str, small: list[str]) -> None:
     """Gated DeltaNet hands its state and convolution inputs rank to rank; MLA gathers keys and values over cp."""
-    code, output = hpdsl("train", spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
-                          "--nproc", "4", "--json")
-    assert code == 0, output
-    result = json.loads(output)
-    assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
+    result = train_json(spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
+                         "--nproc", "4")
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    static_bytes_equal(result)
-    gradients_match(result)
     # Gated DeltaNet keeps the received convolution tail and state once per sequence (hpdsl/cost/handoff.py).
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 def test_mtp_layers_are_built_trained_and_priced_without_pp() -> None:

@@ -17,7 +17,8 @@ from hpdsl.ir.overrides import apply_sets
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_support import activations_within_ten_percent, hpdsl, matches_one_process, static_bytes_equal, train_json
+from train_support import (activations_within_ten_percent, hpdsl, matches_one_process,
+                           matches_one_process_and_the_estimate, static_bytes_equal, train_json)
 
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
@@ -142,9 +143,7 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tup
 @pytest.mark.parametrize("vpp", ["1", "2"], ids=["1f1b", "interleaved"])
 def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(vpp: str) -> None:
     result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", vpp)
-    matches_one_process(result)
-    static_bytes_equal(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
@@ -166,9 +165,7 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
 def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:
     """The MTP layer and a copy of the embedding on the last stage, the two tables' gradients summed."""
     result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
-    matches_one_process(result)
-    static_bytes_equal(result)
-    activations_within_ten_percent(result)
+    matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
