@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 
 from hpdsl import ast
+from hpdsl.acyclic import acyclic_allocations
 from hpdsl.check.clean import Clean, lower_clean
 from hpdsl.check.divisibility import check_divisibility
 from hpdsl.check.families import check_families
@@ -39,19 +39,8 @@ IR_PASSES: tuple[Callable[[Clean, Collector], Clean], ...] = (check_shapes, chec
 
 def check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:
     """Check parsed files together; return the scope and every diagnostic, sorted."""
-    # As the fast parser does (hpdsl/syntax/fast.py): the checks build frozen, acyclic values, so
-    # the cycle collector finds nothing in them. Left on, it rescans them young several times and,
-    # once a parse has grown the heap by a quarter, scans the whole heap in the middle of a check
-    # (bench/bench_compile.py: 0.1-0.45 s on a 0.2 s check). One young collection at the end pays
-    # for this check's objects once (cyclic garbage, if a check ever makes any, waits for the next).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with acyclic_allocations():  # the checks build frozen, acyclic values (hpdsl/acyclic.py)
         return _check_files(files)
-    finally:
-        if collecting:
-            gc.enable()
-            gc.collect(1)
 
 
 def _check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:

@@ -106,6 +106,7 @@ def _scaled_body(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[list[str],
         kinds = [body[0] if i < wanted else (rest[0] if i < dense else k) for i, k in enumerate(kinds)]
     return kinds, wanted if "first_k_dense" in sets else min(dense, count)
 
+
 def _mtp_groups(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[LayerGroup, ...]:
     """Return the MTP groups, cut (or cycled) to a new `mtp` count when one is set."""
     mtp = tuple(g for g in model.groups if g.mtp)

@@ -17,10 +17,10 @@ grammar allows the keyword (see fast_tokens.py for the one state that reads more
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from hpdsl import ast
+from hpdsl.acyclic import acyclic_allocations
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.fast_family import FamilyRules
 from hpdsl.syntax.fast_tokens import Defer
@@ -32,22 +32,11 @@ def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File 
     """Return the ast.File Lark would build for `text`, or None where Lark must decide."""
     if len(text) > max_chars or (len(text) > max_line and max(map(len, text.split("\n"))) > max_line):
         return None
-    # The tree is acyclic, so the cycle collector can find nothing in it; left on, it would scan
-    # the live heap again each time the new nodes grow it by a quarter. One collection of the two
-    # young generations at the end pays for this parse's objects, once, here rather than at someone
-    # else's allocation, and moves them to the oldest: a gen-0 collection alone left them in gen 1,
-    # where the check's gen-1 collections scanned them all again (bench/bench_compile.py: about
-    # a tenth of parse + check; the next full collection costs the same either way).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _Parser(name, text).file()
-    except (Defer, RecursionError):
-        return None
-    finally:
-        if collecting:
-            gc.enable()
-            gc.collect(1)
+    with acyclic_allocations():  # the tree holds no cycles (hpdsl/acyclic.py)
+        try:
+            return _Parser(name, text).file()
+        except (Defer, RecursionError):
+            return None
 
 
 class _Parser(FamilyRules):
