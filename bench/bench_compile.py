@@ -4,7 +4,9 @@ Generates 1,000 profiles and 1,000 families (the standard op vocabulary in scope
 writes them as .hpf, as the equivalent YAML and as the equivalent JSON, then
 times in interleaved rounds (one run of each contender per round, best of the
 rounds): `yaml.load(Loader=yaml.CSafeLoader)` (libyaml, C), `json.loads` (C),
-`yaml.safe_load` (pure Python), hpdsl parse (text -> AST), parse + check
+`yaml.safe_load` (pure Python), hpdsl parse (text -> AST), the same parse by
+Lark alone (`lark_parse`, what every text would cost without the fast path of
+hpdsl/syntax/fast.py; docs/benchmarks.md, "Why two parsers"), parse + check
 (-> diagnostics) and the full compile (-> IR), each on a freshly named source
 (a remembered parse would time a lookup). The .hpf text is split into files of
 FILE_DECLARATIONS declarations (a file is capped at 256 KiB, hpdsl/syntax/parser.py);
@@ -33,6 +35,7 @@ from hpdsl.check import check_files
 from hpdsl.diagnostics import Source
 from hpdsl.resources import stdlib_files
 from hpdsl.syntax import parse_source
+from hpdsl.syntax.parser import lark_parse
 
 FILE_DECLARATIONS = 200
 """Declarations per generated .hpf file: about 70 KB, well under the file cap."""
@@ -130,6 +133,9 @@ def main() -> None:
     def parse_all() -> list[Any]:
         return [parse_source(s) for s in fresh()]
 
+    def lark_all() -> list[Any]:
+        return [lark_parse(s) for s in fresh()]
+
     sources = fresh()
     stdlib = [Source(name, path.read_text()) for name, path in stdlib_files()]
     lines = text.count("\n")
@@ -141,6 +147,7 @@ def main() -> None:
         "json.loads": lambda: json.loads(json_text),
         "yaml.safe_load (Python)": lambda: yaml.safe_load(yaml_text),
         "hpdsl parse": parse_all,
+        "hpdsl parse (Lark alone)": lark_all,
         "hpdsl parse + check": lambda: check_files([*stdlib_parsed, *parse_all()]),
         "hpdsl compile (to IR)": lambda: compile_sources(fresh(), stdlib=True),
     }
@@ -153,6 +160,8 @@ def main() -> None:
     print(f"{'stage':<28}{'CPU s':>10}{'lines/s':>14}{'x CSafeLoader':>15}")
     for label, seconds in times.items():
         print(f"{label:<28}{seconds:>10.3f}{lines / seconds:>14,.0f}{seconds / base:>15.2f}")
+    print(f"Lark alone / hpdsl parse: {times['hpdsl parse (Lark alone)'] / times['hpdsl parse']:.1f}x "
+          "(what the fast path saves on valid text)")
 
     std_text = "".join(s.text for s in stdlib)
     std_yaml = yaml.safe_dump({"files": [s.text for s in stdlib]})

@@ -1,4 +1,4 @@
-"""The README's Qwen3-Next import is the real config's: the published config.json imported, shown verbatim."""
+"""docs/models.md's Qwen3-Next import is the real config's: the published config.json imported, shown verbatim."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import import_hf_config
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+MODELS_DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 QWEN3_NEXT_80B_A3B = {
     "architectures": ["Qwen3NextForCausalLM"],
@@ -54,11 +54,11 @@ QWEN3_NEXT_80B_A3B = {
 """Qwen/Qwen3-Next-80B-A3B-Instruct's config.json as published (transformers writes no MTP key for it)."""
 
 
-def test_the_readme_shows_the_published_config_imported() -> None:
+def test_the_models_doc_shows_the_published_config_imported() -> None:
     registry = check_sources([], stdlib=True).registry
     assert registry is not None
     imported = import_hf_config(QWEN3_NEXT_80B_A3B, profiles=registry.profiles, name="qwen3_next")
-    shown = re.search(r"\$ cat qwen3_next\.hpf\n(.*?)```", README.read_text(), re.S)
+    shown = re.search(r"\$ cat qwen3_next\.hpf\n(.*?)```", MODELS_DOC.read_text(), re.S)
     assert shown is not None
     assert shown.group(1) == imported.text
     assert "ffn_width 5120" in imported.text and "mtp" not in imported.text
