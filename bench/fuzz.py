@@ -73,7 +73,7 @@ def run_one(index: int, seed: int, targets: list[str], seconds: float) -> tuple[
 
     A time-bound finding counts only if a second run of the same input is over the
     bound too: a stalled or descheduled machine can charge one run many seconds of
-    CPU it did not spend (README "Hostile input", the fuzz campaign).
+    CPU it did not spend (docs/trust.md#registries-and-fuzzing, the fuzz campaign).
     """
     target, elapsed, finding = _run_once(index, seed, targets, seconds)
     if finding is None or not _timing(finding["problem"]):

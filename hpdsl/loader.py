@@ -7,7 +7,7 @@ standard-library file also named on the command line, is read one time. The
 standard library comes first, so a duplicate declaration is reported at the
 user's copy.
 
-Reading is bounded (README "Hostile input"): only regular files are read (a FIFO,
+Reading is bounded (docs/trust.md#hostile-input): only regular files are read (a FIFO,
 device or folder is refused without blocking on it), at most MAX_FILE_BYTES each.
 An import must resolve inside the project: the folders of the files and folders
 given, the standard library, or a search path the caller passes; only `.hpf`

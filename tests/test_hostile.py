@@ -1,4 +1,4 @@
-"""Hostile input ends in a clear, located answer in bounded time and output (README "Hostile input")."""
+"""Hostile input ends in a clear, located answer in bounded time and output (docs/trust.md#hostile-input)."""
 
 from __future__ import annotations
 

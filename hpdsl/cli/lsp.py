@@ -12,7 +12,7 @@ from hpdsl.errors import InputError
 def lsp_command(stdio: bool) -> None:
     """Run the .hpf language server over stdio: diagnostics, hover, definitions, completion.
 
-    Editors start it themselves; see editors/ for VS Code and the README for Neovim.
+    Editors start it themselves; see editors/ for VS Code and docs/editors.md for Neovim.
 
     \b
     Examples:

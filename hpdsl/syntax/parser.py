@@ -32,7 +32,7 @@ from hpdsl.syntax.transformer import ToAst
 MAX_NESTING = 100
 
 # Bounds that keep every later stage's work and output proportional to a sane file
-# (README "Hostile input"): the largest file and line parsed, and the largest
+# (docs/trust.md#hostile-input): the largest file and line parsed, and the largest
 # integer literal (every count, width and bound fits far below it, and products of
 # two stay exact in 64-bit arithmetic downstream).
 MAX_FILE_CHARS = 1 << 18

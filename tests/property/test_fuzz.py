@@ -103,7 +103,7 @@ def mutated_files(draw: st.DrawFn) -> Source:
 
 
 COMPILE_SECONDS = 2.0
-"""The most CPU time one fuzzed compile may take (hostile input must end in bounded time, README)."""
+"""The most CPU time one fuzzed compile may take (hostile input ends in bounded time: docs/trust.md#hostile-input)."""
 
 
 @st.composite
