@@ -1,0 +1,108 @@
+"""transformers' parameter counts of the published configs in tests/data/hf/, on the meta device.
+
+For each file tests/importers/hf_configs.py FILES names, transformers builds the model from the
+config (AutoConfig.for_model; `quantization_config` left out, it changes no count) on the meta
+device and counts its language model: every parameter for a causal or seq2seq model; for a
+vision-language one ("vl") those under `model.language_model.` and the output head, the vision
+tower and projector left out (hpdsl prices a composite config as its text model). For MoE the
+active count is the total less the routed experts' share not chosen per token (top-k of n).
+A model_type the installed transformers lacks is skipped and said so. Prints a table and writes
+tests/data/hf/counts.json (the transformers version in it), which
+tests/importers/test_published_architectures.py compares `hpdsl estimate --json` with.
+
+    .venv/bin/python bench/hf_counts.py [--check]   # --check: compare with counts.json, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTS = ROOT / "tests" / "data" / "hf" / "counts.json"
+STORAGE_ONLY = ("quantization_config",)
+"""Keys transformers would act on at load time but that change no parameter count."""
+
+
+def _language_params(model: Any, how: str) -> dict[str, Any]:
+    """Return the language model's named parameters (tied weights once)."""
+    params = dict(model.named_parameters())
+    if how != "vl":
+        return params
+    return {n: p for n, p in params.items() if n.startswith("model.language_model.") or n.startswith("lm_head.")}
+
+
+def hf_model(config: dict[str, Any], how: str) -> Any:
+    """Return transformers' model of a published config, built on the meta device."""
+    import torch
+    import transformers
+
+    values = {k: v for k, v in config.items() if k not in STORAGE_ONLY}
+    hf_config = transformers.AutoConfig.for_model(**values)
+    auto = {"causal": transformers.AutoModelForCausalLM, "seq2seq": transformers.AutoModelForSeq2SeqLM,
+            "vl": transformers.AutoModelForImageTextToText}[how]
+    with torch.device("meta"):
+        return auto.from_config(hf_config)
+
+
+def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
+    """Return (total, active) parameters of the language model; active is None for a dense model."""
+    params = _language_params(hf_model(config, how), how)
+    total = sum(p.numel() for p in params.values())
+    text = config.get("text_config", config)
+    experts = text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")
+    if not experts:
+        return total, None
+    top_k = text["num_experts_per_tok"]
+    # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
+    routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
+    return total, total - routed + routed * top_k // experts
+
+
+def count_all() -> dict[str, Any]:
+    """Return counts.json's content: the transformers version and each file's counts or why it has none."""
+    import transformers
+
+    sys.path.insert(0, str(ROOT))
+    from tests.importers.hf_configs import FILES, published
+
+    counts: dict[str, Any] = {}
+    for name, (_, how) in sorted(FILES.items()):
+        config = published(name)
+        model_type = config.get("model_type")
+        if model_type not in transformers.CONFIG_MAPPING:
+            counts[name] = {"skipped": f"transformers {transformers.__version__} has no model_type {model_type!r}"}
+            continue
+        total, active = hf_counts(config, how)
+        counts[name] = {"total": total, "active": total if active is None else active}
+    return {"transformers": transformers.__version__, "counts": counts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table; write counts.json, or with --check compare with it (exit 1 on a difference)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with counts.json; write nothing")
+    args = parser.parse_args(argv)
+    result = count_all()
+    print(f"transformers {result['transformers']}")
+    print(f"{'config':<26} {'total':>16} {'active':>16}")
+    for name, row in result["counts"].items():
+        if "skipped" in row:
+            print(f"{name:<26} {'skipped: ' + row['skipped']}")
+        else:
+            print(f"{name:<26} {row['total']:>16,} {row['active']:>16,}")
+    if args.check:
+        stored = json.loads(COUNTS.read_text(encoding="utf-8"))
+        same = stored["counts"] == result["counts"]
+        print("counts.json agrees" if same else "counts.json differs")
+        return 0 if same else 1
+    COUNTS.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {COUNTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
