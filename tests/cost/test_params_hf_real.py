@@ -1,6 +1,7 @@
 """Published configs of current models: `hpdsl import-hf` + `hpdsl estimate --json` equal transformers.
 
-Each config of tests/importers/hf_configs.py is written as a config.json, imported and
+Each config of tests/importers/hf_configs.py is written as a config.json (a published file's own
+bytes; a hand-written one's JSON), imported and
 estimated through the CLI, and its params.total (and params.active for MoE) compared with
 the transformers model built from the same config on the meta device; build_model of the
 imported model (meta device) must have the same parameter count.
@@ -19,35 +20,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.importers.hf_configs import CONFIGS, JAMBA_V0_1  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
 
-STORAGE_ONLY = ("quantization_config",)
-"""Keys transformers would act on at load time but that change no parameter count."""
-
-
-def hf_model(config: dict[str, Any], how: str) -> Any:
-    """Return transformers' model of a published config, built on the meta device."""
-    values = {k: v for k, v in config.items() if k not in STORAGE_ONLY}
-    hf_config = transformers.AutoConfig.for_model(**values)
-    auto = {"causal": transformers.AutoModelForCausalLM, "seq2seq": transformers.AutoModelForSeq2SeqLM,
-            "vl": transformers.AutoModelForImageTextToText}[how]
-    with torch.device("meta"):
-        return auto.from_config(hf_config)
-
-
-def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
-    """Return (total, active) parameters of the language model; a VL model's vision tower left out."""
-    model = hf_model(config, how)
-    params = dict(model.named_parameters())
-    total = sum(p.numel() for name, p in params.items() if ".visual." not in f".{name}")
-    text = config.get("text_config", config)
-    experts = text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")
-    if not experts:
-        return total, None
-    top_k = text["num_experts_per_tok"]
-    # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
-    routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
-    return total, total - routed + routed * top_k // experts
+from tests.importers.hf_configs import CONFIGS, JAMBA_V0_1, config_bytes  # noqa: E402
 
 
 def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -55,9 +31,9 @@ def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
-def import_and_estimate(name: str, config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """Run the user's path: `hpdsl import-hf`, `hpdsl fmt --check`, `hpdsl estimate --json`."""
-    (tmp_path / "config.json").write_text(json.dumps(config))
+def import_and_estimate(name: str, tmp_path: Path) -> dict[str, Any]:
+    """Run the user's path on the config's file: `hpdsl import-hf`, `hpdsl fmt --check`, `hpdsl estimate --json`."""
+    (tmp_path / "config.json").write_bytes(config_bytes(name))
     imported = _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
     assert _hpdsl("fmt", "--check", f"{name}.hpf", cwd=tmp_path).returncode == 0
@@ -69,7 +45,7 @@ def import_and_estimate(name: str, config: dict[str, Any], tmp_path: Path) -> di
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_published_config_is_exact(name: str, tmp_path: Path) -> None:
     config, how = CONFIGS[name]
-    params = import_and_estimate(name, config, tmp_path)
+    params = import_and_estimate(name, tmp_path)
     total, active = hf_counts(config, how)
     assert params["total"] == total
     if active is not None:
@@ -82,7 +58,7 @@ def test_build_model_has_the_same_count(name: str, tmp_path: Path) -> None:
     from hpdsl.torch import build_model
 
     config, how = CONFIGS[name]
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "config.json").write_bytes(config_bytes(name))
     assert _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path).returncode == 0
     registry = compile_paths([tmp_path / f"{name}.hpf"])
     built = build_model(registry.models[name], registry=registry, device="meta")

@@ -80,6 +80,13 @@ def published(name: str) -> dict[str, Any]:
     return parsed
 
 
+def config_bytes(name: str) -> bytes:
+    """Return what a test writes as config.json: a published file's own bytes, else the hand-written dict's JSON."""
+    if name in FILES:
+        return (DATA / FILES[name][0]).read_bytes()
+    return json.dumps(CONFIGS[name][0]).encode()
+
+
 _GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
 
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
