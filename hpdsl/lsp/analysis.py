@@ -8,7 +8,7 @@ AST nodes that hold them, so a position resolves to what it names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,13 @@ import attrs
 from hpdsl import ast
 from hpdsl.api import check, lower
 from hpdsl.diagnostics import Collector, Diagnostic, Source, Span
-from hpdsl.loader import load_sources
+from hpdsl.loader import Loaded, load_sources
 from hpdsl.registry import Registry
-from hpdsl.resources import stdlib_files
+from hpdsl.resources import STDLIB_PREFIX
+
+
+class Superseded(Exception):
+    """A check that a newer edit of its document overtook (the server drops it unpublished)."""
 
 
 @attrs.frozen
@@ -37,7 +41,12 @@ class Occurrence:
 
 @attrs.frozen
 class Analysis:
-    """A checked document: diagnostics, registry (when error-free), parsed files and the name index."""
+    """A checked document: diagnostics, registry (when error-free), parsed files and the name index.
+
+    `paths` maps every source's name (what spans carry) to its file, `texts` to the
+    text that was checked (an open buffer's, else the disk's): positions are
+    converted in that text.
+    """
 
     name: str
     text: str
@@ -45,6 +54,7 @@ class Analysis:
     registry: Registry | None
     files: tuple[ast.File, ...]
     paths: dict[str, Path]
+    texts: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def document(self) -> ast.File | None:
@@ -62,18 +72,46 @@ class Analysis:
         """Return the file on disk a span's file name stands for."""
         return self.paths.get(span.file) or Path(span.file).resolve()
 
+    def closure(self) -> dict[str, Path]:
+        """Return the document and every user file it imports (not the standard library), by name."""
+        return {name: path for name, path in self.paths.items() if not name.startswith(STDLIB_PREFIX)}
 
-def analyse(path: Path, text: str) -> Analysis:
-    """Check one document (named by its absolute path) with its imports and the standard library."""
-    name = str(path)
-    loaded = load_sources([Source(name, text)], stdlib=True)
+
+def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
+            superseded: Callable[[], bool] = lambda: False) -> Analysis:
+    """Check one document (named by its absolute path) with its imports and the standard library.
+
+    An imported file that `overlay` holds (an open buffer) is checked as the
+    overlay has it, not as on disk. `superseded` is asked between the phases;
+    when it says yes, Superseded is raised and nothing more is done.
+    """
+    loaded = _load(path, text, overlay or {})
+    _phase(superseded)
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
+    _phase(superseded)
     registry = None
     if not collector.has_errors:
         registry = Registry(lower(scope, loaded.sources))
-    paths = {shown: file for shown, file in stdlib_files()}
-    return Analysis(name, text, collector.sorted(), registry, loaded.files, paths)
+    texts = {source.name: source.text for source in loaded.sources}
+    return Analysis(str(path), text, collector.sorted(), registry, loaded.files, dict(loaded.paths), texts)
+
+
+def _phase(superseded: Callable[[], bool]) -> None:
+    if superseded():
+        raise Superseded()
+
+
+def _load(path: Path, text: str, overlay: Mapping[Path, str]) -> Loaded:
+    """Load the document; then again with every open buffer its imports reach, until none is new."""
+    sources = {path: Source(str(path), text)}
+    while True:
+        loaded = load_sources(list(sources.values()), stdlib=True)
+        reached = [p for name, p in loaded.paths.items()
+                   if p in overlay and p not in sources and not name.startswith(STDLIB_PREFIX)]
+        if not reached:
+            return loaded
+        sources.update({p: Source(str(p), overlay[p]) for p in reached})
 
 
 def walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[Occurrence]:
