@@ -43,6 +43,7 @@ class Server:
         self.state = _NOT_INITIALIZED
         self.workspace = Workspace(self.publish, self.latest)
         self.exit_code: int | None = None
+        self.warm = False
 
     # ---------------------------------------------------------------- reading
 
@@ -77,6 +78,10 @@ class Server:
         while self.exit_code is None:
             due = self.workspace.next_due()
             timeout = None if due is None else max(0.0, due - time.monotonic())
+            if not self.warm and self.state == _READY and self.inbox.empty():
+                warm_up()
+                self.warm = True
+                continue
             try:
                 message = self.inbox.get(timeout=timeout)
             except queue.Empty:
@@ -186,6 +191,31 @@ class Server:
 
     def _error(self, ident: Any, code: int, message: str) -> None:
         self.writer.write({"id": ident, "error": {"code": code, "message": message}})
+
+
+def warm_up() -> None:
+    """Import every feature and check an empty document once, while the client has nothing waiting.
+
+    The first check and the first hover would otherwise pay for these imports
+    (the checker, the standard library's parse, the parameter counter).
+    """
+    from pathlib import Path
+
+    import hpdsl.lsp.actions  # noqa: F401
+    import hpdsl.lsp.completion  # noqa: F401
+    import hpdsl.lsp.definition  # noqa: F401
+    import hpdsl.lsp.formatting  # noqa: F401
+    import hpdsl.lsp.hover  # noqa: F401
+    import hpdsl.lsp.rename  # noqa: F401
+    import hpdsl.lsp.symbols  # noqa: F401
+    from hpdsl.bound.bind import bind  # noqa: F401
+    from hpdsl.cost.params import parameters  # noqa: F401
+    from hpdsl.lsp.analysis import analyse
+
+    try:
+        analyse(Path.cwd() / "<warm-up>.hpf", "")
+    except Exception:  # noqa: BLE001  (only a warm-up: the real check reports what is wrong)
+        log(f"warm-up failed:\n{traceback.format_exc()}")
 
 
 def _hashable(value: Any) -> Any:

@@ -44,6 +44,7 @@ class Reader:
         self.stream = stream
         self.buffer = b""
         self.closed = False
+        self.lost = False  # after a bad frame: skip to the next header before reading on
 
     def _fill(self) -> bool:
         """Read more bytes into the buffer; return False at the end of the stream."""
@@ -59,11 +60,14 @@ class Reader:
 
     def read(self) -> dict[str, Any] | list[Any] | Malformed | None:
         """Return the next message (a dict, or a list for a batch), a Malformed, or None at the end."""
+        if self.lost:
+            self._resync()
+            self.lost = False
         header = self._header_block()
         if header is None:
             return None
         if isinstance(header, Malformed):
-            self._resync()
+            self.lost = True  # re-synchronised at the next read, so this error is answered first
             return header
         body = self._exactly(header)
         if body is None:
