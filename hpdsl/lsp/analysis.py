@@ -9,6 +9,7 @@ AST nodes that hold them, so a position resolves to what it names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ import attrs
 from hpdsl import ast
 from hpdsl.api import check, lower
 from hpdsl.diagnostics import Collector, Diagnostic, Source, Span
-from hpdsl.loader import Loaded, load_sources
+from hpdsl.loader import MAX_FILE_BYTES, Loaded, load_sources
 from hpdsl.registry import Registry
-from hpdsl.resources import STDLIB_PREFIX
+from hpdsl.files import read_text
+from hpdsl.resources import STDLIB_PREFIX, stdlib_files
 
 
 class Superseded(Exception):
@@ -55,6 +57,11 @@ class Analysis:
     files: tuple[ast.File, ...]
     paths: dict[str, Path]
     texts: dict[str, str] = attrs.field(factory=dict)
+    library: frozenset[str] = frozenset()
+
+    def in_library(self, name: str) -> bool:
+        """Return whether a source name is a standard-library file (never edited, never published)."""
+        return name in self.library or name.startswith(STDLIB_PREFIX)
 
     @property
     def document(self) -> ast.File | None:
@@ -74,7 +81,7 @@ class Analysis:
 
     def closure(self) -> dict[str, Path]:
         """Return the document and every user file it imports (not the standard library), by name."""
-        return {name: path for name, path in self.paths.items() if not name.startswith(STDLIB_PREFIX)}
+        return {name: path for name, path in self.paths.items() if not self.in_library(name)}
 
 
 def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
@@ -85,7 +92,8 @@ def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
     overlay has it, not as on disk. `superseded` is asked between the phases;
     when it says yes, Superseded is raised and nothing more is done.
     """
-    loaded = _load(path, text, overlay or {})
+    library = _library()
+    loaded = _load(path, text, overlay or {}, library)
     _phase(superseded)
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
@@ -94,7 +102,8 @@ def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
     if not collector.has_errors:
         registry = Registry(lower(scope, loaded.sources))
     texts = {source.name: source.text for source in loaded.sources}
-    return Analysis(str(path), text, collector.sorted(), registry, loaded.files, dict(loaded.paths), texts)
+    return Analysis(str(path), text, collector.sorted(), registry, loaded.files, dict(loaded.paths), texts,
+                    frozenset(source.name for source in library))
 
 
 def _phase(superseded: Callable[[], bool]) -> None:
@@ -102,9 +111,15 @@ def _phase(superseded: Callable[[], bool]) -> None:
         raise Superseded()
 
 
-def _load(path: Path, text: str, overlay: Mapping[Path, str]) -> Loaded:
-    """Load the document; then again with every open buffer its imports reach, until none is new."""
-    sources = {path: Source(str(path), text)}
+def _load(path: Path, text: str, overlay: Mapping[Path, str], library: list[Source]) -> Loaded:
+    """Load the document; then again with every open buffer its imports reach, until none is new.
+
+    The standard library is given as sources named by their paths: the parser
+    remembers a parse by name and text (hpdsl/syntax/parser.py), so a re-check
+    reuses the library's parse from memory instead of its disk cache entry.
+    """
+    sources = {Path(source.name): source for source in library}
+    sources[path] = Source(str(path), text)
     while True:
         loaded = load_sources(list(sources.values()), stdlib=True)
         reached = [p for name, p in loaded.paths.items()
@@ -112,6 +127,28 @@ def _load(path: Path, text: str, overlay: Mapping[Path, str]) -> Loaded:
         if not reached:
             return loaded
         sources.update({p: Source(str(p), overlay[p]) for p in reached})
+
+
+def _library() -> list[Source]:
+    """Return the standard library's files as sources named by their resolved paths (re-read when changed)."""
+    out = []
+    for file in _library_paths():
+        try:
+            info = file.stat()
+            out.append(_library_source(file, info.st_mtime_ns, info.st_size))
+        except (OSError, UnicodeDecodeError):
+            continue  # the loader reports an unreadable library file itself
+    return out
+
+
+@lru_cache(maxsize=1)
+def _library_paths() -> tuple[Path, ...]:
+    return tuple(file.resolve() for _, file in stdlib_files())
+
+
+@lru_cache(maxsize=256)
+def _library_source(path: Path, _mtime: int, _size: int) -> Source:
+    return Source(str(path), read_text(path, limit=MAX_FILE_BYTES))
 
 
 def walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[Occurrence]:

@@ -25,7 +25,6 @@ from hpdsl.files import read_text
 from hpdsl.loader import MAX_FILE_BYTES
 from hpdsl.lsp.analysis import Analysis, Occurrence, name_at, walk
 from hpdsl.lsp.resolve import Target, declaration, resolve
-from hpdsl.resources import STDLIB_PREFIX
 from hpdsl.syntax import parse_text
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -54,7 +53,7 @@ def renamable(analysis: Analysis, line: int, col: int) -> Occurrence:
     found = declaration(analysis, target)
     if found is None:
         raise RenameError(f"{target.what} '{target.name}' is not declared in scope")
-    if found[1].file.startswith(STDLIB_PREFIX):
+    if analysis.in_library(found[1].file):
         raise RenameError(f"{target.what} '{target.name}' belongs to the standard library, which a rename never "
                           "edits; declare your own and point your models at it")
     return occurrence

@@ -201,20 +201,20 @@ def warm_up() -> None:
     """
     from pathlib import Path
 
-    import hpdsl.lsp.actions  # noqa: F401
-    import hpdsl.lsp.completion  # noqa: F401
-    import hpdsl.lsp.definition  # noqa: F401
-    import hpdsl.lsp.formatting  # noqa: F401
-    import hpdsl.lsp.hover  # noqa: F401
-    import hpdsl.lsp.rename  # noqa: F401
-    import hpdsl.lsp.symbols  # noqa: F401
-    from hpdsl.bound.bind import bind  # noqa: F401
-    from hpdsl.cost.params import parameters  # noqa: F401
-    from hpdsl.lsp.analysis import analyse
-
     try:
+        import hpdsl.lsp.actions  # noqa: F401
+        import hpdsl.lsp.completion  # noqa: F401
+        import hpdsl.lsp.definition  # noqa: F401
+        import hpdsl.lsp.formatting  # noqa: F401
+        import hpdsl.lsp.hover  # noqa: F401
+        import hpdsl.lsp.rename  # noqa: F401
+        import hpdsl.lsp.symbols  # noqa: F401
+        from hpdsl.bound.bind import bind  # noqa: F401
+        from hpdsl.cost.params import parameters  # noqa: F401
+        from hpdsl.lsp.analysis import analyse
+
         analyse(Path.cwd() / "<warm-up>.hpf", "")
-    except Exception:  # noqa: BLE001  (only a warm-up: the real check reports what is wrong)
+    except Exception:  # noqa: BLE001  (only a warm-up: the real requests report what is wrong)
         log(f"warm-up failed:\n{traceback.format_exc()}")
 
 

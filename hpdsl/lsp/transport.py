@@ -48,6 +48,8 @@ class Reader:
 
     def _fill(self) -> bool:
         """Read more bytes into the buffer; return False at the end of the stream."""
+        if self.closed:
+            return False
         try:
             chunk = os.read(self.stream.fileno(), 65536)
         except (OSError, ValueError):
@@ -84,7 +86,8 @@ class Reader:
                 self.buffer = self.buffer[-16:]  # keep a possible start of the next header
                 return Malformed(f"a header block longer than {MAX_HEADER} bytes")
             if not self._fill():
-                return None if not self.buffer.strip() else Malformed("the stream ended inside a header")
+                rest, self.buffer = self.buffer, b""
+                return Malformed("the stream ended inside a header") if rest.strip() else None
 
     def _exactly(self, header: Any) -> bytes | None:
         length = int(header)

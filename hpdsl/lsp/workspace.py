@@ -192,6 +192,10 @@ class Workspace:
                 self.check(uri, superseded=lambda u=uri, v=version: self.latest.get(u, v) != v)
             except Superseded:
                 continue  # the newer edit has set its own time
+            except Exception:  # noqa: BLE001  (a check's bug must not stop the server; the log has it)
+                self.due.pop(uri, None)
+                log_error(f"internal error checking {uri[:200]}")
+                continue
             self._dependents_due(uri)
 
     def check(self, uri: str, superseded: Callable[[], bool] = lambda: False) -> Any:
@@ -273,6 +277,17 @@ class Workspace:
             except RequestError:
                 continue
         return out
+
+
+def log_error(what: str) -> None:
+    """Write what failed and its traceback to the server's log (stderr)."""
+    import sys
+    import traceback
+
+    try:
+        print(f"hpdsl lsp: {what}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def read_file(path: Path) -> str:
