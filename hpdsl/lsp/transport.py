@@ -6,7 +6,8 @@ one over MAX_BODY, or a body that is not a JSON object cannot be answered as a
 request, so it is reported as a `Malformed` item (the server answers it with a
 JSON-RPC error whose id is null) and the reader re-synchronises at the next
 `Content-Length:` header instead of reading later messages as part of the bad
-one. The reader never holds more than MAX_BODY + one header block in memory.
+one (or at a `Content-Length:` inside the bad block, where the rest of a
+message whose length was short runs into the next header). The reader never holds more than MAX_BODY + one header block in memory.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Reader:
         self.buffer = b""
         self.closed = False
         self.lost = False  # after a bad frame: skip to the next header before reading on
+        self.skip = False  # ... unless the buffer already starts at one
 
     def _fill(self) -> bool:
         """Read more bytes into the buffer; return False at the end of the stream."""
@@ -69,7 +71,8 @@ class Reader:
         if header is None:
             return None
         if isinstance(header, Malformed):
-            self.lost = True  # re-synchronised at the next read, so this error is answered first
+            self.lost = not self.skip  # re-synchronised at the next read, so this error is answered first
+            self.skip = False
             return header
         body = self._exactly(header)
         if body is None:
@@ -81,7 +84,13 @@ class Reader:
             end = self.buffer.find(b"\r\n\r\n")
             if end >= 0:
                 block, self.buffer = self.buffer[:end], self.buffer[end + 4:]
-                return _length(block)
+                found = _length(block)
+                inner = _RESYNC.search(block, 1) if isinstance(found, Malformed) else None
+                if inner is not None:
+                    # the rest of a broken message ran into the next header: read on from that header
+                    self.buffer = block[inner.start():] + b"\r\n\r\n" + self.buffer
+                    self.skip = True
+                return found
             if len(self.buffer) > MAX_HEADER:
                 self.buffer = self.buffer[-16:]  # keep a possible start of the next header
                 return Malformed(f"a header block longer than {MAX_HEADER} bytes")
