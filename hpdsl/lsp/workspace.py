@@ -187,9 +187,11 @@ class Workspace:
         for uri in sorted((u for u, t in self.due.items() if t <= now), key=self.due.__getitem__):
             if interrupted():
                 return
-            version = self.documents[uri].version if uri in self.documents else None
+            if uri not in self.documents:
+                self.due.pop(uri, None)
+                continue
             try:
-                self.check(uri, superseded=lambda u=uri, v=version: self.latest.get(u, v) != v)
+                self.check(uri, superseded=self._overtaken(uri, self.documents[uri].version))
             except Superseded:
                 continue  # the newer edit has set its own time
             except Exception:  # noqa: BLE001  (a check's bug must not stop the server; the log has it)
@@ -197,6 +199,10 @@ class Workspace:
                 log_error(f"internal error checking {uri[:200]}")
                 continue
             self._dependents_due(uri)
+
+    def _overtaken(self, uri: str, version: int | None) -> Callable[[], bool]:
+        """Return whether a newer edit of the document has arrived (the reader notes versions as they come)."""
+        return lambda: self.latest.get(uri, version) != version
 
     def check(self, uri: str, superseded: Callable[[], bool] = lambda: False) -> Any:
         """Check an open document now, publish its closure's diagnostics, and return the analysis."""
