@@ -3,8 +3,8 @@
 - "did you mean 'x'?": replace the diagnostic's text with x;
 - heads-not-divisible ("kv_heads must divide heads: one of 1, 2, 4"): set kv_heads
   to each listed divisor, the nearest below the stated value preferred;
-- a missing field whose hint states it (`ffn_width 11008`, `max_positions 1024`),
-  or a model lacking fields that have defaults: add the line to the model.
+- a missing field whose hint states it with a value (`ffn_width 11008`,
+  `max_positions 1024`): add that line to the model.
 Each action carries the diagnostic it fixes, as LSP clients show them together.
 """
 
@@ -22,7 +22,6 @@ from hpdsl.model.fields import FIELDS
 _DID_YOU_MEAN = re.compile(r"did you mean '([A-Za-z_][A-Za-z0-9_]*)'\?")
 _DIVISORS = re.compile(r"one of ([0-9, ]+)$")
 _STATED = re.compile(r"`([a-z_]+) ([0-9A-Za-z_.]+)`")
-_LACKS = re.compile(r"lacks ((?:'[a-z_]+'(?:, | and )?)+)")
 
 
 def quick_fixes(analysis: Analysis, uri: str, start: tuple[int, int], end: tuple[int, int],
@@ -69,11 +68,6 @@ def _missing(analysis: Analysis, diagnostic: Diagnostic, hint: str) -> list[tupl
     if model is None:
         return []
     lines = [f"{name} {value}" for name, value in _STATED.findall(hint) if name in FIELDS]
-    lacking = _LACKS.search(diagnostic.message)
-    for name in re.findall(r"'([a-z_]+)'", lacking.group(1)) if lacking else ():
-        field = FIELDS.get(name)
-        if field is not None and field.default is not None:
-            lines.append(f"{name} {str(field.default).lower()}")
     return [(f"Add `{line}` to model '{model.name.value}'", *_insertion(analysis, model, line), i == 0)
             for i, line in enumerate(lines)]
 
