@@ -44,6 +44,7 @@ class Server:
         self.workspace = Workspace(self.publish, self.latest)
         self.exit_code: int | None = None
         self.warm = False
+        self.capabilities: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- reading
 
@@ -63,6 +64,8 @@ class Server:
         if not isinstance(params, dict):
             return
         if message.get("method") == "$/cancelRequest":
+            if len(self.cancelled) > 10_000:  # cancellations of requests long answered: forget them
+                self.cancelled.clear()
             self.cancelled.add(_hashable(params.get("id")))
         elif message.get("method") == "textDocument/didChange":
             document = params.get("textDocument")
@@ -156,7 +159,8 @@ class Server:
         if self.state != _NOT_INITIALIZED:
             raise RequestError(-32600, "'initialize' was already sent")
         params = params if isinstance(params, dict) else {}
-        encoding = negotiate(params.get("capabilities"))
+        self.capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        encoding = negotiate(self.capabilities)
         self.workspace.start(params, encoding)
         self.state = _READY
         return {"capabilities": capabilities(encoding),
@@ -167,6 +171,9 @@ class Server:
             self.exit_code = 0 if self.state == _SHUT_DOWN else 1
             return
         if self.state != _READY or not isinstance(params, dict):
+            return
+        if method == "initialized":
+            self._watch_files()
             return
         from hpdsl.lsp.features import NOTIFICATIONS
 
@@ -179,6 +186,15 @@ class Server:
             log(f"ignored {method}: {error}")
         except Exception:  # noqa: BLE001  (a notification has no response; the log says why)
             log(f"internal error in {method}:\n{traceback.format_exc()}")
+
+    def _watch_files(self) -> None:
+        """Ask a client that can watch files for us to report changes to *.hpf (workspace/didChangeWatchedFiles)."""
+        workspace = self.capabilities.get("workspace")
+        watched = workspace.get("didChangeWatchedFiles") if isinstance(workspace, dict) else None
+        if isinstance(watched, dict) and watched.get("dynamicRegistration") is True:
+            self.writer.write({"id": "hpdsl-watch-hpf", "method": "client/registerCapability", "params": {
+                "registrations": [{"id": "hpdsl-watch-hpf", "method": "workspace/didChangeWatchedFiles",
+                                   "registerOptions": {"watchers": [{"globPattern": "**/*.hpf"}]}}]}})
 
     # ---------------------------------------------------------------- writing
 

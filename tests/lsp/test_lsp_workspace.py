@@ -100,3 +100,21 @@ def test_a_missing_import_that_appears_is_noticed(client: Client, tmp_path: Path
     client.notify("workspace/didChangeWatchedFiles",
                   {"changes": [{"uri": (tmp_path / "base.hpf").as_uri(), "type": 1}]})
     assert client.diagnostics(uri) == []
+
+
+def test_a_client_that_can_watch_files_is_asked_to(tmp_path: Path) -> None:
+    client = Client(tmp_path)
+    try:
+        capabilities = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": capabilities})
+        client.notify("initialized", {})
+        asked = client.wait(lambda m: m.get("method") == "client/registerCapability")
+        [registration] = asked["params"]["registrations"]
+        assert registration["method"] == "workspace/didChangeWatchedFiles"
+        assert registration["registerOptions"]["watchers"] == [{"globPattern": "**/*.hpf"}]
+        client.send({"id": asked["id"], "result": None})  # the client's answer is read and ignored
+        missing = client.call("textDocument/hover", {"textDocument": {"uri": (tmp_path / "x.hpf").as_uri()},
+                                                     "position": {"line": 0, "character": 0}})
+        assert "cannot read" in missing["error"]["message"]  # still answering after the client's response
+    finally:
+        client.close()

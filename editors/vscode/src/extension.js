@@ -11,7 +11,11 @@ function activate(context) {
   const server = { command, args };
   client = new LanguageClient("hpdsl", "hpdsl language server",
     { run: server, debug: server },
-    { documentSelector: [{ scheme: "file", language: "hpdsl" }] });
+    {
+      documentSelector: [{ scheme: "file", language: "hpdsl" }],
+      // .hpf files changed on disk (a git checkout, another editor) re-check the open files that import them
+      synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*.hpf") },
+    });
   context.subscriptions.push(client);
   return client.start();
 }
