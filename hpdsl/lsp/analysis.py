@@ -53,11 +53,25 @@ class Analysis:
     name: str
     text: str
     diagnostics: tuple[Diagnostic, ...]
-    registry: Registry | None
+    lowering: Callable[[], Registry] | None
     files: tuple[ast.File, ...]
     paths: dict[str, Path]
     texts: dict[str, str] = attrs.field(factory=dict)
     library: frozenset[str] = frozenset()
+    _lowered: list[Registry] = attrs.field(factory=list, eq=False, repr=False)
+
+    @property
+    def registry(self) -> Registry | None:
+        """Return the lowered registry (None while there are errors), lowered on first use.
+
+        Diagnostics need no registry, so an edit is published without lowering;
+        hover lowers once per analysis.
+        """
+        if self.lowering is None:
+            return None
+        if not self._lowered:
+            self._lowered.append(self.lowering())
+        return self._lowered[0]
 
     def in_library(self, name: str) -> bool:
         """Return whether a source name is a standard-library file (never edited, never published)."""
@@ -90,7 +104,8 @@ def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
 
     An imported file that `overlay` holds (an open buffer) is checked as the
     overlay has it, not as on disk. `superseded` is asked between the phases;
-    when it says yes, Superseded is raised and nothing more is done.
+    when it says yes, Superseded is raised and nothing more is done. The
+    registry is lowered only when asked for (Analysis.registry).
     """
     library = _library()
     loaded = _load(path, text, overlay or {}, library)
@@ -98,11 +113,9 @@ def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
     _phase(superseded)
-    registry = None
-    if not collector.has_errors:
-        registry = Registry(lower(scope, loaded.sources))
+    lowering = None if collector.has_errors else (lambda: Registry(lower(scope, loaded.sources)))
     texts = {source.name: source.text for source in loaded.sources}
-    return Analysis(str(path), text, collector.sorted(), registry, loaded.files, dict(loaded.paths), texts,
+    return Analysis(str(path), text, collector.sorted(), lowering, loaded.files, dict(loaded.paths), texts,
                     frozenset(source.name for source in library))
 
 
