@@ -5,7 +5,8 @@ initialize (spawn to response), hover on examples/deepseek_v3.hpf's model,
 edit -> diagnostics (a one-character didChange to the publishDiagnostics that
 carries its version), and a burst of 1,000 edits (from the last edit to the
 answer of the hover sent right after it, and to the diagnostics of the last
-version). Targets (docs/language-server.md): initialize <= 15x, edit ->
+version); and, in-process, the re-check of a document importing a generated
+2,000-line workspace after a one-line edit. Targets (docs/language-server.md): initialize <= 15x, edit ->
 diagnostics p95 <= 4x, the burst answered within a second. Run:
 
     .venv/bin/python bench/bench_lsp.py [--rounds 20]
@@ -28,6 +29,64 @@ sys.path.insert(0, str(ROOT / "tests"))
 from lsp_client import Client  # noqa: E402
 
 EXAMPLE = ROOT / "examples/deepseek_v3.hpf"
+
+# A generated 2,000-line workspace (profiles, families and models over 25 imported files), for the
+# in-process re-check time of one document that imports it all (hpdsl/lsp/analysis.py `analyse`).
+VECTOR = "attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"
+
+
+def _profile(i: int) -> str:
+    return (f"profile p{i} {{\n  model_types \"p{i}\"\n  default dense\n"
+            f"  kind dense {{\n    ffn dense\n    ops {{ {VECTOR} }}\n  }}\n"
+            f"  kind moe from dense {{\n    ffn moe\n  }}\n}}\n")
+
+
+def _family(i: int) -> str:
+    return (f"family f{i} {{\n  factory \"pkg.mod:F{i}\"\n  parallel tp\n  selector fast: bool = false\n"
+            f"  variant base \"pkg.mod:Base{i}\" default params(up, down)\n"
+            f"  variant fast \"pkg.mod:Fast{i}\" when fast params(up, down)\n"
+            f"  layout {{\n    up.weight (ffn_width, hidden) colwise\n    down.weight (hidden, ffn_width) rowwise\n"
+            f"  }}\n}}\n")
+
+
+def _model(i: int, profile: int) -> str:
+    return (f"model m{i} : p{profile} {{\n  hidden {256 + 64 * (i % 4)}\n  layers 12\n  heads 8\n  vocab 32000\n"
+            f"  ffn_width 1024\n  first_k_dense 2\n  moe {{ experts 8  top_k 2  expert_width 512 }}\n}}\n")
+
+
+def make_workspace(folder: Path, files: int = 25) -> Path:
+    """Write `files` imported files and one open document; return the document's path."""
+    imports = []
+    for f in range(files):
+        parts = [_profile(f), _family(f)] + [_model(f * 10 + j, f) for j in range(6)]
+        (folder / f"part{f}.hpf").write_text("\n".join(parts))
+        imports.append(f'import "part{f}.hpf"')
+    document = folder / "main.hpf"
+    document.write_text("\n".join(imports) + "\n\n" + _model(9999, 0))
+    return document
+
+
+def workspace_recheck() -> None:
+    """Print the cold analysis and the median re-check after a one-line edit of the generated workspace."""
+    from hpdsl.lsp.analysis import analyse
+
+    with tempfile.TemporaryDirectory() as tmp:
+        document = make_workspace(Path(tmp))
+        lines = sum(len(p.read_text().splitlines()) for p in Path(tmp).glob("*.hpf"))
+        text = document.read_text()
+        start = time.perf_counter()
+        first = analyse(document, text)
+        cold = time.perf_counter() - start
+        warm = []
+        for n in range(10):
+            start = time.perf_counter()
+            analyse(document, text.replace("layers 12", f"layers {12 + n % 2}"))
+            warm.append(time.perf_counter() - start)
+        assert not [d for d in first.diagnostics if d.is_error], first.diagnostics[:3]
+        models = len(first.registry.models) if first.registry else 0
+        print(f"workspace: {lines:,} lines in {len(list(Path(tmp).glob('*.hpf')))} files, {models} models")
+        print(f"  first analysis (cold):            {cold * 1000:8.1f} ms")
+        print(f"  re-check after one edit (median): {statistics.median(warm) * 1000:8.1f} ms")
 
 
 def baseline(runs: int = 10) -> float:
@@ -116,6 +175,7 @@ def main() -> None:
             client.close()
             starts.append(took)
         samples = session(Path(tmp), rounds)
+    workspace_recheck()
     print(f"python -c pass: {unit * 1000:.1f} ms (the unit)")
     rows = [("initialize (median of 5)", statistics.median(starts), 15.0),
             ("hover, median", statistics.median(samples["hover"]), None),
