@@ -66,7 +66,7 @@ def definition(workspace: Workspace, params: dict[str, Any]) -> Any:
     place = find(analysis, line, col)
     if place is None:
         return None
-    return {"uri": place.path.as_uri(), "range": Ranges(analysis, workspace.encoding).of(place.span)}
+    return {"uri": workspace.uri_for(place.path), "range": Ranges(analysis, workspace.encoding).of(place.span)}
 
 
 def completion(workspace: Workspace, params: dict[str, Any]) -> Any:
@@ -116,7 +116,7 @@ def _edits(workspace: Workspace, edits: list[Any], texts: dict[Path, str]) -> di
     for edit in edits:
         found = lines.setdefault(edit.path, Lines.of(texts.get(edit.path, ""), workspace.encoding))
         span = edit.span
-        changes.setdefault(edit.path.as_uri(), []).append(
+        changes.setdefault(workspace.uri_for(edit.path), []).append(
             {"range": span_range(found, span.line, span.col, span.end_line, span.end_col), "newText": edit.text})
     return changes
 

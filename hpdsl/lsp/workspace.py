@@ -150,6 +150,7 @@ class Workspace:
         self.documents.pop(uri, None)
         self.analyses.pop(uri, None)
         self.due.pop(uri, None)
+        self.closures.pop(uri, None)
         self._dependents_due(uri)
         self._retract(uri, set())
 
@@ -222,7 +223,7 @@ class Workspace:
         published = per_file(analysis, self.encoding)
         shown = set()
         for file, diagnostics in published.items():
-            target = uri_of(file)
+            target = uri if file == path else self.uri_for(file)
             if target != uri and target in self.documents:
                 continue  # an open file publishes its own
             self.publish(target, diagnostics, document.version if target == uri else None)
@@ -269,6 +270,16 @@ class Workspace:
             self.unopened.pop(next(iter(self.unopened)))
         self.unopened[uri] = (text, analysis)
         return analysis
+
+    def uri_for(self, path: Path) -> str:
+        """Return the URI to name a file by: the client's own for an open buffer (it may quote differently)."""
+        for uri in self.documents:
+            try:
+                if path_of(uri) == path:
+                    return uri
+            except RequestError:
+                continue
+        return uri_of(path)
 
     def lines(self, uri: Any) -> Lines:
         """Return a document's lines in the negotiated encoding."""

@@ -118,3 +118,13 @@ def test_a_client_that_can_watch_files_is_asked_to(tmp_path: Path) -> None:
         assert "cannot read" in missing["error"]["message"]  # still answering after the client's response
     finally:
         client.close()
+
+
+def test_diagnostics_use_the_client_s_own_uri(client: Client, tmp_path: Path) -> None:
+    path = tmp_path / "my-spec.hpf"
+    text = "model tiny : no_such_one {\n  hidden 64  layers 2  heads 4  vocab 100  ffn_width 128\n}\n"
+    path.write_text(text)
+    quoted = path.as_uri().replace("my-spec", "my%2Dspec")  # the same file, quoted as some clients do
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": quoted, "languageId": "hpdsl",
+                                                            "version": 1, "text": text}})
+    assert [d["code"] for d in client.diagnostics(quoted)] == ["unknown-profile"]
