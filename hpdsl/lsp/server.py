@@ -108,7 +108,7 @@ class Server:
         if "method" not in message:
             return  # a response to a request of ours (the server sends none that need one)
         ident = message.get("id")
-        if "id" in message and not isinstance(ident, (int, str)) or isinstance(ident, bool):
+        if "id" in message and (not isinstance(ident, (int, str)) or isinstance(ident, bool)):
             self.writer.write({"id": None, "error": {"code": -32600, "message": "a request id is a number or a string"}})
             return
         if "id" in message:
