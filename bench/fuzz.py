@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
+from fuzz_lsp import lsp_target  # noqa: E402  (the language server, bench/fuzz_lsp.py)
+TARGETS["lsp"] = lsp_target
 
 from hpdsl.errors import HpdslError  # noqa: E402
 

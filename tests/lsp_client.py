@@ -23,8 +23,16 @@ class Client:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.log: list[str] = []
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_log, daemon=True).start()
+
+    def _read_log(self) -> None:
+        """Keep the server's stderr (its log), so a chatty server never blocks on a full pipe."""
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line.decode(errors="replace"))
 
     def _read(self) -> None:
         stream = self.process.stdout
@@ -41,9 +49,20 @@ class Client:
     def send(self, message: dict[str, Any]) -> None:
         """Write one framed JSON-RPC message."""
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.send_bytes(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write raw bytes to the server (for frames no well-behaved client sends)."""
         assert self.process.stdin is not None
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.write(data)
         self.process.stdin.flush()
+
+    def call(self, method: str, params: Any, timeout: float = 60) -> dict[str, Any]:
+        """Send a request and return its whole response (`result` or `error`)."""
+        self.next_id += 1
+        ident = self.next_id
+        self.send({"id": ident, "method": method, "params": params})
+        return self.wait(lambda m: m.get("id") == ident and "method" not in m, timeout)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification."""
@@ -51,10 +70,9 @@ class Client:
 
     def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> Any:
         """Send a request and return its result (other messages met meanwhile are kept)."""
-        self.next_id += 1
-        ident = self.next_id
-        self.send({"id": ident, "method": method, "params": params})
-        return self.wait(lambda m: m.get("id") == ident and "method" not in m, timeout)["result"]
+        response = self.call(method, params, timeout)
+        assert "result" in response, response
+        return response["result"]
 
     def wait(self, match: Any, timeout: float = 60) -> dict[str, Any]:
         """Return the first message that `match` accepts, keeping the others for later waits."""
@@ -71,9 +89,21 @@ class Client:
 
     def diagnostics(self, uri: str, timeout: float = 60) -> list[dict[str, Any]]:
         """Return the next diagnostics published for `uri`."""
+        return self.published(uri, timeout)["diagnostics"]
+
+    def published(self, uri: str, timeout: float = 60) -> dict[str, Any]:
+        """Return the next publishDiagnostics params for `uri` (with its version)."""
         message = self.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
                             and m["params"]["uri"] == uri, timeout)
-        return message["params"]["diagnostics"]
+        params: dict[str, Any] = message["params"]
+        return params
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Return and forget every message received so far."""
+        out = []
+        while not self.messages.empty():
+            out.append(self.messages.get())
+        return out
 
     def close(self) -> None:
         """Shut the server down as a client does; kill it if it does not exit."""

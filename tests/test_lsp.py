@@ -10,8 +10,6 @@ import pytest
 
 from lsp_client import Client
 
-pytest.importorskip("pygls")
-
 REPO = Path(__file__).resolve().parent.parent
 LLAMA = (REPO / "examples/llama3_8b.hpf").read_text()
 

@@ -1,22 +1,4 @@
-// The hpdsl VS Code extension: starts `hpdsl lsp` (or the configured command) for .hpf files.
+// The extension's entry point: the bundle that `npm run build` makes from src/extension.js
+// (vsce runs it before packaging, as `vscode:prepublish`), so the package holds one script, not node_modules.
 "use strict";
-const vscode = require("vscode");
-const { LanguageClient } = require("vscode-languageclient/node");
-
-let client;
-
-function activate(context) {
-  const [command, ...args] = vscode.workspace.getConfiguration("hpdsl").get("server.command");
-  const server = { command, args };
-  client = new LanguageClient("hpdsl", "hpdsl language server",
-    { run: server, debug: server },
-    { documentSelector: [{ scheme: "file", language: "hpdsl" }] });
-  context.subscriptions.push(client);
-  return client.start();
-}
-
-function deactivate() {
-  return client ? client.stop() : undefined;
-}
-
-module.exports = { activate, deactivate };
+module.exports = require("./dist/extension.js");

@@ -8,7 +8,8 @@ AST nodes that hold them, so a position resolves to what it names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,14 @@ import attrs
 from hpdsl import ast
 from hpdsl.api import check, lower
 from hpdsl.diagnostics import Collector, Diagnostic, Source, Span
-from hpdsl.loader import load_sources
+from hpdsl.loader import MAX_FILE_BYTES, Loaded, load_sources
 from hpdsl.registry import Registry
-from hpdsl.resources import stdlib_files
+from hpdsl.files import read_text
+from hpdsl.resources import STDLIB_PREFIX, stdlib_files
+
+
+class Superseded(Exception):
+    """A check that a newer edit of its document overtook (the server drops it unpublished)."""
 
 
 @attrs.frozen
@@ -37,14 +43,39 @@ class Occurrence:
 
 @attrs.frozen
 class Analysis:
-    """A checked document: diagnostics, registry (when error-free), parsed files and the name index."""
+    """A checked document: diagnostics, registry (when error-free), parsed files and the name index.
+
+    `paths` maps every source's name (what spans carry) to its file, `texts` to the
+    text that was checked (an open buffer's, else the disk's): positions are
+    converted in that text.
+    """
 
     name: str
     text: str
     diagnostics: tuple[Diagnostic, ...]
-    registry: Registry | None
+    lowering: Callable[[], Registry] | None
     files: tuple[ast.File, ...]
     paths: dict[str, Path]
+    texts: dict[str, str] = attrs.field(factory=dict)
+    library: frozenset[str] = frozenset()
+    _lowered: list[Registry] = attrs.field(factory=list, eq=False, repr=False)
+
+    @property
+    def registry(self) -> Registry | None:
+        """Return the lowered registry (None while there are errors), lowered on first use.
+
+        Diagnostics need no registry, so an edit is published without lowering;
+        hover lowers once per analysis.
+        """
+        if self.lowering is None:
+            return None
+        if not self._lowered:
+            self._lowered.append(self.lowering())
+        return self._lowered[0]
+
+    def in_library(self, name: str) -> bool:
+        """Return whether a source name is a standard-library file (never edited, never published)."""
+        return name in self.library or name.startswith(STDLIB_PREFIX)
 
     @property
     def document(self) -> ast.File | None:
@@ -62,18 +93,75 @@ class Analysis:
         """Return the file on disk a span's file name stands for."""
         return self.paths.get(span.file) or Path(span.file).resolve()
 
+    def closure(self) -> dict[str, Path]:
+        """Return the document and every user file it imports (not the standard library), by name."""
+        return {name: path for name, path in self.paths.items() if not self.in_library(name)}
 
-def analyse(path: Path, text: str) -> Analysis:
-    """Check one document (named by its absolute path) with its imports and the standard library."""
-    name = str(path)
-    loaded = load_sources([Source(name, text)], stdlib=True)
+
+def analyse(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
+            superseded: Callable[[], bool] = lambda: False) -> Analysis:
+    """Check one document (named by its absolute path) with its imports and the standard library.
+
+    An imported file that `overlay` holds (an open buffer) is checked as the
+    overlay has it, not as on disk. `superseded` is asked between the phases;
+    when it says yes, Superseded is raised and nothing more is done. The
+    registry is lowered only when asked for (Analysis.registry).
+    """
+    library = _library()
+    loaded = _load(path, text, overlay or {}, library)
+    _phase(superseded)
     scope, checked = check(loaded.files)
     collector = Collector([*loaded.diagnostics, *checked])
-    registry = None
-    if not collector.has_errors:
-        registry = Registry(lower(scope, loaded.sources))
-    paths = {shown: file for shown, file in stdlib_files()}
-    return Analysis(name, text, collector.sorted(), registry, loaded.files, paths)
+    _phase(superseded)
+    lowering = None if collector.has_errors else (lambda: Registry(lower(scope, loaded.sources)))
+    texts = {source.name: source.text for source in loaded.sources}
+    return Analysis(str(path), text, collector.sorted(), lowering, loaded.files, dict(loaded.paths), texts,
+                    frozenset(source.name for source in library))
+
+
+def _phase(superseded: Callable[[], bool]) -> None:
+    if superseded():
+        raise Superseded()
+
+
+def _load(path: Path, text: str, overlay: Mapping[Path, str], library: list[Source]) -> Loaded:
+    """Load the document; then again with every open buffer its imports reach, until none is new.
+
+    The standard library is given as sources named by their paths: the parser
+    remembers a parse by name and text (hpdsl/syntax/parser.py), so a re-check
+    reuses the library's parse from memory instead of its disk cache entry.
+    """
+    sources = {Path(source.name): source for source in library}
+    sources[path] = Source(str(path), text)
+    while True:
+        loaded = load_sources(list(sources.values()), stdlib=True)
+        reached = [p for name, p in loaded.paths.items()
+                   if p in overlay and p not in sources and not name.startswith(STDLIB_PREFIX)]
+        if not reached:
+            return loaded
+        sources.update({p: Source(str(p), overlay[p]) for p in reached})
+
+
+def _library() -> list[Source]:
+    """Return the standard library's files as sources named by their resolved paths (re-read when changed)."""
+    out = []
+    for file in _library_paths():
+        try:
+            info = file.stat()
+            out.append(_library_source(file, info.st_mtime_ns, info.st_size))
+        except (OSError, UnicodeDecodeError):
+            continue  # the loader reports an unreadable library file itself
+    return out
+
+
+@lru_cache(maxsize=1)
+def _library_paths() -> tuple[Path, ...]:
+    return tuple(file.resolve() for _, file in stdlib_files())
+
+
+@lru_cache(maxsize=256)
+def _library_source(path: Path, _mtime: int, _size: int) -> Source:
+    return Source(str(path), read_text(path, limit=MAX_FILE_BYTES))
 
 
 def walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[Occurrence]:

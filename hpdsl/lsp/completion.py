@@ -6,6 +6,9 @@ the model fields and blocks are offered; inside `moe { }`, `linear { }` or
 `mla { }` that block's fields (hpdsl/model/fields.py); in a kind's `ops { }` the
 vocabulary's op names; in `slots { }` slot and family names; after `:` in a model
 header the profiles; after `from` or `default`, in a stack or layer_types, kinds.
+In a family's `when` or `require` condition: the axes, `not` and that family's
+own selectors (after `selector ==` or `in (`, an enum selector's values); after a
+model field with a fixed set of values (`norm `, `mlp `, a bool), those values.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.lsp.analysis import Analysis
+from hpdsl.model.axes import CONDITION_AXES
 from hpdsl.model.fields import BLOCKS, FIELDS, block_fields
 from hpdsl.model.slots import SLOTS
 
@@ -39,6 +43,14 @@ def complete(analysis: Analysis, text: str, line: int, col: int) -> list[Item]:
     before = _text_before(text, line, col)
     current = before.rsplit("\n", 1)[-1]
     blocks = _open_blocks(before)
+    if blocks and blocks[0] == "family":
+        condition = _in_condition(text, before, current)
+        if condition is not None:
+            return condition
+    if blocks and blocks[0] == "model":
+        values = _field_values(current)
+        if values is not None:
+            return values
     if re.search(r"\bmodel\s+\w+\s*:\s*\w*$", current):
         return _names(analysis, ast.Profile, "profile")
     if re.search(r"\b(from|default)\s+\w*$", current) or _in_stack(before):
@@ -46,6 +58,54 @@ def complete(analysis: Analysis, text: str, line: int, col: int) -> list[Item]:
     if not blocks:
         return [Item(word, "keyword") for word in TOP_LEVEL]
     return _in_block(analysis, blocks)
+
+
+def _field_values(current: str) -> list[Item] | None:
+    """Return the values of the model field just written (`norm ` -> rmsnorm, layernorm), if it has a fixed set."""
+    found = re.search(r"(?:^|[{\s])([a-z_]+)\s+\w*$", current)
+    field = FIELDS.get(found.group(1)) if found else None
+    if field is None:
+        return None
+    if field.choices:
+        return [Item(choice, "value", f"{field.name}: {field.meaning}") for choice in field.choices]
+    if field.type == "bool":
+        return [Item(word, "value", f"{field.name}: {field.meaning}") for word in ("true", "false")]
+    return None
+
+
+_SELECTOR = re.compile(r"\bselector\s+([A-Za-z_]\w*)\s*:\s*(enum\s*\(([^)]*)\)|\w+)")
+
+
+def _in_condition(text: str, before: str, current: str) -> list[Item] | None:
+    """Return what a `when` or `require` condition may name here (None outside one)."""
+    if not re.search(r"\b(when|require)\b[^\"]*$", _strip(current)):
+        return None
+    selectors = _family_selectors(text, before)
+    compared = re.search(r"\b([A-Za-z_]\w*)\s*(?:==|!=|in\s*\()[^()]*$", current)
+    if compared and compared.group(1) in selectors:
+        return [Item(value, "value", f"a value of {compared.group(1)}") for value in selectors[compared.group(1)]]
+    return ([Item(axis, "keyword", "a mesh axis size") for axis in CONDITION_AXES]
+            + [Item("not", "keyword"), Item("parallel", "keyword", "whether the family is sharded")]
+            + [Item(name, "selector") for name in selectors])
+
+
+def _family_selectors(text: str, before: str) -> dict[str, list[str]]:
+    """Return the selectors of the family the cursor is in (read from the text: it may not parse), with enum values."""
+    starts = list(re.finditer(r"\bfamily\s+[A-Za-z_]\w*\s*\{", _strip(before)))
+    if not starts:
+        return {}
+    body = _strip(text)[starts[-1].end():]
+    depth, end = 1, len(body)
+    for index, char in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            end = index
+            break
+    out: dict[str, list[str]] = {}
+    for match in _SELECTOR.finditer(body[:end]):
+        values = match.group(3)
+        out[match.group(1)] = [v.strip() for v in values.split(",") if v.strip()] if values else []
+    return out
 
 
 def _in_stack(before: str) -> bool:
@@ -101,9 +161,7 @@ def _in_block(analysis: Analysis, blocks: list[str]) -> list[Item]:
     if inner in ("profile", "kind"):
         return [Item(w, "keyword") for w in (KIND_ITEMS if inner == "kind" else PROFILE_ITEMS)]
     if outer == "family":
-        selectors = [Item(s.name.value, "selector") for f, _ in analysis.declarations(ast.Family)
-                     for s in f.items if isinstance(s, ast.Selector)]
-        return [Item(w, "keyword") for w in FAMILY_ITEMS] + selectors
+        return [Item(w, "keyword") for w in FAMILY_ITEMS]
     return []
 
 
