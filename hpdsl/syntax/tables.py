@@ -50,9 +50,14 @@ def tables_key(grammar: str, options: dict[str, Any], salt: str) -> str:
     return hashlib.sha256(f"{grammar}\0{saved!r}\0{salt}".encode()).hexdigest()
 
 
-def load_parser(grammar: str, options: dict[str, Any], salt: str) -> Lark:
-    """Return the parser from the shipped tables when they match, else built from the grammar."""
-    tables = _shipped(tables_key(grammar, options, salt))
+def tables_path() -> Path:
+    """Return where the shipped tables are."""
+    return data_dir("grammar") / TABLES_NAME
+
+
+def load_parser(grammar: str, options: dict[str, Any], salt: str, path: Path | None = None) -> Lark:
+    """Return the parser from the shipped tables (or `path`) when they match, else built from the grammar."""
+    tables = _shipped(path or tables_path(), tables_key(grammar, options, salt))
     if tables is not None:
         loaded = {name: options[name] for name in ("lexer_callbacks",) if name in options}
         try:
@@ -62,10 +67,10 @@ def load_parser(grammar: str, options: dict[str, Any], salt: str) -> Lark:
     return Lark(grammar, **options)
 
 
-def _shipped(key: str) -> dict[str, Any] | None:
-    """Return the shipped tables if they are well formed and made for `key` and this Lark."""
+def _shipped(path: Path, key: str) -> dict[str, Any] | None:
+    """Return the tables at `path` if they are well formed and made for `key` and this Lark."""
     try:
-        text = read_text(data_dir("grammar") / TABLES_NAME, limit=MAX_TABLES_BYTES)
+        text = read_text(path, limit=MAX_TABLES_BYTES)
         found = json.loads(text, object_hook=_int_keys)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError, TypeError):
         return None
@@ -106,7 +111,7 @@ def main() -> None:
     from hpdsl.syntax.parser import KEYWORD_SALT, parser_options
 
     grammar, options = grammar_text(), parser_options()
-    path = Path(data_dir("grammar")) / TABLES_NAME
+    path = tables_path()
     text = tables_json(Lark(grammar, **options), tables_key(grammar, options, KEYWORD_SALT))
     temporary = path.with_suffix(".tmp")
     temporary.write_text(text, encoding="utf-8")
