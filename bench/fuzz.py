@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
+from fuzz_cache import SECONDS as CACHE_SECONDS, TARGETS as CACHE_TARGETS  # noqa: E402
+TARGETS.update(CACHE_TARGETS), SECONDS.update(CACHE_SECONDS)
 
 from hpdsl.errors import HpdslError  # noqa: E402
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,14 @@ def stdlib_report(compute: Callable[[], Report]) -> Report:
 
 def _key_and_sources() -> tuple[str, dict[str, Source]] | None:
     """Return the key of this hpdsl's report and the shipped sources; None where a file cannot be read."""
-    from hpdsl.resources import data_dir, stdlib_files
+    from hpdsl.resources import stdlib_files
 
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256(repr(sys.version_info[:3]).encode())
+    code = _code_digest()
+    if code is None:
+        return None
+    digest = hashlib.sha256(code.encode())
     sources = {}
     try:
-        for part in [*sorted(package.rglob("*.py")), data_dir("grammar") / "hpdsl.lark"]:
-            digest.update(str(part.relative_to(part.parents[1])).encode() + b"\0" + part.read_bytes())
         for name, path in stdlib_files():
             data = path.read_bytes()
             digest.update(name.encode() + b"\0" + data)
@@ -69,6 +70,21 @@ def _key_and_sources() -> tuple[str, dict[str, Source]] | None:
     except (OSError, ValueError):  # a file we cannot read: no key to trust
         return None
     return digest.hexdigest(), sources
+
+
+@cache
+def _code_digest() -> str | None:
+    """Return the hash of Python's version, every file of the hpdsl package and the grammar (once a process)."""
+    from hpdsl.resources import data_dir
+
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(repr(sys.version_info[:3]).encode())
+    try:
+        for part in [*sorted(package.rglob("*.py")), data_dir("grammar") / "hpdsl.lark"]:
+            digest.update(str(part.relative_to(part.parents[1])).encode() + b"\0" + part.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return digest.hexdigest()
 
 
 def _encode(report: Report) -> dict[str, Any]:
