@@ -1,8 +1,8 @@
 """The `cache` target of bench/fuzz.py: `hpdsl compile` over a tampered cache folder.
 
 Each input makes a fresh cache folder and tampers with it: the entry
-(hpdsl/diskcache.py) replaced by random bytes, cut short, edited with its hash
-left as it was, forged with its hash right but its values reshaped (the
+(hpdsl/diskcache.py) replaced by random bytes, cut short, its bytes or its values edited with
+its hash left as it was, forged with its hash right but its values reshaped (the
 payload through fuzz_inputs' JSON mutations), its header edited, a planted
 pickle, a FIFO, a symlink (to a copy, /dev/zero, nowhere, itself), a folder, an
 oversized file; beside it stale pickles and Lark caches of earlier versions,
@@ -117,7 +117,7 @@ def _content(rng: random.Random, root: Path, steps: list[str]) -> tuple[str, byt
     """Choose what stands at the entry's name: (kind, bytes written or None for a special file)."""
     good = _reference()[3]
     head, body = good.split(b"\n")[0], good.split(b"\n")[1]
-    roll = rng.randrange(12)
+    roll = rng.randrange(13)
     if roll == 0:
         return "good", good
     if roll == 1:
@@ -146,6 +146,15 @@ def _content(rng: random.Random, root: Path, steps: list[str]) -> tuple[str, byt
         return "planted pickle", _forge(planted) if rng.random() < 0.5 else planted
     if roll == 8:
         return "huge", None
+    if roll == 9:
+        values = json.loads(body)
+        if rng.random() < 0.5:  # a plausible lie: a count of declarations changed ("a profile emptied")
+            values["summary"][rng.choice(["profiles", "families", "models"])] = rng.randrange(40)
+        else:
+            values = mutate_data(values, rng)
+        payload = json.dumps(values, separators=(",", ":"))
+        steps.append(f"payload {payload[:2000]}")
+        return "values edited, the hash as it was", head + b"\n" + payload.encode() + b"\n"
     return rng.choice(["fifo", "symlink", "folder", "absent"]), None
 
 
@@ -304,13 +313,26 @@ def _judge(kind: str, data: bytes | None, where: str, folder: Path, code: int, o
 
 
 def _said(data: bytes | None) -> tuple[int, Any] | None:
-    """Return (exit code, JSON) an entry says, if its header is right and its values hold together; else None."""
+    """Return (exit code, JSON) an entry says, if its header is right and its values hold together; else None.
+
+    The header is checked here, apart from hpdsl/diskcache.py, so a reader that trusted a wrong hash
+    would be a finding; the values go through the reader's own decoding (hpdsl/cli/checked.py).
+    """
     from hpdsl.cli.checked import KIND, _decode, _key_and_sources
 
     found = _key_and_sources()
     if data is None or found is None:
         return None
-    report = _decode(diskcache._payload(data, KIND, found[0]), found[1])
+    head, newline, body = data.partition(b"\n")
+    try:
+        header = json.loads(head)
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    right = {"hpdsl": KIND, "format": 1, "key": found[0], "sha256": hashlib.sha256(body[:-1]).hexdigest()}
+    if not newline or not body.endswith(b"\n") or header != right:
+        return None
+    report = _decode(payload, found[1])
     if report is None:
         return None
     ok, summary, diagnostics, _sources = report
