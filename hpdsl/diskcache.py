@@ -56,16 +56,18 @@ def write_entry(kind: str, key: str, payload: Any) -> None:
     folder = private_folder()
     if folder is None:
         return
-    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    header = {"hpdsl": kind, "format": FORMAT, "key": key,
-              "sha256": hashlib.sha256(body.encode()).hexdigest()}
-    text = json.dumps(header, separators=(",", ":")) + "\n" + body + "\n"
+    try:
+        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError):  # not plain data (or a lone surrogate): nothing to store
+        return
+    header = {"hpdsl": kind, "format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
+    data = json.dumps(header, separators=(",", ":")).encode() + b"\n" + body + b"\n"
     name = _name(kind, key)
     try:
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")  # mode 0600
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
             os.replace(temporary, os.path.join(folder, name))  # a reader sees the old entry or the new
         except BaseException:
             with contextlib.suppress(OSError):
