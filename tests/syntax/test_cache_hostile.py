@@ -242,3 +242,20 @@ def test_a_new_cache_folder_is_private(reference: dict[str, Any], tmp_path: Path
     assert _outcome(run) == reference["answers"][()] and run.stderr == ""
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert [path.name for path in folder.iterdir()] == [reference["name"]]
+
+
+def test_the_xdg_cache_folder_follows_the_same_rules(reference: dict[str, Any], tmp_path: Path) -> None:
+    marker = tmp_path / "payload-ran"
+    folder = tmp_path / "hpdsl"
+    folder.mkdir(mode=0o700)
+    for name in (reference["name"], f"stdlib-{'0' * 32}.pickle", f"grammar-{'0' * 24}.lark"):
+        (folder / name).write_bytes(pickle.dumps(_Plant(marker)))
+    env = {key: value for key, value in os.environ.items() if key != "HPDSL_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    for args in ((), (reference["bad"],)):
+        run = subprocess.run([sys.executable, "-m", "hpdsl", "compile", "--json", *args], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert _outcome(run) == reference["answers"][args] and run.stderr == "", run.stderr
+    assert not marker.exists()
+    assert sorted(os.listdir(folder)) == [reference["name"]]
+    assert (folder / reference["name"]).read_bytes() == reference["entry"]
