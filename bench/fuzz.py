@@ -47,7 +47,8 @@ os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
 from fuzz_cache import SECONDS as CACHE_SECONDS, TARGETS as CACHE_TARGETS  # noqa: E402
-TARGETS.update(CACHE_TARGETS), SECONDS.update(CACHE_SECONDS)
+TARGETS.update(CACHE_TARGETS)
+SECONDS.update(CACHE_SECONDS)
 
 from hpdsl.errors import HpdslError  # noqa: E402
 
