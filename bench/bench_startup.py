@@ -2,9 +2,9 @@
 
 Times, as the median of interleaved rounds of fresh interpreters:
 `python -c pass`, `hpdsl --help` and `hpdsl compile` of the standard library
-with the parser's cache warm (hpdsl/syntax/parser.py). Bytecode is cached in a
+with its report cached (hpdsl/cli/checked.py, docs/caches.md). Bytecode is cached in a
 private folder as an installed package's would be (the environment may turn
-writing it off), and the parser cache lives in a private folder too. Targets
+writing it off), and the report cache lives in a private folder too. Targets
 (issue 11): --help at most 6x, compile at most 12x `python -c pass`.
 
     .venv/bin/python bench/bench_startup.py [--rounds 15]
@@ -45,7 +45,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=f"{cache}/pyc", HPDSL_CACHE_DIR=f"{cache}/hpdsl")
-        for command in COMMANDS.values():  # warm: bytecode and the parser tables written
+        for command in COMMANDS.values():  # warm: bytecode and the report written
             run(command, env)
         times: dict[str, list[float]] = {name: [] for name in COMMANDS}
         for _ in range(args.rounds):

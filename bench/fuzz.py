@@ -39,15 +39,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The disk cache of the standard library's parses (hpdsl/syntax/cache.py) serves one-shot CLI runs;
-# a campaign is one long process whose in-memory caches serve it better (a compile costs 2.5x with
-# the disk cache on: every file is unpickled again), and it must not share entries with other
-# hpdsl versions on the machine. HPDSL_CACHE_DIR set by the caller is kept.
+# The disk cache (hpdsl/diskcache.py) serves one-shot CLI runs; a campaign is one long process whose
+# in-memory caches serve it better, and it must not share entries with other hpdsl versions on the
+# machine (the `cache` target, bench/fuzz_cache.py, points it at folders of its own). HPDSL_CACHE_DIR
+# set by the caller is kept.
 os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
 from fuzz_lsp import lsp_target  # noqa: E402  (the language server, bench/fuzz_lsp.py)
 TARGETS["lsp"] = lsp_target
+from fuzz_cache import SECONDS as CACHE_SECONDS, TARGETS as CACHE_TARGETS  # noqa: E402
+TARGETS.update(CACHE_TARGETS)
+SECONDS.update(CACHE_SECONDS)
 
 from hpdsl.errors import HpdslError  # noqa: E402
 

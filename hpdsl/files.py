@@ -18,7 +18,13 @@ class NotReadable(OSError):
 
 def read_text(path: str | os.PathLike[str], *, limit: int) -> str:
     """Read a regular file of at most `limit` bytes as UTF-8, never blocking on a FIFO."""
-    descriptor = os.open(Path(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    return read_bytes(path, limit=limit).decode("utf-8")
+
+
+def read_bytes(path: str | os.PathLike[str], *, limit: int, follow: bool = True) -> bytes:
+    """Read a regular file of at most `limit` bytes, never blocking; with follow=False, not through a symlink."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    descriptor = os.open(Path(path), flags)
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
@@ -33,7 +39,7 @@ def read_text(path: str | os.PathLike[str], *, limit: int) -> str:
             raise NotReadable(f"it is larger than {_size(limit)}")
     finally:
         os.close(descriptor)
-    return data.decode("utf-8")
+    return data
 
 
 def node_kind(mode: int) -> str:
@@ -64,4 +70,4 @@ def _size(limit: int) -> str:
     return f"{limit // 1024} KiB" if limit >= 1 << 16 else f"{limit:,} bytes"
 
 
-__all__ = ["NotReadable", "node_kind", "read_text", "reason"]
+__all__ = ["NotReadable", "node_kind", "read_bytes", "read_text", "reason"]

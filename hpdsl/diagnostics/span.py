@@ -34,7 +34,8 @@ class Source:
 
     def line_text(self, line: int) -> str:
         """Return line ``line`` (1-based) without its newline, tabs expanded."""
-        lines = self.text.split("\n")
+        # A leading byte-order mark is no character of the line (the parsers skip it).
+        lines = self.text.removeprefix("\ufeff").split("\n")
         if 1 <= line <= len(lines):
             return lines[line - 1].expandtabs(4)
         return ""

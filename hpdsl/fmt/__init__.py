@@ -37,6 +37,7 @@ from hpdsl.diagnostics.span import Source, Span
 from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_literal, format_operand,
                               format_placement, format_selector_type, format_stack_list)
 from hpdsl.syntax import parse_source
+from hpdsl.syntax.text import BOM
 
 INDENT = "  "
 WIDTH = 120
@@ -48,8 +49,12 @@ _Line = tuple[str, str | None]  # code, and the trailing comment it ends with
 
 
 def format_source(source: Source) -> str:
-    """Parse a source and return its canonical text; raise SpecError on bad syntax."""
-    return format_file(parse_source(source))
+    """Parse a source and return its canonical text; raise SpecError on bad syntax.
+
+    A leading byte-order mark, which the parsers skip, is kept: `fmt --write` leaves it in the file.
+    """
+    text = format_file(parse_source(source))
+    return BOM + text if source.text.startswith(BOM) else text
 
 
 def format_file(file: ast.File) -> str:

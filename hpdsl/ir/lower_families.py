@@ -44,7 +44,7 @@ def lower_family(family: ast.Family) -> FamilyIR:
     """Return the IR of one checked family (remembered per AST object: the AST and the IR are frozen).
 
     Every compile lowers the standard library's families twice (the checks' clean
-    set, then the registry); parses are shared (hpdsl/syntax/parser.py), so an
+    set, then the registry); parses are shared (hpdsl/syntax/front.py), so an
     unchanged family is lowered once per process. Remembered by identity, not
     equality: equal ASTs from two files differ in their spans, and the IR's
     SourceRefs must name the file that was lowered.

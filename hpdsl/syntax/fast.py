@@ -24,12 +24,14 @@ from hpdsl.acyclic import acyclic_allocations
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.fast_family import FamilyRules
 from hpdsl.syntax.fast_tokens import Defer
+from hpdsl.syntax.text import without_bom
 
 _CHOICES = frozenset({"norm", "mlp", "activation"})
 
 
 def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File | None:
     """Return the ast.File Lark would build for `text`, or None where Lark must decide."""
+    text = without_bom(text)  # as Lark's path does (hpdsl/syntax/parser.py lark_parse)
     if len(text) > max_chars or (len(text) > max_line and max(map(len, text.split("\n"))) > max_line):
         return None
     with acyclic_allocations():  # the tree holds no cycles (hpdsl/acyclic.py)

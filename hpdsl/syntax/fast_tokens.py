@@ -16,7 +16,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
-from hpdsl.syntax.transformer import unquote
+from hpdsl.syntax.text import unquote
 
 # Lark's terminals (grammar/hpdsl.lark) in the order its lexer tries them, each after the
 # blanks before it, on one line (no token spans a newline); the last alternative is any

@@ -7,16 +7,13 @@ in a setting, a chained '->') or the tokens that could stand there, as words.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import sys
 import threading
 from collections.abc import Iterator
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
-import lark
 from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternRE, TerminalDef
 
@@ -24,19 +21,17 @@ from hpdsl import ast
 from hpdsl.diagnostics import Diagnostic, Source, Span
 from hpdsl.diagnostics.diagnostic import sort_key
 from hpdsl.errors import SpecError
-from hpdsl.resources import cache_folder, data_dir
-from hpdsl.syntax.fast import fast_parse
+from hpdsl.syntax.fast import fast_parse  # noqa: F401 - the fast path beside Lark's, for tests and benches
+from hpdsl.syntax.front import MAX_FILE_CHARS, MAX_LINE_CHARS, parse_source, parse_text  # noqa: F401
+from hpdsl.syntax.tables import grammar_text, load_parser
+from hpdsl.syntax.text import without_bom
 from hpdsl.syntax.transformer import ToAst
 
 # Deeper trees would exhaust Python's recursion in the transformer and the checks.
 MAX_NESTING = 100
 
-# Bounds that keep every later stage's work and output proportional to a sane file
-# (docs/trust.md#hostile-input): the largest file and line parsed, and the largest
-# integer literal (every count, width and bound fits far below it, and products of
-# two stay exact in 64-bit arithmetic downstream).
-MAX_FILE_CHARS = 1 << 18
-MAX_LINE_CHARS = 100_000
+# The largest integer literal (every count, width and bound fits far below it, and products of
+# two stay exact in 64-bit arithmetic downstream); the file and line caps are in front.py.
 MAX_INT = 1 << 62
 
 # How terminals read in "expected ..." hints; keywords and punctuation read as themselves.
@@ -159,60 +154,25 @@ def keyword_text(terminal: TerminalDef) -> str | None:
     return None
 
 
+def parser_options() -> dict[str, Any]:
+    """Return the options the grammar's parser is built with."""
+    return {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": False,
+            "lexer_callbacks": {"COMMENT": _COMMENTS}, "edit_terminals": _end_keyword}
+
+
+KEYWORD_SALT = _KEYWORD_END
+"""What edit_terminals does leaves no trace in the options: the shipped tables' key carries it."""
+
+
 @cache
 def _parser() -> Lark:
-    grammar = (data_dir("grammar") / "hpdsl.lark").read_text(encoding="utf-8")
-    options: dict[str, Any] = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": False,
-                               "lexer_callbacks": {"COMMENT": _COMMENTS}, "edit_terminals": _end_keyword}
-    # Lark's cache key leaves edit_terminals out, so the file name carries it.
-    path = _cache_path(grammar + _KEYWORD_END)
-    # Lark stores a hash of the grammar, its options and versions in the file, and rebuilds
-    # (then rewrites) on a mismatch, a damaged or half-written file, or when it cannot write.
-    return Lark(grammar, **options) if path is None else Lark(grammar, cache=path, **options)
-
-
-def _cache_path(grammar: str) -> str | None:
-    """Return the cache file for this grammar, Lark and Python; None when no folder is writable."""
-    folder = cache_folder()
-    if folder is None:
-        return None
-    key = hashlib.sha256(f"{grammar}\0{lark.__version__}\0{sys.version_info[:2]}".encode()).hexdigest()
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return None
-    path = os.path.join(folder, f"grammar-{key[:24]}.lark")
-    return path if os.access(folder, os.W_OK) or os.path.exists(path) else None
-
-
-def parse_text(text: str, name: str = "<string>") -> ast.File:
-    """Parse one .hpf text; raise SpecError carrying the syntax diagnostic."""
-    return parse_source(Source(name, text))
-
-
-def parse_source(source: Source) -> ast.File:
-    """Parse a Source into an ast.File with its comments; raise SpecError on bad syntax.
-
-    Parses are remembered by name and text (the AST is frozen, so sharing it is
-    safe): a language server re-checking after one edit re-parses only the file
-    that changed, not its imports and the standard library.
-    """
-    return _parse_remembered(source.name, source.text)
-
-
-@lru_cache(maxsize=256)
-def _parse_remembered(name: str, text: str) -> ast.File:
-    return _parse(Source(name, text))
-
-
-def _parse(source: Source) -> ast.File:
-    # Valid text takes the fast path (hpdsl/syntax/fast.py, the same AST); Lark parses the rest.
-    fast = fast_parse(source.name, source.text, MAX_FILE_CHARS, MAX_LINE_CHARS)
-    return fast if fast is not None else lark_parse(source)
+    # The tables shipped beside the grammar, or built in memory (hpdsl/syntax/tables.py).
+    return load_parser(grammar_text(), parser_options(), KEYWORD_SALT)
 
 
 def lark_parse(source: Source) -> ast.File:
     """Parse with Lark alone, the language's reference (the fast path is tested against it)."""
+    source = Source(source.name, without_bom(source.text))
     oversize = _size_problem(source)
     if oversize is not None:
         raise SpecError(f"{source.name}: too large", (oversize,))

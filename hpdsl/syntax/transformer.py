@@ -6,7 +6,6 @@ module only builds nodes; everything that can be wrong is found in hpdsl/check/.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -14,14 +13,7 @@ from lark.tree import Meta
 
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
-
-_ESCAPE = re.compile(r"\\(.)")
-_UNESCAPES = {"n": "\n", "t": "\t"}
-
-
-def unquote(text: str) -> str:
-    """Return the value of a string token (quotes removed, escapes resolved)."""
-    return _ESCAPE.sub(lambda m: _UNESCAPES.get(m.group(1), m.group(1)), text[1:-1])
+from hpdsl.syntax.text import unquote
 
 
 @v_args(meta=True)

@@ -1,6 +1,7 @@
-"""The shipped files' parses and the standard library's report cached on disk (hpdsl/syntax/cache.py,
-hpdsl/cli/checked.py): a warm `hpdsl compile` reads them and imports no parser or checker; the
-cached answers equal fresh ones; a damaged or read-only cache changes nothing but the time.
+"""The standard library's report cached on disk (hpdsl/cli/checked.py, hpdsl/diskcache.py): a warm
+`hpdsl compile` reads it and imports no parser or checker; a cold one parses every shipped file on the
+fast path, without Lark; the cached answer equals a fresh one; a damaged or read-only cache changes
+nothing but the time. Hostile entries: tests/syntax/test_cache_hostile.py.
 
 Each case runs in a fresh interpreter so nothing in-process hides the disk.
 """
@@ -16,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hpdsl.diagnostics import Source
+from hpdsl.errors import SpecError
 from hpdsl.resources import stdlib_files
-from hpdsl.syntax import cache as parse_cache
-from hpdsl.syntax.parser import parse_source as fresh_parse
+from hpdsl.syntax import parse_text
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPILE = ("import sys; from hpdsl.cli import main\n"
@@ -37,9 +37,10 @@ def _compile(folder: str) -> subprocess.CompletedProcess[str]:
 def test_a_warm_compile_reads_the_cache_and_loads_no_parser_or_checker(tmp_path: Path) -> None:
     cold = _compile(str(tmp_path))
     assert cold.returncode == 0, cold.stderr
-    assert "'lark'" in cold.stderr and "'hpdsl.check'" in cold.stderr
-    names = sorted(path.name.split("-")[0] for path in tmp_path.iterdir())
-    assert names.count("parse") == len(stdlib_files()) and names.count("stdlib") == 1
+    assert "'lark'" not in cold.stderr and "'hpdsl.check'" in cold.stderr
+    (entry,) = tmp_path.iterdir()
+    assert entry.name.startswith("stdlib-") and entry.name.endswith(".json")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
     warm = _compile(str(tmp_path))
     assert (warm.returncode, warm.stderr.strip()) == (0, "[]")
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
@@ -49,10 +50,10 @@ def test_a_warm_compile_reads_the_cache_and_loads_no_parser_or_checker(tmp_path:
 def test_damaged_entries_are_recompiled(tmp_path: Path) -> None:
     _compile(str(tmp_path))
     for path in tmp_path.iterdir():
-        if not path.name.startswith("grammar-"):
-            path.write_bytes(b"not a pickle")
+        path.write_bytes(b"not an entry")
     again = _compile(str(tmp_path))
     assert again.returncode == 0 and json.loads(again.stdout)["ok"], again.stderr
+    assert [path.read_bytes() != b"not an entry" for path in tmp_path.iterdir()] == [True]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
@@ -65,19 +66,11 @@ def test_a_read_only_cache_folder_still_compiles(tmp_path: Path) -> None:
     assert run.returncode == 0 and json.loads(run.stdout)["ok"], run.stderr
 
 
-def test_a_cached_parse_equals_a_fresh_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parsing_writes_nothing_to_the_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HPDSL_CACHE_DIR", str(tmp_path))
     for name, path in stdlib_files():
-        source = Source(name, path.read_text(encoding="utf-8"))
-        stored = parse_cache.parse_source(source)    # parses and writes
-        entry = parse_cache._entry(source)
-        assert entry is not None and os.path.exists(entry)
-        reread = parse_cache._read(entry)
-        assert reread == stored == fresh_parse(source) and reread is not None
-        assert reread.comments == stored.comments and reread.path == name
-
-
-def test_user_files_are_never_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HPDSL_CACHE_DIR", str(tmp_path))
-    parse_cache.parse_text("family f { factory \"a.b:C\" }", "mine.hpf")
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("parse-")]
+        parse_text(path.read_text(encoding="utf-8"), name)
+    parse_text("family f { factory \"a.b:C\" }", "mine.hpf")
+    with pytest.raises(SpecError):  # Lark's path, with its tables, writes nothing either
+        parse_text("profile p { run { a 1 } }", "bad.hpf")
+    assert list(tmp_path.iterdir()) == []
