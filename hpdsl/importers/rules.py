@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from hpdsl.ir.nodes import ImportRulesIR, ProfileIR, Scalar
+from hpdsl.ir.nodes import DimIR, ImportRulesIR, ProfileIR, Scalar
 
 EVERY_CONFIG = "*"
 """The model_type of an `hf "*"` block: its rules hold for every config, whatever profile prices it."""
@@ -55,6 +55,7 @@ class Rules:
     ignored: Mapping[str, str]
     ignored_at: Mapping[str, Scalar]
     patterns: Mapping[str, Mapping[str, str]]
+    derives: Mapping[str, DimIR] = attrs.field(factory=dict)
 
     def known(self, key: str, value: Any) -> bool:
         """Whether a stated key is read, mapped or irrelevant to cost at `value`."""
@@ -124,6 +125,7 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
     ignored: dict[str, str] = {}
     ignored_at: dict[str, Scalar] = {}
     patterns: dict[str, Mapping[str, str]] = {}
+    derives: dict[str, DimIR] = {}
     for block in blocks:
         for key, why in block.ignored.items():
             ignored.setdefault(key, why)
@@ -131,9 +133,11 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
             ignored_at.setdefault(key, value)
         for key, symbols in block.patterns.items():
             patterns.setdefault(key, symbols)
+        for field, expr in block.derives.items():
+            derives.setdefault(field, expr)
     return Rules(defaults=defaults, aliases={field: tuple(keys) for field, keys in aliases.items()},
                  reads=frozenset(key for block in blocks for key in block.reads), ignored=ignored,
-                 ignored_at=ignored_at, patterns=patterns)
+                 ignored_at=ignored_at, patterns=patterns, derives=derives)
 
 
 __all__ = ["BUILTIN_READS", "EVERY_CONFIG", "Rules", "all_rules", "rules_for"]
