@@ -71,16 +71,16 @@ def layer_types(config: Mapping[str, Any], patterns: Mapping[str, Mapping[str, s
         listed = config.get(key)
         if isinstance(listed, list) and listed:
             return [str(kind) for kind in listed]
-    key = next((k for k in patterns if isinstance(config.get(k), str) and config.get(k)), None)
-    if key is None:
+    source = next((k for k in patterns if isinstance(config.get(k), str) and config.get(k)), None)
+    if source is None:
         named = " or ".join([*patterns, "layers_block_type"])
         raise PatternError(f"the config states no {named}; a hybrid model's layers come from one of them",
                            next(iter(patterns)))
-    pattern, symbols = str(config[key]), patterns[key]
+    pattern, symbols = str(config[source]), patterns[source]
     unknown = sorted(set(pattern) - set(symbols))
     if unknown:
-        raise PatternError(f"{key} holds {unknown}; its characters are "
-                           f"{', '.join(f'{c!r} ({k})' for c, k in symbols.items())}", key)
+        raise PatternError(f"{source} holds {unknown}; its characters are "
+                           f"{', '.join(f'{c!r} ({k})' for c, k in symbols.items())}", source)
     return [symbols[char] for char in pattern]
 
 

@@ -59,8 +59,8 @@ class ImportRuleRules(FamilyRules):
             return ast.HfRead(tuple(keys), span=self.span(start, self.i - 1))
         if word == "ignore":
             reason = self.string()
-            keys = self._braced(self.ignored)
-            return ast.HfIgnore(reason, keys, span=self.span(start, self.i - 1))
+            entries = self._braced(self.ignored)
+            return ast.HfIgnore(reason, entries, span=self.span(start, self.i - 1))
         if word == "pattern":
             key = self.name()
             symbols = self._braced(self.symbol)
