@@ -36,7 +36,7 @@ from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_bloc
 from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at,
                                        model_types, whole)
 from hpdsl.importers.hf_layers import layer_kinds, stack
-from hpdsl.importers.hf_unknown import check_keys, composite_note
+from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
@@ -106,6 +106,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     rules = rules_for(chosen, model_type, profiles)
     warnings += check_keys(config, rules, chosen, model_type, forced=profile is not None,
                            allow_unknown=allow_unknown)
+    config = without(config, unknown_keys(config, rules))  # what --allow-unknown ignores is not read
     cfg = effective(config, model_type, rules, _outer_defaults(outer_type, model_type, profiles))
     warnings += composite_note(config, rules, model_type)
     facts = {**chosen.facts_for(model_type), **_stated_facts(cfg, rules)}

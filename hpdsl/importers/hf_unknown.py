@@ -24,11 +24,7 @@ def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileI
     `rules` None: no profile prices the model_type, so the keys are held to what
     every profile's rules know together (`profiles`).
     """
-    known = rules if rules is not None else all_rules(profiles or {})
-    unknown = [key for key, value in config.items() if not known.known(key, value)]
-    text = config.get("text_config")
-    if isinstance(text, Mapping):
-        unknown += [f"text_config.{key}" for key, value in text.items() if not known.known(key, value)]
+    unknown = unknown_keys(config, rules if rules is not None else all_rules(profiles or {}))
     if not unknown:
         return []
     why = "which hpdsl does not understand"
@@ -37,6 +33,25 @@ def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileI
         why = (f"which profile '{profile.name}' (forced with --profile; its model_types: {listed}) does not "
                "map: its import rules name no such key")
     return refuse(unknown, allow_unknown, why)
+
+
+def unknown_keys(config: Mapping[str, Any], rules: Rules) -> list[str]:
+    """Return every stated key no rule names (a composite's as `text_config.KEY`)."""
+    unknown = [key for key, value in config.items() if not rules.known(key, value)]
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        unknown += [f"text_config.{key}" for key, value in text.items() if not rules.known(key, value)]
+    return unknown
+
+
+def without(config: Mapping[str, Any], unknown: list[str]) -> dict[str, Any]:
+    """Return the config without the `unknown` keys: what --allow-unknown ignores is not read either."""
+    inner = {key.removeprefix("text_config.") for key in unknown if key.startswith("text_config.")}
+    kept = {key: value for key, value in config.items() if key not in unknown}
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and inner:
+        kept["text_config"] = {key: value for key, value in text.items() if key not in inner}
+    return kept
 
 
 def refuse(unknown: list[str], allow_unknown: bool, why: str) -> list[str]:
@@ -64,4 +79,4 @@ def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str) -> 
     return [note]
 
 
-__all__ = ["check_keys", "composite_note", "refuse"]
+__all__ = ["check_keys", "composite_note", "refuse", "unknown_keys", "without"]

@@ -25,7 +25,14 @@ ACME = f"""profile acme {{
   kind decoder {{
     {OPS}
   }}
-  facts {{ qkv_bias = true  o_bias = true  mlp_bias = true  norm_bias = true  learned_positions = true  norm = "layernorm" }}
+  facts {{
+    qkv_bias = true
+    o_bias = true
+    mlp_bias = true
+    norm_bias = true
+    learned_positions = true
+    norm = "layernorm"
+  }}
   hf "acme_gpt" {{
     default tie_word_embeddings = true
     default activation_function = "gelu_new"
@@ -73,7 +80,7 @@ def test_a_rule_for_a_model_type_the_profile_does_not_list_is_a_located_error() 
     bad = ACME.replace('hf "acme_gpt"', 'hf "acme_gtp"').replace("-> hidden", "-> hiden")
     result = check_sources([Source("acme.hpf", bad)], stdlib=True)
     found = {(d.code, d.span.line) for d in result.diagnostics if d.is_error}
-    assert ("unknown-model-type", 9) in found and ("unknown-import-field", 12) in found
+    assert ("unknown-model-type", 14) in found and ("unknown-import-field", 17) in found
     hints = " ".join(d.hint or "" for d in result.diagnostics)
     assert "acme_gpt" in hints and "hidden" in hints
 
@@ -85,10 +92,24 @@ def test_forcing_a_profile_names_every_key_it_does_not_map(tmp_path: Path) -> No
     assert refused.returncode == 1 and not refused.stdout
     assert "hidden_activation" in refused.stderr and "sliding_window_pattern" in refused.stderr
     assert "profile 'qwen'" in refused.stderr and "--profile" in refused.stderr
-    allowed = _hpdsl("import-hf", "config.json", "--profile", "qwen", "--allow-unknown", cwd=tmp_path)
+    # Forced onto a type it does not list, the profile knows no transformers default: an absent
+    # tie_word_embeddings (Gemma3TextConfig ties by default) is an error naming it, not a guess.
+    untied = _hpdsl("import-hf", "config.json", "--profile", "qwen", "--allow-unknown", cwd=tmp_path)
+    assert untied.returncode == 1 and "tie_word_embeddings" in untied.stderr
+
+
+def test_allow_unknown_imports_a_forced_profile_saying_what_it_ignored(tmp_path: Path) -> None:
+    from tests.importers.hf_configs import JAMBA_V0_1
+
+    (tmp_path / "config.json").write_text(json.dumps(JAMBA_V0_1))
+    refused = _hpdsl("import-hf", "config.json", "--profile", "llama2", cwd=tmp_path)
+    assert refused.returncode == 1
+    named = refused.stderr.split("states ", 1)[1].split(", which", 1)[0].split(", ")
+    assert {"mamba_d_state", "attn_layer_period", "num_experts", "expert_layer_offset"} <= set(named)
+    allowed = _hpdsl("import-hf", "config.json", "--profile", "llama2", "--allow-unknown", cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
-    assert "IGNORED" in allowed.stderr and "hidden_activation" in allowed.stderr
-    assert "do not include gemma3_text" in allowed.stderr  # the forcing is said, not silent
+    assert f"IGNORED {len(named)} config key(s)" in allowed.stderr and "WRONG" in allowed.stderr
+    assert "do not include jamba" in allowed.stderr  # the forcing is said, not silent
 
 
 def test_forcing_the_profile_that_lists_the_model_type_changes_nothing(tmp_path: Path) -> None:
