@@ -238,7 +238,8 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
         fields[key] = whole(value, source, key)
     fields["layers"] = _layers(cfg, profile, rules)
     _derive(fields, rules)
-    if stated_keys(cfg, rules, "mla") and cfg.get(stated_keys(cfg, rules, "mla").get("kv_lora_rank", "")):
+    mla = stated_keys(cfg, rules, "mla")
+    if mla and cfg.get(mla.get("kv_lora_rank", "")):
         fields.pop("head_dim", None)  # MLA prices heads with v_head_dim
     if not fields.get("mtp"):
         fields.pop("mtp", None)

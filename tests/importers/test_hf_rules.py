@@ -134,3 +134,17 @@ def test_a_profile_stating_activation_yields_to_the_config_s_hidden_act(tmp_path
     assert imported.returncode == 0, imported.stderr
     text = (tmp_path / "m.hpf").read_text()
     assert "activation silu" in text and text.count("activation") == 1
+
+
+def test_qwen3_5_rules_name_the_keys_the_published_configs_state() -> None:
+    """Every Qwen3.5 type accepts mamba_ssm_dtype; a dedicated MTP embedding (not what hpdsl prices) is refused."""
+    from hpdsl.importers.rules import rules_for
+
+    registry = check_sources([], stdlib=True).registry
+    assert registry is not None
+    profile = registry.profiles["qwen3_5"]
+    for model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"):
+        rules = rules_for(profile, model_type, registry.profiles)
+        assert rules.known("mamba_ssm_dtype", "float32") and rules.known("mtp_use_dedicated_embeddings", False)
+        assert not rules.known("mtp_use_dedicated_embeddings", True)
+        assert rules.keys("mtp") == ("mtp_num_hidden_layers", "num_nextn_predict_layers")
