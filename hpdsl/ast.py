@@ -197,7 +197,91 @@ class SettingsBlock:
     span: Span = _span()
 
 
-ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock, SlotsBlock]
+@attrs.frozen
+class HfDefault:
+    """`default KEY = VALUE` (or `default KEY unset`): what transformers uses for an absent key."""
+
+    key: Name
+    value: Literal | None  # None: `unset`, transformers' None
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfMap:
+    """`map KEY -> FIELD` or `map KEY -> BLOCK.FIELD`: a config key read into a model field."""
+
+    key: Name
+    field: Name
+    block: Name | None = None
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfRead:
+    """`read KEY ...`: config keys a built-in import rule reads (hpdsl/importers/rules.py)."""
+
+    keys: tuple[Name, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfIgnored:
+    """One entry of an ignore block: a key, `key = value` (harmless only there) or a "glob" (`key` a string)."""
+
+    key: Name | Literal
+    value: Literal | None = None
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfIgnore:
+    """`ignore "why" { ... }`: config keys irrelevant to cost and structure, with the reason."""
+
+    reason: Literal
+    keys: tuple[HfIgnored, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfSymbol:
+    """`"M" -> linear_attention` in a pattern block."""
+
+    symbol: Literal
+    kind: Name
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfPattern:
+    """`pattern KEY { "c" -> kind ... }`: a string key whose characters name each layer's kind."""
+
+    key: Name
+    symbols: tuple[HfSymbol, ...]
+    span: Span = _span()
+
+
+@attrs.frozen
+class HfDerive:
+    """`derive FIELD = DIMS`: a model field the config leaves unset, from the fields it states."""
+
+    field: Name
+    value: DimExpr
+    span: Span = _span()
+
+
+HfRule = Union[HfDefault, HfMap, HfRead, HfIgnore, HfPattern, HfDerive]
+
+
+@attrs.frozen
+class ImportRules:
+    """`hf ["model_type" ...] { ... }`: how configs of these model_types import ("*": every config)."""
+
+    types: tuple[Literal, ...]
+    rules: tuple[HfRule, ...]
+    span: Span = _span()
+
+
+ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock, SlotsBlock, ImportRules]
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ from typing import TypeVar, Union
 import attrs
 
 from hpdsl import ast
+from hpdsl.check.import_rules import check_import_rules
 from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
@@ -59,6 +60,7 @@ def check_profiles(scope: Scope, collector: Collector) -> None:
                              "or declare `vocabulary { ... }`")
     for profile in profiles:
         _check_profile(profile, scope, collector)
+        check_import_rules(profile, {str(t.value) for t in _listed_types(profile)}, collector)
     _check_model_type_claims(profiles, collector)
 
 
@@ -109,7 +111,7 @@ def _head(item: ast.ProfileItem | ast.KindItem) -> Span:
 
 
 def _statement_key(item: ast.ProfileItem) -> str | None:
-    if isinstance(item, ast.Kind):
+    if isinstance(item, (ast.Kind, ast.ImportRules)):  # hf blocks may repeat (check/import_rules.py)
         return None
     if isinstance(item, ast.SettingsBlock) and item.block == "facts":
         # facts blocks may repeat, one per set of model_types

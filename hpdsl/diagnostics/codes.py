@@ -55,6 +55,11 @@ CODES: dict[str, str] = {
     "hf-fact-type": "a profile's facts block gives a value of the wrong type",
     "unknown-model-type": "a profile's facts block names a model_type the profile does not list",
     "flavour-mismatch": "linrec is counted but the attention flavour is not linear, or the reverse",
+    # --- import rules (docs/importing.md) -----------------------------------
+    "duplicate-import-rule": "an hf block gives one config key two rules of one sort for one model_type",
+    "unknown-import-field": "an hf map or derive names a model field that does not exist",
+    "unknown-import-key": "an hf read names a config key no built-in import rule reads",
+    "bad-pattern-symbol": "an hf pattern symbol is not one character",
     # --- slot bindings ----------------------------------------------------
     "unknown-slot": "a slots block binds a name that is not a slot",
     "unknown-family": "a slots block binds a slot to a family that is not declared",

@@ -109,6 +109,10 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.Field: lambda n: _field(n),
     ast.Choice: lambda n: f"{n.key.value} {n.value.value}",
     ast.Stack: lambda n: f"stack {format_stack_list(n.body)}",
+    ast.HfDefault: lambda n: f"default {n.key.value} " + ("unset" if n.value is None
+                                                          else f"= {format_literal(n.value)}"),
+    ast.HfDerive: lambda n: f"derive {n.field.value} = {format_dim(n.value)}",
+    ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value,
 }
 
 
@@ -122,7 +126,8 @@ class _Layout:
             ast.Kind: self._kind, ast.SettingsBlock: self._settings, ast.OpsBlock: self._ops,
             ast.Model: self._model, ast.Block: self._model_block,
             ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.Variant: self._variant,
-            ast.SlotsBlock: self._slots,
+            ast.SlotsBlock: self._slots, ast.ImportRules: self._import_rules, ast.HfRead: self._read,
+            ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -248,6 +253,40 @@ class _Layout:
         entries = [(_field(f), f.span) for f in node.fields]
         return self._inline(node.name.value, node.span, _end(node.name.span), entries, depth)
 
+    def _import_rules(self, node: ast.ImportRules, depth: int) -> list[_Unit]:
+        header = " ".join(["hf", *(format_literal(t) for t in node.types)])
+        header_end = _end(node.types[-1].span) if node.types else _after(node.span, 2)
+        return self._block(header, node, header_end, node.rules, depth)
+
+    def _read(self, node: ast.HfRead, depth: int) -> list[_Unit]:
+        # Past 120 columns the keys fill further lines, indented twice.
+        words = [k.value for k in node.keys]
+        line = "read " + " ".join(words)
+        if len(INDENT * depth + line) <= WIDTH:
+            return self._stmt(line, node.span, depth)
+        lines = _fill_words(words, WIDTH - len(INDENT) * (depth + 2), " ")
+        shown = ("read " + lines[0], *(INDENT * 2 + rest for rest in lines[1:]))
+        return [_Unit(depth, shown, _start(node.span), _end(node.span))]
+
+    def _ignore(self, node: ast.HfIgnore, depth: int) -> list[_Unit]:
+        entries = [(_ignored(k), k.span) for k in node.keys]
+        header = f"ignore {format_literal(node.reason)}"
+        return self._filled(header, node.span, _end(node.reason.span), entries, depth)
+
+    def _pattern(self, node: ast.HfPattern, depth: int) -> list[_Unit]:
+        entries = [(f"{format_literal(s.symbol)} -> {s.kind.value}", s.span) for s in node.symbols]
+        return self._inline(f"pattern {node.key.value}", node.span, _end(node.key.span), entries, depth)
+
+    def _filled(self, header: str, span: Span, header_end: Pos, entries: Sequence[tuple[str, Span]],
+                depth: int) -> list[_Unit]:
+        """Like _inline, but a block too long for one line fills its entries into lines (no comment inside)."""
+        line = f"{header} {{ {'  '.join(text for text, _ in entries)} }}"
+        if not entries or len(INDENT * depth + line) <= WIDTH or self._has_comment(header_end, span):
+            return self._inline(header, span, header_end, entries, depth)
+        lines = _fill_words([text for text, _ in entries], WIDTH - len(INDENT) * (depth + 1), "  ")
+        body = _Unit(depth + 1, tuple(lines), _start(entries[0][1]), _end(entries[-1][1]))
+        return self._wrap(header, span, header_end, [body], depth)
+
     def _layer_types(self, node: ast.LayerTypes, depth: int) -> list[_Unit]:
         names = [n.value for n in node.names]
         line = f"layer_types [{', '.join(names)}]"
@@ -256,6 +295,22 @@ class _Layout:
         lines = ["layer_types [", *_fill(names, WIDTH - len(INDENT) * (depth + 1)), "]"]
         indented = [lines[0], *(INDENT + line for line in lines[1:-1]), lines[-1]]
         return [_Unit(depth, tuple(indented), _start(node.span), _end(node.span))]
+
+
+def _ignored(node: ast.HfIgnored) -> str:
+    key = node.key.value if isinstance(node.key, ast.Name) else format_literal(node.key)
+    return key if node.value is None else f"{key} = {format_literal(node.value)}"
+
+
+def _fill_words(words: Sequence[str], width: int, sep: str) -> list[str]:
+    """Fill words, `sep` between them, into lines of at most `width` columns (one word may be longer)."""
+    lines: list[str] = []
+    for word in words:
+        if lines and len(lines[-1]) + len(sep) + len(word) <= width:
+            lines[-1] += sep + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def _fill(words: Sequence[str], width: int) -> list[str]:

@@ -1,20 +1,22 @@
 """A HuggingFace config.json into a model .hpf that the compiler accepts and fmt leaves unchanged.
 
-The importer never guesses. The profile comes from the config's `model_type`
-through the `model_types` the profiles declare (never from the model's name),
-or from `profile=`; an unknown type is an error listing the profiles. A key the
-config leaves out has the value transformers' config class gives it
-(hpdsl/importers/hf_keys.py DEFAULTS, tying included), else the profile's
+The importer never guesses, and knows no model_type itself: what a config key
+means is the profiles' import rules (`hf { ... }` blocks, docs/importing.md,
+gathered by hpdsl/importers/rules.py). The profile comes from the config's
+`model_type` through the `model_types` the profiles declare (never from the
+model's name), or from `profile=`; an unknown type is an error listing the
+profiles. A key the config leaves out has the value transformers' config class
+gives it (the profile's `default` rules, tying included), else the profile's
 `facts`. A composite config's language model is read from `text_config`, its
-head's tying from the top level, as transformers does. Every key is read, on
-the documented list of keys irrelevant to cost (hf_keys.IGNORED), or an error
-naming it (`allow_unknown` downgrades that to a loud warning). Field aliases
-are the FIELDS rows' `hf` keys (hpdsl/model/fields.py; first stated wins).
+head's tying from the top level, as transformers does, and the import says so.
+Every stated key is mapped, read by a built-in rule the profile enables, on an
+ignore list, or an error naming it (`allow_unknown` downgrades that to a loud
+warning); a forced `--profile` is held to its own rules the same way.
 
-By concern: hf_config.py reads a config's keys over transformers' defaults,
-hf_hybrid.py rewrites a Megatron-style hybrid's (Nemotron-H), hf_layers.py
-lowers layer patterns to the stack, hf_blocks.py writes the moe/linear/ssm/mla
-blocks, hf_keys.py holds the tables; this module ties them together.
+By concern: rules.py merges the rules, hf_config.py reads a config's keys over
+transformers' defaults, hf_hybrid.py rewrites a Megatron-style hybrid's
+(Nemotron-H), hf_layers.py lowers layer patterns to the stack, hf_blocks.py
+writes the moe/linear/ssm/mla blocks; this module ties them together.
 """
 
 from __future__ import annotations
@@ -30,31 +32,25 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import SpecError
 from hpdsl.files import read_text, reason
-from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_block
+from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_block, stated_keys
 from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at,
                                        model_types, whole)
-from hpdsl.importers.hf_hybrid import HYBRID_TYPES
-from hpdsl.importers.hf_hybrid import READ_KEYS as HYBRID_KEYS
-from hpdsl.importers.hf_keys import READ, irrelevant
 from hpdsl.importers.hf_layers import layer_kinds, stack
+from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without
+from hpdsl.importers.rules import Rules, rules_for
+from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.model.fields import FIELDS, block_fields, block_flags
+from hpdsl.model.fields import FIELDS, block_flags
 
-ALIASES: dict[str, tuple[str, ...]] = {
-    name: field.hf for name, field in FIELDS.items()
-    if field.block is None and field.hf and field.type == "int" and name != "layers"}
-"""Top-level count field → HF config keys, in the order the first stated one wins (hpdsl/model/fields.py)."""
+INT_FIELDS = tuple(name for name, field in FIELDS.items()
+                   if field.block is None and field.type == "int" and name != "layers")
+"""Top-level count fields the config's mapped keys state (`layers` is read on its own)."""
 
-FLAGS: dict[str, tuple[str, ...]] = {
-    name: field.hf for name, field in FIELDS.items() if field.block is None and field.hf and field.type == "bool"}
-"""Top-level flag field → HF config keys."""
+FLAG_FIELDS = tuple(name for name, field in FIELDS.items() if field.block is None and field.type == "bool")
+"""Top-level flag fields."""
 
 FIELD_ORDER = tuple(name for name, field in FIELDS.items() if field.block is None and field.type != "choice")
 """The order the importer writes top-level fields in: the table's."""
-
-LINEAR_FIELDS = {name: field.hf[0] for name, field in block_fields("linear").items()}
-HF_KEYS = frozenset(key for field in FIELDS.values() for key in field.hf)
-"""Every config key a FIELDS row reads."""
 
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "feed_forward_proj")
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
@@ -106,20 +102,17 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     from hpdsl.fmt import format_file
 
     model_type, outer_type = model_types(config)
-    warnings = _unknown_keys(config, allow_unknown)  # first: a refused key is named whatever the type
-    chosen = _pick_profile(model_type, profiles, profile)
-    cfg = effective(config, model_type, outer_type)
-    warnings += _unbuilt_block_keys(cfg, chosen, allow_unknown)
-    towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
-                    and isinstance(v, Mapping) and not irrelevant(k, v))
-    if towers:
-        warnings.append(f"imported text_config only; {', '.join(towers)} is not part of the model "
-                        "(hpdsl prices the language model; a vision tower is a model of its own "
-                        "with the 'vision' profile)")
-    facts = {**chosen.facts_for(model_type), **_stated_facts(cfg)}
+    chosen, warnings = _pick_profile(config, model_type, profiles, profile, allow_unknown)
+    rules = rules_for(chosen, model_type, profiles)
+    warnings += check_keys(config, rules, chosen, model_type, forced=profile is not None,
+                           allow_unknown=allow_unknown)
+    config = without(config, unknown_keys(config, rules))  # what --allow-unknown ignores is not read
+    cfg = effective(config, model_type, rules, _outer_defaults(outer_type, model_type, profiles))
+    warnings += composite_note(config, rules, model_type)
+    facts = {**chosen.facts_for(model_type), **_stated_facts(cfg, rules)}
     block_facts = {k: facts.pop(k) for k in list(facts) if k in block_flags()}
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
-    fields = _fields(cfg, facts, chosen)
+    fields = _fields(cfg, facts, chosen, rules)
     kinds = layer_kinds(cfg, chosen, fields["layers"])
     if kinds is None or "sliding_attention" not in kinds:
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
@@ -127,15 +120,24 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     items += _choices(cfg, choice_facts)
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
-    items += [block for block in (moe_block(cfg, moe_facts), dims_block("linear", cfg, LINEAR_FIELDS),
-                                  ssm_block(cfg, ssm_facts, fields["hidden"]) if _has_ssm(chosen) else None,
-                                  mla_block(cfg)) if block is not None]
+    ssm = ssm_block(cfg, ssm_facts, fields["hidden"], rules) if _has_ssm(chosen) else None
+    blocks = (moe_block(cfg, moe_facts, rules), dims_block("linear", cfg, stated_keys(cfg, rules, "linear")),
+              ssm, mla_block(cfg, rules))
+    items += [block for block in blocks if block is not None]
     if kinds is not None:
         items.append(stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
     model = ast.Model(ast.Name(model_name), ast.Name(chosen.name), tuple(items))
     text = format_file(ast.File("<import>", (model,)))
     return ImportedModel(model, text, chosen.name, tuple(warnings))
+
+
+def _outer_defaults(outer_type: str, model_type: str, profiles: Mapping[str, ProfileIR]) -> dict[str, Any]:
+    """Return the defaults of a composite config's own model_type (its head's tying), from the profile listing it."""
+    if not outer_type or outer_type == model_type:
+        return {}
+    owner = next((p for _, p in sorted(profiles.items()) if outer_type in p.model_types), None)
+    return dict(rules_for(owner, outer_type, profiles).defaults) if owner is not None else {}
 
 
 def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] = ()) -> None:
@@ -164,59 +166,29 @@ def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] 
         raise HfImportError(f"the config makes a model hpdsl refuses: {'; '.join(errors)}{named}", key)
 
 
-def _unknown_keys(config: Mapping[str, Any], allow_unknown: bool) -> list[str]:
-    """Return warnings for unknown keys under allow_unknown; else raise naming the first one."""
-    unknown = [key for key, value in config.items() if not _known(key, value)]
-    if model_types(config)[0] not in HYBRID_TYPES:  # only a hybrid's config class reads these
-        unknown += [key for key in config if key in HYBRID_KEYS]
-    text = config.get("text_config")
-    if isinstance(text, Mapping):
-        unknown += [f"text_config.{key}" for key, value in text.items() if not _known(key, value)]
-    if not unknown:
-        return []
-    return _refuse(unknown, allow_unknown)
-
-
-def _unbuilt_block_keys(cfg: Config, profile: ProfileIR, allow_unknown: bool) -> list[str]:
-    """Return warnings for (or refuse) state-space keys a profile with no `attention ssm` kind cannot build."""
-    if _has_ssm(profile):
-        return []
-    keys = {key for field in block_fields("ssm").values() for key in field.hf}
-    why = f"which profile '{profile.name}' cannot build: it has no state-space (`attention ssm`) kind"
-    return _refuse([key for key in cfg.stated if key in keys], allow_unknown, why)
-
-
 def _has_ssm(profile: ProfileIR) -> bool:
     return any(kind.attention == "ssm" for kind in profile.kinds.values())
 
 
-def _refuse(unknown: list[str], allow_unknown: bool, why: str = "which hpdsl does not understand") -> list[str]:
-    """Raise naming the first of `unknown`, or with allow_unknown return the loud warning; [] when none."""
-    if not unknown:
-        return []
-    listed = ", ".join(unknown)
-    if not allow_unknown:
-        raise HfImportError(f"the config states {listed}, {why}; pricing the model without it could be "
-                            "wrong (--allow-unknown imports it anyway)", unknown[0])
-    return [f"IGNORED {len(unknown)} config key(s) hpdsl does not understand: {listed}. The import "
-            "may price the model WRONG (--allow-unknown)"]
-
-
-def _known(key: str, value: Any) -> bool:
-    if key in READ or key in HF_KEYS or irrelevant(key, value):
-        return True
-    return key.endswith("_config") and isinstance(value, Mapping)
-
-
-def _pick_profile(model_type: str, profiles: Mapping[str, ProfileIR], wanted: str | None) -> ProfileIR:
+def _pick_profile(config: Mapping[str, Any], model_type: str, profiles: Mapping[str, ProfileIR],
+                  wanted: str | None, allow_unknown: bool) -> tuple[ProfileIR, list[str]]:
+    """Return the profile pricing the config, and a warning when `wanted` forces one that does not list its type."""
     if wanted is not None:
         if wanted not in profiles:
             raise HfImportError(f"--profile {wanted}: no such profile; the profiles are "
                                 f"{', '.join(sorted(profiles))}", "model_type")
-        return profiles[wanted]
+        forced = profiles[wanted]
+        if model_type in forced.model_types:
+            return forced, []
+        listed = " ".join(forced.model_types) or "none"
+        return forced, [f"--profile {wanted} forces a profile whose model_types ({listed}) do not include "
+                        f"{model_type or 'the config'}'s: its facts for every model_type hold, transformers' "
+                        "defaults for keys the config leaves out are not known, and every stated key must be "
+                        "one the profile's import rules map"]
     for name in sorted(profiles):
         if model_type and model_type in profiles[name].model_types:
-            return profiles[name]
+            return profiles[name], []
+    check_keys(config, None, None, model_type, forced=False, allow_unknown=allow_unknown, profiles=profiles)
     known = {t: n for n, p in sorted(profiles.items()) for t in p.model_types}
     listed = ", ".join(f"{n} ({' '.join(t for t, m in known.items() if m == n)})"
                        for n in sorted(set(known.values())))
@@ -225,10 +197,10 @@ def _pick_profile(model_type: str, profiles: Mapping[str, ProfileIR], wanted: st
                         f"{', '.join(sorted(profiles))}; --profiles PATH adds your own)", "model_type")
 
 
-def _stated_facts(cfg: Config) -> dict[str, Any]:
+def _stated_facts(cfg: Config, rules: Rules) -> dict[str, Any]:
     """Return the bool facts the config states (or transformers defaults); they beat the profile's facts."""
-    stated = {key: next((flag_at(cfg, n) for n in names if cfg.get(n) is not None), None)
-              for key, names in FLAGS.items()}
+    stated = {key: next((flag_at(cfg, n) for n in rules.keys(key) if cfg.get(n) is not None), None)
+              for key in FLAG_FIELDS if key != "tie_embeddings"}
     tie = cfg.required("tie_word_embeddings")
     stated["tie_embeddings"] = None if tie is None else flag(tie, "tie_word_embeddings")
     bias = flag_at(cfg, "attention_bias")
@@ -254,20 +226,20 @@ def _norm(cfg: Config) -> str | None:
     return None  # T5's layer_norm_epsilon is an RMSNorm's, GPT-2's a LayerNorm's
 
 
-def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR) -> dict[str, Any]:
+def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Rules) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    for key, names in ALIASES.items():
-        source = next((name for name in names if cfg.get(name) is not None), None)
+    for key in INT_FIELDS:
+        source = next((name for name in rules.keys(key) if cfg.get(name) is not None), None)
         if source is None:
             continue
         value = cfg.get(source)
         if key == "kv_heads" and value == 0 and not isinstance(value, bool):
             continue  # some configs write 0 for "as many as the query heads"
         fields[key] = whole(value, source, key)
-    fields["layers"] = _layers(cfg, profile)
-    if "ffn_width" not in fields and cfg.model_type == "gpt2" and "hidden" in fields:
-        fields["ffn_width"] = 4 * fields["hidden"]  # GPT2Config's n_inner None: GPT2MLP is 4 × n_embd wide
-    if cfg.get("kv_lora_rank"):
+    fields["layers"] = _layers(cfg, profile, rules)
+    _derive(fields, rules)
+    mla = stated_keys(cfg, rules, "mla")
+    if mla and cfg.get(mla.get("kv_lora_rank", "")):
         fields.pop("head_dim", None)  # MLA prices heads with v_head_dim
     if not fields.get("mtp"):
         fields.pop("mtp", None)
@@ -278,17 +250,30 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR) -> dict[s
             fields.setdefault(key, value)
     missing = [k for k in ("hidden", "heads", "vocab") if k not in fields]
     if missing:
-        raise HfImportError(f"the config states no {ALIASES[missing[0]][0]}; a model needs it",
-                            ALIASES[missing[0]][0])
+        key = (rules.keys(missing[0]) or (missing[0],))[0]
+        raise HfImportError(f"the config states no {key}; a model needs it", key)
     return fields
 
 
-def _layers(cfg: Config, profile: ProfileIR) -> int:
-    layers = first(cfg, FIELDS["layers"].hf)
+def _derive(fields: dict[str, Any], rules: Rules) -> None:
+    """Fill each field the config leaves unset that a `derive` rule computes from the stated ones."""
+    for field, expr in rules.derives.items():
+        if field in fields:
+            continue
+        value = evaluate_dim(expr, fields)
+        if value is None:
+            continue  # a field it reads is not stated either
+        if value.denominator != 1:
+            raise HfImportError(f"derive {field} = {expr.text} is {value}, not a whole number", field)
+        fields[field] = whole(int(value), f"derive {field} = {expr.text}", field)
+
+
+def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:
+    keys = rules.keys("layers") or ("num_hidden_layers",)
+    layers = first(cfg, keys)
     if layers is None:
-        raise HfImportError("the config states no num_hidden_layers; a model needs it",
-                            "num_hidden_layers")
-    layers = whole(layers, "num_hidden_layers", "layers")
+        raise HfImportError(f"the config states no {keys[0]}; a model needs it", keys[0])
+    layers = whole(layers, keys[0], "layers")
     if {"encoder", "decoder"} <= set(profile.kinds):
         decoder = cfg.get("num_decoder_layers")
         decoder = layers if decoder is None else whole(decoder, "num_decoder_layers", "layers")
@@ -312,6 +297,7 @@ def _choices(cfg: Config, facts: Mapping[str, str]) -> list[ast.Choice]:
         choices.append(("mlp", "gated" if proj.startswith("gated-") else "plain"))
     key = next((k for k in ACTIVATION_KEYS if cfg.get(k) is not None), None)
     if key is not None:
+        choices = [c for c in choices if c[0] != "activation"]  # the config's beats the profile's fact
         stated = str(cfg.get(key))
         act = ACTIVATIONS.get(stated.removeprefix("gated-") if key == "feed_forward_proj" else stated)
         if act is None:

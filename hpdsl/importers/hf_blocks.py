@@ -1,4 +1,8 @@
-"""A config's blocks: `moe { }`, `linear { }`, `ssm { }` and `mla { }` from the keys that state them."""
+"""A config's blocks: `moe { }`, `linear { }`, `ssm { }` and `mla { }` from the keys that state them.
+
+Which config keys state a block's field is the profile's `map KEY -> BLOCK.FIELD`
+rules (hpdsl/importers/rules.py), the first stated one winning.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +12,37 @@ from typing import Any
 
 from hpdsl import ast
 from hpdsl.importers.hf_config import Config, HfImportError, field_item, first, flag, whole
+from hpdsl.importers.rules import Rules
 from hpdsl.model.fields import block_fields
 
-MLA_FIELDS = {name: field.hf[0] for name, field in block_fields("mla").items()}
+
+def stated_keys(cfg: Config, rules: Rules, block: str) -> dict[str, str]:
+    """Return a block's field → the config key that states it (the first mapped key stated, else the first mapped)."""
+    table = {}
+    for name in block_fields(block):
+        keys = rules.keys(f"{block}.{name}")
+        if keys:
+            table[name] = next((key for key in keys if cfg.get(key) is not None), keys[0])
+    return table
 
 
-def moe_block(cfg: Config, facts: Mapping[str, Any]) -> ast.Block | None:
-    moe = block_fields("moe")
-    source = next((name for name in moe["experts"].hf if cfg.get(name) is not None), "num_experts")
+def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block | None:
+    keys = {name: rules.keys(f"moe.{name}") for name in block_fields("moe")}
+    source = next((name for name in keys["experts"] if cfg.get(name) is not None), None)
+    if source is None:
+        return None
     experts = cfg.get(source)
     if experts is None or (experts in (0, 1) and not isinstance(experts, bool)):
         return None  # no experts, or one: a dense feed-forward
     experts = whole(experts, source, "experts")
     shared_width = cfg.get("shared_expert_intermediate_size")
-    shared = first(cfg, moe["shared_experts"].hf)
+    shared = first(cfg, keys["shared_experts"])
     if shared is None:
         shared = 1 if shared_width else 0
     values: dict[str, Any] = {
         "experts": experts,
-        "top_k": whole(first(cfg, moe["top_k"].hf) or 1, "num_experts_per_tok", "top_k"),
-        "expert_width": whole(first(cfg, (*moe["expert_width"].hf, "intermediate_size")),
-                               "moe_intermediate_size", "expert_width"),
+        "top_k": whole(first(cfg, keys["top_k"]) or 1, "num_experts_per_tok", "top_k"),
+        "expert_width": whole(first(cfg, keys["expert_width"]), "moe_intermediate_size", "expert_width"),
     }
     if shared:
         values["shared_experts"] = whole(shared, "n_shared_experts", "shared_experts")
@@ -41,6 +55,7 @@ def moe_block(cfg: Config, facts: Mapping[str, Any]) -> ast.Block | None:
 
 
 def dims_block(name: str, cfg: Config, table: Mapping[str, str]) -> ast.Block | None:
+    """Return a block of whole-number dims (`linear { }`): all of `table`'s keys stated, or none."""
     values = {key: cfg.get(source) for key, source in table.items()}
     stated = {k: v for k, v in values.items() if v is not None}
     if not stated:
@@ -52,12 +67,13 @@ def dims_block(name: str, cfg: Config, table: Mapping[str, str]) -> ast.Block | 
     return ast.Block(ast.Name(name), tuple(field_item(k, whole(v, table[k], k)) for k, v in stated.items()))
 
 
-def ssm_block(cfg: Config, facts: Mapping[str, Any], hidden: int) -> ast.Block | None:
+def ssm_block(cfg: Config, facts: Mapping[str, Any], hidden: int, rules: Rules) -> ast.Block | None:
     """Return the ssm block of a state-space (Mamba) config: dims, biases, and the profile's norm fact."""
     ssm = block_fields("ssm")
-    sources = {name: next((key for key in field.hf if cfg.get(key) is not None), None)
-               for name, field in ssm.items() if field.hf}
-    if sources["ssm_state"] is None:
+    mapped = {name: rules.keys(f"ssm.{name}") for name in ssm}
+    sources = {name: next((key for key in keys if cfg.get(key) is not None), None)
+               for name, keys in mapped.items() if keys}
+    if sources.get("ssm_state") is None:
         return None
     values: dict[str, Any] = {}
     for name, source in sources.items():
@@ -65,7 +81,7 @@ def ssm_block(cfg: Config, facts: Mapping[str, Any], hidden: int) -> ast.Block |
         if source is None:
             if field.required:
                 raise HfImportError(f"an SSM config ({sources['ssm_state']} set) must state "
-                                    f"{field.hf[0]}", field.hf[0])
+                                    f"{mapped[name][0]}", mapped[name][0])
             continue
         value = cfg.get(source)
         if name == "ssm_dt_rank" and value == "auto":
@@ -87,15 +103,17 @@ def _check_head_dim(cfg: Config, values: Mapping[str, Any], hidden: int) -> None
                             f"mamba_expand × hidden_size = {values['ssm_expand'] * hidden}", "mamba_d_head")
 
 
-def mla_block(cfg: Config) -> ast.Block | None:
-    if not cfg.get("kv_lora_rank"):
+def mla_block(cfg: Config, rules: Rules) -> ast.Block | None:
+    """Return the mla block of a config whose kv_lora_rank is set (DeepSeek's multi-head latent attention)."""
+    table = stated_keys(cfg, rules, "mla")
+    if not table or not cfg.get(table.get("kv_lora_rank", "")):
         return None
-    values = {key: cfg.get(source) for key, source in MLA_FIELDS.items()}
+    values = {key: cfg.get(source) for key, source in table.items()}
     values["q_lora_rank"] = values["q_lora_rank"] or 0
-    missing = [MLA_FIELDS[k] for k, v in values.items() if v is None]
+    missing = [table[k] for k, v in values.items() if v is None]
     if missing:
         raise HfImportError(f"an MLA config (kv_lora_rank set) must state {missing[0]}", missing[0])
-    return ast.Block(ast.Name("mla"), tuple(field_item(k, whole(v, MLA_FIELDS[k], k)) for k, v in values.items()))
+    return ast.Block(ast.Name("mla"), tuple(field_item(k, whole(v, table[k], k)) for k, v in values.items()))
 
 
-__all__ = ["MLA_FIELDS", "dims_block", "mla_block", "moe_block", "ssm_block"]
+__all__ = ["dims_block", "mla_block", "moe_block", "ssm_block", "stated_keys"]

@@ -1,7 +1,7 @@
 """The importer's reading of one config: its keys over transformers' defaults, and the checked values.
 
 Config is what a config states over what transformers' config class would use
-(hf_keys.DEFAULTS), read with transformers' precedence for composite configs;
+(the profile's `default` rules, hpdsl/importers/rules.py), read with transformers' precedence for composite configs;
 whole(), flag() and count() turn a config's values into checked numbers and
 flags, each error naming the config key (HfImportError.field).
 """
@@ -17,8 +17,13 @@ import attrs
 from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.importers.hf_hybrid import PatternError, normalise
-from hpdsl.importers.hf_keys import COMPOSITE_KEYS, DEFAULTS
+from hpdsl.importers.rules import Rules
 from hpdsl.model.fields import FIELDS, MAX_DIMENSION
+
+
+COMPOSITE_KEYS: frozenset[str] = frozenset({"tie_word_embeddings"})
+"""Keys a composite (text_config) model reads from its top level: transformers ties the head of the
+outer model by the outer config's flag, whatever text_config says."""
 
 
 @attrs.frozen(auto_exc=True)
@@ -36,37 +41,41 @@ def model_types(config: Mapping[str, Any]) -> tuple[str, str]:
     return inner or outer, outer
 
 
-def effective(config: Mapping[str, Any], model_type: str, outer_type: str) -> Config:
+def effective(config: Mapping[str, Any], model_type: str, rules: Rules,
+              outer_defaults: Mapping[str, Any] | None = None) -> Config:
     """Return the keys the language model is built from, with transformers' precedence.
 
-    A composite config builds its language model from text_config; the head's
-    tying is the outer model's, read from the top level (stated, else the outer
-    config class's default), whatever text_config says.
+    `rules` are the import rules of the language model's model_type (its
+    defaults for absent keys, hpdsl/importers/rules.py). A composite config
+    builds its language model from text_config; the head's tying is the outer
+    model's, read from the top level (stated, else `outer_defaults`, the outer
+    config class's), whatever text_config says.
     """
     text = config.get("text_config")
     if not isinstance(text, Mapping):
-        defaults = DEFAULTS.get(model_type, {})
+        defaults = dict(rules.defaults)
         try:
-            stated = normalise(model_type, config, defaults)  # a Megatron-style hybrid's pattern and keys
+            stated = normalise(config, defaults, rules.patterns)  # a Megatron-style hybrid's pattern and keys
         except PatternError as exc:
             raise HfImportError(str(exc), exc.field) from None
         return Config(stated, defaults, model_type)
     stated = dict(text)
-    defaults = dict(DEFAULTS.get(model_type, {}))
+    defaults = dict(rules.defaults)
+    outer = outer_defaults or {}
     for key in COMPOSITE_KEYS:
         stated.pop(key, None)
         if key in config:
             stated[key] = config[key]
-        elif key in DEFAULTS.get(outer_type, {}):
-            defaults[key] = DEFAULTS[outer_type][key]
+        elif key in outer:
+            defaults[key] = outer[key]
         else:
             defaults.pop(key, None)
-    return Config(stated, defaults, outer_type or model_type)
+    return Config(stated, defaults, str(config.get("model_type") or model_type))
 
 
 @attrs.frozen
 class Config:
-    """A config's stated keys over transformers' defaults for its model_type (hf_keys.DEFAULTS)."""
+    """A config's stated keys over transformers' defaults for its model_type (the profile's `default` rules)."""
 
     stated: Mapping[str, Any]
     defaults: Mapping[str, Any]
@@ -87,9 +96,9 @@ class Config:
             return self.stated[key]
         if key in self.defaults:
             return self.defaults[key]
-        raise HfImportError(f"the config states no {key}, and hpdsl's table of transformers' defaults "
-                            f"(hpdsl/importers/hf_keys.py) has none for model_type "
-                            f"{self.model_type!r}; state it in the config", key)
+        raise HfImportError(f"the config states no {key}, and no profile's import rules give transformers' "
+                            f"default for model_type {self.model_type!r}; state it in the config, or "
+                            f"add `default {key} = ...` to the profile's hf block (docs/importing.md)", key)
 
 
 def first(cfg: Config, names: Sequence[str]) -> Any:

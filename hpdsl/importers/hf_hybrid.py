@@ -8,25 +8,15 @@ num_hidden_layers. Its Mamba-2 mixer is mamba_num_heads × mamba_head_dim wide
 `use_bias` (`mamba_proj_bias` is not read), its attention has no bias whatever
 `attention_bias` says, and its MLP's activation is `mlp_hidden_act`. normalise()
 rewrites such a config into the keys the importer reads for every model type,
-so the layer list is lowered to run-length groups like any `layer_types`.
+so the layer list is lowered to run-length groups like any `layer_types`. The
+pattern's characters are the profile's `pattern` rule (profiles/nemotron_h.hpf);
+the rewrite applies to the configs of a profile that declares one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
-"""A pattern character → the layer kind NemotronHConfig._pattern_to_list names."""
-
-HYBRID_TYPES = frozenset({"nemotron_h"})
-"""model_types whose configs normalise() rewrites."""
-
-READ_KEYS = frozenset({"hybrid_override_pattern", "layers_block_type", "mlp_hidden_act", "mamba_head_dim",
-                       "attention_head_dim", "mamba_hidden_act", "mtp_hybrid_override_pattern",
-                       "mtp_layers_block_type"})
-"""The keys normalise() consumes (hf_keys.READ lists them)."""
-
 
 class PatternError(ValueError):
     """A hybrid config normalise() cannot express; `field` names the config key."""
@@ -36,9 +26,14 @@ class PatternError(ValueError):
         self.field = field
 
 
-def normalise(model_type: str, stated: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a hybrid config's keys as the importer reads them (other model_types: unchanged)."""
-    if model_type not in HYBRID_TYPES:
+def normalise(stated: Mapping[str, Any], defaults: Mapping[str, Any],
+              patterns: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """Return a hybrid config's keys as the importer reads them (unchanged unless the profile has a pattern).
+
+    `patterns` are the profile's `pattern` rules (profiles/nemotron_h.hpf): key →
+    character → layer kind; a profile declaring one prices Megatron-style hybrids.
+    """
+    if not patterns:
         return dict(stated)
     out = dict(stated)
 
@@ -48,11 +43,11 @@ def normalise(model_type: str, stated: Mapping[str, Any], defaults: Mapping[str,
     if get("num_nextn_predict_layers"):
         raise PatternError("the config has Nemotron-H multi-token-prediction layers (num_nextn_predict_layers), "
                            "whose mtp_layers_block_type hpdsl does not build", "num_nextn_predict_layers")
-    out["layer_types"] = layer_types(out)
+    out["layer_types"] = layer_types(out, patterns)
     out["num_hidden_layers"] = len(out["layer_types"])  # NemotronHConfig.num_hidden_layers is the list's length
     out.pop("mtp_hybrid_override_pattern", None)  # without MTP layers, nothing is built from them
     out.pop("mtp_layers_block_type", None)
-    # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias (False when absent); not hf_keys.DEFAULTS,
+    # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias (False when absent); not a `default` rule,
     # where the importer's StarCoder2 rule would read it as every projection's bias.
     out["mamba_proj_bias"] = bool(out.pop("use_bias", False))
     out.pop("attention_bias", None)  # NemotronHAttention's projections are bias=False whatever it says
@@ -70,21 +65,23 @@ def normalise(model_type: str, stated: Mapping[str, Any], defaults: Mapping[str,
     return out
 
 
-def layer_types(config: Mapping[str, Any]) -> list[str]:
-    """Return the per-layer kind names: `layers_block_type` (or `layer_types`), else the pattern string's."""
+def layer_types(config: Mapping[str, Any], patterns: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Return the per-layer kind names: `layers_block_type` (or `layer_types`), else a pattern string's."""
     for key in ("layers_block_type", "layer_types"):
         listed = config.get(key)
         if isinstance(listed, list) and listed:
             return [str(kind) for kind in listed]
-    pattern = config.get("hybrid_override_pattern")
-    if not isinstance(pattern, str) or not pattern:
-        raise PatternError("the config states no hybrid_override_pattern or layers_block_type; a hybrid "
-                           "model's layers come from one of them", "hybrid_override_pattern")
-    unknown = sorted(set(pattern) - set(PATTERN))
+    source = next((k for k in patterns if isinstance(config.get(k), str) and config.get(k)), None)
+    if source is None:
+        named = " or ".join([*patterns, "layers_block_type"])
+        raise PatternError(f"the config states no {named}; a hybrid model's layers come from one of them",
+                           next(iter(patterns)))
+    pattern, symbols = str(config[source]), patterns[source]
+    unknown = sorted(set(pattern) - set(symbols))
     if unknown:
-        raise PatternError(f"hybrid_override_pattern holds {unknown}; its characters are "
-                           f"{', '.join(f'{c!r} ({k})' for c, k in PATTERN.items())}", "hybrid_override_pattern")
-    return [PATTERN[char] for char in pattern]
+        raise PatternError(f"{source} holds {unknown}; its characters are "
+                           f"{', '.join(f'{c!r} ({k})' for c, k in symbols.items())}", source)
+    return [symbols[char] for char in pattern]
 
 
 def _expand(heads: Any, head_dim: Any, hidden: Any) -> int:
@@ -107,4 +104,4 @@ def _same(megatron: Any, head_dim: Any, key: str) -> None:
                            "attention with head_dim, state head_dim to match", key)
 
 
-__all__ = ["HYBRID_TYPES", "PATTERN", "READ_KEYS", "PatternError", "layer_types", "normalise"]
+__all__ = ["PatternError", "layer_types", "normalise"]

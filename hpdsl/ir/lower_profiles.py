@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Literal, Optional, cast
 
 from hpdsl import ast
-from hpdsl.ir.nodes import FactsIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
+from hpdsl.ir.layouts import dim_from_ast
+from hpdsl.ir.nodes import DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
 from hpdsl.model.slots import SLOTS
 from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, profile_default,
                          profile_kinds, profile_slots)
@@ -42,6 +43,7 @@ def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
         model_types=_model_types(profile),
         facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
         slots=_families(slots),
+        imports=tuple(lower_import_rules(item) for item in profile.items if isinstance(item, ast.ImportRules)),
         source=SourceRef.from_span(profile.name.span),
     )
 
@@ -88,3 +90,36 @@ def _model_types(profile: ast.Profile) -> tuple[str, ...]:
 def _lower_facts(block: ast.SettingsBlock) -> FactsIR:
     return FactsIR(model_types=tuple(str(t.value) for t in block.types),
                    values={s.key.value: s.value.value for s in block.settings})
+
+
+def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
+    """Return the IR of one checked `hf { ... }` block, its rules in source order."""
+    defaults: dict[str, Scalar | None] = {}
+    maps: dict[str, str] = {}
+    reads: list[str] = []
+    ignored: dict[str, str] = {}
+    ignored_at: dict[str, Scalar] = {}
+    patterns: dict[str, dict[str, str]] = {}
+    derives: dict[str, DimIR] = {}
+    for rule in block.rules:
+        if isinstance(rule, ast.HfDefault):
+            defaults[rule.key.value] = None if rule.value is None else rule.value.value
+        elif isinstance(rule, ast.HfMap):
+            field = rule.field.value if rule.block is None else f"{rule.block.value}.{rule.field.value}"
+            maps[rule.key.value] = field
+        elif isinstance(rule, ast.HfRead):
+            reads.extend(key.value for key in rule.keys)
+        elif isinstance(rule, ast.HfIgnore):
+            for entry in rule.keys:
+                key = str(entry.key.value)
+                if entry.value is None:
+                    ignored[key] = str(rule.reason.value)
+                else:
+                    ignored_at[key] = entry.value.value
+        elif isinstance(rule, ast.HfPattern):
+            patterns[rule.key.value] = {str(s.symbol.value): s.kind.value for s in rule.symbols}
+        else:
+            derives[rule.field.value] = dim_from_ast(rule.value)
+    return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,
+                         maps=maps, reads=tuple(dict.fromkeys(reads)), ignored=ignored,
+                         ignored_at=ignored_at, patterns=patterns, derives=derives)

@@ -100,6 +100,29 @@ class FactsIR:
 
 
 @attrs.frozen
+class ImportRulesIR:
+    """How HuggingFace configs of these model_types import ("*": every config; empty: the profile's).
+
+    `defaults`: transformers' value for an absent key (None: transformers' None);
+    `maps`: config key → model field or "block.field", in the order the first
+    stated key wins; `reads`: keys a built-in rule reads; `ignored`: key (or
+    "glob") → why it is irrelevant at any value; `ignored_at`: key → the one
+    value it is irrelevant at; `patterns`: key → character → layer kind;
+    `derives`: a field the config leaves unset → its dims expression over the others.
+    docs/importing.md describes them.
+    """
+
+    model_types: tuple[str, ...] = ()
+    defaults: dict[str, Scalar | None] = attrs.field(factory=dict)
+    maps: dict[str, str] = attrs.field(factory=dict)
+    reads: tuple[str, ...] = ()
+    ignored: dict[str, str] = attrs.field(factory=dict)
+    ignored_at: dict[str, Scalar] = attrs.field(factory=dict)
+    patterns: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    derives: dict[str, DimIR] = attrs.field(factory=dict)
+
+
+@attrs.frozen
 class ProfileIR:
     """An op profile: its kinds in declaration order, default kind, run and model facts, slot bindings.
 
@@ -116,6 +139,7 @@ class ProfileIR:
     model_types: tuple[str, ...] = ()
     facts: tuple[FactsIR, ...] = ()
     slots: dict[str, str] = attrs.field(factory=dict)
+    imports: tuple[ImportRulesIR, ...] = ()
     source: SourceRef | None = None
 
     def facts_for(self, model_type: str) -> dict[str, Scalar]:

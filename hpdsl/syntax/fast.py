@@ -22,7 +22,7 @@ from typing import Any
 from hpdsl import ast
 from hpdsl.acyclic import acyclic_allocations
 from hpdsl.diagnostics.span import Span
-from hpdsl.syntax.fast_family import FamilyRules
+from hpdsl.syntax.fast_rules import ImportRuleRules
 from hpdsl.syntax.fast_tokens import Defer
 from hpdsl.syntax.text import without_bom
 
@@ -41,7 +41,7 @@ def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File 
             return None
 
 
-class _Parser(FamilyRules):
+class _Parser(ImportRuleRules):
     """The grammar's rules over the tokens of one text."""
 
     def file(self) -> ast.File:
@@ -102,7 +102,8 @@ class _Parser(FamilyRules):
     # --- profiles --------------------------------------------------------
 
     def profile_item(self) -> ast.ProfileItem:
-        """_profile_item: kind | default_kind | run_block | model_block | facts_block | model_types | slots_block"""
+        """_profile_item: kind | default_kind | run_block | model_block | facts_block | model_types | slots_block
+        | import_rules"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "kind":
@@ -126,6 +127,8 @@ class _Parser(FamilyRules):
             return ast.ModelTypes(tuple(types), span=self.span(start, self.i - 1))
         if word == "slots":
             return self.slots_block(start)
+        if word == "hf":
+            return self.import_rules(start)
         raise Defer
 
     def setting(self) -> ast.Setting:

@@ -116,6 +116,50 @@ class ToAst(Transformer):
         key, value = children
         return ast.Setting(self._name(key), value, span=self._span(meta))
 
+    # --- import rules ----------------------------------------------------
+
+    def import_rules(self, meta: Meta, children: list[Any]) -> ast.ImportRules:
+        types = tuple(self._string(c) for c in children if isinstance(c, Token))
+        rules = tuple(c for c in children if not isinstance(c, Token))
+        return ast.ImportRules(types, rules, span=self._span(meta))
+
+    def hf_default(self, meta: Meta, children: list[Any]) -> ast.HfDefault:
+        key, value = children
+        literal = None if isinstance(value, Token) else value  # the UNSET keyword
+        return ast.HfDefault(self._name(key), literal, span=self._span(meta))
+
+    def hf_map(self, meta: Meta, children: list[Token]) -> ast.HfMap:
+        key, *target = children
+        if len(target) == 1:
+            return ast.HfMap(self._name(key), self._name(target[0]), span=self._span(meta))
+        return ast.HfMap(self._name(key), self._name(target[1]), self._name(target[0]), span=self._span(meta))
+
+    def hf_read(self, meta: Meta, children: list[Token]) -> ast.HfRead:
+        return ast.HfRead(tuple(self._name(t) for t in children), span=self._span(meta))
+
+    def hf_ignore(self, meta: Meta, children: list[Any]) -> ast.HfIgnore:
+        reason, *keys = children
+        return ast.HfIgnore(self._string(reason), tuple(keys), span=self._span(meta))
+
+    def hf_ignored(self, meta: Meta, children: list[Any]) -> ast.HfIgnored:
+        key, *value = children
+        return ast.HfIgnored(self._name(key), value[0] if value else None, span=self._span(meta))
+
+    def hf_ignored_glob(self, meta: Meta, children: list[Token]) -> ast.HfIgnored:
+        return ast.HfIgnored(self._string(children[0]), span=self._span(meta))
+
+    def hf_pattern(self, meta: Meta, children: list[Any]) -> ast.HfPattern:
+        key, *symbols = children
+        return ast.HfPattern(self._name(key), tuple(symbols), span=self._span(meta))
+
+    def hf_symbol(self, meta: Meta, children: list[Token]) -> ast.HfSymbol:
+        symbol, kind = children
+        return ast.HfSymbol(self._string(symbol), self._name(kind), span=self._span(meta))
+
+    def hf_derive(self, meta: Meta, children: list[Any]) -> ast.HfDerive:
+        field, value = children
+        return ast.HfDerive(self._name(field), value, span=self._span(meta))
+
     def kind(self, meta: Meta, children: list[Any]) -> ast.Kind:
         name, *rest = children
         base = rest.pop(0) if rest and isinstance(rest[0], ast.Name) else None

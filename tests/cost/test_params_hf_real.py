@@ -73,3 +73,39 @@ def test_jamba_imports_its_period_rules_as_runs(tmp_path: Path) -> None:
     assert ("stack [mamba_dense, mamba_moe, mamba_dense, mamba_moe, attention_dense, mamba_moe, mamba_dense, "
             "mamba_moe] * 4") in text
     assert "ssm_dt_rank 256" in text and "ssm_norms true" in text
+
+
+CONFIG_FILES = Path(__file__).resolve().parents[1] / "importers" / "configs"
+REAL_FILES: dict[str, str] = {
+    # Qwen3.6-35B-A3B (Qwen3_5MoeForConditionalGeneration, model_type qwen3_5_moe, text_config
+    # qwen3_5_moe_text), the published config.json byte for byte, from yuancaoyaoHW/verl-npu
+    # models/Qwen3.6-35B-A3B/config.json at fbe387e362ff091bd07572a91d3f98d0b0e285c9. It states
+    # text_config.mamba_ssm_dtype and text_config.mtp_use_dedicated_embeddings, which the
+    # importer refused before the qwen3_5 profile's import rules named them.
+    "qwen3_6_35b_a3b": "qwen3_6_35b_a3b.json",
+}
+"""Real config.json files, copied byte for byte under tests/importers/configs/ (source cited per entry)."""
+
+
+@pytest.mark.parametrize("name", sorted(REAL_FILES))
+def test_a_real_config_file_imports_exact(name: str, tmp_path: Path) -> None:
+    """The file itself goes through the CLI; a composite config is priced as its language model, saying so."""
+    source = CONFIG_FILES / REAL_FILES[name]
+    (tmp_path / "config.json").write_bytes(source.read_bytes())
+    imported = _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "priced as its language model" in imported.stderr and "vision_config" in imported.stderr
+    estimate = _hpdsl("estimate", f"{name}.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    params = json.loads(estimate.stdout)["params"]
+    config = json.loads(source.read_text())
+    total, active = hf_counts(config, "vl")
+    assert params["total"] == total
+    assert active is None or params["active"] == active
+
+    from hpdsl.api import compile_paths
+    from hpdsl.torch import build_model
+
+    registry = compile_paths([tmp_path / f"{name}.hpf"])
+    built = build_model(registry.models[name], registry=registry, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == total

@@ -1,8 +1,9 @@
-"""The importer's tables against transformers: every default is the config class's, every key is sorted.
+"""The profiles' import rules against transformers: every default is the config class's, every key is sorted.
 
-hpdsl/importers/hf_keys.py DEFAULTS says what transformers' config class uses when a
-config.json leaves a key out; the importer never imports transformers, so this test holds
-the table to the installed transformers' config classes.
+A profile's `hf "model_type" { default KEY = VALUE }` rules (profiles/*.hpf,
+docs/importing.md) say what transformers' config class uses when a config.json leaves a
+key out; the importer never imports transformers, so this test holds every standard
+profile's defaults to the installed transformers' config classes.
 """
 
 from __future__ import annotations
@@ -14,9 +15,26 @@ from pathlib import Path
 
 import pytest
 
-from hpdsl.importers.hf_keys import DEFAULTS
+from hpdsl.api import check_sources
+from hpdsl.importers.rules import EVERY_CONFIG
 
 transformers = pytest.importorskip("transformers")
+
+
+def _defaults() -> dict[str, dict[str, object]]:
+    """Return model_type → key → default, from every standard profile's hf blocks."""
+    registry = check_sources([], stdlib=True).registry
+    assert registry is not None
+    found: dict[str, dict[str, object]] = {}
+    for profile in registry.profiles.values():
+        for block in profile.imports:
+            for model_type in block.model_types or profile.model_types:
+                if model_type != EVERY_CONFIG and block.defaults:
+                    found.setdefault(model_type, {}).update(block.defaults)
+    return found
+
+
+DEFAULTS = _defaults()
 
 from tests.importers.hf_configs import CONFIGS  # noqa: E402
 
@@ -37,6 +55,14 @@ def _class_default(model_type: str, key: str) -> object:
             // config.mamba_n_heads:
         return "auto"  # BambaConfig resolves "auto" to d_inner / heads; the importer reads the heads
     return value
+
+
+def test_the_profiles_state_the_defaults_of_every_model_type_they_used_to() -> None:
+    """The table hpdsl/importers/hf_keys.py held before the rules moved into the profiles."""
+    assert set(DEFAULTS) >= {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+                             "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_vl", "qwen3_vl_text", "deepseek_v2",
+                             "deepseek_v3", "t5", "phi3", "starcoder2", "gpt2", "olmoe", "gemma3_text", "gpt_oss",
+                             "bamba", "nemotron_h", "jamba"}
 
 
 @pytest.mark.parametrize("model_type", sorted(DEFAULTS))

@@ -79,7 +79,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
 
 MODEL_TYPES = {
     "llama2": ("llama", "mistral", "phi3"), "mixtral": ("mixtral",),
-    "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl_text"),
+    "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text"),
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
     "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",), "starcoder2": ("starcoder2",),
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text",), "gpt_oss": ("gpt_oss",),

@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 
 from hpdsl.bound.config import BOUND, DIM_NAMES, LayerConfig
-from hpdsl.importers.hf import ALIASES, FIELD_ORDER
+from hpdsl.importers.hf import FIELD_ORDER
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.model.fields import BLOCKS, FIELDS, block_fields, render_table
 
@@ -33,6 +33,15 @@ def test_names_are_unique_across_blocks_and_dims_read_every_count_and_flag() -> 
     assert counts <= set(DIM_NAMES)
 
 
-def test_the_importer_reads_its_keys_and_order_from_the_table() -> None:
-    assert all(ALIASES[name] == FIELDS[name].hf for name in ALIASES)
+def test_the_standard_profiles_map_every_config_key_the_table_lists_and_the_importer_keeps_its_order() -> None:
+    """The table's `hf` column (docs/language.md) is what the profiles' `map` rules read (docs/importing.md)."""
+    from hpdsl.api import check_sources
+    from hpdsl.importers.rules import all_rules
+
+    registry = check_sources([], stdlib=True).registry
+    assert registry is not None
+    rules = all_rules(registry.profiles)
+    for name, field in FIELDS.items():
+        path = name if field.block is None else f"{field.block}.{name}"
+        assert set(field.hf) <= set(rules.keys(path)), (path, field.hf, rules.keys(path))
     assert list(FIELD_ORDER) == [n for n, f in FIELDS.items() if f.block is None and f.type != "choice"]

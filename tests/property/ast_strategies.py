@@ -159,6 +159,23 @@ model_items = st.one_of(fields, blocks, choices, stacks, layer_types)
 models = st.builds(ast.Model, names, st.none() | names, _tuples(model_items, max_size=6))
 
 # --------------------------------------------------------------------------
+# Import rules (a profile's `hf { ... }` blocks; dims as in layouts)
+# --------------------------------------------------------------------------
+
+hf_ignored = st.builds(ast.HfIgnored, names, st.none() | literals) | st.builds(ast.HfIgnored, string_literals)
+hf_rules = st.one_of(
+    st.builds(ast.HfDefault, names, st.none() | literals),
+    st.builds(ast.HfMap, names, names, st.none() | names),
+    st.builds(ast.HfRead, _tuples(names, 1, 20)),  # up to 20 keys, so some reads pass 120 columns
+    st.builds(ast.HfIgnore, string_literals, _tuples(hf_ignored, max_size=16)),
+    st.builds(ast.HfPattern, names, _tuples(st.builds(ast.HfSymbol, string_literals, names), max_size=4)),
+    st.builds(ast.HfDerive, names, dim_exprs),
+)
+import_rules = st.builds(ast.ImportRules, _tuples(string_literals, max_size=2), _tuples(hf_rules, max_size=6))
+profile_items = profile_items | import_rules
+profiles = st.builds(ast.Profile, names, _tuples(profile_items))
+
+# --------------------------------------------------------------------------
 # Files
 # --------------------------------------------------------------------------
 

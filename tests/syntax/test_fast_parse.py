@@ -84,7 +84,8 @@ def test_nodes_built_by_their_slots_equal_those_built_by_init() -> None:
 @pytest.mark.parametrize("prefix", [
     "profile p { run { a = 1", "profile p { kind k { ops { a 2.5", "model m { a true",
     'model m { b { a "s"', "family f { selector s: int = 1", "family f { require a == false",
-    "family f { variant v \"p\" when a in (1",
+    "family f { variant v \"p\" when a in (1", 'profile p { hf { default a = 1',
+    'profile p { hf "t" { ignore "why" { a = "b"',
 ])
 def test_the_words_lark_reads_as_keywords_after_a_literal(prefix: str) -> None:
     # Every context of `literal` shares one LALR state, whose keywords the lexer reads there.

@@ -1,0 +1,136 @@
+"""A profile's import rules (`hf ["model_type" ...] { ... }`) into diagnostics.
+
+An hf block names model_types the profile lists (or "*", every config); a map
+targets a model field or a block's field (hpdsl/model/fields.py); a read names
+a key a built-in rule of the importer reads (hpdsl/importers/rules.py
+BUILTIN_READS); a pattern's symbols are single characters; no key gets two
+rules of one sort for one model_type. docs/importing.md describes the rules.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+
+from hpdsl import ast
+from hpdsl.diagnostics import Collector, Note, did_you_mean
+from hpdsl.importers.rules import BUILTIN_READS, EVERY_CONFIG
+from hpdsl.model.fields import FIELDS, block_fields
+
+
+def check_import_rules(profile: ast.Profile, listed: set[str], collector: Collector) -> None:
+    """Report every problem with the hf blocks of one profile (`listed`: its model_types)."""
+    seen: dict[tuple[str, str, str], ast.Name] = {}
+    for block in (item for item in profile.items if isinstance(item, ast.ImportRules)):
+        _check_types(profile, block, listed, collector)
+        types = sorted({str(t.value) for t in block.types} or listed or {EVERY_CONFIG})
+        for sort, name in _keys(block):
+            clash = next((t for t in types if (t, sort, name.value) in seen), None)
+            if clash is not None:
+                collector.error(name.span, "duplicate-import-rule",
+                                f"config key '{name.value}' has two `{sort}` rules for model_type \"{clash}\"",
+                                hint="state one rule per key and model_type: remove one, or narrow the "
+                                     "model_types of a block",
+                                notes=(Note(seen[(clash, sort, name.value)].span, "first stated here"),))
+            for model_type in types:
+                seen.setdefault((model_type, sort, name.value), name)
+        for rule in block.rules:
+            _check_rule(rule, collector)
+
+
+def _keys(block: ast.ImportRules) -> Iterator[tuple[str, ast.Name]]:
+    """Yield (rule sort, key) for every key a block's rules name."""
+    for rule in block.rules:
+        if isinstance(rule, ast.HfDefault):
+            yield "default", rule.key
+        elif isinstance(rule, ast.HfMap):
+            yield "map", rule.key
+        elif isinstance(rule, ast.HfRead):
+            yield from (("read", key) for key in rule.keys)
+        elif isinstance(rule, ast.HfIgnore):
+            yield from (("ignore", entry.key) for entry in rule.keys if isinstance(entry.key, ast.Name))
+        elif isinstance(rule, ast.HfPattern):
+            yield "pattern", rule.key
+        else:
+            yield "derive", rule.field
+
+
+def _check_types(profile: ast.Profile, block: ast.ImportRules, listed: set[str], collector: Collector) -> None:
+    for literal in block.types:
+        if literal.value in listed or literal.value == EVERY_CONFIG:
+            continue
+        hint = (did_you_mean(str(literal.value), listed) if listed
+                else f'list it in the profile: model_types "{literal.value}"')
+        collector.error(literal.span, "unknown-model-type",
+                        f"hf block names model_type \"{literal.value}\", but profile '{profile.name.value}' "
+                        f"does not list it in its model_types", hint=hint or f'or write hf "{EVERY_CONFIG}"')
+
+
+def _check_rule(rule: ast.HfRule, collector: Collector) -> None:
+    if isinstance(rule, ast.HfMap):
+        _check_map(rule, collector)
+    elif isinstance(rule, ast.HfDerive):
+        _check_derive(rule, collector)
+    elif isinstance(rule, ast.HfRead):
+        for key in rule.keys:
+            if key.value not in BUILTIN_READS:
+                collector.error(key.span, "unknown-import-key",
+                                f"no built-in import rule reads config key '{key.value}'",
+                                hint=_close(key.value, BUILTIN_READS)
+                                or "map it to a field (`map KEY -> FIELD`) or ignore it (`ignore \"why\" { KEY }`)")
+    elif isinstance(rule, ast.HfPattern):
+        for symbol in rule.symbols:
+            if len(str(symbol.symbol.value)) != 1:
+                collector.error(symbol.symbol.span, "bad-pattern-symbol",
+                                f"pattern symbol {symbol.symbol.value!r} is not one character",
+                                hint="each character of the config's pattern string names one layer: "
+                                     'write one character, e.g. "M" -> linear_attention')
+
+
+def _check_map(rule: ast.HfMap, collector: Collector) -> None:
+    if rule.block is None:
+        fields = {name for name, field in FIELDS.items() if field.block is None}
+        where = "a model field"
+    else:
+        fields = set(block_fields(rule.block.value))
+        where = f"a field of block '{rule.block.value}'"
+        if not fields:
+            blocks = sorted({f.block for f in FIELDS.values() if f.block})
+            collector.error(rule.block.span, "unknown-import-field",
+                            f"'{rule.block.value}' is not a model block",
+                            hint=_close(rule.block.value, blocks) or f"the blocks are {', '.join(blocks)}")
+            return
+    if rule.field.value not in fields:
+        collector.error(rule.field.span, "unknown-import-field",
+                        f"map names '{rule.field.value}', which is not {where}",
+                        hint=_close(rule.field.value, fields) or "docs/language.md lists the model fields")
+
+
+def _check_derive(rule: ast.HfDerive, collector: Collector) -> None:
+    """A derived field is a top-level int field, computed from top-level int fields."""
+    ints = {name for name, field in FIELDS.items() if field.block is None and field.type == "int"}
+    if rule.field.value not in ints:
+        collector.error(rule.field.span, "unknown-import-field",
+                        f"derive names '{rule.field.value}', which is not a model field holding a number",
+                        hint=_close(rule.field.value, ints) or "docs/language.md lists the model fields")
+    for name in _names(rule.value):
+        if name.value not in ints:
+            collector.error(name.span, "unknown-import-field",
+                            f"derive reads '{name.value}', which is not a model field holding a number",
+                            hint=_close(name.value, ints) or "docs/language.md lists the model fields")
+
+
+def _names(expr: ast.DimExpr) -> Iterator[ast.Name]:
+    if isinstance(expr, ast.Name):
+        yield expr
+    elif isinstance(expr, ast.DimSum):
+        for term in expr.terms:
+            yield from _names(term)
+    elif isinstance(expr, ast.DimProduct):
+        for part in (*expr.factors, *expr.divisors):
+            yield from _names(part)
+
+
+def _close(name: str, candidates: Iterable[str]) -> str:
+    """Return a did-you-mean hint when a candidate is close, else ''."""
+    return did_you_mean(name, candidates) if difflib.get_close_matches(name, list(candidates), n=1) else ""

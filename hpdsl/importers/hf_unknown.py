@@ -1,0 +1,82 @@
+"""Every stated config key against the import rules: mapped, read, ignored, or named in an error.
+
+A key no rule of the pricing profile (and no `hf "*"` rule) names is refused,
+naming every such key (`allow_unknown` turns the refusal into a loud warning).
+A profile forced with `--profile` onto a model_type it does not list is held to
+the same rules, so a config whose architecture it cannot express is refused,
+not priced silently. docs/importing.md, "Forcing a profile".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hpdsl.importers.hf_config import HfImportError
+from hpdsl.importers.rules import Rules, all_rules
+from hpdsl.ir.nodes import ProfileIR
+
+
+def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileIR | None, model_type: str, *,
+               forced: bool, allow_unknown: bool, profiles: Mapping[str, ProfileIR] | None = None) -> list[str]:
+    """Return the warning for unknown keys under allow_unknown; else raise naming every one of them.
+
+    `rules` None: no profile prices the model_type, so the keys are held to what
+    every profile's rules know together (`profiles`).
+    """
+    unknown = unknown_keys(config, rules if rules is not None else all_rules(profiles or {}))
+    if not unknown:
+        return []
+    why = "which hpdsl does not understand"
+    if profile is not None and (forced or model_type not in profile.model_types):
+        listed = " ".join(profile.model_types) or "none"
+        why = (f"which profile '{profile.name}' (forced with --profile; its model_types: {listed}) does not "
+               "map: its import rules name no such key")
+    return refuse(unknown, allow_unknown, why)
+
+
+def unknown_keys(config: Mapping[str, Any], rules: Rules) -> list[str]:
+    """Return every stated key no rule names (a composite's as `text_config.KEY`)."""
+    unknown = [key for key, value in config.items() if not rules.known(key, value)]
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        unknown += [f"text_config.{key}" for key, value in text.items() if not rules.known(key, value)]
+    return unknown
+
+
+def without(config: Mapping[str, Any], unknown: list[str]) -> dict[str, Any]:
+    """Return the config without the `unknown` keys: what --allow-unknown ignores is not read either."""
+    inner = {key.removeprefix("text_config.") for key in unknown if key.startswith("text_config.")}
+    kept = {key: value for key, value in config.items() if key not in unknown}
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and inner:
+        kept["text_config"] = {key: value for key, value in text.items() if key not in inner}
+    return kept
+
+
+def refuse(unknown: list[str], allow_unknown: bool, why: str) -> list[str]:
+    """Raise naming every one of `unknown`, or with allow_unknown return the loud warning."""
+    listed = ", ".join(unknown)
+    if not allow_unknown:
+        raise HfImportError(f"the config states {listed}, {why}; pricing the model without it could be "
+                            "wrong (--allow-unknown imports it anyway)", unknown[0])
+    return [f"IGNORED {len(unknown)} config key(s) hpdsl does not understand: {listed} ({why}). The import "
+            "may price the model WRONG (--allow-unknown)"]
+
+
+def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str) -> list[str]:
+    """Return the note that a composite (vision-language) config is priced as its language model."""
+    if not isinstance(config.get("text_config"), Mapping):
+        return []
+    towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
+                    and isinstance(v, Mapping) and not rules.irrelevant(k, v))
+    outer = str(config.get("model_type") or "composite")
+    note = (f"{outer} is a composite config: imported text_config only, priced as its language model "
+            f"(model_type {model_type})")
+    if towers:
+        note += (f"; {', '.join(towers)} is not part of the model (hpdsl prices the language model; a vision "
+                 "tower is a model of its own with the 'vision' profile)")
+    return [note]
+
+
+__all__ = ["check_keys", "composite_note", "refuse", "unknown_keys", "without"]

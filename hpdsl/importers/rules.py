@@ -1,0 +1,143 @@
+"""The import rules that hold for one config: its profile's `hf` blocks and every profile's `hf "*"` blocks.
+
+The knowledge of what a config key means lives in the profiles (profiles/*.hpf,
+docs/importing.md): transformers' defaults for absent keys, which keys map to
+which model fields, which keys a built-in rule reads, which are irrelevant to
+cost, and the characters of a layer-pattern string. Rules gathers them for a
+config of one model_type priced by one profile, so the importer's Python is the
+same for every model_type. BUILTIN_READS are the keys the importer's built-in
+rules read (its computational rules: layer patterns, activations, norms,
+biases; hpdsl/importers/hf_layers.py and hf.py), each only where a profile
+declares `read KEY`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from hpdsl.ir.nodes import DimIR, ImportRulesIR, ProfileIR, Scalar
+
+EVERY_CONFIG = "*"
+"""The model_type of an `hf "*"` block: its rules hold for every config, whatever profile prices it."""
+
+BUILTIN_READS: frozenset[str] = frozenset({
+    # layer patterns (hf_layers.py)
+    "layer_types", "full_attention_interval", "sliding_window_pattern", "_sliding_window_pattern",
+    "use_sliding_window", "max_window_layers", "decoder_sparse_step", "mlp_only_layers", "moe_layer_freq",
+    "attn_layer_indices", "attn_layer_period", "attn_layer_offset", "expert_layer_period",
+    "expert_layer_offset",
+    # activations, norms and biases (hf.py)
+    "hidden_act", "hidden_activation", "activation_function", "feed_forward_proj", "rms_norm_eps",
+    "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "attention_bias", "qkv_bias", "use_bias",
+    # T5's decoder half; MLA, MoE and Mamba block details (hf.py, hf_blocks.py)
+    "num_decoder_layers", "mamba_d_head",
+    # Nemotron-H's Megatron-style keys (hf_hybrid.py)
+    "layers_block_type", "mlp_hidden_act", "mamba_head_dim", "attention_head_dim", "mamba_hidden_act",
+    "mtp_hybrid_override_pattern", "mtp_layers_block_type",
+})
+"""Config keys a built-in rule of the importer can read; a profile enables each with `read KEY`."""
+
+STRUCTURE_KEYS = frozenset({"model_type", "text_config"})
+"""Keys every config may state: what it is, and where a composite config keeps its language model."""
+
+
+@attrs.frozen
+class Rules:
+    """The merged import rules for configs of one model_type priced by one profile."""
+
+    defaults: Mapping[str, Scalar | None]
+    aliases: Mapping[str, tuple[str, ...]]
+    reads: frozenset[str]
+    ignored: Mapping[str, str]
+    ignored_at: Mapping[str, Scalar]
+    patterns: Mapping[str, Mapping[str, str]]
+    derives: Mapping[str, DimIR] = attrs.field(factory=dict)
+
+    def known(self, key: str, value: Any) -> bool:
+        """Whether a stated key is read, mapped or irrelevant to cost at `value`."""
+        if key in STRUCTURE_KEYS or key in self.reads or key in self.patterns or key in self.mapped:
+            return True
+        if key in self.ignored_at:
+            return value is None or value == self.ignored_at[key]
+        if key in self.ignored or any(fnmatch.fnmatchcase(key, glob) for glob in self.globs):
+            return True
+        return key.endswith("_config") and isinstance(value, Mapping)
+
+    def irrelevant(self, key: str, value: Any) -> bool:
+        """Whether a key is on the ignore lists at `value` (a tower config that is ignored is not priced)."""
+        if key in self.ignored_at:
+            return value is None or value == self.ignored_at[key]
+        return key in self.ignored or any(fnmatch.fnmatchcase(key, glob) for glob in self.globs)
+
+    @property
+    def mapped(self) -> frozenset[str]:
+        """Every config key some map reads."""
+        return frozenset(key for keys in self.aliases.values() for key in keys)
+
+    @property
+    def globs(self) -> tuple[str, ...]:
+        return tuple(key for key in self.ignored if "*" in key)
+
+    def keys(self, field: str) -> tuple[str, ...]:
+        """Return the config keys mapped to `field` ("hidden", "moe.experts"), the first stated one winning."""
+        return self.aliases.get(field, ())
+
+
+def rules_for(profile: ProfileIR, model_type: str, profiles: Mapping[str, ProfileIR]) -> Rules:
+    """Return the rules for a config of `model_type` priced by `profile`.
+
+    The profile's blocks for the model_type (a block without model_types holds
+    for every model_type the profile lists) come first, then every profile's
+    `hf "*"` blocks. A forced profile that does not list the model_type maps and
+    reads what its blocks name for any of its model_types, but takes no
+    defaults: they are its model_types' config classes', not this config's.
+    """
+    listed = model_type in profile.model_types
+    own = [block for block in profile.imports if EVERY_CONFIG not in block.model_types]
+    applies = [b for b in own if not b.model_types or model_type in b.model_types] if listed else own
+    shared = [block for name in sorted(profiles) for block in profiles[name].imports
+              if EVERY_CONFIG in block.model_types]
+    blocks = applies + shared
+    defaults: dict[str, Scalar | None] = {}
+    for block in (applies if listed else []) + shared:
+        for key, value in block.defaults.items():
+            defaults.setdefault(key, value)
+    return _merged(blocks, defaults)
+
+
+def all_rules(profiles: Mapping[str, ProfileIR]) -> Rules:
+    """Return what every profile's rules together know (a config whose model_type no profile lists)."""
+    return _merged([block for name in sorted(profiles) for block in profiles[name].imports], {})
+
+
+def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None]) -> Rules:
+    blocks = list(blocks)
+    aliases: dict[str, list[str]] = {}
+    for block in blocks:
+        for key, field in block.maps.items():
+            keys = aliases.setdefault(field, [])
+            if key not in keys:
+                keys.append(key)
+    ignored: dict[str, str] = {}
+    ignored_at: dict[str, Scalar] = {}
+    patterns: dict[str, Mapping[str, str]] = {}
+    derives: dict[str, DimIR] = {}
+    for block in blocks:
+        for key, why in block.ignored.items():
+            ignored.setdefault(key, why)
+        for key, value in block.ignored_at.items():
+            ignored_at.setdefault(key, value)
+        for key, symbols in block.patterns.items():
+            patterns.setdefault(key, symbols)
+        for field, expr in block.derives.items():
+            derives.setdefault(field, expr)
+    return Rules(defaults=defaults, aliases={field: tuple(keys) for field, keys in aliases.items()},
+                 reads=frozenset(key for block in blocks for key in block.reads), ignored=ignored,
+                 ignored_at=ignored_at, patterns=patterns, derives=derives)
+
+
+__all__ = ["BUILTIN_READS", "EVERY_CONFIG", "Rules", "all_rules", "rules_for"]

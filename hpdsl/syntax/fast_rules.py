@@ -1,0 +1,103 @@
+"""The fast parser's rules for a profile's import rules: `hf ["model_type" ...] { ... }`.
+
+Part of the fast path (hpdsl/syntax/fast.py); each method mirrors one rule of
+grammar/hpdsl.lark ("Import rules"). Lark's contextual lexer reads the rule
+keywords as keywords wherever a rule may start, so `read KEY ...` ends at the
+first of them, as it does here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hpdsl import ast
+from hpdsl.syntax.fast_family import FamilyRules
+from hpdsl.syntax.fast_tokens import Defer
+
+_RULE_KEYWORDS = frozenset({"default", "map", "read", "ignore", "pattern", "derive"})
+
+
+class ImportRuleRules(FamilyRules):
+    """The rules of `hf ... { ... }` inside a profile."""
+
+    def import_rules(self, start: int) -> ast.ImportRules:
+        """import_rules: "hf" STRING* { _import_rule* }, the keyword consumed."""
+        types = []
+        while self.kinds[self.i] == "s":
+            types.append(self.string())
+        rules = self._braced(self.import_rule)
+        return ast.ImportRules(tuple(types), rules, span=self.span(start, self.i - 1))
+
+    def _braced(self, item: Callable[[], Any]) -> tuple[Any, ...]:
+        self.expect("{")
+        items = []
+        while self.kinds[self.i] != "}":
+            items.append(item())
+        self.i += 1
+        return tuple(items)
+
+    def import_rule(self) -> ast.HfRule:
+        """_import_rule: hf_default | hf_map | hf_read | hf_ignore | hf_pattern | hf_derive"""
+        start, word = self.i, self.word()
+        self.i += 1
+        if word == "default":
+            return self._default(start)
+        if word == "map":
+            key = self.name()
+            self.expect("->")
+            first = self.name()
+            if self.kinds[self.i] != ".":
+                return ast.HfMap(key, first, span=self.span(start, self.i - 1))
+            self.i += 1
+            field = self.name()
+            return ast.HfMap(key, field, first, span=self.span(start, self.i - 1))
+        if word == "read":
+            keys = [self.name()]
+            while self.kinds[self.i] == "n" and self.texts[self.i] not in _RULE_KEYWORDS:
+                keys.append(self.name())
+            return ast.HfRead(tuple(keys), span=self.span(start, self.i - 1))
+        if word == "ignore":
+            reason = self.string()
+            entries = self._braced(self.ignored)
+            return ast.HfIgnore(reason, entries, span=self.span(start, self.i - 1))
+        if word == "pattern":
+            key = self.name()
+            symbols = self._braced(self.symbol)
+            return ast.HfPattern(key, symbols, span=self.span(start, self.i - 1))
+        if word == "derive":
+            field = self.name()
+            self.expect("=")
+            value = self.dim()
+            return ast.HfDerive(field, value, span=self.span(start, self.i - 1))
+        raise Defer
+
+    def _default(self, start: int) -> ast.HfDefault:
+        """hf_default: "default" NAME (= literal | "unset"), the keyword consumed."""
+        key = self.name()
+        if self.kinds[self.i] == "=":
+            self.i += 1
+            value = self.literal()
+            return ast.HfDefault(key, value, span=self.span(start, self.i - 1))
+        self.keyword("unset")
+        return ast.HfDefault(key, None, span=self.span(start, self.i - 1))
+
+    def ignored(self) -> ast.HfIgnored:
+        """hf_ignored: NAME (= literal)? | STRING"""
+        start = self.i
+        if self.kinds[start] == "s":
+            return ast.HfIgnored(self.string(), span=self.span(start, start))
+        key = self.name()
+        if self.kinds[self.i] != "=":
+            return ast.HfIgnored(key, span=self.span(start, start))
+        self.i += 1
+        value = self.literal()
+        return ast.HfIgnored(key, value, span=self.span(start, self.i - 1))
+
+    def symbol(self) -> ast.HfSymbol:
+        """hf_symbol: STRING -> NAME"""
+        start = self.i
+        symbol = self.string()
+        self.expect("->")
+        kind = self.name()
+        return ast.HfSymbol(symbol, kind, span=self.span(start, self.i - 1))

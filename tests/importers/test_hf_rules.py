@@ -1,0 +1,150 @@
+"""Import rules as data: a profile file alone adds a model_type; forcing --profile names what it cannot map.
+
+The configs are the published ones of tests/importers/hf_configs.py, their model_type
+renamed where a test needs a type no standard profile lists; everything runs through the
+real CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hpdsl.api import check_sources
+from hpdsl.diagnostics import Source
+from tests.importers.hf_configs import CONFIGS
+
+OPS = "ops { attMM 4  attBMM 2  ffMM 2  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }"
+
+# GPT-2's architecture under a model_type of its own, with GPT-2's key names: nothing in hpdsl's Python
+# knows n_embd, n_inner or activation_function; these rules do.
+ACME = f"""profile acme {{
+  model_types "acme_gpt"
+  kind decoder {{
+    {OPS}
+  }}
+  facts {{
+    qkv_bias = true
+    o_bias = true
+    mlp_bias = true
+    norm_bias = true
+    learned_positions = true
+    norm = "layernorm"
+  }}
+  hf "acme_gpt" {{
+    default tie_word_embeddings = true
+    default activation_function = "gelu_new"
+    map n_embd -> hidden
+    map n_layer -> layers
+    map n_head -> heads
+    map n_inner -> ffn_width
+    map n_positions -> max_positions
+    read activation_function
+    derive ffn_width = 4 * hidden
+  }}
+}}
+"""
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _total(cwd: Path, *paths: str) -> int:
+    estimate = _hpdsl("estimate", *paths, "--json", cwd=cwd)
+    assert estimate.returncode == 0, estimate.stderr
+    return int(json.loads(estimate.stdout)["params"]["total"])
+
+
+def test_a_profile_file_alone_makes_a_new_model_type_importable(tmp_path: Path) -> None:
+    gpt2, _ = CONFIGS["gpt2"]
+    (tmp_path / "gpt2.json").write_text(json.dumps(gpt2))
+    assert _hpdsl("import-hf", "gpt2.json", "--name", "g", "-o", "g.hpf", cwd=tmp_path).returncode == 0
+    (tmp_path / "config.json").write_text(json.dumps({**gpt2, "model_type": "acme_gpt"}))
+    refused = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    assert refused.returncode == 1 and "acme_gpt" in refused.stderr
+    (tmp_path / "acme.hpf").write_text(ACME)
+    assert _hpdsl("fmt", "--check", "acme.hpf", cwd=tmp_path).returncode == 0
+    imported = _hpdsl("import-hf", "config.json", "--profiles", "acme.hpf", "--name", "a", "-o", "a.hpf",
+                      cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "a.hpf").read_text()
+    assert "model a : acme" in text and "ffn_width 3072" in text  # derived: 4 × n_embd
+    assert _total(tmp_path, "acme.hpf", "a.hpf") == _total(tmp_path, "g.hpf") == 124_439_808
+
+
+def test_a_rule_for_a_model_type_the_profile_does_not_list_is_a_located_error() -> None:
+    bad = ACME.replace('hf "acme_gpt"', 'hf "acme_gtp"').replace("-> hidden", "-> hiden")
+    result = check_sources([Source("acme.hpf", bad)], stdlib=True)
+    found = {(d.code, d.span.line) for d in result.diagnostics if d.is_error}
+    assert ("unknown-model-type", 14) in found and ("unknown-import-field", 17) in found
+    hints = " ".join(d.hint or "" for d in result.diagnostics)
+    assert "acme_gpt" in hints and "hidden" in hints
+
+
+def test_forcing_a_profile_names_every_key_it_does_not_map(tmp_path: Path) -> None:
+    gemma, _ = CONFIGS["gemma3_1b"]
+    (tmp_path / "config.json").write_text(json.dumps(gemma))
+    refused = _hpdsl("import-hf", "config.json", "--profile", "qwen", cwd=tmp_path)
+    assert refused.returncode == 1 and not refused.stdout
+    assert "hidden_activation" in refused.stderr and "sliding_window_pattern" in refused.stderr
+    assert "profile 'qwen'" in refused.stderr and "--profile" in refused.stderr
+    # Forced onto a type it does not list, the profile knows no transformers default: an absent
+    # tie_word_embeddings (Gemma3TextConfig ties by default) is an error naming it, not a guess.
+    untied = _hpdsl("import-hf", "config.json", "--profile", "qwen", "--allow-unknown", cwd=tmp_path)
+    assert untied.returncode == 1 and "tie_word_embeddings" in untied.stderr
+
+
+def test_allow_unknown_imports_a_forced_profile_saying_what_it_ignored(tmp_path: Path) -> None:
+    from tests.importers.hf_configs import JAMBA_V0_1
+
+    (tmp_path / "config.json").write_text(json.dumps(JAMBA_V0_1))
+    refused = _hpdsl("import-hf", "config.json", "--profile", "llama2", cwd=tmp_path)
+    assert refused.returncode == 1
+    named = refused.stderr.split("states ", 1)[1].split(", which", 1)[0].split(", ")
+    assert {"mamba_d_state", "attn_layer_period", "num_experts", "expert_layer_offset"} <= set(named)
+    allowed = _hpdsl("import-hf", "config.json", "--profile", "llama2", "--allow-unknown", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert f"IGNORED {len(named)} config key(s)" in allowed.stderr and "WRONG" in allowed.stderr
+    assert "do not include jamba" in allowed.stderr  # the forcing is said, not silent
+
+
+def test_forcing_the_profile_that_lists_the_model_type_changes_nothing(tmp_path: Path) -> None:
+    gemma, _ = CONFIGS["gemma3_1b"]
+    (tmp_path / "config.json").write_text(json.dumps(gemma))
+    plain = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    forced = _hpdsl("import-hf", "config.json", "--profile", "gemma3", cwd=tmp_path)
+    assert plain.returncode == forced.returncode == 0
+    assert plain.stdout == forced.stdout and "forces" not in forced.stderr
+
+
+def test_a_profile_stating_activation_yields_to_the_config_s_hidden_act(tmp_path: Path) -> None:
+    mistral, _ = CONFIGS["mistral_7b_v0_1"]
+    profile = (f'profile acts {{\n  model_types "acme_act"\n  kind decoder {{\n    {OPS.replace("ffMM 2", "ffMM 3")}'
+               '\n  }\n  facts { qkv_bias = false  o_bias = false  mlp_bias = false  norm_bias = false  '
+               'activation = "gelu" }\n}\n')
+    (tmp_path / "acts.hpf").write_text(profile)
+    dense = {k: v for k, v in mistral.items() if k != "sliding_window"}  # the profile has no windowed kind
+    (tmp_path / "config.json").write_text(json.dumps({**dense, "model_type": "acme_act"}))
+    imported = _hpdsl("import-hf", "config.json", "--profiles", "acts.hpf", "--name", "m", "-o", "m.hpf",
+                      cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "m.hpf").read_text()
+    assert "activation silu" in text and text.count("activation") == 1
+
+
+def test_qwen3_5_rules_name_the_keys_the_published_configs_state() -> None:
+    """Every Qwen3.5 type accepts mamba_ssm_dtype; a dedicated MTP embedding (not what hpdsl prices) is refused."""
+    from hpdsl.importers.rules import rules_for
+
+    registry = check_sources([], stdlib=True).registry
+    assert registry is not None
+    profile = registry.profiles["qwen3_5"]
+    for model_type in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"):
+        rules = rules_for(profile, model_type, registry.profiles)
+        assert rules.known("mamba_ssm_dtype", "float32") and rules.known("mtp_use_dedicated_embeddings", False)
+        assert not rules.known("mtp_use_dedicated_embeddings", True)
+        assert rules.keys("mtp") == ("mtp_num_hidden_layers", "num_nextn_predict_layers")

@@ -1,0 +1,76 @@
+"""Import rules (`hf { ... }` in a profile): Lark and the fast parser agree, and fmt is a fixed point.
+
+tests/property/parse_agreement.py's agree() holds the fast parser's ast.File equal to
+Lark's, spans and comments included, or the fast path deferring where Lark fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+from property.parse_agreement import agree
+
+from hpdsl import ast
+from hpdsl.diagnostics import Source
+from hpdsl.fmt import format_source
+from hpdsl.ir.lower_profiles import lower_import_rules
+from hpdsl.syntax import parse_text
+
+KIND = "kind k { ops { attMM 4 } }"
+
+TEXTS = [
+    f'profile p {{ {KIND} hf {{}} }}',
+    f'profile p {{ {KIND} hf "a" "b" {{ default x = 1  default y unset  default z = "auto" }} }}',
+    f'profile p {{ {KIND} hf "*" {{ map a -> hidden  map b -> moe.experts  read c d  read e }} }}',
+    f'profile p {{ {KIND} hf {{ ignore "why" {{ a  b = false  "*_x"  c = "s" }} ignore "w" {{}} }} }}',
+    f'profile p {{ {KIND} hf {{ pattern hp {{ "M" -> m  "*" -> f }} derive ffn_width = 4 * (hidden + 2) / 2 }} }}',
+    f'profile p {{ {KIND} hf {{ read unset hf default }} }}',            # `default` ends the read
+    f'profile p {{ {KIND} hf {{ default map = 1 map read -> x }} }}',   # keywords as names where Lark allows
+    f'profile p {{ {KIND} hf {{ default x = 1 map a -> b }} }}',        # a keyword right after a literal
+    f'profile p {{ {KIND} hf {{ ignore "w" {{ a = 1 map }} }} }}',      # ... where only a name may stand
+    f'profile p {{ {KIND} hf {{ default x }} }}',
+    f'profile p {{ {KIND} hf {{ map a -> }} }}',
+    f'profile p {{ {KIND} hf {{ derive a = }} }}',
+    f'profile p {{ {KIND} hf "a" }}',
+    '// a comment\nprofile p {\n  kind k { ops { attMM 4 } }\n  hf "a" { // trailing\n    read x // why\n  }\n}\n',
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_lark_and_the_fast_parser_agree(text: str) -> None:
+    agree(Source("rules.hpf", text))
+
+
+def test_every_rule_parses_to_its_node() -> None:
+    file = parse_text(TEXTS[1] + TEXTS[2].replace("profile p", "profile q") + TEXTS[3].replace("profile p", "profile r")
+                      + TEXTS[4].replace("profile p", "profile s"))
+    rules = [rule for profile in file.items if isinstance(profile, ast.Profile) for item in profile.items
+             if isinstance(item, ast.ImportRules) for rule in item.rules]
+    kinds = {type(rule).__name__ for rule in rules}
+    assert kinds == {"HfDefault", "HfMap", "HfRead", "HfIgnore", "HfPattern", "HfDerive"}
+    unset = next(r for r in rules if isinstance(r, ast.HfDefault) and r.key.value == "y")
+    assert unset.value is None
+    block = next(r for r in rules if isinstance(r, ast.HfMap) and r.block is not None)
+    assert (block.key.value, block.block.value, block.field.value) == ("b", "moe", "experts")
+
+
+@pytest.mark.parametrize("text", [t for t in TEXTS[:8] if "read unset" not in t] + [TEXTS[-1]])
+def test_fmt_is_canonical_and_a_fixed_point(text: str) -> None:
+    once = format_source(Source("rules.hpf", text))
+    assert format_source(Source("rules.hpf", once)) == once
+    assert _rules(once) == _rules(text)  # the same rules, whatever the layout
+
+
+def _rules(text: str) -> list[object]:
+    """Return the IR of every hf block of a text (no spans: what the rules mean)."""
+    return [lower_import_rules(item) for profile in parse_text(text).items if isinstance(profile, ast.Profile)
+            for item in profile.items if isinstance(item, ast.ImportRules)]
+
+
+def test_fmt_fills_a_long_ignore_block_and_continues_a_long_read() -> None:
+    keys = "  ".join(f"key_number_{i}" for i in range(20))
+    reads = " ".join(f"layer_types_{i}" for i in range(20))
+    text = f'profile p {{ {KIND} hf {{ ignore "why" {{ {keys} }}  read {reads} }} }}'
+    once = format_source(Source("rules.hpf", text))
+    assert all(len(line) <= 120 for line in once.splitlines())
+    assert format_source(Source("rules.hpf", once)) == once
+    assert once.count("key_number_") == 20 and once.count("layer_types_") == 20
