@@ -68,7 +68,6 @@ REFUSED_TODAY: dict[str, str] = {
     "gemma_3_4b_it": "mm_tokens_per_image",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
     "lfm2_5_vl_1_6b": "do_image_splitting",
-    "qwen3_5_9b": "text_config.mtp_use_dedicated_embeddings, text_config.mamba_ssm_dtype",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""

@@ -26,8 +26,6 @@ from tests.importers.hf_configs import DATA, FILES, REFUSED_TODAY
 ROOT = Path(__file__).resolve().parents[2]
 COUNTS: dict[str, Any] = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))
 EXACT = sorted(set(FILES) - set(REFUSED_TODAY))
-EXACT_WITH_ALLOW_UNKNOWN = ("qwen3_5_9b",)
-"""Refused today only for keys the importer does not know: with --allow-unknown, exact already."""
 
 
 def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -70,14 +68,6 @@ def test_published_config_refused_today_is_refused_cleanly(name: str, tmp_path: 
     assert REFUSED_TODAY[name] in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and refused.stderr.startswith("hpdsl: "), refused.stderr
     assert not (tmp_path / f"{name}.hpf").exists()
-
-
-@pytest.mark.parametrize("name", EXACT_WITH_ALLOW_UNKNOWN)
-def test_refused_only_for_unknown_keys_is_exact_with_allow_unknown(name: str, tmp_path: Path) -> None:
-    imported = _import(name, tmp_path, "--allow-unknown")
-    assert imported.returncode == 0, imported.stderr
-    assert REFUSED_TODAY[name] in imported.stderr  # the loud warning names the same keys
-    _assert_exact(name, tmp_path)
 
 
 @pytest.mark.slow
