@@ -10,7 +10,7 @@ parameters excluded, each counted in the layer that saves it first). Each number
 is set beside the estimator's for the same shapes: every parallel degree 1, no
 recompute, byte widths of the dtype run, the attention kernel that actually ran
 (flash or not). Only the estimator's matrix-product terms are compared with
-FlopCounterMode (hpdsl.cost.flops.MATMUL_TERMS): it does not see softmax, norms,
+FlopCounterMode (hpdsl.cost.formulas.flops.MATMUL_TERMS): it does not see softmax, norms,
 activations, rotary or the delta rule's triangular inverse.
 
 docs/validation.md tabulates the rows (bench/validate_estimator.py prints them)
@@ -30,9 +30,9 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
-from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term
-from hpdsl.cost.memory import layer_activation_bytes
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
+from hpdsl.cost.formulas.memory import layer_activation_bytes
+from hpdsl.cost.facts.strategy import Strategy
 from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM

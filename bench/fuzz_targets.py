@@ -165,7 +165,7 @@ def flags_target(rng: random.Random) -> None:
     import click
 
     from hpdsl.cli.cost import estimate_command, run_estimate, run_search, search_command
-    from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+    from hpdsl.cli.options import ESTIMATE_FLAGS, SEARCH_FLAGS
 
     spec = rng.choice(_SPECS)
     searching = rng.random() < 0.2

@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, set_option, spec_paths
-from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+from hpdsl.cli.models import load_cost_model
+from hpdsl.cli.options import (ESTIMATE_FLAGS, SEARCH_FLAGS, flag_options, model_option, no_stdlib_option,
+                               set_option, spec_paths)
 from hpdsl.errors import InputError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str, ...] = ()
-           ) -> Callable[[F], F]:
-    """Declare one click option per row of a flag table (unset flags arrive as None)."""
-    def decorate(command: F) -> F:
-        for flag, name, kind, text in reversed(table):
-            if kind is bool:
-                command = click.option(flag, name, default=None, help=text)(command)
-            elif name in required:  # no default at all: click 8.5 skips the check for default=None
-                command = click.option(flag, name, type=kind, required=True, help=text)(command)
-            else:
-                command = click.option(flag, name, type=kind, default=None, help=text)(command)
-        return command
-    return decorate
-
 
 @click.command("estimate")
 @spec_paths
 @model_option
 @no_stdlib_option
-@_flags(ESTIMATE_FLAGS)
+@flag_options(ESTIMATE_FLAGS)
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
@@ -73,7 +55,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @spec_paths
 @model_option
 @no_stdlib_option
-@_flags(SEARCH_FLAGS, required=("devices",))
+@flag_options(SEARCH_FLAGS, required=("devices",))
 @set_option
 @click.option("--run", "run_best", is_flag=True,
               help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")

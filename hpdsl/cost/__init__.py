@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from hpdsl.bound.bind import BoundKind, CostGroup, CostModel, LayerConfig, bind
 from hpdsl.cost.estimate import Estimate, estimate
-from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
+from hpdsl.cost.facts.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.search import SearchResult, search
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy
+from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy
 
 __all__ = ["BoundKind", "CostGroup", "CostModel", "Estimate", "InvalidStrategyError", "LayerConfig",
            "LayerParams", "ParamReport", "SearchResult", "Strategy", "bind",

@@ -19,7 +19,7 @@ from hpdsl.api import compile_paths
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.search import search
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy
+from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy
 
 SPEC = """model {name} : {profile} {{
   hidden 256

@@ -5,8 +5,9 @@ from __future__ import annotations
 from cost_builders import EXAMPLES, example
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.pricing import prepare, price_grid
-from hpdsl.cost.strategy import IMPLS, Strategy, StrategyGrid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.facts.strategy import IMPLS, Strategy, StrategyGrid
 
 
 def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:
@@ -29,9 +30,9 @@ def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:
 def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
     import attrs
 
-    from hpdsl.cost.columns import model_columns
-    from hpdsl.cost.context import scalar_context
-    from hpdsl.cost.memory import MIXER_ROLES, column_act_coeffs, hf_extra
+    from hpdsl.cost.facts.columns import model_columns
+    from hpdsl.cost.formulas.context import scalar_context
+    from hpdsl.cost.formulas.memory import MIXER_ROLES, column_act_coeffs, hf_extra
 
     from hpdsl.api import compile_paths
     from hpdsl.cost import bind

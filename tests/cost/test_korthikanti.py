@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 from cost_builders import GPT_OPS, dense_model
 
-from hpdsl.cost.context import context
+from hpdsl.cost.formulas.context import context
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.memory import activation, layer_act_coeffs
-from hpdsl.cost.strategy import Strategy, StrategyGrid
+from hpdsl.cost.formulas.memory import activation, layer_act_coeffs
+from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
 GPT_RUN = RunFacts(norm_bytes=2, dropout_bytes=1)

@@ -14,12 +14,12 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost import bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.ir.nodes import evolve
-from hpdsl.cost.flops import MIXER_TERMS, layer_flop_terms
-from hpdsl.cost.params import parameters
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.replication import replicated_numel
-from hpdsl.cost.strategy import Strategy
-from hpdsl.cost.validate import strategy_reasons
+from hpdsl.cost.formulas.flops import MIXER_TERMS, layer_flop_terms
+from hpdsl.cost.facts.params import parameters
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.facts.replication import replicated_numel
+from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.cost.feasibility.reasons import strategy_reasons
 from hpdsl.bound.slots import kind_bindings, layer_slots
 
 

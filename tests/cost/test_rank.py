@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from cost_builders import ROOT, dense_model
 
-from hpdsl.cost.rank import canonical_zero, collapse, pareto, search_input_reasons
+from hpdsl.cost.sweep.rank import canonical_zero, collapse, pareto, search_input_reasons
 from hpdsl.cost.search import search
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy, StrategyGrid
 
 
 def _hpdsl(*args: str) -> subprocess.CompletedProcess:

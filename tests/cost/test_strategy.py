@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from cost_builders import dense_model, example, hybrid_model, moe_model
 
-from hpdsl.cost.columns import model_columns
-from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid, require_valid, validate_strategy
-from hpdsl.cost.validate import invalid_mask
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.feasibility.reasons import require_valid, validate_strategy
+from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.errors import HpdslError
 
 STRATEGIES = [

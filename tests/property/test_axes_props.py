@@ -4,7 +4,7 @@
   an AxisSizeError naming the axis and the value, and round-trips every valid
   one (keywords and the cattrs converter).
 - validate_world refuses exactly what the estimator's strategy check refuses
-  for the device count and the expert mesh (hpdsl/cost/validate.py).
+  for the device count and the expert mesh (hpdsl/cost/feasibility/rules.py).
 - The checker's coverage domain (hpdsl/check/coverage.py) and condition_inputs,
   which resolution and the estimator use, give every condition of a family the
   same value on every assignment, so what the checker proves holds at run time.
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hpdsl.check.coverage import family_conditions, family_domain
 from hpdsl.cost import bind
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.strategy import Strategy, validate_strategy
+from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.convert import structure, unstructure
 from hpdsl.ir.lower_families import lower_family

@@ -2,7 +2,7 @@
 
 `hpdsl estimate` and `hpdsl search` build their inputs with run_estimate / run_search
 (hpdsl/cli/cost.py) from the flags click parsed; values reach 2^63-1 on the
-command line, so every one must be bounded (hpdsl/cost/bounds.py) or it wraps in
+command line, so every one must be bounded (hpdsl/cost/facts/bounds.py) or it wraps in
 the pricing's int64 arrays and comes back negative, infinite or NaN with exit 0.
 """
 
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hpdsl.cli.cost import run_estimate, run_search
-from hpdsl.cost.bounds import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_MICRO_BATCH, MAX_SEQ_LEN
+from hpdsl.cost.facts.bounds import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_MICRO_BATCH, MAX_SEQ_LEN
 from hpdsl.errors import HpdslError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """One source of formulas, three evaluators held equal: the numpy grid, floats, and the compiled plan.
 
 `estimate` prices one strategy through a plan traced from the grid's own
-formulas (hpdsl/cost/trace.py, hpdsl/cost/scalar.py; the first strategy of a
+formulas (hpdsl/cost/formulas/trace.py, hpdsl/cost/price/scalar.py; the first strategy of a
 shape on floats, later ones through the compiled plan); `grid_estimate` prices
 the same strategy as a grid of one; `price_floats` runs the formulas on plain
 floats. For random models (generated, and the shipped examples) and random
@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 from hpdsl.api import bind_model
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import effective, estimate, estimate_from_price, grid_estimate
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.scalar import price_floats
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
-from hpdsl.cost.validate import model_shape, rules, strategy_reasons
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.scalar import price_floats
+from hpdsl.cost.facts.strategy import CP_KINDS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.cost.feasibility.shape import model_shape
+from hpdsl.cost.feasibility.rules import rules
+from hpdsl.cost.feasibility.reasons import strategy_reasons
 from test_estimator_props import Spec, specs, strategies
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -34,7 +34,7 @@ MAX_TOP = 200
 MAX_CHOICES = 16
 """Values a search tries per list (--micro-batches, --vpp)."""
 MAX_CANDIDATES = 2_000_000
-"""Candidates a search prices, and bound rows it bounds (hpdsl/cost/prune.py): past this it takes minutes, so it asks for a narrower search."""
+"""Candidates a search prices, and bound rows it bounds (hpdsl/cost/sweep/prune.py): past this it takes minutes, so it asks for a narrower search."""
 
 STRATEGY_BOUNDS: dict[str, int] = {
     **dict.fromkeys(("tp", "pp", "dp", "cp", "ep", "etp", "vpp"), MAX_DEGREE),

@@ -24,13 +24,14 @@ from typing import TypeVar
 import attrs
 import numpy as np
 
-from hpdsl.cost import xp
+from hpdsl.cost.formulas import xp
 
 from hpdsl.bound.bind import CostModel, LayerConfig
-from hpdsl.cost.columns import Column, ModelColumns, model_columns
-from hpdsl.cost.context import Ctx
-from hpdsl.cost.xp import Val
-from hpdsl.cost.memory import MIXER_ROLES, attention_widths
+from hpdsl.cost.facts.columns import Column, ModelColumns, model_columns
+from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.xp import Val
+from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.formulas.memory import attention_widths
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 
@@ -196,7 +197,7 @@ def layer_flop_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     """Return the forward FLOP coefficients of one layer priced with `cfg`.
 
     When `whole` names the layer's mixer role (its family layout replicates it,
-    hpdsl/cost/replication.py), the mixer's terms run whole on every tp rank:
+    hpdsl/cost/facts/replication.py), the mixer's terms run whole on every tp rank:
     they move to the undivided w, w_ts and sel_w_ts. Model-wide FLOPs
     (per_token, model_forward) are the same either way.
     """
@@ -286,7 +287,7 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
 
 
 # --------------------------------------------------------------------------
-# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/xp.py
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/formulas/xp.py
 # --------------------------------------------------------------------------
 
 

@@ -16,8 +16,8 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
-from hpdsl.cost.params import LayerParams, ParamReport, layer_params, parameters
-from hpdsl.cost.replication import replicated_roles
+from hpdsl.cost.facts.params import LayerParams, ParamReport, layer_params, parameters
+from hpdsl.cost.facts.replication import replicated_roles
 
 @attrs.frozen
 class Column:

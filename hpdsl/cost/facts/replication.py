@@ -8,7 +8,7 @@ replicates every one of its parameters (gated_delta_net, grouped_experts as
 shipped) is priced whole on every tp rank, its parameters, gradients and
 optimizer states not divided by tp and its activations not split either. A
 slot whose layout shards some parameters keeps the built-in split
-(hpdsl/cost/memory.py: matrices sharded, norms, router and MLA's latent
+(hpdsl/cost/formulas/memory.py: matrices sharded, norms, router and MLA's latent
 down-projections replicated). Without families (a model bound without a
 registry) nothing is whole: every non-expert matrix is tp-sharded, as before.
 """
@@ -33,7 +33,7 @@ def replicated_numel(family: FamilyIR, slot: Slot) -> tuple[int, int]:
     Every entry counts once, whichever variant has it, with its dims evaluated on
     the slot's config; an entry whose dims read an axis (experts / ep) or are
     not whole counts as 0. This is the layout's own tally; pricing takes the
-    exact parameter counts of hpdsl.cost.params and only asks whether a slot has
+    exact parameter counts of hpdsl.cost.facts.params and only asks whether a slot has
     any sharded entry (`slot_replicated`).
     """
     env = dim_environment(slot.config)

@@ -1,6 +1,6 @@
 """Formulas traced once into straight-line Python: the per-model compiled plan of the scalar estimate.
 
-The pricing formulas are written against hpdsl/cost/xp.py's protocol. Run on
+The pricing formulas are written against hpdsl/cost/formulas/xp.py's protocol. Run on
 `Sym` inputs they record every operation instead of computing it; `compile_plan`
 emits the recording as one Python function of the inputs (constants folded,
 each intermediate a local), so pricing one strategy is one call of a few
@@ -96,7 +96,7 @@ class Sym:
     def __ror__(self, o: Num) -> Num: return self._op("or", o, True)
     def __neg__(self) -> Sym: return self.tape.emit(f"-{self.name}")
     def __invert__(self) -> Sym:
-        raise TypeError("~ on a traced value: use hpdsl.cost.xp.logical_not")
+        raise TypeError("~ on a traced value: use hpdsl.cost.formulas.xp.logical_not")
 
     def __bool__(self) -> bool:
         raise TypeError("a traced value has no truth value while tracing: key the plan by it")

@@ -1,8 +1,8 @@
 """One strategy priced in plain Python floats through the grid's own formulas.
 
-The per-column formulas (hpdsl/cost/flops.py, memory.py, comm.py, through
-pricing.column_values) and the per-rank ones (hpdsl/cost/stage.py) are written
-against hpdsl/cost/xp.py's array-or-float protocol; here they run on a Ctx of
+The per-column formulas (hpdsl/cost/formulas/flops.py, memory.py, comm.py, through
+pricing.column_values) and the per-rank ones (hpdsl/cost/formulas/stage.py) are written
+against hpdsl/cost/formulas/xp.py's array-or-float protocol; here they run on a Ctx of
 floats (context.scalar_context), and the sums over a layout's columns and
 ranks are Python loops over its non-zero counts (Layout.plan), in the order
 the grid sums them. No numpy call per strategy: `estimate` costs tens of
@@ -18,13 +18,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost import stage, xp
-from hpdsl.cost.comm import AXES, pipeline_bytes
-from hpdsl.cost.context import Ctx, scalar_context
-from hpdsl.cost.layout import Layout, in_flight_at
-from hpdsl.cost.pricing import GridPrice, Prepared, column_values, shared_factors
-from hpdsl.cost.strategy import TRACED, Strategy
-from hpdsl.cost.trace import compile_plan
+from hpdsl.cost.formulas import stage
+
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.comm import AXES, pipeline_bytes
+from hpdsl.cost.formulas.context import Ctx, scalar_context
+from hpdsl.cost.price.pipeline_layout import Layout, in_flight_at
+from hpdsl.cost.price.types import GridPrice, Prepared
+from hpdsl.cost.price.grid import column_values, shared_factors
+from hpdsl.cost.facts.strategy import Strategy, TRACED
+from hpdsl.cost.formulas.trace import compile_plan
 
 STAGE_KEYS = ("params", "grads", "optimizer", "activations", "transient", "total", "flops", "time", *AXES)
 

@@ -16,9 +16,9 @@ like the mixer's other terms.
 from __future__ import annotations
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost import xp
-from hpdsl.cost.context import Ctx
-from hpdsl.cost.xp import Val
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.xp import Val
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 

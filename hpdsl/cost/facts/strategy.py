@@ -16,8 +16,8 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
-from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
+from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -72,8 +72,8 @@ class Strategy:
     recompute: str = "none"
     recompute_layers: int | None = None   # recompute only the first N layers of each chunk
     zero: str = "none"
-    precision: str = "bf16-mixed"         # hpdsl/cost/precision.py PRECISIONS
-    optimizer: str = "adam"               # hpdsl/cost/precision.py OPTIMIZERS
+    precision: str = "bf16-mixed"         # hpdsl/cost/facts/precision.py PRECISIONS
+    optimizer: str = "adam"               # hpdsl/cost/facts/precision.py OPTIMIZERS
     param_bytes: int | None = None        # None: the precision's weight width
     compute_bytes: int | None = None      # activations saved for backward; None: the precision's
     softmax_bytes: int = 2                # the softmax output kept for its backward
@@ -109,7 +109,7 @@ CODE_FIELDS = ("split_id", "cp_kind", "sp", "recompute", "zero", "flash", "devic
                "optimizer", "impl")
 GRID_FIELDS = (*INT_FIELDS, *CODE_FIELDS, "mfu")
 TRACED = ("tp", "cp", "ep", "etp", "dp", "micro_batch", "seq_len", "global_batch", "mfu")
-"""The fields a compiled plan takes as arguments (hpdsl/cost/trace.py); the others key the plan."""
+"""The fields a compiled plan takes as arguments (hpdsl/cost/formulas/trace.py); the others key the plan."""
 
 
 @attrs.frozen(eq=False)
@@ -222,19 +222,3 @@ def _code(names: tuple[str, ...], name: str) -> int:
 
 def _name(names: tuple[str, ...], code: int) -> str:
     return names[code] if 0 <= code < len(names) else "?"
-
-
-def validate_strategy(strategy: Strategy, cost_model: Any) -> tuple[str, ...]:
-    """Return every reason `strategy` cannot run `cost_model` (empty: it can)."""
-    from hpdsl.cost.validate import strategy_reasons
-
-    return strategy_reasons(strategy, cost_model)
-
-
-def require_valid(strategy: Strategy, cost_model: Any) -> None:
-    """Raise InvalidStrategyError listing every reason if `strategy` cannot run `cost_model`."""
-    reasons = validate_strategy(strategy, cost_model)
-    if reasons:
-        name = getattr(cost_model, "cost_model", cost_model).model.name
-        listed = "\n".join(f"  - {reason}" for reason in reasons)
-        raise InvalidStrategyError(f"the strategy cannot run {name}:\n{listed}", reasons)

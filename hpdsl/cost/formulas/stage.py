@@ -1,9 +1,9 @@
 """Per-rank formulas: a pipeline rank's memory, time and traffic from its columns' sums.
 
-Written elementwise against hpdsl/cost/xp.py's protocol, like the per-column
-formulas: the grid evaluator (hpdsl/cost/pricing.py) calls them with (n, S)
+Written elementwise against hpdsl/cost/formulas/xp.py's protocol, like the per-column
+formulas: the grid evaluator (hpdsl/cost/price/grid.py) calls them with (n, S)
 arrays of candidates × ranks and a Ctx whose fields are (n, 1); the scalar one
-(hpdsl/cost/scalar.py) once per rank with floats. Sums and maxima over columns
+(hpdsl/cost/price/scalar.py) once per rank with floats. Sums and maxima over columns
 and ranks are the evaluators' own (they only add and compare, in the same order).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpdsl.cost import xp
-from hpdsl.cost.context import Ctx
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx
 
 
 def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any, deferred: Any = 0.0

@@ -4,8 +4,8 @@ A bound row is one (vpp, layout, micro-batch, cp kind) of a search's space: it
 stands for the candidates that differ only in recompute and ZeRO (for a frontier,
 `split`, also one recompute choice: its time then counts the recompute's seconds
 and its memory that choice's activations). Its bounds
-come from the pricing's own expressions (hpdsl/cost/pricing.py,
-hpdsl/cost/grid_ranks.py, hpdsl/cost/stage.py), evaluated the same way, with
+come from the pricing's own expressions (hpdsl/cost/price/grid.py,
+hpdsl/cost/price/ranks.py, hpdsl/cost/formulas/stage.py), evaluated the same way, with
 terms left out that are never negative:
 
 - step time: every rank's micro-batch time without its recompute (tau_rec ≥ 0)
@@ -27,24 +27,24 @@ what the candidates priced so far guarantee: the answer is the exhaustive one.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
-from hpdsl.cost import comm as comm_mod
-from hpdsl.cost import grid_ranks, stage, xp
-from hpdsl.cost import memory as mem
-from hpdsl.cost.context import context
-from hpdsl.cost.layout import in_flight
-from hpdsl.cost.pricing import Prepared, columnwise, price_fit
-from hpdsl.cost.bounds import MAX_CANDIDATES
-from hpdsl.cost.rank import canonical_zero
-from hpdsl.cost.strategy import CP_KINDS, InvalidStrategyError, StrategyGrid
-from hpdsl.cost.validate import invalid_mask
-
-if TYPE_CHECKING:
-    from hpdsl.cost.search import Space
+from hpdsl.cost.formulas import comm as comm_mod
+from hpdsl.cost.price import ranks
+from hpdsl.cost.formulas import stage
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas import memory as mem
+from hpdsl.cost.formulas.context import context
+from hpdsl.cost.price.pipeline_layout import in_flight
+from hpdsl.cost.price.types import Prepared
+from hpdsl.cost.price.grid import columnwise, price_fit
+from hpdsl.cost.sweep.rank import canonical_zero
+from hpdsl.cost.facts.strategy import CP_KINDS, StrategyGrid
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.sweep.space import Space, too_many
 
 BOUND_CHUNK = 1 << 13
 """Candidates priced between two updates of the thresholds."""
@@ -104,16 +104,16 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | 
     x = context(grid, p.columns.cost_model.profile.run)
     cw = columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
     layout = p.layout(int(grid.pp[0]), int(grid.vpp[0]), None)
-    g = grid_ranks.group(p, x, cw, layout)
+    g = ranks.group(p, x, cw, layout)
     chunks = g.chunks_of
-    kept = grid_ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
+    kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.m)
     held = None
     own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
     for delta in own.values():   # the fewest any recompute choice keeps, per rank
-        per_chunk = (kept + grid_ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
-        total = static + grid_ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
+        per_chunk = (kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
+        total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
     t_row = g.ranks(cw.tau, cw.tau_rec if recompute is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
@@ -153,13 +153,6 @@ class Goal:
     capacity: float
     near_fit: float      # a pipelined candidate within capacity·near_fit is one the uneven pass may try
     near_tried: int      # how many of the fastest near-fitting ones it tries
-
-
-def too_many(count: int, what: str = "price", things: str = "candidates") -> InvalidStrategyError:
-    """Return the refusal of a search that would price candidates (or bound rows) past MAX_CANDIDATES."""
-    reason = (f"the search would {what} {count:,} {things}, more than {MAX_CANDIDATES:,}: "
-              "try fewer --micro-batches or --vpp values, or a device count with fewer divisors")
-    return InvalidStrategyError(f"cannot search:\n  - {reason}", (reason,))
 
 
 def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,

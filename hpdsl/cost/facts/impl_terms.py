@@ -1,6 +1,6 @@
 """What transformers' modules save for the backward beyond fused kernels: the hf-sdpa and hf-eager terms.
 
-The fused estimate (hpdsl/cost/memory.py) prices what Megatron/TransformerEngine
+The fused estimate (hpdsl/cost/formulas/memory.py) prices what Megatron/TransformerEngine
 keep: flash attention, fused norms and a fused SwiGLU. transformers' modules run
 the same maths op by op, and autograd keeps more (docs/cost-model.md#activations-per-implementation
 names the node that holds each term):
@@ -52,7 +52,7 @@ INDEX = 8
 ROUTED_BOOKKEEPING = 3 * INDEX + FP32
 """Per routed token: the sort and scatter indices (int64, three tensors) and its fp32 routing weight."""
 FLA_CHUNK = 64
-"""Tokens per chunk of FLA's gated delta rule (hpdsl/cost/flops.py prices the same LINEAR_CHUNK)."""
+"""Tokens per chunk of FLA's gated delta rule (hpdsl/cost/formulas/flops.py prices the same LINEAR_CHUNK)."""
 LAYERNORM_STATS = 2 * FP32
 """nn.LayerNorm keeps an fp32 mean and reciprocal deviation per row."""
 OUTPUT_SAVING = frozenset({"relu"})

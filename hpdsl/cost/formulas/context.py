@@ -11,11 +11,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost import xp
-from hpdsl.cost.devices import get_device
-from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.cost.strategy import CP_KINDS, IMPLS, RECOMPUTE, ZERO, Strategy, StrategyGrid
-from hpdsl.cost.xp import Val
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
+from hpdsl.cost.facts.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import RunFacts
 
 F = Val
@@ -92,7 +92,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
 def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     """Return the pricing floats of one (valid) strategy: the same Ctx, fields as Python scalars."""
     s = strategy
-    # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/trace.py)
+    # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/formulas/trace.py)
     f = {name: getattr(s, name) * 1.0 for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch",
                                                      "seq_len")}
     codes = {"sp": -1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
@@ -152,7 +152,7 @@ def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
 def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
     """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
 
-    Each (precision, optimizer) pair is looked up once in hpdsl/cost/precision.py;
+    Each (precision, optimizer) pair is looked up once in hpdsl/cost/facts/precision.py;
     a strategy's stated param_bytes or compute_bytes (non-zero) wins over its precision's.
     """
     out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}

@@ -10,7 +10,7 @@ lists the terms); for a GPT-style layer they give Korthikanti et al.'s
 34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
 selective-recompute variants exactly.
 
-Parameters come from hpdsl.cost.params (exact counts) and are only split here
+Parameters come from hpdsl.cost.facts.params (exact counts) and are only split here
 into what tensor parallelism shards, what it replicates and what expert
 parallelism shards.
 """
@@ -20,18 +20,19 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost import xp
-from hpdsl.cost.backend import gathered_moves
-from hpdsl.cost.columns import Column, ModelColumns
-from hpdsl.cost.context import Ctx, scalar_context
-from hpdsl.cost.handoff import carried, carried_per_token
-from hpdsl.cost.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
-from hpdsl.cost.params import LayerParams, mtp_extra
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.facts.backend import gathered_moves
+from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.formulas.context import Ctx, scalar_context
+from hpdsl.cost.formulas.handoff import carried, carried_per_token
+from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
+from hpdsl.cost.facts.params import LayerParams, mtp_extra
+from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.facts.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
-from hpdsl.cost.xp import Val
+from hpdsl.cost.formulas.xp import Val
 
 LOGIT_BYTES = 4
 """The cross-entropy keeps the logits' softmax in fp32."""
@@ -95,16 +96,12 @@ def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
     return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
 
 
-MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
-"""Slot roles of a layer's mixer (hpdsl/bound/slots.py)."""
-
-
 def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset()
                      ) -> ActCoeffs:
     """Return the activation coefficients of one layer priced with `cfg`.
 
     When `whole` names the layer's mixer role (its family layout replicates it
-    over tp, hpdsl/cost/replication.py), the mixer's head-split tensors and its
+    over tp, hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its
     scores are kept whole on every tp rank instead of divided by t.
     """
     ops, h, a = cfg.ops, cfg.hidden, cfg.heads
@@ -186,7 +183,7 @@ def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsno
                       ) -> ActCoeffs:
     """Return the final norm's input, the output projection's input, the fp32 logits and the int64 labels.
 
-    transformers also keeps the final norm's terms (hpdsl/cost/impl_terms.py).
+    transformers also keeps the final norm's terms (hpdsl/cost/facts/impl_terms.py).
     """
     c, b = output_norm_terms(norm, run, hidden, offset=offset)
     # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
@@ -249,7 +246,7 @@ def _mixer_whole(whole: frozenset[str]) -> bool:
 def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> float:
     """Return the non-expert parameters of slots whose layout replicates them (held whole by every tp rank).
 
-    The counts are hpdsl.cost.params' exact ones, slot by slot: the mixer's
+    The counts are hpdsl.cost.facts.params' exact ones, slot by slot: the mixer's
     (all of `attention` for a one-attention layer, half when a cross-attention
     shares it), the dense MLP's, the shared experts'. Routed experts are
     ep-sharded, never tp-sharded, whatever their layout says.
@@ -308,7 +305,7 @@ def output_copy(columns: ModelColumns) -> float:
 
 
 # --------------------------------------------------------------------------
-# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/xp.py
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/formulas/xp.py
 # --------------------------------------------------------------------------
 
 

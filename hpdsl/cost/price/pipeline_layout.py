@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost import xp
+from hpdsl.cost.formulas import xp
 
 
 @attrs.frozen
@@ -93,7 +93,7 @@ class Layout:
 
     @cached_property
     def plan(self) -> Plan:
-        """Return the counts as Python lists, for pricing one strategy without numpy (hpdsl/cost/scalar.py)."""
+        """Return the counts as Python lists, for pricing one strategy without numpy (hpdsl/cost/price/scalar.py)."""
         def held(counts: np.ndarray) -> tuple[tuple[tuple[int, float], ...], ...]:
             return tuple(tuple((j, float(n)) for j, n in enumerate(row) if n) for row in counts.tolist())
         return Plan(held(self.comp), held(self.rank_comp), tuple(self.comp.sum(axis=0).tolist()),

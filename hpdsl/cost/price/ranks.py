@@ -1,31 +1,29 @@
 """The grid evaluator's per-rank half: one layout's columns summed into each rank's bytes and seconds.
 
-hpdsl/cost/pricing.py computes every column's values over a grid of candidates
+hpdsl/cost/price/grid.py computes every column's values over a grid of candidates
 (arrays (n,)); here one layout group's values are weighted by how many layers
 of each column every chunk and rank holds, and the per-rank formulas
-(hpdsl/cost/stage.py) run on the sums. Ranks are the leading axis, candidates
+(hpdsl/cost/formulas/stage.py) run on the sums. Ranks are the leading axis, candidates
 the contiguous one, so every product and every reduction over ranks runs along
 whole rows of candidates. Ranks (and chunks) that hold the same layers get the
 same sums: they are computed once per distinct row of counts and spread to
 the ranks only where a rank's own position matters (activations in flight, the
 sum of every rank's time in order). Sums run in column order and ranks add in
-rank order, as in the scalar evaluator (hpdsl/cost/scalar.py).
+rank order, as in the scalar evaluator (hpdsl/cost/price/scalar.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
-from hpdsl.cost import comm as comm_mod
-from hpdsl.cost import stage
-from hpdsl.cost.context import Ctx
-from hpdsl.cost.layout import Layout, in_flight, span
-
-if TYPE_CHECKING:
-    from hpdsl.cost.pricing import Cols, Columnwise, Prepared, Spans
+from hpdsl.cost.formulas import comm as comm_mod
+from hpdsl.cost.formulas import stage
+from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.price.pipeline_layout import Layout, in_flight, span
+from hpdsl.cost.price.types import Cols, Columnwise, Prepared, Spans
 
 
 def weighted_sum(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
@@ -157,7 +155,7 @@ def _gathered(g: Group) -> np.ndarray:
     With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
     has run (FSDP2's reshard_after_forward): one layer at a time. Without it every
     layer's stay gathered from its forward until its backward: at the end of the
-    forward, all of the rank's layers at once (hpdsl/cost/scalar.py prices the same).
+    forward, all of the rank's layers at once (hpdsl/cost/price/scalar.py prices the same).
     """
     if g.prepared.columns.cost_model.profile.run.reshard_params:
         return _present_max(g.ranks_of.spans, len(g.ranks_of.counts), g.cw.gathered,

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hpdsl.cost.bounds import search_bound_reasons
-from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.strategy import IMPLS, InvalidStrategyError, StrategyGrid
+from hpdsl.cost.facts.bounds import search_bound_reasons
+from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
+from hpdsl.cost.facts.strategy import IMPLS, InvalidStrategyError, StrategyGrid
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,

@@ -1,11 +1,11 @@
 """The array-or-float protocol the pricing formulas are written against.
 
 Every formula in hpdsl/cost/{flops,memory,comm,pricing}.py takes a Ctx whose
-fields are either numpy arrays (a grid of candidates, hpdsl/cost/context.py
+fields are either numpy arrays (a grid of candidates, hpdsl/cost/formulas/context.py
 `context`) or plain Python floats and bools (one strategy, `scalar_context`).
 Arithmetic works on both as it is; the few functions numpy adds (where,
 maximum, ...) go through this module, which answers in floats when no argument
-is an array, and record it when one is a traced value (hpdsl/cost/trace.py).
+is an array, and record it when one is a traced value (hpdsl/cost/formulas/trace.py).
 One source of formulas, two evaluators: the search prices
 millions of candidates with numpy, `estimate` one in plain floats without
 numpy's per-call overhead, and tests/property/test_scalar_pricing.py holds the
@@ -19,8 +19,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from hpdsl.cost import trace
-from hpdsl.cost.trace import Sym
+from hpdsl.cost.formulas import trace
+from hpdsl.cost.formulas.trace import Sym
 
 Val = Union[np.ndarray, float]
 """A quantity over the grid (an array of candidates) or of one strategy (a float)."""

@@ -1,6 +1,6 @@
 """Mixed-precision recipes and optimizers: the bytes every parameter costs before ZeRO shards them.
 
-One table each, read by the estimator (hpdsl/cost/context.py) and printed in
+One table each, read by the estimator (hpdsl/cost/formulas/context.py) and printed in
 every estimate's header. The default is Megatron-LM's bf16 recipe: bf16
 parameters, fp32 gradient accumulation and all-reduce (Megatron turns on
 `accumulate_allreduce_grads_in_fp32` with `--bf16`), an fp32 master copy and

@@ -24,7 +24,7 @@ hpdsl/torch/parallelize.py and hpdsl/torch/sequence.py apply it
   (hpdsl/torch/modules/attention.py `RingAttention`) and SDPA keeps them and the
   [s/cp, s] mask that offsets the causal rows (`cp_gathered_kv`);
 - on CPU, SDPA runs its math kernel where CPU flash cannot (`cpu_attention`:
-  hpdsl/cost/impl_terms.py `_cpu_math_attentions` says which attentions).
+  hpdsl/cost/facts/impl_terms.py `_cpu_math_attentions` says which attentions).
 
 `gathered_moves` derives the moved terms from a layer's op counts and config,
 never from a model's name.
@@ -35,7 +35,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.facts.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
@@ -69,7 +69,7 @@ def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: flo
     """Return what `run`'s backend keeps whole of a layer priced with `cfg`.
 
     `router` is the MoE's sp-divided router and combine elements, `routed_w` and
-    `routed_in` its routed experts' width and input terms (hpdsl/cost/memory.py).
+    `routed_in` its routed experts' width and input terms (hpdsl/cost/formulas/memory.py).
     """
     if not run.gathered_tp_input and run.routed_tokens_split and not run.cp_gathered_kv:
         return Moves()
