@@ -149,7 +149,7 @@ def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
     the grid's formulas, held equal to it by tests/property/test_scalar_pricing.py.
     """
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
-    require_valid(strategy, prepared.columns)
+    require_valid(strategy, prepared.checks())
     strategy = effective(strategy, prepared)
     return estimate_from_price(prepared, strategy, price_one(prepared, strategy))
 
@@ -157,7 +157,7 @@ def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
 def grid_estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
     """Return `estimate` as the vectorised grid prices it (a grid of one): what the search computes."""
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
-    require_valid(strategy, prepared.columns)
+    require_valid(strategy, prepared.checks())
     strategy = effective(strategy, prepared)
     price = price_grid(prepared, StrategyGrid.from_strategies([strategy]), detail=True)
     return estimate_from_price(prepared, strategy, one_of(price, 0))

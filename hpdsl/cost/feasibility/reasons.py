@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -20,31 +19,33 @@ from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES
 
 
-def strategy_reasons(strategy: Strategy, cost_model: CostModel | ModelColumns) -> tuple[str, ...]:
+def strategy_reasons(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[str, ...]:
     """Return every reason one strategy cannot run the model, in rule order.
 
     The same predicates the grid runs, traced once per model and per strategy
     shape (its non-numeric choices) into a compiled check (hpdsl/cost/formulas/trace.py);
     a family's requires are judged on the strategy's axis sizes directly. A
     number past its bound (hpdsl/cost/facts/bounds.py) is reported alone: the rules'
-    int64 products could wrap on it.
+    int64 products could wrap on it. Pass the model's CheckCache (a Prepared holds
+    one: hpdsl/cost/price/types.py) to reuse its compiled checks across calls.
     """
     bounds = bound_reasons(strategy)
     if bounds:
         return bounds
-    columns = cost_model if isinstance(cost_model, ModelColumns) else model_columns(cost_model)
-    checks = _checks(columns)
+    cache = model if isinstance(model, CheckCache) else check_cache(
+        model if isinstance(model, ModelColumns) else model_columns(model))
+    checks = cache.checks
     split = tuple(strategy.pp_split) if strategy.pp_split is not None else None
     key = (split, _fixed_of(strategy))
-    entry = checks.plans.get(key)
     values = [0 if value is None else value for value in _traced_of(strategy)]
-    if entry is None:  # the first of its shape: the rules on plain values; the second compiles them
-        checks.plans[key] = 1
+    plan = cache.plans.get(key)
+    if plan is None and key not in cache.seen:  # the first of its shape: the rules on plain values
+        cache.seen.add(key)
         flags = _judge(checks, strategy, split)(*values)
-    else:
-        if not callable(entry):
-            entry = checks.plans[key] = compile_plan(_judge(checks, strategy, split), TRACED, "check")
-        flags = entry(*values)
+    else:  # the second compiles them
+        if plan is None:
+            plan = cache.plans[key] = compile_plan(_judge(checks, strategy, split), TRACED, "check")
+        flags = plan(*values)
     reasons = [rule.message(strategy, checks.shape) for rule, flag in zip(checks.plain, flags) if flag]
     if checks.requires and all(getattr(strategy, axis) >= 1 for axis in CONDITION_AXES):
         sizes = {axis: int(getattr(strategy, axis)) for axis in CONDITION_AXES}  # else positivity reports it
@@ -56,7 +57,7 @@ _fixed_of = operator.attrgetter(*(a.name for a in attrs.fields(Strategy) if a.na
 """The fields that key a compiled check (with the split): its codes are constants in it."""
 
 
-def _judge(checks: _Checks, strategy: Strategy, split: tuple[int, ...] | None) -> Callable[..., list[Any]]:
+def _judge(checks: Checks, strategy: Strategy, split: tuple[int, ...] | None) -> Callable[..., list[Any]]:
     """Return the plain rules as a function of the traced fields (values or Syms), the rest fixed."""
     fixed = {name: value for name, value in codes_of(strategy, 0 if split is None else 1).items()
              if name not in TRACED}
@@ -86,27 +87,34 @@ class _One:
 
 
 @attrs.frozen(eq=False)
-class _Checks:
-    """A model's rules, split into traceable predicates and family requires, and its compiled checks."""
+class Checks:
+    """A model's rules, split into traceable predicates and family requires."""
 
+    model_name: str
     shape: Shape
     plain: tuple[Rule, ...]
     requires: tuple[tuple[str, Callable[[dict[str, int]], bool]], ...]
-    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # compiled checks, or 1: seen once
 
 
-_CHECKS: weakref.WeakKeyDictionary[ModelColumns, _Checks] = weakref.WeakKeyDictionary()
+@attrs.define(eq=False)
+class CheckCache:
+    """A model's Checks and the checks compiled from them per strategy shape: a cache, mutable by declaration.
+
+    `check_cache` builds one per model; whoever checks many strategies of that model
+    holds it (a Prepared's PriceCache does: hpdsl/cost/price/types.py).
+    """
+
+    checks: Checks
+    plans: dict[tuple[Any, ...], Callable[..., list[Any]]] = attrs.field(factory=dict)
+    seen: set[tuple[Any, ...]] = attrs.field(factory=set)  # shapes judged once on plain values: the next compiles
 
 
-def _checks(columns: ModelColumns) -> _Checks:
-    found = _CHECKS.get(columns)
-    if found is None:
-        shape = model_shape(columns)
-        plain = tuple(rule for rule in rules(shape) if not rule.require)
-        found = _CHECKS[columns] = _Checks(shape, plain, tuple(
-            (f"{r.role}: family '{r.family.name}': {r.require.message}", _require_check(r))
-            for r in shape.requires))
-    return found
+def check_cache(columns: ModelColumns) -> CheckCache:
+    """Return a new CheckCache of the model whose columns are `columns`."""
+    shape = model_shape(columns)
+    plain = tuple(rule for rule in rules(shape) if not rule.require)
+    return CheckCache(Checks(columns.cost_model.model.name, shape, plain, tuple(
+        (f"{r.role}: family '{r.family.name}': {r.require.message}", _require_check(r)) for r in shape.requires)))
 
 
 def _require_check(required: FamilyRequire) -> Callable[[dict[str, int]], bool]:
@@ -125,15 +133,21 @@ def _require_check(required: FamilyRequire) -> Callable[[dict[str, int]], bool]:
     return refuses
 
 
-def validate_strategy(strategy: Strategy, cost_model: Any) -> tuple[str, ...]:
-    """Return every reason `strategy` cannot run `cost_model` (empty: it can)."""
-    return strategy_reasons(strategy, cost_model)
+def validate_strategy(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[str, ...]:
+    """Return every reason `strategy` cannot run the model (empty: it can)."""
+    return strategy_reasons(strategy, model)
 
 
-def require_valid(strategy: Strategy, cost_model: Any) -> None:
-    """Raise InvalidStrategyError listing every reason if `strategy` cannot run `cost_model`."""
-    reasons = validate_strategy(strategy, cost_model)
+def require_valid(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> None:
+    """Raise InvalidStrategyError listing every reason if `strategy` cannot run the model."""
+    reasons = validate_strategy(strategy, model)
     if reasons:
-        name = getattr(cost_model, "cost_model", cost_model).model.name
         listed = "\n".join(f"  - {reason}" for reason in reasons)
-        raise InvalidStrategyError(f"the strategy cannot run {name}:\n{listed}", reasons)
+        raise InvalidStrategyError(f"the strategy cannot run {model_name(model)}:\n{listed}", reasons)
+
+
+def model_name(model: CostModel | ModelColumns | CheckCache) -> str:
+    """Return the name of the model a check is of."""
+    if isinstance(model, CheckCache):
+        return model.checks.model_name
+    return (model.cost_model if isinstance(model, ModelColumns) else model).model.name

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
-
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
@@ -11,17 +9,12 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.price.types import Prepared
 
-_CACHE: dict[int, tuple[weakref.ref[CostModel], Prepared]] = {}
-
 
 def prepare(cost_model: CostModel) -> Prepared:
-    """Return the prepared pricing data of `cost_model` (cached while the model lives)."""
-    hit = _CACHE.get(id(cost_model))
-    if hit is not None and hit[0]() is cost_model:
-        return hit[1]
+    """Return the prepared pricing data of `cost_model`, with an empty PriceCache (hold it to reuse both)."""
     columns = model_columns(cost_model)
     cols = columns.columns
-    prepared = Prepared(
+    return Prepared(
         columns, tuple(mem.column_act_coeffs(c, columns) for c in cols),
         tuple(flop_mod.column_flop_coeffs(c, columns) for c in cols),
         tuple(comm_mod.column_comm_coeffs(c, columns) for c in cols),
@@ -29,7 +22,3 @@ def prepare(cost_model: CostModel) -> Prepared:
         tuple(flop_mod.causal_share(c, columns) for c in cols),
         tuple(flop_mod.column_model_flops(c, columns) for c in cols),
         tuple(flop_mod.column_window(c) for c in cols))
-    for key in [key for key, (ref, _) in _CACHE.items() if ref() is None]:
-        del _CACHE[key]  # models that are gone
-    _CACHE[id(cost_model)] = (weakref.ref(cost_model), prepared)
-    return prepared

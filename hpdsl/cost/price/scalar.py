@@ -82,12 +82,12 @@ def price_one(p: Prepared, strategy: Strategy) -> OnePrice:
     if strategy.pp * strategy.vpp > PLAN_CHUNKS:
         return price_floats(p, strategy)
     key = plan_key(strategy)
-    plan = p.plans.get(key)
+    plan = p.cache.plans.get(key)
     if plan is None:
-        p.plans[key] = 1
-        return price_floats(p, strategy)
-    if isinstance(plan, int):
-        plan = p.plans[key] = compile_plan(
+        if key not in p.cache.seen:
+            p.cache.seen.add(key)
+            return price_floats(p, strategy)
+        plan = p.cache.plans[key] = compile_plan(
             lambda *values: _priced(p, strategy.with_(**dict(zip(TRACED, values)))), TRACED)
     s = strategy
     return _assemble(plan(float(s.tp), float(s.cp), float(s.ep), float(s.etp), float(s.dp),

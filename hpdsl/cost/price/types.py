@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -11,6 +12,7 @@ from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.facts.columns import ModelColumns
+from hpdsl.cost.feasibility.reasons import CheckCache, check_cache
 from hpdsl.cost.price.pipeline_layout import Layout, build_layout
 
 
@@ -27,8 +29,7 @@ class Prepared:
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     windows: tuple[int, ...]                   # each column's sliding window (0: none)
-    layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
-    plans: dict[tuple[Any, ...], Any] = attrs.field(factory=dict)  # scalar plans, or 1: seen once (cost/scalar.py)
+    cache: PriceCache = attrs.field(factory=lambda: PriceCache(), repr=False)
 
     @property
     def n_columns(self) -> int:
@@ -36,13 +37,35 @@ class Prepared:
         return len(self.columns.columns)
 
     def layout(self, stages: int, vpp: int, split: tuple[int, ...] | None) -> Layout:
-        """Return (and cache) the layout of `stages`·`vpp` chunks."""
+        """Return the layout of `stages`·`vpp` chunks (built once, kept in the cache)."""
         key = (stages, vpp, split)
-        if key not in self.layouts:
+        found = self.cache.layouts.get(key)
+        if found is None:
             c = self.columns
-            self.layouts[key] = build_layout(c.body_runs, c.mtp_runs, self.n_columns, c.embedding, c.output,
-                                             stages=stages, vpp=vpp, split=split)
-        return self.layouts[key]
+            found = self.cache.layouts[key] = build_layout(c.body_runs, c.mtp_runs, self.n_columns, c.embedding,
+                                                           c.output, stages=stages, vpp=vpp, split=split)
+        return found
+
+    def checks(self) -> CheckCache:
+        """Return the model's validity checks (built on first use, kept in the cache)."""
+        if self.cache.checks is None:
+            self.cache.checks = check_cache(self.columns)
+        return self.cache.checks
+
+
+@attrs.define(eq=False)
+class PriceCache:
+    """What pricing one prepared model builds once and reuses: layouts, compiled plans, the compiled checks.
+
+    A cache, so mutable by declaration: `prepare` creates one per Prepared, and whoever
+    holds the Prepared (the search, a bench, a test pricing many strategies) holds
+    its cache; nothing is cached per process.
+    """
+
+    layouts: dict[tuple[int, int, tuple[int, ...] | None], Layout] = attrs.field(factory=dict)
+    plans: dict[tuple[Any, ...], Callable[..., Any]] = attrs.field(factory=dict)  # hpdsl/cost/price/scalar.py
+    seen: set[tuple[Any, ...]] = attrs.field(factory=set)  # plan keys priced once on floats: the next compiles
+    checks: CheckCache | None = None
 
 
 @attrs.frozen(eq=False)
