@@ -32,7 +32,8 @@ GIB = 1024**3
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
     """Return the Strategy the flags state (None values keep the defaults)."""
-    from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy
+    from hpdsl.cost.feasibility.problems import InvalidStrategyError
+    from hpdsl.cost.facts.strategy import Strategy
 
     values = {k: v for k, v in flags.items() if v is not None}
     if isinstance(values.get("pp_split"), str):
@@ -66,7 +67,7 @@ def flag_reasons(flags: Mapping[str, Any], table: FlagTable) -> dict[str, str]:
 
 def strategy_or_reasons(flags: Mapping[str, Any], cost_model: Any) -> Strategy:
     """Return the Strategy the estimate flags state; InvalidStrategyError with every reason otherwise."""
-    from hpdsl.cost.facts.strategy import InvalidStrategyError
+    from hpdsl.cost.feasibility.problems import InvalidStrategyError
     from hpdsl.cost.feasibility.reasons import validate_strategy
 
     bad = flag_reasons(flags, ESTIMATE_FLAGS)

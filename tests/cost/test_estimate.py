@@ -15,7 +15,8 @@ from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.params import parameters
 from hpdsl.cost.price.grid import price_grid
 from hpdsl.cli.report import render_estimate, strategy_from_flags
-from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
 
 DEEPSEEK = Strategy(tp=8, pp=8, dp=2, ep=8, sequence_parallel=True, global_batch=256)
 

@@ -19,7 +19,8 @@ from hpdsl.api import compile_paths
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.search import search
-from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.facts.strategy import Strategy
 
 SPEC = """model {name} : {profile} {{
   hidden 256

@@ -12,7 +12,8 @@ from cost_builders import ROOT, dense_model, example
 from hpdsl.cost import parameters
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.facts.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 
 # bytes per parameter before ZeRO: weights + gradients + master + fp8 copy + states·width

@@ -15,7 +15,7 @@ from hpdsl.cost.sweep.prune import _expand, bound_rows, bounds, row_count
 from hpdsl.cost.sweep.rank import canonical_zero
 from hpdsl.cost.search import SearchResult, search
 from hpdsl.cost.sweep.space import search_space
-from hpdsl.cost.facts.strategy import InvalidStrategyError
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.feasibility.rules import invalid_mask
 
 GIB = 1024**3

@@ -11,7 +11,8 @@ from cost_builders import ROOT, dense_model
 
 from hpdsl.cost.sweep.rank import canonical_zero, collapse, pareto, search_input_reasons
 from hpdsl.cost.search import search
-from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
 
 
 def _hpdsl(*args: str) -> subprocess.CompletedProcess:

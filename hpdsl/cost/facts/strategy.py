@@ -18,7 +18,6 @@ import numpy as np
 
 from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recompute: nothing; the score tensors of core attention (Korthikanti et al.); whole layers."""
@@ -39,13 +38,6 @@ Recompute = Literal["none", "selective", "full"]
 Zero = Literal["none", "os", "os+grad", "os+grad+params"]
 CpKind = Literal["ring", "a2a"]
 Impl = Literal["fused", "hf-sdpa", "hf-eager"]
-
-
-@attrs.frozen(auto_exc=True)
-class InvalidStrategyError(InputError):
-    """A strategy cannot run the model: carries every reason."""
-
-    reasons: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -11,7 +11,8 @@ import attrs
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.facts.bounds import bound_reasons
 from hpdsl.cost.facts.columns import ModelColumns, model_columns
-from hpdsl.cost.facts.strategy import InvalidStrategyError, Strategy, TRACED, codes_of
+from hpdsl.cost.feasibility.problems import InvalidStrategyError, Problem
+from hpdsl.cost.facts.strategy import Strategy, TRACED, codes_of
 from hpdsl.cost.formulas.trace import compile_plan
 from hpdsl.cost.feasibility.rules import Rule, rules
 from hpdsl.cost.feasibility.shape import FamilyRequire, Shape, model_shape, require_refuses
@@ -19,8 +20,8 @@ from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES
 
 
-def strategy_reasons(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[str, ...]:
-    """Return every reason one strategy cannot run the model, in rule order.
+def strategy_problems(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[Problem, ...]:
+    """Return every problem that keeps one strategy from running the model, in rule order.
 
     The same predicates the grid runs, traced once per model and per strategy
     shape (its non-numeric choices) into a compiled check (hpdsl/cost/formulas/trace.py);
@@ -31,7 +32,7 @@ def strategy_reasons(strategy: Strategy, model: CostModel | ModelColumns | Check
     """
     bounds = bound_reasons(strategy)
     if bounds:
-        return bounds
+        return tuple(Problem("past-bound", reason) for reason in bounds)
     cache = model if isinstance(model, CheckCache) else check_cache(
         model if isinstance(model, ModelColumns) else model_columns(model))
     checks = cache.checks
@@ -46,11 +47,17 @@ def strategy_reasons(strategy: Strategy, model: CostModel | ModelColumns | Check
         if plan is None:
             plan = cache.plans[key] = compile_plan(_judge(checks, strategy, split), TRACED, "check")
         flags = plan(*values)
-    reasons = [rule.message(strategy, checks.shape) for rule, flag in zip(checks.plain, flags) if flag]
+    problems = [Problem(rule.code, rule.message(strategy, checks.shape))
+                for rule, flag in zip(checks.plain, flags) if flag]
     if checks.requires and all(getattr(strategy, axis) >= 1 for axis in CONDITION_AXES):
         sizes = {axis: int(getattr(strategy, axis)) for axis in CONDITION_AXES}  # else positivity reports it
-        reasons += [message for message, refuses in checks.requires if refuses(sizes)]
-    return tuple(reasons)
+        problems += [Problem("family-require", message) for message, refuses in checks.requires if refuses(sizes)]
+    return tuple(problems)
+
+
+def strategy_reasons(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[str, ...]:
+    """Return the messages of strategy_problems: every reason one strategy cannot run the model, in rule order."""
+    return tuple(problem.message for problem in strategy_problems(strategy, model))
 
 
 _fixed_of = operator.attrgetter(*(a.name for a in attrs.fields(Strategy) if a.name not in TRACED + ("pp_split",)))
@@ -140,10 +147,11 @@ def validate_strategy(strategy: Strategy, model: CostModel | ModelColumns | Chec
 
 def require_valid(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> None:
     """Raise InvalidStrategyError listing every reason if `strategy` cannot run the model."""
-    reasons = validate_strategy(strategy, model)
-    if reasons:
-        listed = "\n".join(f"  - {reason}" for reason in reasons)
-        raise InvalidStrategyError(f"the strategy cannot run {model_name(model)}:\n{listed}", reasons)
+    problems = strategy_problems(strategy, model)
+    if problems:
+        listed = "\n".join(f"  - {problem.message}" for problem in problems)
+        raise InvalidStrategyError(f"the strategy cannot run {model_name(model)}:\n{listed}",
+                                   tuple(problem.message for problem in problems), problems)
 
 
 def model_name(model: CostModel | ModelColumns | CheckCache) -> str:

@@ -37,55 +37,56 @@ def _require_rule(required: FamilyRequire) -> Rule:
                             for row in values], dtype=bool)
         return refused[inverse] & job  # not a job at all: the positivity rules report it
 
-    return Rule(bad, lambda s, _sh: f"{required.role}: family '{family.name}': {require.message}", require=True)
+    return Rule("family-require", bad, lambda s, _sh: f"{required.role}: family '{family.name}': {require.message}", require=True)
 
 
 @attrs.frozen
 class Rule:
-    """One reason a strategy can be invalid: a vectorised predicate and the message."""
+    """One reason a strategy can be invalid: its problem code, a vectorised predicate and the message."""
 
+    code: str                             # hpdsl/cost/feasibility/problems.py PROBLEMS
     bad: Callable[[Any, Shape], Any]      # over a StrategyGrid (arrays) or one traced strategy (_One)
     message: Callable[[Strategy, Shape], str]
     require: bool = False                 # a family's require (judged per axis sizes, not traced)
 
 
 def _positive(field: str) -> Rule:
-    return Rule(lambda g, _s: getattr(g, field) < 1,
+    return Rule("not-positive", lambda g, _s: getattr(g, field) < 1,
                 lambda s, _sh: f"{field} must be at least 1, got {getattr(s, field)}")
 
 
 def _divides_devices(field: str) -> Rule:
-    return Rule(lambda g, _s: (g.num_devices > 0) & (getattr(g, field) >= 1)
+    return Rule("devices-not-divided", lambda g, _s: (g.num_devices > 0) & (getattr(g, field) >= 1)
                 & (g.num_devices % xp.maximum(getattr(g, field), 1) != 0),
                 lambda s, _sh: f"{field} {getattr(s, field)} does not divide the {s.num_devices} devices")
 
 
 def _divides(label: str, count: int) -> Rule:
-    return Rule(lambda g, _s: (g.tp < 1) | (count % xp.maximum(g.tp, 1) != 0),
+    return Rule("tp-heads", lambda g, _s: (g.tp < 1) | (count % xp.maximum(g.tp, 1) != 0),
                 lambda s, _sh: f"tp {s.tp} does not divide the {count} {label}")
 
 
 def _tp_width(label: str, width: int) -> Rule:
-    return Rule(lambda g, _s: (g.tp >= 1) & (width % xp.maximum(g.tp, 1) != 0),
+    return Rule("tp-width", lambda g, _s: (g.tp >= 1) & (width % xp.maximum(g.tp, 1) != 0),
                 lambda s, _sh: f"tp {s.tp} does not divide the {label} {width}")
 
 
 def _etp_width(width: int) -> Rule:
-    return Rule(lambda g, _s: (g.etp >= 1) & (width % xp.maximum(g.etp, 1) != 0),
+    return Rule("etp-width", lambda g, _s: (g.etp >= 1) & (width % xp.maximum(g.etp, 1) != 0),
                 lambda s, _sh: f"etp {s.etp} does not divide the expert width {width}")
 
 
 def _a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         return (g.cp > 1) & (g.cp_kind == 1) & (heads % xp.maximum(g.tp * g.cp, 1) != 0)
-    return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
+    return Rule("a2a-heads", bad, lambda s, _sh: f"all-to-all context parallelism needs tp·cp = {s.tp * s.cp} "
                                     f"to divide the {heads} heads")
 
 
 def _cp_a2a(heads: int) -> Rule:
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         return (g.cp > 1) & (g.cp_kind == 1) & (heads % xp.maximum(g.cp, 1) != 0)
-    return Rule(bad, lambda s, _sh: f"all-to-all context parallelism needs cp {s.cp} "
+    return Rule("a2a-cp-heads", bad, lambda s, _sh: f"all-to-all context parallelism needs cp {s.cp} "
                                     f"to divide the {heads} heads")
 
 
@@ -94,7 +95,7 @@ def _conv_tail(tail: int) -> Rule:
     # parallelism for MLA and Gated DeltaNet"): a chunk shorter than that has no such tail to send.
     def bad(g: StrategyGrid, _s: Shape) -> Mask:
         return (g.cp > 1) & (g.seq_len // xp.maximum(g.cp, 1) < tail)
-    return Rule(bad, lambda s, _sh: f"a context-parallel Gated DeltaNet hands conv - 1 = {tail} tokens to the "
+    return Rule("cp-conv-tail", bad, lambda s, _sh: f"a context-parallel Gated DeltaNet hands conv - 1 = {tail} tokens to the "
                                     f"next cp rank: seq_len {s.seq_len} / cp {s.cp} gives {s.seq_len // s.cp} "
                                     f"per rank, fewer")
 
@@ -128,62 +129,62 @@ def _micro_batches(g: StrategyGrid) -> np.ndarray:
 
 def precision_rules() -> Iterator[Rule]:
     """Yield the precision and optimizer checks: known names, positive stated widths (0: the precision's)."""
-    yield Rule(lambda g, _s: g.precision < 0,
+    yield Rule("unknown-precision", lambda g, _s: g.precision < 0,
                lambda s, _sh: f"precision '{s.precision}' is not one of {', '.join(PRECISION_NAMES)}")
-    yield Rule(lambda g, _s: g.optimizer < 0,
+    yield Rule("unknown-optimizer", lambda g, _s: g.optimizer < 0,
                lambda s, _sh: f"optimizer '{s.optimizer}' is not one of {', '.join(OPTIMIZER_NAMES)}")
-    yield Rule(lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
-    yield Rule(lambda g, _s: g.compute_bytes < 0,
+    yield Rule("width-not-positive", lambda g, _s: g.param_bytes < 0, lambda s, _sh: f"param_bytes must be positive, got {s.param_bytes}")
+    yield Rule("width-not-positive", lambda g, _s: g.compute_bytes < 0,
                lambda s, _sh: f"compute_bytes must be positive, got {s.compute_bytes}")
-    yield Rule(lambda g, _s: g.impl < 0, lambda s, _sh: f"impl '{s.impl}' is not one of {', '.join(IMPLS)}")
+    yield Rule("unknown-impl", lambda g, _s: g.impl < 0, lambda s, _sh: f"impl '{s.impl}' is not one of {', '.join(IMPLS)}")
 
 
 def _static_rules() -> Iterator[Rule]:
     for field in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "seq_len", "softmax_bytes"):
         yield _positive(field)
     yield from precision_rules()
-    yield Rule(lambda g, _s: g.recompute < 0,
+    yield Rule("unknown-recompute", lambda g, _s: g.recompute < 0,
                lambda s, _sh: f"recompute '{s.recompute}' is not one of {', '.join(RECOMPUTE)}")
-    yield Rule(lambda g, _s: g.zero < 0,
+    yield Rule("unknown-zero", lambda g, _s: g.zero < 0,
                lambda s, _sh: f"zero '{s.zero}' is not one of {', '.join(ZERO)}")
-    yield Rule(lambda g, _s: g.cp_kind < 0,
+    yield Rule("unknown-cp-kind", lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
-    yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
-    yield Rule(lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
+    yield Rule("unknown-device", lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
+    yield Rule("mfu-range", lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
                lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
-    yield Rule(lambda g, _s: g.recompute_layers < 0,
+    yield Rule("recompute-layers-negative", lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
-    yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),
+    yield Rule("device-count-mismatch", lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),
                lambda s, _sh: f"dp·tp·pp·cp = {s.devices}, but the job has {s.num_devices} devices")
     for field in ("tp", "pp", "dp", "cp"):
         yield _divides_devices(field)
-    yield Rule(lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % xp.maximum(g.ep * g.etp, 1) != 0),
+    yield Rule("expert-mesh", lambda g, _s: (g.ep * g.etp >= 1) & ((g.dp * g.cp * g.tp) % xp.maximum(g.ep * g.etp, 1) != 0),
                lambda s, _sh: f"ep·etp = {s.ep * s.etp} does not divide dp·cp·tp = "
                               f"{s.dp * s.cp * s.tp} (the devices of a stage's expert layers)")
-    yield Rule(lambda g, _s: (g.global_batch > 0) & (g.global_batch % xp.maximum(g.micro_batch * g.dp, 1) != 0),
+    yield Rule("global-batch-multiple", lambda g, _s: (g.global_batch > 0) & (g.global_batch % xp.maximum(g.micro_batch * g.dp, 1) != 0),
                lambda s, _sh: f"global batch {s.global_batch} is not a multiple of "
                               f"micro_batch·dp = {s.micro_batch * s.dp}")
-    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp < 2),
+    yield Rule("vpp-without-pp", lambda g, _s: (g.vpp > 1) & (g.pp < 2),
                lambda s, _sh: f"vpp {s.vpp} needs pipeline parallelism (pp > 1)")
-    yield Rule(lambda g, _s: (g.vpp > 1) & (g.pp > 1) & (_micro_batches(g) % xp.maximum(g.pp, 1) != 0),
+    yield Rule("interleaved-micro-batches", lambda g, _s: (g.vpp > 1) & (g.pp > 1) & (_micro_batches(g) % xp.maximum(g.pp, 1) != 0),
                lambda s, _sh: f"the interleaved schedule needs the {s.micro_batches} micro-batches "
                               f"to be a multiple of pp {s.pp}")
-    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 0) & (g.seq_len % xp.maximum(2 * g.cp, 1) != 0),
+    yield Rule("ring-seq-len", lambda g, _s: (g.cp > 1) & (g.cp_kind == 0) & (g.seq_len % xp.maximum(2 * g.cp, 1) != 0),
                lambda s, _sh: f"seq_len {s.seq_len} is not divisible by 2·cp = {2 * s.cp} "
                               f"(ring attention balances causal chunks)")
-    yield Rule(lambda g, _s: (g.cp > 1) & (g.cp_kind == 1) & (g.seq_len % xp.maximum(g.cp, 1) != 0),
+    yield Rule("a2a-seq-len", lambda g, _s: (g.cp > 1) & (g.cp_kind == 1) & (g.seq_len % xp.maximum(g.cp, 1) != 0),
                lambda s, _sh: f"seq_len {s.seq_len} is not divisible by cp {s.cp}")
 
 
 def _layer_rules(shape: Shape) -> Iterator[Rule]:
-    yield Rule(lambda g, s: (g.split_id == 0) & (g.pp * g.vpp > s.layers),
+    yield Rule("too-many-chunks", lambda g, s: (g.split_id == 0) & (g.pp * g.vpp > s.layers),
                lambda s, sh: f"{s.pp * s.vpp} pipeline chunks (pp·vpp) for {sh.layers} layers: "
                              f"every chunk needs a layer")
-    yield Rule(_split_len, lambda s, _sh: f"pp_split lists {len(s.pp_split or ())} chunks, but "
+    yield Rule("split-length", _split_len, lambda s, _sh: f"pp_split lists {len(s.pp_split or ())} chunks, but "
                                           f"pp·vpp = {s.pp * s.vpp}")
-    yield Rule(_split_sum, lambda s, sh: f"pp_split sums to {sum(s.pp_split or ())} layers, but the "
+    yield Rule("split-sum", _split_sum, lambda s, sh: f"pp_split sums to {sum(s.pp_split or ())} layers, but the "
                                          f"model has {sh.layers}")
-    yield Rule(_split_negative, lambda s, _sh: "pp_split has a negative layer count")
+    yield Rule("split-negative", _split_negative, lambda s, _sh: "pp_split has a negative layer count")
 
 
 def _model_rules(shape: Shape) -> Iterator[Rule]:
@@ -199,15 +200,15 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _tp_width(label, width)
     if shape.experts > 1:
         experts = shape.experts
-        yield Rule(lambda g, _s: (g.ep >= 1) & (experts % xp.maximum(g.ep, 1) != 0),
+        yield Rule("ep-experts", lambda g, _s: (g.ep >= 1) & (experts % xp.maximum(g.ep, 1) != 0),
                    lambda s, _sh: f"ep {s.ep} does not divide the {experts} routed experts")
         for width in shape.expert_widths:
             yield _etp_width(width)
-        yield Rule(lambda g, s: (g.tp > 1) & (_sp(g, s) == 0),
+        yield Rule("moe-needs-sp", lambda g, s: (g.tp > 1) & (_sp(g, s) == 0),
                    lambda s, _sh: f"a MoE model with tp {s.tp} needs sequence parallelism "
                                   f"(Megatron requires it; pass --sp)")
     else:
-        yield Rule(lambda g, _s: (g.ep > 1) | (g.etp > 1),
+        yield Rule("no-experts", lambda g, _s: (g.ep > 1) | (g.etp > 1),
                    lambda s, _sh: f"ep {s.ep} / etp {s.etp}: the model has no routed experts to shard")
     for required in shape.requires:
         yield _require_rule(required)

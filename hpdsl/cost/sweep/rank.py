@@ -18,7 +18,8 @@ import numpy as np
 
 from hpdsl.cost.facts.bounds import search_bound_reasons
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.facts.strategy import IMPLS, InvalidStrategyError, StrategyGrid
+from hpdsl.cost.facts.strategy import IMPLS, StrategyGrid
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
