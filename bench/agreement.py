@@ -32,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.cost.formulas.memory import layer_activation_bytes
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM

@@ -38,7 +38,7 @@ from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.grid import price_grid
 from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
 from hpdsl.cost.sweep.space import enumerate_grid
-from hpdsl.cost.facts.strategy import StrategyGrid  # noqa: E402
+from hpdsl.cost.facts.grid import StrategyGrid  # noqa: E402
 from hpdsl.cost.feasibility.rules import invalid_mask  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

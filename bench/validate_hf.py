@@ -39,7 +39,8 @@ from hpdsl.cost.facts.columns import model_columns  # noqa: E402
 from hpdsl.cost.formulas.context import context  # noqa: E402
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
 from hpdsl.cost.formulas.memory import activation, column_act_coeffs  # noqa: E402
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid  # noqa: E402
+from hpdsl.model.strategy import Strategy  # noqa: E402
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.ir.nodes import evolve  # noqa: E402

@@ -145,7 +145,7 @@ def test_the_cli_prints_the_message_once_and_the_diagnostics_in_full(tmp_path: P
 def test_hpdsl_cost_exports_the_estimator() -> None:
     from hpdsl.cost.estimate import estimate
     from hpdsl.cost.search import search
-    from hpdsl.cost.facts.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
 
     assert hpdsl.cost.estimate is estimate
     assert hpdsl.cost.search is search

@@ -10,57 +10,42 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import click
+
+from hpdsl.model.strategy import flag_fields
 
 FlagTable = tuple[tuple[str, str, type, str], ...]
 """Rows of (flag, keyword, type, help)."""
 
-ESTIMATE_FLAGS: FlagTable = (
-    ("--tp", "tp", int, "tensor-parallel degree"),
-    ("--pp", "pp", int, "pipeline stages"),
-    ("--dp", "dp", int, "data-parallel degree"),
-    ("--cp", "cp", int, "context-parallel degree"),
-    ("--cp-kind", "cp_kind", str, "context parallelism: ring or a2a (Ulysses)"),
-    ("--ep", "ep", int, "expert-parallel degree (ep·etp must divide dp·cp·tp)"),
-    ("--etp", "etp", int, "expert tensor-parallel degree"),
-    ("--sp/--no-sp", "sequence_parallel", bool, "sequence parallelism (default: the profile's "
-                                                 "shard_activations)"),
-    ("--vpp", "vpp", int, "virtual pipeline stages (model chunks) per rank"),
-    ("--pp-split", "pp_split", str, "body layers per chunk, comma-separated (pp·vpp entries)"),
-    ("--micro-batch", "micro_batch", int, "sequences per micro-batch"),
-    ("--global-batch", "global_batch", int, "sequences per step (default micro-batch·dp·pp)"),
-    ("--seq-len", "seq_len", int, "sequence length in tokens"),
-    ("--recompute", "recompute", str, "none, selective or full"),
-    ("--recompute-layers", "recompute_layers", int, "recompute only the first N layers of each chunk"),
-    ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
-    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
-    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
-    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
-    ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
-    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
-                                               "4 for an fp32 softmax)"),
-    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
-                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
-    ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
-)
-"""`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
+_FLAG_TYPES = {"bool": bool, "tristate": bool, "float": float, "int": int}
+"""A Strategy field's flag type by its grid encoding (the rest are names: str)."""
+
+
+def strategy_flag(field: attrs.Attribute) -> tuple[str, str, type, str]:
+    """Return the flag-table row of a Strategy field (its `flag` and `help` metadata)."""
+    return (field.metadata["flag"], field.name, _FLAG_TYPES.get(field.metadata["encode"], str),
+            field.metadata["help"])
+
+
+ESTIMATE_FLAGS: FlagTable = tuple(strategy_flag(field) for field in flag_fields())
+"""`hpdsl estimate` flags: (flag, Strategy field, type, help), derived from Strategy's declaration
+(hpdsl/model/strategy.py). Unset flags keep Strategy's defaults."""
+
+_BY_NAME = {row[1]: row for row in ESTIMATE_FLAGS}
 
 SEARCH_FLAGS: FlagTable = (
     ("--devices", "devices", int, "devices to use (required)"),
     ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
     ("--top", "top", int, "strategies to show (default 10)"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    _BY_NAME["device"],
     ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
     ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
     ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
     ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
-    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
-    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
-                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
+    _BY_NAME["precision"],
+    _BY_NAME["optimizer"],
+    _BY_NAME["impl"],
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )

@@ -21,7 +21,7 @@ from hpdsl.errors import InputError
 if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
     from hpdsl.cost.estimate import Estimate
     from hpdsl.cost.search import SearchResult
-    from hpdsl.cost.facts.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
 
 GIB = 1024**3
 
@@ -33,7 +33,7 @@ GIB = 1024**3
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
     """Return the Strategy the flags state (None values keep the defaults)."""
     from hpdsl.cost.feasibility.problems import InvalidStrategyError
-    from hpdsl.cost.facts.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
 
     values = {k: v for k, v in flags.items() if v is not None}
     if isinstance(values.get("pp_split"), str):

@@ -19,7 +19,7 @@ from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.facts.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.search import SearchResult, search
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 
 __all__ = ["BoundKind", "CostGroup", "CostModel", "Estimate", "InvalidStrategyError", "LayerConfig",
            "LayerParams", "ParamReport", "SearchResult", "Strategy", "bind",

@@ -15,7 +15,7 @@ import attrs
 from hpdsl.bound.bind import bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.params import parameters
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.registry import Registry
 
 

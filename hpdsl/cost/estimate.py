@@ -20,7 +20,8 @@ from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.grid import price_grid
 from hpdsl.cost.price.scalar import OnePrice, one_of, price_one
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.reasons import require_valid
 
 

@@ -23,7 +23,7 @@ from hpdsl.cost.facts.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.facts.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 from hpdsl.cost.sweep.prune import Goal
 from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.sweep.chunks import bounded, price_chunks

@@ -26,7 +26,7 @@ CONDITION_AXES = ("tp", "cp", "ep", "pp", "etp")
 the family's own axis > 1."""
 
 STRATEGY_AXES = ("dp", "tp", "cp", "ep", "etp", "pp")
-"""Every axis of a parallel strategy (hpdsl/cost/facts/strategy.py): dp·tp·cp·pp devices, with ep·etp
+"""Every axis of a parallel strategy (hpdsl/model/strategy.py): dp·tp·cp·pp devices, with ep·etp
 carved out of dp·cp·tp for the expert layers."""
 
 EXPERT_AXES = ("ep", "etp")

@@ -54,7 +54,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
 
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.torch.layers import CausalLM, MTPLayer
 from hpdsl.torch.modules import GroupedExperts

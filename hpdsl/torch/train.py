@@ -36,7 +36,7 @@ from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import loss_parallel
 
 from hpdsl.api import compile_paths
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.ir.overrides import apply_sets
 from hpdsl.registry import Registry

@@ -16,7 +16,8 @@ from hpdsl.cost.facts.params import parameters
 from hpdsl.cost.price.grid import price_grid
 from hpdsl.cli.report import render_estimate, strategy_from_flags
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 
 DEEPSEEK = Strategy(tp=8, pp=8, dp=2, ep=8, sequence_parallel=True, global_batch=256)
 

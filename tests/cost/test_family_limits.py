@@ -11,7 +11,7 @@ from hpdsl.bound.bind import CostModel
 
 from hpdsl.api import bind_model
 from hpdsl.cost.search import search
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.cost.feasibility.reasons import validate_strategy
 
 GIB = 1024**3

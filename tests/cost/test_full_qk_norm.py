@@ -20,7 +20,7 @@ from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.search import search
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 
 SPEC = """model {name} : {profile} {{
   hidden 256

@@ -7,7 +7,8 @@ from cost_builders import EXAMPLES, example
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.grid import price_grid
-from hpdsl.cost.facts.strategy import IMPLS, Strategy, StrategyGrid
+from hpdsl.model.strategy import IMPLS, Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 
 
 def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:

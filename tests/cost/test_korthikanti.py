@@ -16,7 +16,8 @@ from cost_builders import GPT_OPS, dense_model
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.formulas.memory import activation, layer_act_coeffs
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.ir.nodes import RunFacts
 
 GPT_RUN = RunFacts(norm_bytes=2, dropout_bytes=1)

@@ -18,7 +18,7 @@ from hpdsl.cost.formulas.flops import MIXER_TERMS, layer_flop_terms
 from hpdsl.cost.facts.params import parameters
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.facts.replication import replicated_numel
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.cost.feasibility.reasons import strategy_reasons
 from hpdsl.bound.slots import kind_bindings, layer_slots
 

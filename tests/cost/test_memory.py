@@ -12,7 +12,8 @@ from hpdsl.cost.estimate import estimate
 from hpdsl.cost.price.pipeline_layout import build_layout, even_split, in_flight
 from hpdsl.cost.formulas.memory import activation, layer_act_coeffs, layer_activation_bytes
 from hpdsl.cost.facts.params import parameters
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 
 
 def test_even_split_gives_extras_to_the_middle_first() -> None:

@@ -13,7 +13,7 @@ from hpdsl.cost import parameters
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 
 # bytes per parameter before ZeRO: weights + gradients + master + fp8 copy + states·width

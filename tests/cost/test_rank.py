@@ -12,7 +12,8 @@ from cost_builders import ROOT, dense_model
 from hpdsl.cost.sweep.rank import canonical_zero, collapse, pareto, search_input_reasons
 from hpdsl.cost.search import search
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.strategy import Strategy, StrategyGrid
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import StrategyGrid
 
 
 def _hpdsl(*args: str) -> subprocess.CompletedProcess:

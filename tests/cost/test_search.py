@@ -15,7 +15,7 @@ from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.sweep.space import enumerate_grid, layouts
 from hpdsl.cost.search import search
 from hpdsl.cost.sweep.uneven import with_uneven_splits
-from hpdsl.cost.facts.strategy import CP_KINDS, RECOMPUTE, ZERO
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, ZERO
 from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.cost.feasibility.rules import invalid_mask
 

@@ -18,7 +18,7 @@ from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.formulas.flops import (BACKWARD, SOFTMAX, HEAD_CAST, attended_keys, causal_window_keys,
                               forward_flops_by_term)
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 
 H, A, KV, D, FFN, E, K, V = 256, 8, 2, 32, 128, 8, 2, 1000
 SEQ = 4096

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hpdsl.check.coverage import family_conditions, family_domain
 from hpdsl.cost import bind
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.convert import structure, unstructure

@@ -25,7 +25,8 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import Estimate, estimate
 from hpdsl.cost.formulas.flops import HEAD_CAST, SOFTMAX
 from hpdsl.cost.price.grid import price_grid
-from hpdsl.cost.facts.strategy import RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.model.strategy import RECOMPUTE, Strategy, ZERO
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, RunFacts
 

@@ -23,7 +23,8 @@ from hpdsl.cost.estimate import effective, estimate, estimate_from_price, grid_e
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.scalar import PLAN_CHUNKS, plan_key, price_floats
 from hpdsl.cost.facts.bounds import bound_reasons
-from hpdsl.cost.facts.strategy import CP_KINDS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.cost.feasibility.rules import rules
 from hpdsl.cost.feasibility.reasons import check_cache, strategy_reasons

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from hpdsl.cli.models import load_cost_model
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.errors import InputError
 from hpdsl.ir.overrides import apply_sets, parse_sets
 from hpdsl.ir.stack import layer_kinds

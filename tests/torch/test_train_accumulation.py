@@ -9,7 +9,7 @@ import pytest
 
 from hpdsl.cli.train import runnable_reasons
 from hpdsl.cost.facts.backend import backend_facts
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 from train_support import MIXTRAL_SMALL as SMALL
 from train_support import gradients_match, train_json

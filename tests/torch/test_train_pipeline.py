@@ -11,7 +11,7 @@ import torch
 from hpdsl.bound.bind import bind
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import evolve
 from hpdsl.ir.overrides import apply_sets
 from hpdsl.torch import build_model, materialize

@@ -53,7 +53,7 @@ def test_sdpa_on_a_gpu_is_fused_where_the_cpu_runs_its_math_kernel() -> None:
 
 
 def test_fused_is_what_transformers_keeps_less_its_extra_copies() -> None:
-    from hpdsl.cost.facts.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
     from validate_hf import CONFIGS, estimated_bytes, hpdsl_cost_model
 
     cost = hpdsl_cost_model("llama", CONFIGS["llama"][0])

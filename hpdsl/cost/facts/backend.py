@@ -35,7 +35,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count

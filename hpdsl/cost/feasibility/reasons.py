@@ -12,7 +12,8 @@ from hpdsl.bound.bind import CostModel
 from hpdsl.cost.facts.bounds import bound_reasons
 from hpdsl.cost.facts.columns import ModelColumns, model_columns
 from hpdsl.cost.feasibility.problems import InvalidStrategyError, Problem
-from hpdsl.cost.facts.strategy import Strategy, TRACED, codes_of
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import TRACED, codes_of
 from hpdsl.cost.formulas.trace import compile_plan
 from hpdsl.cost.feasibility.rules import Rule, rules
 from hpdsl.cost.feasibility.shape import FamilyRequire, Shape, model_shape, require_refuses

@@ -17,7 +17,8 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.bounds import MIN_MFU
 from hpdsl.cost.facts.columns import ModelColumns
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.cost.facts.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.model.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, ZERO
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.shape import FamilyRequire, Mask, Shape, group_rows, model_shape, require_refuses
 from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES

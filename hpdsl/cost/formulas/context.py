@@ -14,7 +14,8 @@ import numpy as np
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.devices import get_device
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.cost.facts.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.model.strategy import IMPLS, Strategy
+from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import RunFacts
 
@@ -95,12 +96,7 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/formulas/trace.py)
     f = {name: getattr(s, name) * 1.0 for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch",
                                                      "seq_len")}
-    codes = {"sp": -1 if s.sequence_parallel is None else int(bool(s.sequence_parallel)),
-             "global_batch": 0 if s.global_batch is None else s.global_batch, "micro_batch": s.micro_batch, "dp": s.dp, "pp": s.pp,
-             "softmax_bytes": s.softmax_bytes, "flash": int(bool(s.flash_attention)),
-             "recompute": RECOMPUTE.index(s.recompute), "recompute_layers": s.recompute_layers or 0,
-             "zero": ZERO.index(s.zero), "cp_kind": CP_KINDS.index(s.cp_kind), "mfu": s.mfu,
-             "impl": IMPLS.index(s.impl)}
+    codes = codes_of(s, 0)
     d = get_device(s.device)
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node}

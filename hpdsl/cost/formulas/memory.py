@@ -28,7 +28,7 @@ from hpdsl.cost.formulas.handoff import carried, carried_per_token
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.facts.params import LayerParams, mtp_extra
 from hpdsl.cost.facts.roles import MIXER_ROLES
-from hpdsl.cost.facts.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count

@@ -24,7 +24,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.formulas.context import Ctx, context
 from hpdsl.cost.price.ranks import price_group
-from hpdsl.cost.facts.strategy import StrategyGrid
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
 

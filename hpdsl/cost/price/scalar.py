@@ -26,7 +26,8 @@ from hpdsl.cost.formulas.context import Ctx, scalar_context
 from hpdsl.cost.price.pipeline_layout import Layout, in_flight_at
 from hpdsl.cost.price.types import GridPrice, Prepared
 from hpdsl.cost.price.grid import column_values, shared_factors
-from hpdsl.cost.facts.strategy import Strategy, TRACED
+from hpdsl.model.strategy import Strategy
+from hpdsl.cost.facts.grid import TRACED
 from hpdsl.cost.formulas.trace import compile_plan
 
 STAGE_KEYS = ("params", "grads", "optimizer", "activations", "transient", "total", "flops", "time", *AXES)

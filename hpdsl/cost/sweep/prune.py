@@ -42,7 +42,8 @@ from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.price.grid import columnwise, price_fit
 from hpdsl.cost.sweep.rank import canonical_zero
-from hpdsl.cost.facts.strategy import CP_KINDS, StrategyGrid
+from hpdsl.model.strategy import CP_KINDS
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.sweep.space import Space, too_many
 

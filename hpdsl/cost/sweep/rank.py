@@ -18,7 +18,8 @@ import numpy as np
 
 from hpdsl.cost.facts.bounds import search_bound_reasons
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.facts.strategy import IMPLS, StrategyGrid
+from hpdsl.model.strategy import IMPLS
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
 
 

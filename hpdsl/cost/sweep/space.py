@@ -10,7 +10,8 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.facts.strategy import CP_KINDS, RECOMPUTE, Strategy, StrategyGrid, ZERO
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.facts.bounds import MAX_CANDIDATES
 from hpdsl.cost.feasibility.rules import invalid_mask

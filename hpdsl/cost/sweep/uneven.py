@@ -9,7 +9,7 @@ import numpy as np
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.price.grid import price_fit
-from hpdsl.cost.facts.strategy import StrategyGrid
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.rules import invalid_mask
 
 UNEVEN_TRIED = 32
