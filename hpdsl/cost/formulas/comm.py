@@ -105,22 +105,22 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
     every sum (adding it would add +0.0): a column without tp, cp or ep traffic
     (the embedding, the output, a replicated mixer's parts) costs a few operations.
     """
-    zero = xp.zeros_like(x.tok)
-    per_token = x.b_c * x.tok / x.t
-    tp = per_token * c.tp * (x.t - 1) if c.tp else zero
+    zero = xp.zeros_like(x.tokens)
+    per_token = x.compute_bytes * x.tokens / x.tp
+    tp = per_token * c.tp * (x.tp - 1) if c.tp else zero
     if c.tp_sp:
-        tp = _plus(tp, xp.where(x.sp > 1, per_token * c.tp_sp * (x.t - 1), 0.0), zero)
-    mixer = x.b_c * x.tok if c.whole else per_token  # a whole mixer swaps every head on each tp rank
+        tp = _plus(tp, xp.where(x.sp_shards > 1, per_token * c.tp_sp * (x.tp - 1), 0.0), zero)
+    mixer = x.compute_bytes * x.tokens if c.whole else per_token  # a whole mixer swaps every head on each tp rank
     ring = xp.where(x.ring, mixer * c.ring * ring_steps(x, c.window), 0.0) if c.ring else zero
     a2a = xp.where(x.ring, 0.0, mixer * c.a2a * (x.cp - 1) / x.cp) if c.a2a else zero
     handoff = zero
     if c.handoff:  # once per sequence, whatever its length: to the next rank, its gradient back
-        sequences = x.b_c * x.b if c.whole else x.b_c * x.b / x.t
+        sequences = x.compute_bytes * x.micro_batch if c.whole else x.compute_bytes * x.micro_batch / x.tp
         handoff = xp.where(x.cp > 1, sequences * c.handoff, 0.0)
     cp_moved = _plus(a2a, handoff, zero)
     # Experts: all-to-all dispatch and combine over ep, then, with expert TP, an
     # all-gather of the routed tokens and a reduce-scatter of their outputs over etp.
-    ep = x.b_c * x.tok / x.sp * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero
+    ep = x.compute_bytes * x.tokens / x.sp_shards * c.ep * ((x.ep - 1) / x.ep + (x.etp - 1)) if c.ep else zero
     full = x.recompute == 2
     # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
     # passes keys and values again plus their gradients.
@@ -166,13 +166,13 @@ def ring_steps(x: Ctx, window: int) -> Val:
     """
     if not window:
         return x.cp - 1
-    reach = -((-(window - 1) * 2 * x.cp) // x.s)  # the ceiling, in operators floats, arrays and traces share
+    reach = -((-(window - 1) * 2 * x.cp) // x.seq_len)  # the ceiling, in operators floats, arrays and traces share
     return xp.minimum(x.cp - 1, 2 * reach)
 
 
 def pipeline_bytes(x: Ctx, hidden: int) -> Val:
     """Return the bytes a rank sends per micro-batch between stages (activations out, gradients back)."""
-    boundary = x.b_c * x.tok * hidden / x.sp
+    boundary = x.compute_bytes * x.tokens * hidden / x.sp_shards
     return xp.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
 
 
@@ -185,11 +185,11 @@ def data_parallel_factors(x: Ctx) -> tuple[Val, Val, Val, Val]:
     """
     z = x.zero
     # Deferred (deferred_grad_accumulation, several micro-batches): ZeRO-2/3 reduce-scatter once, after the last.
-    once_g = xp.select([z == 0, z == 1], [2.0, 1.0], xp.where(x.deferred, 1.0, 0.0)) * x.b_g
-    once_p = xp.where((z == 1) | (z == 2), 1.0, 0.0) * x.b_p
-    micro_g = xp.where((z >= 2) & xp.logical_not(x.deferred), 1.0, 0.0) * x.b_g
-    micro_p = xp.where(z == 3, 2.0, 0.0) * x.b_p
+    once_g = xp.select([z == 0, z == 1], [2.0, 1.0], xp.where(x.deferred, 1.0, 0.0)) * x.grad_bytes
+    once_p = xp.where((z == 1) | (z == 2), 1.0, 0.0) * x.param_bytes
+    micro_g = xp.where((z >= 2) & xp.logical_not(x.deferred), 1.0, 0.0) * x.grad_bytes
+    micro_p = xp.where(z == 3, 2.0, 0.0) * x.param_bytes
     dense_share = (x.dp * x.cp - 1) / (x.dp * x.cp)
-    expert_share = (x.edp - 1) / x.edp
+    expert_share = (x.expert_dp - 1) / x.expert_dp
     return ((once_g + once_p) * dense_share, (once_g + once_p) * expert_share,
             (micro_g + micro_p) * dense_share, (micro_g + micro_p) * expert_share)

@@ -26,23 +26,23 @@ F = Val
 class Ctx:
     """Strategy arrays (n,) as floats, run-fact scalars and per-axis bandwidths (one strategy: Python scalars)."""
 
-    t: F
-    sp: F
+    tp: F
+    sp_shards: F      # what sequence parallelism splits activations into: tp with it, else 1
     cp: F
     ep: F
     etp: F
     dp: F
     pp: F
     vpp: F
-    b: F
-    s: F
-    m: F
-    batch: F
-    tok: F            # tokens of one micro-batch per rank before tensor parallelism: s·b/cp
-    loss_t: F         # what the logits are divided by: t with loss_parallel, else 1
-    b_c: F
-    b_sm: F
-    b_p: F
+    micro_batch: F    # sequences per micro-batch
+    seq_len: F        # tokens per sequence
+    micro_batches: F  # micro-batches per step per data-parallel rank
+    batch: F          # sequences per step
+    tokens: F         # tokens of one micro-batch per rank before tensor parallelism: seq_len·micro_batch/cp
+    loss_shards: F    # what the logits are divided by: tp with loss_parallel, else 1
+    compute_bytes: F  # bytes per saved activation
+    softmax_bytes: F  # bytes per saved softmax element (without flash)
+    param_bytes: F    # bytes per parameter (the weights)
     flash: Any                # bool array, or a bool
     hf: Any                   # transformers' modules (hf-sdpa or hf-eager) save the activations
     eager: Any                # transformers' eager attention: expanded K and V, the scores kept
@@ -53,15 +53,15 @@ class Ctx:
     recompute_layers: Any
     zero: Any                 # int codes (ZERO), or an int
     ring: Any
-    edp: F            # expert data-parallel degree: dp·cp·tp/(ep·etp)
-    b_n: float
-    b_d: float
-    b_g: F
+    expert_dp: F      # expert data-parallel degree: dp·cp·tp/(ep·etp)
+    norm_bytes: float      # bytes per saved norm input (a run fact)
+    dropout_bytes: float   # bytes per dropout mask element (a run fact)
+    grad_bytes: F     # bytes per gradient
     grads_held: Any           # gradients take memory (grad_accumulation, pp > 1 or several micro-batches)
     deferred: Any             # deferred_grad_accumulation with several micro-batches: reduced once, after the last
-    b_o: F            # optimizer bytes per parameter: master copy, extra copies, states·state bytes
+    optimizer_bytes: F  # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
-    flops: F          # achieved FLOP/s: peak·mfu
+    achieved_flops: F  # achieved FLOP/s: peak·mfu
     bw_tp: F
     bw_cp: F
     bw_ep: F
@@ -76,7 +76,7 @@ class Ctx:
     def zero_divisors(self, level: int) -> tuple[F, F]:
         """Return (dense, expert) shard counts of what ZeRO shards from `level` on (1, 2 or 3)."""
         on = self.zero >= level
-        return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.edp, 1.0)
+        return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.expert_dp, 1.0)
 
 
 def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
@@ -121,18 +121,18 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
     # (docs/cost-model.md#activations-per-implementation).
     eager = g["impl"] == IMPLS.index("hf-eager")
     return Ctx(
-        t=t, sp=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
-        b=b, s=s, m=m, batch=batch * 1.0, tok=s * b / cp,
-        loss_t=t if run.loss_parallel else xp.ones_like(t),
-        b_c=widths["compute"], b_sm=g["softmax_bytes"] * 1.0,
-        b_p=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
+        tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
+        micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
+        loss_shards=t if run.loss_parallel else xp.ones_like(t),
+        compute_bytes=widths["compute"], softmax_bytes=g["softmax_bytes"] * 1.0,
+        param_bytes=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
         hf=g["impl"] > 0, eager=eager, cpu=(g["impl"] == IMPLS.index("hf-sdpa-cpu")) | run.cpu_attention, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
         all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
-        zero=g["zero"], ring=g["cp_kind"] == 0, edp=dp * cp * t / (ep * etp),
-        b_n=float(run.norm_bytes), b_d=float(run.dropout_bytes), b_g=widths["grad"],
+        zero=g["zero"], ring=g["cp_kind"] == 0, expert_dp=dp * cp * t / (ep * etp),
+        norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
         grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
-        b_o=widths["optimizer"],
-        overlapped_grad_reduce=run.overlapped_grad_reduce, flops=link["peak_flops"] * g["mfu"],
+        optimizer_bytes=widths["optimizer"],
+        overlapped_grad_reduce=run.overlapped_grad_reduce, achieved_flops=link["peak_flops"] * g["mfu"],
         bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
         bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
 

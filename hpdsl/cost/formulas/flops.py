@@ -322,56 +322,56 @@ def executed_keys(x: Ctx, causal: float, window: int = 0) -> Val:
     band: a query chunk needs only the keys within the window.
     """
     if not window:
-        return x.s * xp.where(x.flash, 1.0 - causal / 2, 1.0)
-    return xp.where(x.flash, (1.0 - causal) * x.s + causal * causal_window_keys(x.s, window), x.s)
+        return x.seq_len * xp.where(x.flash, 1.0 - causal / 2, 1.0)
+    return xp.where(x.flash, (1.0 - causal) * x.seq_len + causal * causal_window_keys(x.seq_len, window), x.seq_len)
 
 
 def model_keys(x: Ctx, causal: float, window: int = 0) -> Val:
     """Return the keys per query of the model (MFU) convention: s, min(s, w) for the windowed causal share."""
     if not window:
-        return x.s
-    return (1.0 - causal) * x.s + causal * attended_keys(x.s, window)
+        return x.seq_len
+    return (1.0 - causal) * x.seq_len + causal * attended_keys(x.seq_len, window)
 
 
 def device_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's executed forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
-    split = x.tok * ((c.t + c.ts * keys) / x.t + c.sp / x.sp)
-    return split + x.tok * (c.w + c.w_ts * keys) if c.w or c.w_ts else split
+    split = x.tokens * ((c.t + c.ts * keys) / x.tp + c.sp / x.sp_shards)
+    return split + x.tokens * (c.w + c.w_ts * keys) if c.w or c.w_ts else split
 
 
 def device_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return what a flash backward runs again per micro-batch on one device: QKᵀ and the softmax."""
-    again = x.tok * c.sel_ts * keys / x.t + x.tok * c.sel_w_ts * keys
+    again = x.tokens * c.sel_ts * keys / x.tp + x.tokens * c.sel_w_ts * keys
     return xp.where(x.flash, again, 0.0)
 
 
 def device_scores(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's score FLOPs per micro-batch on one device (what hides a ring's transfers)."""
-    return x.tok * c.ts * keys / x.t + x.tok * c.w_ts * keys
+    return x.tokens * c.ts * keys / x.tp + x.tokens * c.w_ts * keys
 
 
 def device_recompute(c: FlopCoeffs, x: Ctx, forward: Val, keys: Val) -> Val:
     """Return what the strategy's recompute runs again per micro-batch on one device."""
-    selective = x.tok * c.sel_ts * keys / x.t
+    selective = x.tokens * c.sel_ts * keys / x.tp
     if c.sel_w_ts:
-        selective = selective + x.tok * c.sel_w_ts * keys
+        selective = selective + x.tokens * c.sel_w_ts * keys
     return xp.where(x.recompute == 2, forward, xp.where(x.recompute == 1, selective, 0.0))
 
 
 def model_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide executed forward FLOPs per sequence."""
-    return x.s * (c.t + c.sp + c.w + (c.ts + c.w_ts) * keys)
+    return x.seq_len * (c.t + c.sp + c.w + (c.ts + c.w_ts) * keys)
 
 
 def model_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide flash-backward recompute (QKᵀ, softmax) per sequence."""
-    return xp.where(x.flash, x.s * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
+    return xp.where(x.flash, x.seq_len * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
 
 
 def model_recompute(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
     """Return one layer's model-wide recompute FLOPs per sequence under the strategy."""
     full = model_forward(c, x, keys)
-    selective = x.s * (c.sel_ts + c.sel_w_ts) * keys
+    selective = x.seq_len * (c.sel_ts + c.sel_w_ts) * keys
     return xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, 0.0))
 
 

@@ -38,8 +38,8 @@ def carried(cfg: LayerConfig) -> tuple[float, float]:
 
 def carried_per_token(elements: float, state_bytes: float, whole: bool, x: Ctx) -> Val:
     """Return the per-sequence hand-off as bytes per token of the rank's chunk (s·b/cp tokens), 0 without cp."""
-    per_sequence = (x.b_c * elements + state_bytes) * x.cp / x.s
-    return xp.where(x.cp > 1, per_sequence if whole else per_sequence / x.t, 0.0)
+    per_sequence = (x.compute_bytes * elements + state_bytes) * x.cp / x.seq_len
+    return xp.where(x.cp > 1, per_sequence if whole else per_sequence / x.tp, 0.0)
 
 
 __all__ = ["STATE_BYTES", "carried", "carried_per_token"]

@@ -311,64 +311,64 @@ def output_copy(columns: ModelColumns) -> float:
 
 def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
     """Return one layer's saved bytes per micro-batch: (no recompute, selective, full)."""
-    zero = xp.zeros_like(x.tok)
+    zero = xp.zeros_like(x.tokens)
     keep = zero
     if c.keep_sp_c or c.keep_sp_b:
-        keep = keep + (x.b_c * c.keep_sp_c + c.keep_sp_b) / x.sp
+        keep = keep + (x.compute_bytes * c.keep_sp_c + c.keep_sp_b) / x.sp_shards
     if c.keep_c or c.keep_b:
-        keep = keep + x.b_c * c.keep_c + c.keep_b
+        keep = keep + x.compute_bytes * c.keep_c + c.keep_b
     if c.logit_b:
-        keep = keep + c.logit_b / x.loss_t
+        keep = keep + c.logit_b / x.loss_shards
     body = keep
     if c.sp_c or c.sp_b:
-        body = body + (x.b_c * c.sp_c + c.sp_b) / x.sp
+        body = body + (x.compute_bytes * c.sp_c + c.sp_b) / x.sp_shards
     if c.t_c or c.t_b or c.routed_in:
         wide = c.t_c + x.etp * c.routed_in if c.routed_in else c.t_c
-        body = body + (x.b_c * wide + c.t_b) / x.t
+        body = body + (x.compute_bytes * wide + c.t_b) / x.tp
     if c.whole_c or c.whole_b:
-        body = body + x.b_c * c.whole_c + c.whole_b
+        body = body + x.compute_bytes * c.whole_c + c.whole_b
     if c.sp_copy_c:
-        body = body + xp.where(x.sp > 1, x.b_c * c.sp_copy_c, 0.0)
+        body = body + xp.where(x.sp_shards > 1, x.compute_bytes * c.sp_copy_c, 0.0)
     if c.cp_kv_c:
-        kv = x.b_c * c.cp_kv_c * (x.cp - 1)
-        body = body + (kv if c.scores_whole else kv / x.t) + xp.where(x.cp > 1, x.b_c * c.cp_masks * x.s, 0.0)
+        kv = x.compute_bytes * c.cp_kv_c * (x.cp - 1)
+        body = body + (kv if c.scores_whole else kv / x.tp) + xp.where(x.cp > 1, x.compute_bytes * c.cp_masks * x.seq_len, 0.0)
     if c.cp_carry[0] or c.cp_carry[1]:
         body = body + carried_per_token(*c.cp_carry, c.scores_whole, x)
     if c.hf is not None and x.any_hf:
         body = body + hf_extra(c.hf, x)
-    selective = x.tok * body
+    selective = x.tokens * body
     core = zero  # what the core attention keeps beyond q, k, v, the mask and its output: selective recomputes it
     if c.hf is not None and c.hf.cpu_heads:
         # SDPA's CPU math kernel (hpdsl train on CPU, hf-sdpa-cpu), fused estimate or transformers'.
         math = cpu_math(c.hf, x)
-        core = xp.where(x.cpu & x.flash, math if c.hf.whole else math / x.t, 0.0)
+        core = xp.where(x.cpu & x.flash, math if c.hf.whole else math / x.tp, 0.0)
     if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
         # The score tensor A·V reads is a copy of the softmax output only if a cast or
         # the attention dropout makes one; otherwise it is the softmax output itself.
-        b_sm = xp.where(x.eager, c.hf.eager_softmax or x.b_c, x.b_sm) if c.hf and x.any_hf else x.b_sm
-        copied = (b_sm != x.b_c) | (x.b_d > 0)
+        b_sm = xp.where(x.eager, c.hf.eager_softmax or x.compute_bytes, x.softmax_bytes) if c.hf and x.any_hf else x.softmax_bytes
+        copied = (b_sm != x.compute_bytes) | (x.dropout_bytes > 0)
         scores = xp.where(x.flash, c.flash_b,
-                          x.s * (b_sm * c.sc_sm + xp.where(copied, x.b_c * c.sc_c, 0.0) + c.sc_b))
-        none = x.tok * (body + core + (scores if c.scores_whole else scores / x.t))
+                          x.seq_len * (b_sm * c.sc_sm + xp.where(copied, x.compute_bytes * c.sc_c, 0.0) + c.sc_b))
+        none = x.tokens * (body + core + (scores if c.scores_whole else scores / x.tp))
     else:
-        none = x.tok * (body + core)
-    full = x.tok * (x.b_c * c.full_c / x.sp + keep) if c.full_c else none
+        none = x.tokens * (body + core)
+    full = x.tokens * (x.compute_bytes * c.full_c / x.sp_shards + keep) if c.full_c else none
     return none, selective, full
 
 
 def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
     """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
-    extra = (x.b_c * c.sp_c + c.sp_b) / x.sp + (x.b_c * c.t_c + x.etp * c.routed_b) / x.t
-    mixer = x.b_c * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
-    extra = extra + (mixer if c.whole else mixer / x.t)  # a replicated mixer is whole on every rank
+    extra = (x.compute_bytes * c.sp_c + c.sp_b) / x.sp_shards + (x.compute_bytes * c.t_c + x.etp * c.routed_b) / x.tp
+    mixer = x.compute_bytes * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
+    extra = extra + (mixer if c.whole else mixer / x.tp)  # a replicated mixer is whole on every rank
     if c.logit_v:
-        extra = extra + (x.b_c - LOGIT_BYTES) * c.logit_v / x.loss_t
+        extra = extra + (x.compute_bytes - LOGIT_BYTES) * c.logit_v / x.loss_shards
     return xp.where(x.hf, extra, 0.0)
 
 
 def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
     """Return what CPU SDPA's math kernel keeps per token beyond flash: fp32 q/k/v and softmax, less the statistics."""
-    return (FP32 - x.b_c) * c.cpu_w + c.cpu_heads * (x.s * FP32 - FLASH_STAT_BYTES)
+    return (FP32 - x.compute_bytes) * c.cpu_w + c.cpu_heads * (x.seq_len * FP32 - FLASH_STAT_BYTES)
 
 
 def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
@@ -393,7 +393,7 @@ def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val]:
 def device_params(p: ParamSplit, x: Ctx, tp_extra: Val | float = 0.0
                   ) -> tuple[Val, Val]:
     """Return (dense, expert) parameters one device holds before ZeRO sharding."""
-    return (p.tp + tp_extra) / x.t + p.rep, p.expert / (x.ep * x.etp)
+    return (p.tp + tp_extra) / x.tp + p.rep, p.expert / (x.ep * x.etp)
 
 
 def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
@@ -405,8 +405,8 @@ def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
     run holds them (`grad_accumulation`, pp > 1 or several micro-batches).
     """
     out = []
-    grads = xp.where(x.grads_held, x.b_g, 0.0)  # upstream's B_grad: 0 at pp 1 without grad_accumulation
-    for level, width in ((3, x.b_p), (2, grads), (1, x.b_o)):
+    grads = xp.where(x.grads_held, x.grad_bytes, 0.0)  # upstream's B_grad: 0 at pp 1 without grad_accumulation
+    for level, width in ((3, x.param_bytes), (2, grads), (1, x.optimizer_bytes)):
         shard_dense, shard_expert = x.zero_divisors(level)
         out.append((width / shard_dense, width / shard_expert))
     return tuple(out)

@@ -25,7 +25,7 @@ def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathere
     `deferred` is the rank's unsharded gradients beyond its ZeRO-2/3 shards, held
     until the one reduction after the last micro-batch when the run defers it.
     """
-    sharded = xp.where(x.dp * x.cp * x.edp > 1, gathered, 0.0)
+    sharded = xp.where(x.dp * x.cp * x.expert_dp > 1, gathered, 0.0)
     transient = (xp.where(x.recompute == 2, largest_act, 0.0)
                  + xp.where(x.zero == 3, sharded, 0.0)
                  + xp.where(x.deferred & (x.zero >= 2), deferred, 0.0))
@@ -52,14 +52,14 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
 
 def step_time(x: Ctx, sum_time: Any, max_time: Any, max_once: Any, vpp: int) -> Any:
     """Return the step time: 1F1B over m·vpp chunks (the slowest rank paces the steady state) plus the reductions."""
-    return (sum_time + (x.m * vpp - 1) * max_time) / vpp + max_once
+    return (sum_time + (x.micro_batches * vpp - 1) * max_time) / vpp + max_once
 
 
 def rank_traffic(x: Ctx, moved: dict[str, Any], tp_once: Any, pp_bytes: Any, once: Any, dp_micro: Any
                  ) -> dict[str, Any]:
     """Return a rank's bytes sent per step by axis: per micro-batch volumes times m, plus the per-step ones."""
-    out = {axis: x.m * moved[axis] for axis in ("tp", "cp", "ep")}
+    out = {axis: x.micro_batches * moved[axis] for axis in ("tp", "cp", "ep")}
     out["tp"] = out["tp"] + tp_once
-    out["pp"] = x.m * pp_bytes
-    out["dp"] = once + x.m * dp_micro
+    out["pp"] = x.micro_batches * pp_bytes
+    out["dp"] = once + x.micro_batches * dp_micro
     return out

@@ -60,7 +60,7 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     `flops=False` leaves out the model-convention FLOPs ("model_*"), which no time or memory reads.
     """
     role = p.columns.columns[j].role
-    layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tok)
+    layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tokens)
     if layer:
         none, rec = mem.recomputed_activation(p.act[j], x)
     else:
@@ -72,14 +72,14 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     fwd = flop_mod.device_forward(c, x, keys)
     bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
-    score = flop_mod.device_scores(c, x, keys) / x.flops if c.ts or c.w_ts else zero
+    score = flop_mod.device_scores(c, x, keys) / x.achieved_flops if c.ts or c.w_ts else zero
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
-    compute, compute_rec = (fwd + bwd) / x.flops, frec / x.flops
+    compute, compute_rec = (fwd + bwd) / x.achieved_flops, frec / x.achieved_flops
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],
-        "gathered": x.b_p * (dense + expert) if layer else zero,
-        "deferred": x.b_g * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
+        "gathered": x.param_bytes * (dense + expert) if layer else zero,
+        "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
         "tau_rec": compute_rec + traffic.rec_time if layer else zero,
         "dp_once": dense * once_dense + expert * once_expert,
@@ -91,9 +91,9 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
             model_fwd=model_fwd,
             model_bwd=flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
             model_rec=flop_mod.model_recompute(c, x, keys) if layer else zero,
-            model_mfu=x.s * (p.model_flops[j].per_token
+            model_mfu=x.seq_len * (p.model_flops[j].per_token
                              + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j])))
-    out: dict[str, Any] = {k: xp.broadcast(v, x.tok) for k, v in values.items()}
+    out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
     out.update(parts=parts, traffic=traffic)
     return out
 
@@ -107,8 +107,8 @@ def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
     over tp once per step, as Megatron does for its sequence-parallel norms.
     Without sp every rank saw the whole sequence: nothing to sum.
     """
-    ring = 2 * (x.t - 1) / x.t
-    return xp.where(x.sp > 1, ring * x.b_g * replicated, 0.0)
+    ring = 2 * (x.tp - 1) / x.tp
+    return xp.where(x.sp_shards > 1, ring * x.grad_bytes * replicated, 0.0)
 
 
 def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: bool = False

@@ -140,7 +140,7 @@ def memory(g: Group) -> dict[str, np.ndarray]:
     x, cw, layout, chunks = g.x, g.cw, g.layout, g.chunks_of
     per_chunk = (weighted_sum(chunks.counts, cw.act_none, chunks.spans)
                  + weighted_sum(chunks.recomputed, cw.act_delta, chunks.spans))[chunks.inverse]
-    activations = per_rank_sum(in_flight(layout.stages, layout.vpp, x.m) * per_chunk, layout.stages, layout.vpp)
+    activations = per_rank_sum(in_flight(layout.stages, layout.vpp, x.micro_batches) * per_chunk, layout.stages, layout.vpp)
     static = g.spread(g.ranks(cw.static))
     largest = _present_max(g.ranks_of.spans, len(g.ranks_of.counts), cw.act_none,
                            g.prepared.columns.layer_columns)
@@ -184,7 +184,7 @@ def details(g: Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
     moved = {axis: g.ranks(cw.vol[axis], cw.vol_rec[axis]) for axis in ("tp", "cp", "ep")}
     traffic = stage.rank_traffic(x, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
     traffic = {axis: g.spread(np.broadcast_to(value, moved["tp"].shape)) for axis, value in traffic.items()}
-    flops = x.m * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec)
+    flops = x.micro_batches * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec)
     return {"params": params, "grads": grads, "optimizer": optim,
             "activations": memory["activations"], "transient": memory["transient"],
             "total": memory["total"], "flops": g.spread(flops), "time": g.spread(time["time"]), **traffic}

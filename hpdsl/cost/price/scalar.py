@@ -200,7 +200,7 @@ class _Ranks:
             for j, _count in held:
                 delta = delta + self.rc[c][j] * self.rows[j]["act_delta"]
             per_chunk.append(kept + delta)
-        weighted = [in_flight_at(S, v, c % S, c // S, x.m) * per_chunk[c] for c in range(S * v)]
+        weighted = [in_flight_at(S, v, c % S, c // S, x.micro_batches) * per_chunk[c] for c in range(S * v)]
         return self._chunk_sum([weighted[pos * S:(pos + 1) * S] for pos in range(v)])
 
     def price(self) -> dict[str, Any]:
@@ -226,7 +226,7 @@ class _Ranks:
         stages = {"params": self.ranks("param_bytes"), "grads": self.ranks("grad_bytes"),
                   "optimizer": self.ranks("optimizer_bytes"), "activations": act,
                   "transient": [t for t, _ in memory], "total": [total for _, total in memory],
-                  "flops": [x.m * f for f in self.ranks("flops_step", "rec")], "time": t_rank,
+                  "flops": [x.micro_batches * f for f in self.ranks("flops_step", "rec")], "time": t_rank,
                   **{axis: [row[axis] for row in traffic] for axis in AXES}}
         counts, rc_total = self.plan.totals, self._chunk_sum(self.rc)
         return {"stages": stages, "step": step,

@@ -109,7 +109,7 @@ def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | 
     chunks = g.chunks_of
     kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
-    flight = in_flight(layout.stages, layout.vpp, x.m)
+    flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
     held = None
     own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
     for delta in own.values():   # the fewest any recompute choice keeps, per rank
@@ -130,7 +130,7 @@ def _deltas(p: Prepared, x: Any, cw: Any, codes: tuple[int, ...]) -> dict[int, l
         layer = p.columns.columns[j].role in ("layer", "mtp")
         kept = mem.activation(p.act[j], x) if layer and any(codes) else (none, none, none)
         for code in codes:
-            out[code].append(xp.broadcast(kept[code] - none, x.tok) if layer and code else np.zeros_like(none))
+            out[code].append(xp.broadcast(kept[code] - none, x.tokens) if layer and code else np.zeros_like(none))
     return out
 
 
