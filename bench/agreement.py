@@ -32,13 +32,13 @@ from torch.utils.flop_counter import FlopCounterMode
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.cost.formulas.memory import layer_activation_bytes
-from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
+from hpdsl.model.strategy import Strategy
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM
 from hpdsl.torch.model import build_model, materialize
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
 
 FUSED_ATTENTION = ("flash_attention", "efficient_attention", "cudnn_attention")
 """Attention kernels that keep row statistics instead of the score tensor (the estimator's flash)."""

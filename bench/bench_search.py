@@ -32,14 +32,14 @@ import numpy as np  # noqa: E402
 
 from hpdsl.api import bind_model  # noqa: E402
 from hpdsl.cost.estimate import estimate  # noqa: E402
-from hpdsl.cost.heap import keep_freed_memory  # noqa: E402
-from hpdsl.cost.price.types import Prepared  # noqa: E402
-from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.price.grid import price_grid
-from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
-from hpdsl.cost.sweep.space import enumerate_grid
 from hpdsl.cost.facts.grid import StrategyGrid  # noqa: E402
 from hpdsl.cost.feasibility.rules import invalid_mask  # noqa: E402
+from hpdsl.cost.heap import keep_freed_memory  # noqa: E402
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.types import Prepared  # noqa: E402
+from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
+from hpdsl.cost.sweep.space import enumerate_grid
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODELS = ("deepseek_v3", "qwen3_next_80b_a3b")

@@ -43,15 +43,15 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from hpdsl.api import bind_model  # noqa: E402
-from hpdsl.model.fields import MAX_LAYERS  # noqa: E402
 from hpdsl.bound.bind import CostModel  # noqa: E402
 from hpdsl.cost import Strategy, estimate, search  # noqa: E402
-from hpdsl.cost.price.prepare import prepare  # noqa: E402
-from hpdsl.cost.price.grid import price_grid
-from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
-from hpdsl.cost.sweep.space import enumerate_grid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError  # noqa: E402
 from hpdsl.cost.feasibility.rules import invalid_mask  # noqa: E402
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare  # noqa: E402
+from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
+from hpdsl.cost.sweep.space import enumerate_grid
+from hpdsl.model.fields import MAX_LAYERS  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -36,14 +36,14 @@ from hf_measure import OUTPUT, build, inputs_for, measure  # noqa: E402  (beside
 from hpdsl.api import compile_sources  # noqa: E402
 from hpdsl.bound.bind import CostModel, bind  # noqa: E402
 from hpdsl.cost.facts.columns import model_columns  # noqa: E402
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.formulas.context import context  # noqa: E402
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
 from hpdsl.cost.formulas.memory import activation, column_act_coeffs  # noqa: E402
-from hpdsl.model.strategy import Strategy  # noqa: E402
-from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.ir.nodes import evolve  # noqa: E402
+from hpdsl.model.strategy import Strategy  # noqa: E402
 
 SMALL = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
          "intermediate_size": 512, "vocab_size": 512, "num_hidden_layers": 2,

@@ -18,9 +18,9 @@ from hpdsl.diagnostics import Diagnostic, Span
 from hpdsl.ir.lower import Lowered
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import lower_model
-from hpdsl.scope import Scope, model_profile
 from hpdsl.ir.lower_profiles import lower_profile
 from hpdsl.ir.nodes import FamilyIR, ProfileIR, SourceRef
+from hpdsl.scope import Scope, model_profile
 
 
 @attrs.frozen

@@ -12,17 +12,17 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.formulas.comm import AXES
 from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
-from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.price.grid import price_grid
-from hpdsl.cost.price.scalar import OnePrice, one_of, price_one
-from hpdsl.model.strategy import Strategy
-from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.reasons import require_valid
+from hpdsl.cost.formulas.comm import AXES
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.scalar import OnePrice, one_of, price_one
+from hpdsl.cost.price.types import Prepared
+from hpdsl.model.strategy import Strategy
 
 
 @attrs.frozen

@@ -18,17 +18,17 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.sweep import rank
-from hpdsl.cost.facts.devices import get_device
 from hpdsl.cost.estimate import Estimate, estimate
-from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.price.prepare import prepare
-from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
-from hpdsl.cost.sweep.prune import Goal
+from hpdsl.cost.facts.devices import get_device
 from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.types import Prepared
+from hpdsl.cost.sweep import rank
 from hpdsl.cost.sweep.chunks import bounded, price_chunks
+from hpdsl.cost.sweep.prune import Goal
 from hpdsl.cost.sweep.space import full_grid, search_space
 from hpdsl.cost.sweep.uneven import NEAR_FIT, UNEVEN_TRIED, uneven_candidates
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
 @attrs.frozen
 class SearchResult:

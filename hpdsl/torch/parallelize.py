@@ -54,8 +54,8 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
 
-from hpdsl.model.strategy import Strategy
 from hpdsl.errors import BuildError
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, MTPLayer
 from hpdsl.torch.modules import GroupedExperts
 from hpdsl.torch.pipeline import StageChunk

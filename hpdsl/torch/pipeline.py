@@ -33,9 +33,9 @@ from torch.distributed.pipelining.schedules import _PipelineSchedule
 from torch.distributed.pipelining.stage import _PipelineStageBase
 
 from hpdsl.cost.price.pipeline_layout import even_split
-from hpdsl.model.strategy import Strategy
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, output_logits
 from hpdsl.torch.modules.collectives import rank_local
 

@@ -4,8 +4,8 @@ docs/reference.md#reference-stacks."""
 from __future__ import annotations
 
 from blocks import linear, mla, moe
-from hpdsl.cost import bind
 from hpdsl.bound.bind import linear_attention_fields
+from hpdsl.cost import bind
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, evolve
 
 OPS = dict.fromkeys(("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather",

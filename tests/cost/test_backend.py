@@ -8,13 +8,13 @@ import pytest
 from cost_builders import example, moe_model
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.backend import backend_facts
 from hpdsl.cost.estimate import estimate
+from hpdsl.cost.facts.backend import backend_facts
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.formulas.memory import layer_activation_bytes
 from hpdsl.cost.price.grid import price_grid
-from hpdsl.model.strategy import Strategy
-from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.ir.nodes import RunFacts, evolve
+from hpdsl.model.strategy import Strategy
 
 TP_SP = Strategy(dp=2, tp=2, sequence_parallel=True, zero="os+grad+params", precision="fp32", seq_len=32)
 

@@ -10,9 +10,9 @@ from cost_builders import EXAMPLES
 from hpdsl.bound.bind import CostModel
 
 from hpdsl.api import bind_model
+from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.cost.search import search
 from hpdsl.model.strategy import Strategy
-from hpdsl.cost.feasibility.reasons import validate_strategy
 
 GIB = 1024**3
 

@@ -9,8 +9,8 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.handoff import carried
 from hpdsl.cost.formulas.memory import layer_activation_bytes
-from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 
 CP2 = Strategy(cp=2, precision="fp32", seq_len=4096)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from cost_builders import EXAMPLES, example
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.price.grid import price_grid
-from hpdsl.model.strategy import IMPLS, Strategy
 from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.model.strategy import IMPLS, Strategy
 
 
 def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_model
 
-from hpdsl.cost.formulas.context import context
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.price.pipeline_layout import build_layout, even_split, in_flight
-from hpdsl.cost.formulas.memory import activation, layer_act_coeffs, layer_activation_bytes
-from hpdsl.cost.facts.params import parameters
-from hpdsl.model.strategy import Strategy
 from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.params import parameters
+from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.memory import activation, layer_act_coeffs, layer_activation_bytes
+from hpdsl.cost.price.pipeline_layout import build_layout, even_split, in_flight
+from hpdsl.model.strategy import Strategy
 
 
 def test_even_split_gives_extras_to_the_middle_first() -> None:

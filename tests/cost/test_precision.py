@@ -13,8 +13,8 @@ from hpdsl.cost import parameters
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 
 # bytes per parameter before ZeRO: weights + gradients + master + fp8 copy + states·width
 EXPECTED = {

@@ -8,13 +8,13 @@ from cost_builders import dense_model, example, hybrid_model, moe_model
 
 from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
-from hpdsl.cost.feasibility.problems import PROBLEMS, InvalidStrategyError
-from hpdsl.model.strategy import Strategy
 from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.problems import PROBLEMS, InvalidStrategyError
 from hpdsl.cost.feasibility.reasons import require_valid, strategy_problems, validate_strategy
 from hpdsl.cost.feasibility.rules import invalid_mask, rules
 from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.errors import HpdslError
+from hpdsl.model.strategy import Strategy
 
 STRATEGIES = [
     Strategy(),

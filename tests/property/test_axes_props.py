@@ -17,16 +17,16 @@ from family_strategies import FamilySpec, defaulted_family_specs
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hpdsl.bound.bind import CostModel
 from hpdsl.check.coverage import family_conditions, family_domain
 from hpdsl.cost import bind
-from hpdsl.bound.bind import CostModel
-from hpdsl.model.strategy import Strategy
 from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.convert import structure, unstructure
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.nodes import FamilyIR, KindIR, LayerGroup, ModelIR, ProfileIR
 from hpdsl.model.axes import CONDITION_AXES, STRATEGY_AXES, AxisSizeError, AxisSizes, condition_inputs
+from hpdsl.model.strategy import Strategy
 from hpdsl.syntax import parse_text
 
 degrees = st.integers(1, 64)

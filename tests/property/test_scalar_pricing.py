@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from hpdsl.api import bind_model
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import effective, estimate, estimate_from_price, grid_estimate
+from hpdsl.cost.facts.bounds import bound_reasons
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.reasons import check_cache, strategy_reasons
+from hpdsl.cost.feasibility.rules import rules
+from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.scalar import PLAN_CHUNKS, plan_key, price_floats
-from hpdsl.cost.facts.bounds import bound_reasons
 from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
-from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.shape import model_shape
-from hpdsl.cost.feasibility.rules import rules
-from hpdsl.cost.feasibility.reasons import check_cache, strategy_reasons
 from test_estimator_props import Spec, specs, strategies
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

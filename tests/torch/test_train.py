@@ -9,10 +9,10 @@ import attrs
 import pytest
 
 from hpdsl.cli.models import load_cost_model
-from hpdsl.model.strategy import Strategy
 from hpdsl.errors import InputError
 from hpdsl.ir.overrides import apply_sets, parse_sets
 from hpdsl.ir.stack import layer_kinds
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
 from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,

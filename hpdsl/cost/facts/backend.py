@@ -35,10 +35,10 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import RunFacts, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
+from hpdsl.model.strategy import Strategy
 
 ZERO3 = "os+grad+params"
 """The ZeRO level under which the backend's MoE routes each tp rank's chunk (FSDP2 sums its experts over tp)."""

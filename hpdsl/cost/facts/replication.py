@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hpdsl.bound.bind import CostModel, LayerConfig
-from hpdsl.ir.layouts import evaluate_dim
-from hpdsl.ir.nodes import FamilyIR
 from hpdsl.bound.config import dim_environment
 from hpdsl.bound.slots import Slot, kind_bindings, layer_slots
+from hpdsl.ir.layouts import evaluate_dim
+from hpdsl.ir.nodes import FamilyIR
 
 SHARDED_PLACEMENTS = ("colwise", "rowwise")
 """Placements a tp split shards; `replicate` leaves the parameter whole on every tp rank."""

@@ -11,14 +11,14 @@ import attrs
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.facts.bounds import bound_reasons
 from hpdsl.cost.facts.columns import ModelColumns, model_columns
-from hpdsl.cost.feasibility.problems import InvalidStrategyError, Problem
-from hpdsl.model.strategy import Strategy
 from hpdsl.cost.facts.grid import TRACED, codes_of
-from hpdsl.cost.formulas.trace import compile_plan
+from hpdsl.cost.feasibility.problems import InvalidStrategyError, Problem
 from hpdsl.cost.feasibility.rules import Rule, rules
 from hpdsl.cost.feasibility.shape import FamilyRequire, Shape, model_shape, require_refuses
+from hpdsl.cost.formulas.trace import compile_plan
 from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES
+from hpdsl.model.strategy import Strategy
 
 
 def strategy_problems(strategy: Strategy, model: CostModel | ModelColumns | CheckCache) -> tuple[Problem, ...]:

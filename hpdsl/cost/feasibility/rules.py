@@ -13,15 +13,15 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.bounds import MIN_MFU
 from hpdsl.cost.facts.columns import ModelColumns
-from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
-from hpdsl.model.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, ZERO
 from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.cost.feasibility.shape import FamilyRequire, Mask, Shape, group_rows, model_shape, require_refuses
+from hpdsl.cost.formulas import xp
 from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES
+from hpdsl.model.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, ZERO
 
 def _require_rule(required: FamilyRequire) -> Rule:
     """A family's require over the grid's axis sizes, its selectors at the slot's values or their defaults."""

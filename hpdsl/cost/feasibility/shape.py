@@ -8,11 +8,11 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
+from hpdsl.bound.slots import end_slots, model_slots
 from hpdsl.cost.facts.columns import ModelColumns, head_counts
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import FamilyIR, RequireIR
-from hpdsl.bound.slots import end_slots, model_slots
 from hpdsl.model import ops as OP
 from hpdsl.model.axes import AxisSizes, condition_inputs, config_selectors
 from hpdsl.model.fields import Scalar

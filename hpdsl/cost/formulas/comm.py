@@ -15,14 +15,14 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.memory import attention_widths
+from hpdsl.cost.formulas.xp import Val
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
-from hpdsl.cost.formulas.xp import Val
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 

@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.devices import get_device
-from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
-from hpdsl.model.strategy import IMPLS, Strategy
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
+from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
+from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import IMPLS, Strategy
 
 F = Val
 

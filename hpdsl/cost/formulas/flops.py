@@ -28,10 +28,10 @@ from hpdsl.cost.formulas import xp
 
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.facts.columns import Column, ModelColumns, model_columns
-from hpdsl.cost.formulas.context import Ctx
-from hpdsl.cost.formulas.xp import Val
 from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.memory import attention_widths
+from hpdsl.cost.formulas.xp import Val
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 

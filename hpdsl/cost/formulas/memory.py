@@ -20,19 +20,19 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.formulas.context import Ctx, scalar_context
-from hpdsl.cost.formulas.handoff import carried, carried_per_token
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.facts.params import LayerParams, mtp_extra
 from hpdsl.cost.facts.roles import MIXER_ROLES
-from hpdsl.model.strategy import Strategy
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx, scalar_context
+from hpdsl.cost.formulas.handoff import carried, carried_per_token
+from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
-from hpdsl.cost.formulas.xp import Val
+from hpdsl.model.strategy import Strategy
 
 LOGIT_BYTES = 4
 """The cross-entropy keeps the logits' softmax in fp32."""

@@ -17,15 +17,15 @@ from typing import Any
 import attrs
 import numpy as np
 
+from hpdsl.bound.bind import CostModel
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas import xp
-from hpdsl.bound.bind import CostModel
 from hpdsl.cost.formulas.context import Ctx, context
-from hpdsl.cost.price.ranks import price_group
-from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.ranks import price_group
 from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from hpdsl.bound.bind import CostModel
+from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
-from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.price.types import Prepared
 
 

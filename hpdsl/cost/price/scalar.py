@@ -20,15 +20,15 @@ import numpy as np
 
 from hpdsl.cost.formulas import stage
 
+from hpdsl.cost.facts.grid import TRACED
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.comm import AXES, pipeline_bytes
 from hpdsl.cost.formulas.context import Ctx, scalar_context
+from hpdsl.cost.formulas.trace import compile_plan
+from hpdsl.cost.price.grid import column_values, shared_factors
 from hpdsl.cost.price.pipeline_layout import Layout, in_flight_at
 from hpdsl.cost.price.types import GridPrice, Prepared
-from hpdsl.cost.price.grid import column_values, shared_factors
 from hpdsl.model.strategy import Strategy
-from hpdsl.cost.facts.grid import TRACED
-from hpdsl.cost.formulas.trace import compile_plan
 
 STAGE_KEYS = ("params", "grads", "optimizer", "activations", "transient", "total", "flops", "time", *AXES)
 

@@ -8,11 +8,11 @@ from typing import Any
 import attrs
 import numpy as np
 
+from hpdsl.cost.facts.columns import ModelColumns
+from hpdsl.cost.feasibility.reasons import CheckCache, check_cache
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
-from hpdsl.cost.facts.columns import ModelColumns
-from hpdsl.cost.feasibility.reasons import CheckCache, check_cache
 from hpdsl.cost.price.pipeline_layout import Layout, build_layout
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.price.grid import price_fit
-from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.bounds import MAX_CANDIDATES
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.price.grid import price_fit
+from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.prune import Goal, Pruned, bounded_search, row_count
 from hpdsl.cost.sweep.space import Space
 

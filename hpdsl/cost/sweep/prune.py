@@ -32,20 +32,20 @@ from typing import Any
 import attrs
 import numpy as np
 
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.formulas import comm as comm_mod
-from hpdsl.cost.price import ranks
 from hpdsl.cost.formulas import stage
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
+from hpdsl.cost.price import ranks
+from hpdsl.cost.price.grid import columnwise, price_fit
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.price.grid import columnwise, price_fit
 from hpdsl.cost.sweep.rank import canonical_zero
-from hpdsl.model.strategy import CP_KINDS
-from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.sweep.space import Space, too_many
+from hpdsl.model.strategy import CP_KINDS
 
 BOUND_CHUNK = 1 << 13
 """Candidates priced between two updates of the thresholds."""

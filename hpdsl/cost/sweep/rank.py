@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpdsl.cost.facts.bounds import search_bound_reasons
-from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.model.strategy import IMPLS
 from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.model.strategy import IMPLS
 
 
 def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,

@@ -9,13 +9,13 @@ from functools import cache
 import attrs
 import numpy as np
 
-from hpdsl.cost.price.types import Prepared
-from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
+from hpdsl.cost.facts.bounds import MAX_CANDIDATES
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
-from hpdsl.cost.facts.bounds import MAX_CANDIDATES
 from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.feasibility.shape import model_shape
+from hpdsl.cost.price.types import Prepared
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
 def divisors(n: int) -> list[int]:
     """Return the divisors of n in increasing order."""

@@ -6,11 +6,11 @@ from functools import cache
 
 import numpy as np
 
-from hpdsl.cost.price.pipeline_layout import even_split
-from hpdsl.cost.price.types import Prepared
-from hpdsl.cost.price.grid import price_fit
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.price.grid import price_fit
+from hpdsl.cost.price.pipeline_layout import even_split
+from hpdsl.cost.price.types import Prepared
 
 UNEVEN_TRIED = 32
 """Pipelined candidates whose uneven splits are priced: the fastest that fit or nearly fit."""
