@@ -28,7 +28,7 @@ class Column:
     kind: str | None = None
     config: LayerConfig | None = None
     params: LayerParams | None = None
-    whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (cost/replication.py)
+    whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (hpdsl/cost/facts/replication.py)
 
 
 @attrs.frozen(eq=False)

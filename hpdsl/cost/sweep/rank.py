@@ -32,7 +32,7 @@ def search_input_reasons(devices: int, memory_bytes: float | None, top: int, *,
     reasons: list[str] = []
     if devices < 1:
         reasons.append(f"devices must be at least 1, got {devices}")
-    # The layouts factor the count and each top strategy is estimated in full: bounded (cost/bounds.py).
+    # The layouts factor the count and each top strategy is estimated in full: bounded (hpdsl/cost/facts/bounds.py).
     reasons += search_bound_reasons(devices, top, (("micro-batches", micro_batches), ("vpp", vpp)),
                                     global_batch, seq_len)
     if memory_bytes is not None and not (math.isfinite(memory_bytes) and memory_bytes > 0):
