@@ -30,6 +30,7 @@ from hpdsl.cost.sweep.space import full_grid, search_space
 from hpdsl.cost.sweep.uneven import NEAR_FIT, UNEVEN_TRIED, uneven_candidates
 from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
+
 @attrs.frozen
 class SearchResult:
     """The ranked strategies that fit, and what the sweep did."""

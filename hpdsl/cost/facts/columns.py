@@ -19,6 +19,7 @@ from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
 from hpdsl.cost.facts.params import LayerParams, ParamReport, layer_params, parameters
 from hpdsl.cost.facts.replication import replicated_roles
 
+
 @attrs.frozen
 class Column:
     """What one pricing column stands for: a layer kind (body or MTP), the embedding or the output."""

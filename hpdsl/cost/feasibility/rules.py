@@ -23,6 +23,7 @@ from hpdsl.ir.conditions import names_in
 from hpdsl.model.axes import CONDITION_AXES
 from hpdsl.model.strategy import CP_KINDS, IMPLS, RECOMPUTE, Strategy, ZERO
 
+
 def _require_rule(required: FamilyRequire) -> Rule:
     """A family's require over the grid's axis sizes, its selectors at the slot's values or their defaults."""
     family, require = required.family, required.require

@@ -17,6 +17,7 @@ from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.cost.price.types import Prepared
 from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
+
 def divisors(n: int) -> list[int]:
     """Return the divisors of n in increasing order."""
     return list(_divisors(n))
