@@ -22,8 +22,9 @@ CHUNK = 1 << 13
 PROGRESS_AFTER = 1.0
 """Seconds a search runs before its progress bar shows."""
 
+
 def bounded(prepared: Prepared, space: Space, goal: Goal, progress: bool | None, start: float) -> Pruned:
-    """Return the bounded search's priced candidates, with the progress bar of _price_chunks."""
+    """Return the bounded search's priced candidates, with the progress bar of price_chunks."""
     total = row_count(space) * space.sizes[3] * space.sizes[4]
     show = (sys.stderr.isatty() if progress is None else progress) and total > CHUNK
     bar = _progress_bar(total, max(0.0, PROGRESS_AFTER - (time.perf_counter() - start))) if show else None
@@ -35,7 +36,7 @@ def bounded(prepared: Prepared, space: Space, goal: Goal, progress: bool | None,
 
 
 def price_chunks(prepared: Prepared, grid: StrategyGrid, progress: bool | None,
-                  start: float) -> tuple[np.ndarray, np.ndarray]:
+                 start: float) -> tuple[np.ndarray, np.ndarray]:
     """Return (step time, peak bytes) of every candidate, priced CHUNK at a time.
 
     The progress bar (on a terminal, or when `progress`) appears only once the
