@@ -33,7 +33,8 @@ def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
 
     from hpdsl.cost.facts.columns import model_columns
     from hpdsl.cost.formulas.context import scalar_context
-    from hpdsl.cost.formulas.memory import MIXER_ROLES, column_act_coeffs, hf_extra
+    from hpdsl.cost.facts.roles import MIXER_ROLES
+    from hpdsl.cost.formulas.memory import column_act_coeffs, hf_extra
 
     from hpdsl.api import compile_paths
     from hpdsl.cost import bind
@@ -48,4 +49,4 @@ def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
     x = scalar_context(Strategy(tp=2, impl="hf-sdpa", sequence_parallel=True), cost.profile.run)
     split = hf_extra(attrs.evolve(hf, whole=False), x)
     # Whole, the mixer's terms are not halved: the difference is the half tp=2 took off.
-    assert hf_extra(hf, x) - split == (x.b_c * hf.mix_c + hf.mix_b) / 2
+    assert hf_extra(hf, x) - split == (x.compute_bytes * hf.mix_c + hf.mix_b) / 2
