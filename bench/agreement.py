@@ -10,7 +10,7 @@ parameters excluded, each counted in the layer that saves it first). Each number
 is set beside the estimator's for the same shapes: every parallel degree 1, no
 recompute, byte widths of the dtype run, the attention kernel that actually ran
 (flash or not). Only the estimator's matrix-product terms are compared with
-FlopCounterMode (hpdsl.cost.flops.MATMUL_TERMS): it does not see softmax, norms,
+FlopCounterMode (hpdsl.cost.formulas.flops.MATMUL_TERMS): it does not see softmax, norms,
 activations, rotary or the delta rule's triangular inverse.
 
 docs/validation.md tabulates the rows (bench/validate_estimator.py prints them)
@@ -30,15 +30,15 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
-from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term
-from hpdsl.cost.memory import layer_activation_bytes
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
+from hpdsl.cost.formulas.memory import layer_activation_bytes
 from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
+from hpdsl.model.strategy import Strategy
 from hpdsl.registry import Registry
 from hpdsl.torch.layers import Seq2SeqLM
 from hpdsl.torch.model import build_model, materialize
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
 
 FUSED_ATTENTION = ("flash_attention", "efficient_attention", "cudnn_attention")
 """Attention kernels that keep row statistics instead of the score tensor (the estimator's flash)."""

@@ -4,7 +4,7 @@ For each strategy (tp, pp, dp, micro-batch, global batch, ZeRO stage,
 recompute) on A100 80GB, times in interleaved rounds, best of each (the least
 disturbed by other load on the machine):
 
-- hpdsl `estimate(cost_model, strategy)`: the public scalar API, validation,
+- hpdsl `estimate(prepared, strategy)` (the model's Prepared held): the public scalar API, validation,
   pricing through the model's compiled plan and the Estimate it returns;
 - hpdsl as a grid of one (`grid_estimate`, what `estimate` ran before the
   compiled plan: the vectorised numpy code on arrays of length one);
@@ -34,6 +34,7 @@ from typing import Any
 from hpdsl.api import bind_model
 from hpdsl.cost import Strategy, estimate
 from hpdsl.cost.estimate import grid_estimate
+from hpdsl.cost.price.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = (  # tp, pp, dp, micro_batch, global_batch, zero, recompute
@@ -85,18 +86,19 @@ def main() -> None:
     parser.add_argument("--number", type=int, default=200)
     args = parser.parse_args()
     cost_model = bind_model([ROOT / "examples" / "llama2_7b.hpf"])
+    prepared = prepare(cost_model)  # held: its PriceCache keeps the compiled plans between calls
     rows = []
     for tp, pp, dp, micro, batch, zero, recompute in STRATEGIES:
         strategy = Strategy(tp=tp, pp=pp, dp=dp, micro_batch=micro, global_batch=batch, seq_len=4096,
                             zero=zero, recompute=recompute, device="a100", mfu=0.5)
         start = time.perf_counter()
-        estimate(cost_model, strategy)  # the first of its shape: priced on floats
+        estimate(prepared, strategy)  # the first of its shape: priced on floats
         first = time.perf_counter() - start
         start = time.perf_counter()
-        estimate(cost_model, strategy)  # the second compiles the shape's plan
+        estimate(prepared, strategy)  # the second compiles the shape's plan
         second = time.perf_counter() - start
-        pricers = {"hpdsl": lambda s=strategy: estimate(cost_model, s),
-                   "grid of one": lambda s=strategy: grid_estimate(cost_model, s),
+        pricers = {"hpdsl": lambda s=strategy: estimate(prepared, s),
+                   "grid of one": lambda s=strategy: grid_estimate(prepared, s),
                    "llm-analysis": llm_analysis_pricer(tp, pp, dp, micro, batch, zero, recompute)}
         best = {name: float("inf") for name in pricers}
         for round_ in range(args.rounds):

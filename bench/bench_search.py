@@ -6,7 +6,7 @@ sizes, recompute choices, ZeRO levels, CP kinds), keeps the valid ones, and
 times, best of several runs:
 
 - the vectorised path: `price_grid` over the grid in the search's chunks;
-- the scalar path: `estimate(cost_model, strategy)` for a sample of the same
+- the scalar path: `estimate(prepared, strategy)` (the Prepared held) for a sample of the same
   strategies, one at a time (what a loop over candidates would cost).
 
 It prints strategies per CPU second for each and their ratio. The thread variables
@@ -32,11 +32,14 @@ import numpy as np  # noqa: E402
 
 from hpdsl.api import bind_model  # noqa: E402
 from hpdsl.cost.estimate import estimate  # noqa: E402
+from hpdsl.cost.facts.grid import StrategyGrid  # noqa: E402
+from hpdsl.cost.feasibility.rules import invalid_mask  # noqa: E402
 from hpdsl.cost.heap import keep_freed_memory  # noqa: E402
-from hpdsl.cost.pricing import Prepared, prepare, price_grid  # noqa: E402
-from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
-from hpdsl.cost.strategy import StrategyGrid  # noqa: E402
-from hpdsl.cost.validate import invalid_mask  # noqa: E402
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.types import Prepared  # noqa: E402
+from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
+from hpdsl.cost.sweep.space import enumerate_grid
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODELS = ("deepseek_v3", "qwen3_next_80b_a3b")
@@ -74,7 +77,7 @@ def bench_model(name: str, devices: int, scalar: int, repeat: int) -> None:
     vector_s = best_of(repeat, lambda: price_all(prepared, grid))
     sample = np.linspace(0, len(grid) - 1, min(scalar, len(grid))).astype(int)
     strategies = [grid.strategy(int(i)) for i in sample]
-    scalar_s = best_of(repeat, lambda: [estimate(cost_model, s) for s in strategies])
+    scalar_s = best_of(repeat, lambda: [estimate(prepared, s) for s in strategies])  # its PriceCache held
     vector_rate, scalar_rate = len(grid) / vector_s, len(strategies) / scalar_s
     print(f"{name} on {devices} devices: {enumerated:,} candidates, {len(grid):,} valid "
           f"(enumerated and checked in {enumerate_s:.2f} s)")

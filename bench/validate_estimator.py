@@ -7,10 +7,10 @@ builds it, and one forward pass on CPU tensors measures:
 
 - forward FLOPs with torch's FlopCounterMode, for the whole model and for the
   last layer of each kind, beside the estimator's matrix-product terms
-  (hpdsl.cost.flops.MATMUL_TERMS of `forward_flops_by_term`);
+  (hpdsl.cost.formulas.flops.MATMUL_TERMS of `forward_flops_by_term`);
 - the bytes autograd saves for the backward in that layer (saved_tensors_hooks,
   each storage once, parameters excluded), beside
-  `hpdsl.cost.memory.layer_activation_bytes` (every degree 1, no recompute,
+  `hpdsl.cost.formulas.memory.layer_activation_bytes` (every degree 1, no recompute,
   the dtype's byte widths, flash attention iff a fused kernel ran).
 
 It prints one Markdown table per dtype (float32, then bfloat16).

@@ -8,9 +8,9 @@ degree 1, no recompute and `--impl hf-sdpa` / `--impl hf-eager`. Per
 architecture and layer kind (the last layer of each kind: what earlier layers
 saved first, the rotary tables, is theirs), and for the output layer:
 
-- forward matmul FLOPs (FlopCounterMode) beside hpdsl.cost.flops.MATMUL_TERMS;
+- forward matmul FLOPs (FlopCounterMode) beside hpdsl.cost.formulas.flops.MATMUL_TERMS;
 - saved bytes (saved_tensors_hooks, each storage once, parameters excluded)
-  beside hpdsl.cost.memory's per-layer bytes under the implementation.
+  beside hpdsl.cost.formulas.memory's per-layer bytes under the implementation.
 
     .venv/bin/python bench/validate_hf.py [--batch 2] [--seq-len 64] [--arch ...]
     .venv/bin/python bench/validate_hf.py --full-size   # Llama-2-7B, Mixtral-8x7B: fake, s 4096
@@ -35,14 +35,15 @@ from hf_measure import OUTPUT, build, inputs_for, measure  # noqa: E402  (beside
 
 from hpdsl.api import compile_sources  # noqa: E402
 from hpdsl.bound.bind import CostModel, bind  # noqa: E402
-from hpdsl.cost.columns import model_columns  # noqa: E402
-from hpdsl.cost.context import context  # noqa: E402
-from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
-from hpdsl.cost.memory import activation, column_act_coeffs  # noqa: E402
-from hpdsl.cost.strategy import Strategy, StrategyGrid  # noqa: E402
+from hpdsl.cost.facts.columns import model_columns  # noqa: E402
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.formulas.context import context  # noqa: E402
+from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
+from hpdsl.cost.formulas.memory import activation, column_act_coeffs  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.ir.nodes import evolve  # noqa: E402
+from hpdsl.model.strategy import Strategy  # noqa: E402
 
 SMALL = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
          "intermediate_size": 512, "vocab_size": 512, "num_hidden_layers": 2,

@@ -38,7 +38,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hpdsl.api import compile_paths
 from hpdsl.bound.bind import bind
-from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term
+from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hpdsl import ast
-from hpdsl.check import check_files
+from hpdsl.check import check_files, check_lowering
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.diagnostics.diagnostic import capped
 from hpdsl.errors import InputError, SpecError
@@ -120,13 +120,15 @@ def check_paths(paths: Sequence[str | os.PathLike[str]], *, stdlib: bool = True,
 
 
 def _compile(loaded: Loaded) -> CompileResult:
-    scope, checked = check(loaded.files)
-    collector = Collector([*loaded.diagnostics, *checked])
+    checked = check_lowering(loaded.files)
+    collector = Collector([*loaded.diagnostics, *checked.diagnostics])
     diagnostics = capped(collector.sorted())
     registry = None
     if not collector.has_errors:
         warnings = tuple(d for d in diagnostics if not d.is_error)
-        registry = Registry(lower_registry(scope, loaded.sources, loaded.stable_names()), warnings)
+        # The check lowered every clean declaration already: the registry is that lowering.
+        registry = Registry(lower_registry(checked.scope, loaded.sources, loaded.stable_names(),
+                                           lowered=checked.clean.lowered()), warnings)
     return CompileResult(registry, diagnostics, {source.name: source for source in loaded.sources})
 
 

@@ -145,7 +145,7 @@ def test_the_cli_prints_the_message_once_and_the_diagnostics_in_full(tmp_path: P
 def test_hpdsl_cost_exports_the_estimator() -> None:
     from hpdsl.cost.estimate import estimate
     from hpdsl.cost.search import search
-    from hpdsl.cost.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
 
     assert hpdsl.cost.estimate is estimate
     assert hpdsl.cost.search is search
@@ -163,3 +163,19 @@ def test_the_cost_names_price_a_compiled_model() -> None:
     assert parameters(cost_model).total > 8_000_000_000
     priced = estimate(cost_model, Strategy(tp=8, global_batch=8, seq_len=1024))
     assert priced.memory.peak_bytes > 0 and priced.step_time_s > 0
+
+
+def test_the_registry_is_the_checks_lowering_not_a_second_one() -> None:
+    from hpdsl.check import check_lowering
+    from hpdsl.ir.lower import lower_registry
+    from hpdsl.loader import load_paths
+
+    loaded = load_paths([Path(__file__).resolve().parents[1] / "examples" / "mixtral_8x7b.hpf"], stdlib=True)
+    checked = check_lowering(loaded.files)
+    assert not any(d.is_error for d in checked.diagnostics)
+    reused = lower_registry(checked.scope, loaded.sources, lowered=checked.clean.lowered())
+    assert reused == lower_registry(checked.scope, loaded.sources)  # the same registry as lowering it all again
+    for name, bound in checked.clean.models.items():
+        assert reused.models[name] is bound.model  # taken as the check lowered it
+    for name, family in checked.clean.families.items():
+        assert reused.families[name] is family

@@ -41,7 +41,7 @@ def hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
      ("devices must be at least 1, got 0", "global batch must be at least 1, got 0")),
     (("search", "--devices", "8", "--micro-batches", HUGE), ("--micro-batches takes whole numbers up to 2^63-1",)),
     (("search", "--devices", "8", "--seq-len", "1e30"), ("'1e30' is not a valid integer",)),
-    # In range for 64 bits, but past what prices exactly (hpdsl/cost/bounds.py): refused, never wrapped.
+    # In range for 64 bits, but past what prices exactly (hpdsl/cost/facts/bounds.py): refused, never wrapped.
     (("estimate", "--seq-len", str(2**63 - 1)), ("seq_len must be at most 2^30, got 9,223,372,036,854,775,807",)),
     (("estimate", "--micro-batch", str(2**62), "--global-batch", str(2**63 - 1)),
      ("micro_batch must be at most 2^24", "global_batch must be at most 2^40")),

@@ -1,11 +1,14 @@
 """Imports run one way, and the light entry points stay light.
 
-The graph: every module of hpdsl/ parsed with `ast`, its module-level imports
-(not those under `if TYPE_CHECKING:` nor inside functions) collapsed to
-top-level nodes: `hpdsl.X` for a subpackage or a top-level module. It must have
-no cycle. The entry points are run in a child interpreter that reports
-`sys.modules`: `import hpdsl.cost` loads neither lark nor torch, and `hpdsl
---help` / `hpdsl compile` load neither numpy nor rich.
+The graph: every module of hpdsl/ parsed with `ast`, each a node of its own
+(a package is its `__init__`), with an edge for every import the module can run:
+at module level, inside functions and methods, under `try` and plain `if`, all
+of them, but not those under `if TYPE_CHECKING:` (never run). `from P import N`
+is an edge to P.N when that is a module, else to P. It must have no cycle, and
+hpdsl/cost/ imports in layers, one way (COST_LAYERS). The entry points are run
+in a child interpreter that reports `sys.modules`: `import hpdsl.cost` loads
+neither lark nor torch, and `hpdsl --help` / `hpdsl compile` load neither numpy
+nor rich.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,43 +39,48 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
-def node(module: str) -> str:
-    """Return the top-level node of a module: hpdsl.X."""
-    return ".".join(module.split(".")[:2])
-
-
 def _is_type_checking(test: ast.expr) -> bool:
     return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
             or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
 
 
-def module_level_imports(statements: list[ast.stmt], module: str, package: bool
-                         ) -> Iterator[tuple[str, int]]:
-    """Yield (imported module or name, line) of the imports run when the module loads."""
-    for statement in statements:
-        if isinstance(statement, ast.Import):
-            yield from ((alias.name, statement.lineno) for alias in statement.names)
-        elif isinstance(statement, ast.ImportFrom):
-            base = statement.module or ""
-            if statement.level:
-                parts = module.split(".")[: len(module.split(".")) - statement.level + int(package)]
-                base = ".".join([*parts, *([base] if base else [])])
-            yield base, statement.lineno
-            yield from ((f"{base}.{alias.name}", statement.lineno) for alias in statement.names)
-        elif isinstance(statement, ast.If) and not _is_type_checking(statement.test):
-            yield from module_level_imports(statement.body + statement.orelse, module, package)
-        elif isinstance(statement, ast.If):
-            yield from module_level_imports(statement.orelse, module, package)
-        elif isinstance(statement, ast.Try):
-            blocks = [statement.body, statement.orelse, statement.finalbody,
-                      *(handler.body for handler in statement.handlers)]
-            for block in blocks:
-                yield from module_level_imports(block, module, package)
+class _Imports(ast.NodeVisitor):
+    """Collects (imported module or name, line) of every import a module can run."""
+
+    def __init__(self, module: str, package: bool) -> None:
+        self.module, self.package = module, package
+        self.found: list[tuple[str, int]] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            for statement in node.orelse:  # `if TYPE_CHECKING: ... else: ...`: the else runs
+                self.visit(statement)
+        else:
+            self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found += [(alias.name, node.lineno) for alias in node.names]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            parts = self.module.split(".")[: len(self.module.split(".")) - node.level + int(self.package)]
+            base = ".".join([*parts, *([base] if base else [])])
+        for alias in node.names:
+            name = f"{base}.{alias.name}"
+            self.found.append((name if name in MODULES else base, node.lineno))
+
+
+def runtime_imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """Return (imported module or name, line) of every import of a module file that can run."""
+    visitor = _Imports(module, path.name == "__init__.py")
+    visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+    return visitor.found
 
 
 def known_module(name: str) -> str | None:
     """Return the longest hpdsl module that `name` (a module, or a module's attribute) lies in."""
-    while name and name != "hpdsl":
+    while name:
         if name in MODULES:
             return name
         name = name.rpartition(".")[0]
@@ -81,16 +88,15 @@ def known_module(name: str) -> str | None:
 
 
 def import_edges() -> dict[tuple[str, str], list[str]]:
-    """Return (node, node) -> the import lines that make that edge, between distinct nodes."""
+    """Return (module, module) -> the import lines that make that edge, between distinct modules."""
     edges: dict[tuple[str, str], list[str]] = {}
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         where = path.relative_to(ROOT).as_posix()
-        for name, line in module_level_imports(tree.body, module, path.name == "__init__.py"):
-            target = known_module(name) if name.startswith("hpdsl") else None
-            if target is None or node(target) == node(module):
+        for name, line in runtime_imports(path, module):
+            target = known_module(name) if name.split(".")[0] == "hpdsl" else None
+            if target is None or target == module:
                 continue
-            edges.setdefault((node(module), node(target)), []).append(f"{where}:{line} imports {target}")
+            edges.setdefault((module, target), []).append(f"{where}:{line} imports {target}")
     return edges
 
 
@@ -129,18 +135,47 @@ def describe_cycle(cycle: list[str], edges: dict[tuple[str, str], list[str]]) ->
     return "\n".join(lines)
 
 
+COST_LAYERS = ("facts", "formulas", "feasibility", "price", "sweep")
+"""hpdsl/cost/'s layer folders, lowest first; the modules directly in hpdsl/cost/ are the top."""
+
+
+def cost_layer(module: str) -> int | None:
+    """Return the layer of a hpdsl.cost module (its folder's place in COST_LAYERS; the top: len), else None."""
+    parts = module.split(".")
+    if parts[:2] != ["hpdsl", "cost"]:
+        return None
+    if len(parts) > 3 or (len(parts) == 3 and parts[2] in COST_LAYERS):
+        return COST_LAYERS.index(parts[2])
+    return len(COST_LAYERS)
+
+
 # --------------------------------------------------------------------------
 # The graph's tests
 # --------------------------------------------------------------------------
 
 
-def test_the_graph_sees_the_packages_imports() -> None:
+def test_the_graph_sees_every_runtime_import_per_module() -> None:
     edges = import_edges()
-    assert ("hpdsl.api", "hpdsl.check") in edges
-    assert ("hpdsl.check", "hpdsl.ir") in edges
-    assert ("hpdsl.ir", "hpdsl.scope") in edges
+    assert ("hpdsl.api", "hpdsl.check.clean") in edges or any(
+        s == "hpdsl.api" and t.startswith("hpdsl.check") for s, t in edges)
+    assert any(s.startswith("hpdsl.check") and t.startswith("hpdsl.ir") for s, t in edges)
+    assert any(s.startswith("hpdsl.ir") and t == "hpdsl.scope" for s, t in edges)
+    # A function-level import is an edge: `hpdsl search --run` imports the train command when it runs.
+    assert ("hpdsl.cli.cost", "hpdsl.cli.train") in edges
+    # A module of a package is its own node: no edge is merged into its package's.
+    assert ("hpdsl.cost.estimate", "hpdsl.cost.price.scalar") in edges
     # A TYPE_CHECKING import is no edge: hpdsl/__init__.py names hpdsl.api only there.
     assert not any(source == "hpdsl" for source, _ in edges)
+
+
+def test_runtime_imports_leave_out_type_checking_only(tmp_path: Path) -> None:
+    path = tmp_path / "sample.py"
+    path.write_text("from typing import TYPE_CHECKING\nimport hpdsl.api\nif TYPE_CHECKING:\n"
+                    "    import hpdsl.registry\nelse:\n    import hpdsl.errors\n"
+                    "def f():\n    from hpdsl.cost import estimate\n    if x:\n        import hpdsl.fmt\n",
+                    encoding="utf-8")
+    names = [name for name, _ in runtime_imports(path, "sample")]
+    assert names == ["typing", "hpdsl.api", "hpdsl.errors", "hpdsl.cost.estimate", "hpdsl.fmt"]
 
 
 def test_find_cycle_reports_a_cycle_and_its_imports() -> None:
@@ -155,15 +190,28 @@ def test_find_cycle_reports_a_cycle_and_its_imports() -> None:
 def test_no_import_cycle() -> None:
     edges = import_edges()
     cycle = find_cycle(edges)
-    assert cycle is None, "hpdsl's subpackages import each other in a cycle:\n" + describe_cycle(cycle, edges)
+    assert cycle is None, "hpdsl's modules import each other in a cycle:\n" + describe_cycle(cycle, edges)
+
+
+def test_the_cost_layers_import_one_way() -> None:
+    upward = sorted(why for (source, target), whys in import_edges().items()
+                    if (low := cost_layer(source)) is not None and (high := cost_layer(target)) is not None
+                    and high > low for why in whys)
+    assert upward == [], "a lower layer of hpdsl/cost/ imports a higher one:\n" + "\n".join(upward)
+
+
+def test_hpdsl_cost_holds_at_most_a_dozen_modules_directly() -> None:
+    direct = sorted(path.name for path in (PACKAGE / "cost").glob("*.py"))
+    assert len(direct) <= 12, direct
+    assert {path.name for path in (PACKAGE / "cost").iterdir() if path.is_dir() and path.name != "__pycache__"} \
+        == set(COST_LAYERS)
 
 
 def test_only_the_torch_backend_imports_torch() -> None:
     importers = sorted(
-        module for module, path in MODULES.items()
+        f"{module}:{line}" for module, path in MODULES.items()
         if not module.startswith("hpdsl.torch")
-        for name, _ in module_level_imports(ast.parse(path.read_text(encoding="utf-8")).body, module,
-                                            path.name == "__init__.py")
+        for name, line in runtime_imports(path, module)
         if name.split(".")[0] == "torch")
     assert importers == []
 

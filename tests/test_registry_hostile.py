@@ -168,7 +168,7 @@ def test_an_op_count_out_of_range_or_off_the_vocabulary(good: dict[str, Any]) ->
 @pytest.mark.parametrize("field", ["vocab", "hidden"])
 def test_a_required_field_that_is_null(good: dict[str, Any], field: str) -> None:
     name, model = _model(good)
-    model[field] = None  # a TypeError in cost/params.py (vocab) or bind.py (hidden // heads)
+    model[field] = None  # a TypeError in hpdsl/cost/facts/params.py (vocab) or bind.py (hidden // heads)
     assert f"$.models.{name}.{field}: required, found null" in _errors(good)
 
 

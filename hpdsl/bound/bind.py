@@ -68,7 +68,7 @@ class CostModel:
     groups: tuple[CostGroup, ...]
     kinds: dict[str, BoundKind]
     families: dict[str, FamilyIR] = attrs.field(factory=dict, eq=False, repr=False)
-    """The module families in scope: their requires limit the parallel layouts (cost/validate.py)."""
+    """The module families in scope: their requires limit the parallel layouts (hpdsl/cost/feasibility/shape.py)."""
 
     def layer_kinds(self) -> tuple[str | None, ...]:
         """Return the kind of every layer in model order (MTP layers last)."""

@@ -12,7 +12,7 @@ blocks (KindIR.slots, ProfileIR.slots), never Python.
 The torch backend (hpdsl/torch/model.py) builds every slot from these
 functions, the layout check (hpdsl/check/layouts.py) evaluates the layout dims
 of every slot with them, and the estimator reads each slot's family layout
-(hpdsl/cost/replication.py), so all three see the same modules. Nothing here
+(hpdsl/cost/facts/replication.py), so all three see the same modules. Nothing here
 imports torch.
 """
 

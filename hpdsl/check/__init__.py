@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import attrs
+
 from hpdsl import ast
 from hpdsl.acyclic import acyclic_allocations
 from hpdsl.check.clean import Clean, lower_clean
@@ -37,13 +39,28 @@ IR_PASSES: tuple[Callable[[Clean, Collector], Clean], ...] = (check_shapes, chec
 """The checks of the clean IR, in order; each returns what it left clean for the next."""
 
 
+@attrs.frozen
+class Checked:
+    """What a check found: the scope, every diagnostic (sorted), and what it lowered clean (`clean.lowered()`)."""
+
+    scope: Scope
+    diagnostics: tuple[Diagnostic, ...]
+    clean: Clean
+
+
 def check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:
     """Check parsed files together; return the scope and every diagnostic, sorted."""
+    checked = check_lowering(files)
+    return checked.scope, checked.diagnostics
+
+
+def check_lowering(files: Sequence[ast.File]) -> Checked:
+    """Check parsed files together; return the scope, every diagnostic and the clean declarations lowered."""
     with acyclic_allocations():  # the checks build frozen, acyclic values (hpdsl/acyclic.py)
         return _check_files(files)
 
 
-def _check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ...]]:
+def _check_files(files: Sequence[ast.File]) -> Checked:
     collector = Collector()
     scope = build_scope(files, collector)
     for check in AST_PASSES:
@@ -51,7 +68,7 @@ def _check_files(files: Sequence[ast.File]) -> tuple[Scope, tuple[Diagnostic, ..
     clean = lower_clean(scope, collector.diagnostics)
     for judge in IR_PASSES:
         clean = judge(clean, collector)
-    return scope, collector.sorted()
+    return Checked(scope, collector.sorted(), clean)
 
 
-__all__ = ["AST_PASSES", "IR_PASSES", "check_files"]
+__all__ = ["AST_PASSES", "IR_PASSES", "Checked", "check_files", "check_lowering"]

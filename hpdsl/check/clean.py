@@ -15,11 +15,12 @@ import attrs
 
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.diagnostics import Diagnostic, Span
+from hpdsl.ir.lower import Lowered
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import lower_model
-from hpdsl.scope import Scope, model_profile
 from hpdsl.ir.lower_profiles import lower_profile
 from hpdsl.ir.nodes import FamilyIR, ProfileIR, SourceRef
+from hpdsl.scope import Scope, model_profile
 
 
 @attrs.frozen
@@ -34,6 +35,10 @@ class Clean:
         """Return this set less the models `names` (a pass found errors in them)."""
         dropped = set(names)
         return attrs.evolve(self, models={n: m for n, m in self.models.items() if n not in dropped})
+
+    def lowered(self) -> Lowered:
+        """Return what this check lowered, for the registry to reuse (hpdsl/ir/lower.py)."""
+        return Lowered(self.profiles, self.families, {name: bound.model for name, bound in self.models.items()})
 
 
 def lower_clean(scope: Scope, diagnostics: Sequence[Diagnostic]) -> Clean:

@@ -2,41 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, set_option, spec_paths
-from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+from hpdsl.cli.models import load_cost_model
+from hpdsl.cli.options import (ESTIMATE_FLAGS, SEARCH_FLAGS, flag_options, model_option, no_stdlib_option,
+                               set_option, spec_paths)
 from hpdsl.errors import InputError
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str, ...] = ()
-           ) -> Callable[[F], F]:
-    """Declare one click option per row of a flag table (unset flags arrive as None)."""
-    def decorate(command: F) -> F:
-        for flag, name, kind, text in reversed(table):
-            if kind is bool:
-                command = click.option(flag, name, default=None, help=text)(command)
-            elif name in required:  # no default at all: click 8.5 skips the check for default=None
-                command = click.option(flag, name, type=kind, required=True, help=text)(command)
-            else:
-                command = click.option(flag, name, type=kind, default=None, help=text)(command)
-        return command
-    return decorate
+if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
+    from hpdsl.bound.bind import CostModel
+    from hpdsl.cost.estimate import Estimate
+    from hpdsl.cost.search import SearchResult
 
 
 @click.command("estimate")
 @spec_paths
 @model_option
 @no_stdlib_option
-@_flags(ESTIMATE_FLAGS)
+@flag_options(ESTIMATE_FLAGS)
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
@@ -51,12 +40,11 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
       hpdsl estimate examples/mixtral_8x7b.hpf --ep 8 --tp 2 --plot memory.png
       hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
     """
+    from hpdsl.cli.report import plot_memory, render_estimate
     from hpdsl.cost import parameters
-    from hpdsl.cost.estimate import estimate
-    from hpdsl.cli.report import plot_memory, render_estimate, strategy_or_reasons
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    result = estimate(cost_model, strategy_or_reasons(flags, cost_model))
+    result = estimate_from_flags(cost_model, flags)
     if plot is not None:
         plot_memory(result, plot)
     if as_json:
@@ -73,7 +61,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @spec_paths
 @model_option
 @no_stdlib_option
-@_flags(SEARCH_FLAGS, required=("devices",))
+@flag_options(SEARCH_FLAGS, required=("devices",))
 @set_option
 @click.option("--run", "run_best", is_flag=True,
               help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
@@ -90,25 +78,15 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
       hpdsl search examples/mixtral_8x7b.hpf --devices 4 --global-batch 4 --seq-len 32 --micro-batches 1 \\
           --set layers=2 --set hidden=64 --set vocab=128 --set experts=4 --run
     """
-    from hpdsl.cli.report import GIB, parse_ints, render_search, require_search_flags
+    from hpdsl.cli.report import render_search
     from hpdsl.cost.heap import keep_freed_memory
-    from hpdsl.cost.search import search
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    options = {k: v for k, v in flags.items() if v is not None}
+    shown = 10 if flags.get("top") is None else flags["top"]
     if run_best:
-        options = _runnable_options(options)
-    devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
-    for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):
-        if key in options:
-            options[key] = parse_ints(options[key], flag)
-    require_search_flags(flags, {**options, "devices": devices})
-    memory = memory_gib * GIB if memory_gib is not None else None
-    shown = options.get("top", 10)
-    if run_best:
-        options["top"] = max(shown, 200)  # the fastest may be ones train refuses (pp, etp, accumulation)
+        flags = _runnable_flags(flags, shown)
     keep_freed_memory()  # the command's own process: a library caller decides for its process itself
-    result = search(cost_model, devices, memory, **options)
+    result = search_from_flags(cost_model, flags)
     if not run_best:
         if as_json:
             emit_json(result.to_json())
@@ -124,9 +102,9 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     result = attrs.evolve(result, top=result.top[:shown], stands_for=result.stands_for[:shown])
     if best is None:
         refused = f"; it refuses: {'; '.join(skipped)}" if skipped else ""
-        raise InputError(f"none of the {options['top']} fastest strategies that fit runs on the torch backend"
+        raise InputError(f"none of the {flags['top']} fastest strategies that fit runs on the torch backend"
                          + refused)
-    name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=devices, steps=steps)
+    name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=flags["devices"], steps=steps)
     if as_json:
         emit_json({"search": result.to_json(), "train": trained,
                    "trained": {"place": place, "strategy": attrs.asdict(best)}})
@@ -137,18 +115,25 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
         click.echo(render_train(name, best, trained))
 
 
-def run_estimate(cost_model: Any, flags: dict[str, Any]) -> Any:
+def estimate_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> Estimate:
     """Return the Estimate `hpdsl estimate` prints for its parsed flags (InvalidStrategyError with every reason)."""
-    from hpdsl.cost.estimate import estimate
     from hpdsl.cli.report import strategy_or_reasons
+    from hpdsl.cost import estimate
 
     return estimate(cost_model, strategy_or_reasons(flags, cost_model))
 
 
-def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
-    """Return the SearchResult `hpdsl search` prints for its parsed flags, without --run (bench/fuzz.py)."""
+def search_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> SearchResult:
+    """Return the SearchResult `hpdsl search` prints for its parsed flags: hpdsl.cost.search with them."""
+    from hpdsl.cost import search
+
+    devices, memory, options = search_inputs(flags)
+    return search(cost_model, devices, memory, **options)
+
+
+def search_inputs(flags: Mapping[str, Any]) -> tuple[int, float | None, dict[str, Any]]:
+    """Return the device count, memory per device (bytes; None: the device's) and search keywords of the flags."""
     from hpdsl.cli.report import GIB, parse_ints, require_search_flags
-    from hpdsl.cost.search import search
 
     options = {k: v for k, v in flags.items() if v is not None}
     devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
@@ -156,16 +141,20 @@ def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
         if key in options:
             options[key] = parse_ints(options[key], flag)
     require_search_flags(flags, {**options, "devices": devices})
-    memory = memory_gib * GIB if memory_gib is not None else None
-    return search(cost_model, devices, memory, **options)
+    return devices, memory_gib * GIB if memory_gib is not None else None, options
 
 
-def _runnable_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Return search options restricted to what `hpdsl train` runs: fp32 AdamW, ZeRO-3 (none where dp·cp is 1)."""
+def _runnable_flags(flags: Mapping[str, Any], shown: int) -> dict[str, Any]:
+    """Return search flags restricted to what `hpdsl train` runs: fp32 AdamW, ZeRO-3 (none where dp·cp is 1)."""
+    out = dict(flags)
     for key, value in (("precision", "fp32"), ("optimizer", "adam")):
-        if options.setdefault(key, value) != value:
-            raise InputError(f"--run trains {key} {value} only, not {options[key]}")
-    return {**options, "zero": ("os+grad+params",)}  # search's canonical ZeRO makes it none where idle
+        if out.get(key) is None:
+            out[key] = value
+        elif out[key] != value:
+            raise InputError(f"--run trains {key} {value} only, not {out[key]}")
+    # search's canonical ZeRO makes it none where idle; the fastest may be ones train refuses
+    # (pp, etp, accumulation): 200 are ranked and the first it runs is trained.
+    return {**out, "zero": ("os+grad+params",), "top": max(shown, 200)}
 
 
 def render_params(name: str, report: Any) -> str:

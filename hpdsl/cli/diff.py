@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.report import ESTIMATE_FLAGS, GIB
+from hpdsl.cli.options import ESTIMATE_FLAGS
+from hpdsl.cli.report import GIB
 
 # The strategy flags that change peak memory; `hpdsl estimate` documents each.
 _STRATEGY_FLAGS = tuple(row for row in ESTIMATE_FLAGS if row[1] not in ("mfu", "num_devices"))

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from hpdsl.cli.app import EXIT_OK, emit_json, json_option
+from hpdsl.cli.options import model_option, no_stdlib_option, spec_paths
 from hpdsl.errors import InputError
 
 
@@ -18,16 +19,6 @@ def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool, s
     from hpdsl.ir.overrides import parse_sets
 
     return bind_model(paths, model, stdlib=stdlib, sets=parse_sets(sets))
-
-
-set_option = click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE",
-                          help="Override a model field (block fields by name: --set experts=4); repeatable.")
-
-
-spec_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-model_option = click.option("--model", "model", help="The model to use when the files declare several.")
-no_stdlib_option = click.option("--no-stdlib", is_flag=True,
-                                help="Leave the standard profiles and families out.")
 
 
 @click.command("stack")
@@ -43,7 +34,7 @@ def stack_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, a
       hpdsl stack examples/qwen3_next_80b_a3b.hpf
       hpdsl stack examples/deepseek_v3.hpf --json
     """
-    from hpdsl.cost.describe import describe_stack, render_stack
+    from hpdsl.cli.describe import describe_stack, render_stack
 
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib)
     if as_json:

@@ -1,7 +1,7 @@
 """Estimates and search results into what the CLI prints: a per-stage table, JSON, a PNG plot.
 
 `hpdsl estimate` and `hpdsl search` (hpdsl/cli/cost.py) declare their flags
-from ESTIMATE_FLAGS and SEARCH_FLAGS, build the Strategy with
+from ESTIMATE_FLAGS and SEARCH_FLAGS (hpdsl/cli/options.py), build the Strategy with
 `strategy_from_flags`, and print with `render_estimate`, `render_search` and
 `plot_memory`; errors travel to the CLI group, which owns exit codes. rich and matplotlib are imported only by the
 functions that draw with them.
@@ -15,66 +15,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpdsl.cli.options import ESTIMATE_FLAGS, SEARCH_FLAGS, FlagTable
 from hpdsl.errors import InputError
 
 if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
     from hpdsl.cost.estimate import Estimate
     from hpdsl.cost.search import SearchResult
-    from hpdsl.cost.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
 
 GIB = 1024**3
-
-ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
-    ("--tp", "tp", int, "tensor-parallel degree"),
-    ("--pp", "pp", int, "pipeline stages"),
-    ("--dp", "dp", int, "data-parallel degree"),
-    ("--cp", "cp", int, "context-parallel degree"),
-    ("--cp-kind", "cp_kind", str, "context parallelism: ring or a2a (Ulysses)"),
-    ("--ep", "ep", int, "expert-parallel degree (ep·etp must divide dp·cp·tp)"),
-    ("--etp", "etp", int, "expert tensor-parallel degree"),
-    ("--sp/--no-sp", "sequence_parallel", bool, "sequence parallelism (default: the profile's "
-                                                 "shard_activations)"),
-    ("--vpp", "vpp", int, "virtual pipeline stages (model chunks) per rank"),
-    ("--pp-split", "pp_split", str, "body layers per chunk, comma-separated (pp·vpp entries)"),
-    ("--micro-batch", "micro_batch", int, "sequences per micro-batch"),
-    ("--global-batch", "global_batch", int, "sequences per step (default micro-batch·dp·pp)"),
-    ("--seq-len", "seq_len", int, "sequence length in tokens"),
-    ("--recompute", "recompute", str, "none, selective or full"),
-    ("--recompute-layers", "recompute_layers", int, "recompute only the first N layers of each chunk"),
-    ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
-    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
-    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
-    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
-    ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
-    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
-                                               "4 for an fp32 softmax)"),
-    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
-                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
-    ("--devices", "num_devices", int, "the job's device count (checked against dp·tp·pp·cp)"),
-)
-"""`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
-
-SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
-    ("--devices", "devices", int, "devices to use (required)"),
-    ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
-    ("--top", "top", int, "strategies to show (default 10)"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
-    ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
-    ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
-    ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
-    ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
-    ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
-    ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--impl", "impl", str, "what saves the activations: fused (default: flash attention, fused norms and "
-                            "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
-                            "hf-sdpa-cpu (SDPA's CPU kernels)"),
-    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
-    ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
-)
-"""`hpdsl search` flags: (flag, search_command keyword, type, help)."""
-
 
 # --------------------------------------------------------------------------
 # Flags
@@ -83,7 +32,8 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
     """Return the Strategy the flags state (None values keep the defaults)."""
-    from hpdsl.cost.strategy import InvalidStrategyError, Strategy
+    from hpdsl.cost.feasibility.problems import InvalidStrategyError
+    from hpdsl.model.strategy import Strategy
 
     values = {k: v for k, v in flags.items() if v is not None}
     if isinstance(values.get("pp_split"), str):
@@ -98,7 +48,7 @@ INT_MAX = 2**63 - 1
 """The largest whole number a flag may give: the estimator prices in 64-bit integers."""
 
 
-def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, type, str], ...]) -> dict[str, str]:
+def flag_reasons(flags: Mapping[str, Any], table: FlagTable) -> dict[str, str]:
     """Return, per flag keyword, why its value cannot be priced (past 2^63-1, not finite); empty: all usable."""
     reasons: dict[str, str] = {}
     for flag, name, kind, _ in table:
@@ -117,7 +67,8 @@ def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, type, st
 
 def strategy_or_reasons(flags: Mapping[str, Any], cost_model: Any) -> Strategy:
     """Return the Strategy the estimate flags state; InvalidStrategyError with every reason otherwise."""
-    from hpdsl.cost.strategy import InvalidStrategyError, validate_strategy
+    from hpdsl.cost.feasibility.problems import InvalidStrategyError
+    from hpdsl.cost.feasibility.reasons import validate_strategy
 
     bad = flag_reasons(flags, ESTIMATE_FLAGS)
     strategy = strategy_from_flags({k: v for k, v in flags.items() if k not in bad})
@@ -130,7 +81,7 @@ def strategy_or_reasons(flags: Mapping[str, Any], cost_model: Any) -> Strategy:
 
 def require_search_flags(flags: Mapping[str, Any], options: Mapping[str, Any]) -> None:
     """Raise InvalidStrategyError with every reason if a search flag is unusable (`options`: the parsed rest)."""
-    from hpdsl.cost.rank import require_search_inputs, search_input_reasons
+    from hpdsl.cost.sweep.rank import require_search_inputs, search_input_reasons
 
     bad = flag_reasons(flags, SEARCH_FLAGS)
     if not bad:

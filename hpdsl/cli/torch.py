@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.models import model_option, no_stdlib_option
+from hpdsl.cli.options import model_option, no_stdlib_option
 from hpdsl.errors import InputError
 from hpdsl.model.axes import AxisSizes
 

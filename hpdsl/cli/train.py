@@ -20,9 +20,7 @@ import attrs
 import click
 
 from hpdsl.cli.app import emit_json, json_option
-from hpdsl.cli.cost import _flags
-from hpdsl.cli.models import model_option, no_stdlib_option, set_option, spec_paths
-from hpdsl.cli.report import ESTIMATE_FLAGS
+from hpdsl.cli.options import ESTIMATE_FLAGS, flag_options, model_option, no_stdlib_option, set_option, spec_paths
 from hpdsl.errors import BuildError, InputError
 
 _FP32 = {"precision": "fp32", "seq_len": 32}
@@ -33,7 +31,7 @@ _PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_byt
 @spec_paths
 @model_option
 @no_stdlib_option
-@_flags(ESTIMATE_FLAGS)
+@flag_options(ESTIMATE_FLAGS)
 @set_option
 @click.option("--nproc", type=int, required=True, help="processes to launch (dp·tp·cp of the strategy)")
 @click.option("--steps", type=int, default=3, show_default=True, help="training steps")
@@ -67,7 +65,7 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
                  timeout_s: int = 600) -> tuple[str, dict[str, Any]]:
     """Price `strategy`, train it on `nproc` gloo processes; return the model's name and train's JSON result."""
     from hpdsl.cli.models import load_cost_model
-    from hpdsl.cost.backend import backend_facts
+    from hpdsl.cost.facts.backend import backend_facts
     from hpdsl.cost.estimate import estimate
     from hpdsl.ir.nodes import evolve
     from hpdsl.ir.overrides import parse_sets
@@ -76,7 +74,7 @@ def run_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, se
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
-    # Priced as the backend runs it (hpdsl/cost/backend.py): its gradients, loss, gathers, CPU kernels.
+    # Priced as the backend runs it (hpdsl/cost/facts/backend.py): its gradients, loss, gathers, CPU kernels.
     run = backend_facts(cost_model.profile.run, strategy)
     priced = estimate(_with_run(cost_model, run), strategy)
     estimated = _stage_estimates(priced)
@@ -103,7 +101,7 @@ def _held_grads(deferred: Any, plain: Any) -> float:
 
     The sharded gradients, plus, when the run defers their reduction, the unsharded
     ones beyond them, priced as transient memory: the transient with deferral
-    less the one priced without (hpdsl/cost/stage.py `rank_memory`).
+    less the one priced without (hpdsl/cost/formulas/stage.py `rank_memory`).
     """
     return float(deferred.grads_bytes + deferred.transient_bytes - plain.transient_bytes)
 

@@ -1,7 +1,7 @@
 """Two registries into what changed per model: layer groups, parameters, FLOPs, peak memory.
 
 `hpdsl diff` (hpdsl/cli/diff.py) prints this. Parameters are the exact counts of
-`parameters` (hpdsl/cost/params.py); FLOPs per token are the estimator's forward
+`parameters` (hpdsl/cost/facts/params.py); FLOPs per token are the estimator's forward
 FLOPs of one step divided by its tokens; peak memory per pipeline stage is only
 priced when a strategy is given, since it depends on one.
 """
@@ -14,8 +14,8 @@ import attrs
 
 from hpdsl.bound.bind import bind
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.params import parameters
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.facts.params import parameters
+from hpdsl.model.strategy import Strategy
 from hpdsl.registry import Registry
 
 

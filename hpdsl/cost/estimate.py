@@ -1,7 +1,7 @@
 """A bound model and one strategy into an Estimate: parameters, FLOPs, memory per stage, traffic, time.
 
 `estimate` prices one strategy through a plan compiled from the formulas the
-search runs over millions of candidates (hpdsl/cost/scalar.py), so the two can
+search runs over millions of candidates (hpdsl/cost/price/scalar.py), so the two can
 never disagree (tests/property/test_scalar_pricing.py).
 """
 
@@ -12,13 +12,17 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.comm import AXES
-from hpdsl.cost.devices import get_device
-from hpdsl.cost.params import ParamReport
-from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
-from hpdsl.cost.pricing import Prepared, prepare, price_grid
-from hpdsl.cost.scalar import OnePrice, one_of, price_one
-from hpdsl.cost.strategy import Strategy, StrategyGrid, require_valid
+from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.params import ParamReport
+from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
+from hpdsl.cost.feasibility.reasons import require_valid
+from hpdsl.cost.formulas.comm import AXES
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.scalar import OnePrice, one_of, price_one
+from hpdsl.cost.price.types import Prepared
+from hpdsl.model.strategy import Strategy
 
 
 @attrs.frozen
@@ -142,11 +146,11 @@ def _stage_json(stage: StageMemory) -> dict[str, Any]:
 def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
     """Price one strategy; raise InvalidStrategyError listing every reason if it cannot run.
 
-    Priced in floats through the model's compiled plan (hpdsl/cost/scalar.py):
+    Priced in floats through the model's compiled plan (hpdsl/cost/price/scalar.py):
     the grid's formulas, held equal to it by tests/property/test_scalar_pricing.py.
     """
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
-    require_valid(strategy, prepared.columns)
+    require_valid(strategy, prepared.checks())
     strategy = effective(strategy, prepared)
     return estimate_from_price(prepared, strategy, price_one(prepared, strategy))
 
@@ -154,7 +158,7 @@ def estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
 def grid_estimate(cost_model: CostModel | Prepared, strategy: Strategy) -> Estimate:
     """Return `estimate` as the vectorised grid prices it (a grid of one): what the search computes."""
     prepared = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
-    require_valid(strategy, prepared.columns)
+    require_valid(strategy, prepared.checks())
     strategy = effective(strategy, prepared)
     price = price_grid(prepared, StrategyGrid.from_strategies([strategy]), detail=True)
     return estimate_from_price(prepared, strategy, one_of(price, 0))

@@ -1,6 +1,6 @@
 """Freed numpy buffers kept in the heap while a search prices: no page faults per temporary array.
 
-The grid evaluator (hpdsl/cost/pricing.py, grid_ranks.py) makes thousands of
+The grid evaluator (hpdsl/cost/price/grid.py, grid_ranks.py) makes thousands of
 temporaries of up to ranks × CHUNK floats, megabytes each. glibc's malloc serves
 a block past its mmap threshold with a fresh mapping, every page faulted in and
 zeroed, and gives freed memory at the top of the heap back to the system, so a

@@ -18,17 +18,27 @@ from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.lower_models import lower_model
 from hpdsl.ir.lower_profiles import lower_profile, lower_vocabulary
-from hpdsl.ir.nodes import SCHEMA_VERSION, RegistryIR, SourceRef
+from hpdsl.ir.nodes import SCHEMA_VERSION, FamilyIR, ModelIR, ProfileIR, RegistryIR, SourceRef
 from hpdsl.scope import Scope
 
 
+@attrs.frozen
+class Lowered:
+    """Declarations the check already lowered (hpdsl/check/clean.py): lower_registry reuses them."""
+
+    profiles: Mapping[str, ProfileIR] = attrs.field(factory=dict)
+    families: Mapping[str, FamilyIR] = attrs.field(factory=dict)
+    models: Mapping[str, ModelIR] = attrs.field(factory=dict)
+
+
 def lower_registry(scope: Scope, sources: Iterable[Source],
-                   names: Mapping[str, str] | None = None) -> RegistryIR:
+                   names: Mapping[str, str] | None = None, *, lowered: Lowered = Lowered()) -> RegistryIR:
     """Lower every declaration in scope into one RegistryIR stamped with the sources' hash.
 
     `names` renames source files (display name to the name recorded), in every
     `source.file` and in the hash, so the registry does not depend on where it
-    was compiled from (hpdsl.loader.Loaded.stable_names).
+    was compiled from (hpdsl.loader.Loaded.stable_names). What `lowered` holds
+    (the check's lowering) is taken as it is; only the rest is lowered here.
     """
     names = names or {}
     sources = [Source(names.get(s.name, s.name), s.text) for s in sources]
@@ -36,9 +46,12 @@ def lower_registry(scope: Scope, sources: Iterable[Source],
         schema_version=SCHEMA_VERSION,
         source_hash=source_hash(sources),
         ops=lower_vocabulary(scope),
-        profiles={name: lower_profile(scope.profiles[name], scope) for name in sorted(scope.profiles)},
-        families={name: lower_family(scope.families[name]) for name in sorted(scope.families)},
-        models={name: lower_model(scope.models[name], scope) for name in sorted(scope.models)},
+        profiles={name: lowered.profiles.get(name) or lower_profile(scope.profiles[name], scope)
+                  for name in sorted(scope.profiles)},
+        families={name: lowered.families.get(name) or lower_family(scope.families[name])
+                  for name in sorted(scope.families)},
+        models={name: lowered.models.get(name) or lower_model(scope.models[name], scope)
+                for name in sorted(scope.models)},
     )
     return _renamed(registry, names) if names else registry
 

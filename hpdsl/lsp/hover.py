@@ -1,7 +1,7 @@
 """Hover: what the name under the cursor is, in Markdown.
 
 A model shows its exact parameter counts (total and active, from
-hpdsl/cost/params.py) and layer groups; a field its meaning, type and default
+hpdsl/cost/facts/params.py) and layer groups; a field its meaning, type and default
 (hpdsl/model/fields.py); a kind its op vector; a family its selectors and
 variants with the rule that selects each; a profile its kinds; an op and a slot
 their meaning.
@@ -33,7 +33,7 @@ def _model(analysis: Analysis, target: Target) -> str:
     if registry is None or target.name not in registry.models:
         return f"**model {target.name}**\n\nparameters: not counted while the specs have errors"
     from hpdsl.bound.bind import bind
-    from hpdsl.cost.params import parameters
+    from hpdsl.cost.facts.params import parameters
 
     model = registry.models[target.name]
     counts = parameters(bind(model, registry.profile(model.profile), families=registry.families))

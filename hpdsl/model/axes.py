@@ -2,7 +2,7 @@
 
 Every stage that talks about axes reads them here: the checker (which names a
 condition may use, hpdsl/check/coverage.py), the estimator (a family's requires
-over a strategy grid, hpdsl/cost/validate.py) and the torch backend (a job's
+over a strategy grid, hpdsl/cost/feasibility/rules.py) and the torch backend (a job's
 mesh, hpdsl/torch/mesh.py; resolution, hpdsl/torch/resolve.py). The inputs a
 condition is evaluated on are built by `condition_inputs` alone, so what the
 checker proves about a family is what resolution and the estimator do.
@@ -26,7 +26,7 @@ CONDITION_AXES = ("tp", "cp", "ep", "pp", "etp")
 the family's own axis > 1."""
 
 STRATEGY_AXES = ("dp", "tp", "cp", "ep", "etp", "pp")
-"""Every axis of a parallel strategy (hpdsl/cost/strategy.py): dp·tp·cp·pp devices, with ep·etp
+"""Every axis of a parallel strategy (hpdsl/model/strategy.py): dp·tp·cp·pp devices, with ep·etp
 carved out of dp·cp·tp for the expert layers."""
 
 EXPERT_AXES = ("ep", "etp")
@@ -86,7 +86,7 @@ class AxisSizes:
     def validate_world(self, world_size: int) -> None:
         """Raise AxisSizeError unless the degrees fit `world_size` devices as a Strategy's do.
 
-        The rules of hpdsl/cost/validate.py: dp·tp·pp·cp is the device count, and
+        The rules of hpdsl/cost/feasibility/rules.py: dp·tp·pp·cp is the device count, and
         ep·etp divides dp·cp·tp (the devices of a stage's expert layers).
         """
         devices = self.dp * self.tp * self.pp * self.cp

@@ -220,7 +220,7 @@ class Fact:
 
 
 RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
-    # Unstated (None): from the strategy's precision and optimizer (hpdsl/cost/precision.py).
+    # Unstated (None): from the strategy's precision and optimizer (hpdsl/cost/facts/precision.py).
     Fact("grad_bytes", "int", "bytes per gradient element (unstated: the precision's)", None, 0),
     Fact("optimizer_state_bytes", "int", "bytes per optimizer-state element (unstated: the optimizer's)",
          None, 0),
@@ -240,7 +240,7 @@ RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
     Fact("norm_keeps_input", "bool", "the norm scales its compute-width input, not its fp32 copy, by the root "
          "(its backward keeps both)", False),
     Fact("loss_upcast", "bool", "the loss takes fp32 logits (false: log-softmax at the compute width)", True),
-    # What hpdsl's torch backend does (hpdsl/cost/backend.py sets them for `hpdsl train`).
+    # What hpdsl's torch backend does (hpdsl/cost/facts/backend.py sets them for `hpdsl train`).
     Fact("gathered_tp_input", "bool", "under SP a tensor-parallel region gathers the sequence before its first "
          "linears, which keep the gathered input (false: they keep their chunk)", False),
     Fact("routed_tokens_split", "bool", "each tp rank routes its own share of the tokens (false: every tp rank "

@@ -54,8 +54,8 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
 
-from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import BuildError
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, MTPLayer
 from hpdsl.torch.modules import GroupedExperts
 from hpdsl.torch.pipeline import StageChunk
@@ -86,7 +86,7 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
         reasons.append(f"zero={strategy.zero} under tp={strategy.tp}: FSDP2 cannot shard the experts' optimizer "
                        "states or gradients alone (over their dp·cp·tp/ep ranks); use none or os+grad+params")
     if strategy.cp > 1 and strategy.cp_kind != "ring":
-        # The estimator prices a2a as Ulysses's head all-to-all (hpdsl/cost/comm.py); the modules' cp forms
+        # The estimator prices a2a as Ulysses's head all-to-all (hpdsl/cost/formulas/comm.py); the modules' cp forms
         # gather or hand on the sequence, which is what `ring` prices.
         reasons.append(f"cp_kind={strategy.cp_kind} at cp={strategy.cp}: this backend builds the ring form of cp "
                        "(keys and values gathered, Gated DeltaNet's state handed on), not Ulysses's all-to-all")
@@ -266,7 +266,7 @@ def _recompute(model: nn.Module, strategy: Strategy) -> None:
         return
     layers = _layers(model)
     count = len(layers) if strategy.recompute_layers is None else min(strategy.recompute_layers, len(layers))
-    # The estimator recomputes the MTP layers too when every layer is (hpdsl/cost/grid_ranks.py); under full
+    # The estimator recomputes the MTP layers too when every layer is (hpdsl/cost/price/ranks.py); under full
     # an MTP layer keeps its two inputs (the hidden state and the embedded tokens) and its final norm's input,
     # as it prices them (the norm belongs to the output part, never recomputed).
     mtp = list(getattr(model, "mtp", None) or ()) if strategy.recompute_layers is None else []

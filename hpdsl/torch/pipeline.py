@@ -1,7 +1,7 @@
 """A built causal model cut into pipeline chunks where the estimator cuts it, run by torch.distributed.pipelining.
 
 The body's layers are cut into pp·vpp chunks in model order, as
-hpdsl/cost/layout.py prices them: the strategy's `pp_split` when stated, else
+hpdsl/cost/price/pipeline_layout.py prices them: the strategy's `pp_split` when stated, else
 its `even_split`; chunk c runs on pipeline rank c mod pp (Megatron's
 interleaving, which is also how PyTorch's interleaved schedule places stages).
 The embedding (and a learned position table) rides on the first chunk, the
@@ -32,10 +32,10 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleIn
 from torch.distributed.pipelining.schedules import _PipelineSchedule
 from torch.distributed.pipelining.stage import _PipelineStageBase
 
-from hpdsl.cost.layout import even_split
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, output_logits
 from hpdsl.torch.modules.collectives import rank_local
 

@@ -36,9 +36,9 @@ from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import loss_parallel
 
 from hpdsl.api import compile_paths
-from hpdsl.cost.strategy import Strategy
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.ir.overrides import apply_sets
+from hpdsl.model.strategy import Strategy
 from hpdsl.registry import Registry
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize

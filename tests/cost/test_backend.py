@@ -1,4 +1,4 @@
-"""The run facts `hpdsl train` sets for hpdsl's torch backend (hpdsl/cost/backend.py), and how the estimator reads them."""
+"""The run facts `hpdsl train` sets for hpdsl's torch backend (hpdsl/cost/facts/backend.py), and how the estimator reads them."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import pytest
 from cost_builders import example, moe_model
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.backend import backend_facts
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.memory import layer_activation_bytes
-from hpdsl.cost.pricing import price_grid
-from hpdsl.cost.strategy import Strategy, StrategyGrid
+from hpdsl.cost.facts.backend import backend_facts
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.formulas.memory import layer_activation_bytes
+from hpdsl.cost.price.grid import price_grid
 from hpdsl.ir.nodes import RunFacts, evolve
+from hpdsl.model.strategy import Strategy
 
 TP_SP = Strategy(dp=2, tp=2, sequence_parallel=True, zero="os+grad+params", precision="fp32", seq_len=32)
 
@@ -31,7 +32,7 @@ def test_backend_facts_follow_the_strategy() -> None:
 
 
 def _mixtral_layer_bytes(run: RunFacts, strategy: Strategy) -> float:
-    from hpdsl.cost.columns import model_columns
+    from hpdsl.cost.facts.columns import model_columns
 
     columns = model_columns(example("mixtral_8x7b"))
     cfg = columns.configs[0]
@@ -71,7 +72,7 @@ def test_cp_gathered_keys_values_and_mask() -> None:
 
 
 def test_cpu_attention_prices_the_math_kernel_for_mla_only() -> None:
-    from hpdsl.cost.columns import model_columns
+    from hpdsl.cost.facts.columns import model_columns
 
     strategy = Strategy(tp=2, precision="fp32", seq_len=32)
     for name, math in (("deepseek_v3", True), ("mixtral_8x7b", False)):
@@ -128,8 +129,8 @@ def test_the_grid_prices_the_backend_facts_as_one_estimate_does() -> None:
 @pytest.mark.parametrize("gathered", [False, True])
 def test_an_mtp_layer_keeps_its_heads_input_as_the_output_head_does(gathered: bool) -> None:
     """The MTP depth predicts through the shared head: its input is priced like the output column's, split or whole."""
-    from hpdsl.cost.columns import model_columns
-    from hpdsl.cost.memory import column_act_coeffs
+    from hpdsl.cost.facts.columns import model_columns
+    from hpdsl.cost.formulas.memory import column_act_coeffs
 
     run = evolve(RunFacts(), gathered_tp_input=gathered)
     columns = model_columns(_with_run(example("deepseek_v3"), run))

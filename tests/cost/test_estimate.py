@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 from cost_builders import ROOT, dense_model, example, moe_model
 
-from hpdsl.cost.estimate import estimate
-from hpdsl.cost.params import parameters
-from hpdsl.cost.pricing import price_grid
 from hpdsl.cli.report import render_estimate, strategy_from_flags
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.estimate import estimate
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.params import parameters
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.model.strategy import Strategy
 
 DEEPSEEK = Strategy(tp=8, pp=8, dp=2, ep=8, sequence_parallel=True, global_batch=256)
 

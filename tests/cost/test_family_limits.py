@@ -10,8 +10,9 @@ from cost_builders import EXAMPLES
 from hpdsl.bound.bind import CostModel
 
 from hpdsl.api import bind_model
+from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.cost.search import search
-from hpdsl.cost.strategy import Strategy, validate_strategy
+from hpdsl.model.strategy import Strategy
 
 GIB = 1024**3
 

@@ -14,7 +14,7 @@ from cost_builders import example
 
 from hpdsl.cost import parameters
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 
 
 def megatron(*, s: int, h: int, layers: int, a: int, d_h: int, kv: int, ffn: int, vocab: int,

@@ -6,8 +6,8 @@ import pytest
 from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_model
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.flops import FF_ACT, HEAD_CAST, NORM, SOFTMAX, linear_recurrence
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.formulas.flops import FF_ACT, HEAD_CAST, NORM, SOFTMAX, linear_recurrence
+from hpdsl.model.strategy import Strategy
 
 MATMULS_ONLY = dict(attMM=4, attBMM=2, ffMM=2, softmax=0, dropout=0, normOp=0, gather=4, headCast=0,
                     ffAct=0, linrec=0)

@@ -18,8 +18,9 @@ import pytest
 from hpdsl.api import compile_paths
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.search import search
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy
+from hpdsl.model.strategy import Strategy
 
 SPEC = """model {name} : {profile} {{
   hidden 256

@@ -1,4 +1,4 @@
-"""What a context-parallel Gated DeltaNet keeps of the previous rank's hand-off (hpdsl/cost/handoff.py)."""
+"""What a context-parallel Gated DeltaNet keeps of the previous rank's hand-off (hpdsl/cost/formulas/handoff.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 from cost_builders import example
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.columns import model_columns
-from hpdsl.cost.handoff import carried
-from hpdsl.cost.memory import layer_activation_bytes
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.formulas.handoff import carried
+from hpdsl.cost.formulas.memory import layer_activation_bytes
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 
 CP2 = Strategy(cp=2, precision="fp32", seq_len=4096)
 

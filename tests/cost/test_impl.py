@@ -5,8 +5,10 @@ from __future__ import annotations
 from cost_builders import EXAMPLES, example
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.pricing import prepare, price_grid
-from hpdsl.cost.strategy import IMPLS, Strategy, StrategyGrid
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.model.strategy import IMPLS, Strategy
 
 
 def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:
@@ -29,9 +31,10 @@ def test_each_impl_is_priced_by_its_own_plan_and_agrees_with_the_grid() -> None:
 def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
     import attrs
 
-    from hpdsl.cost.columns import model_columns
-    from hpdsl.cost.context import scalar_context
-    from hpdsl.cost.memory import MIXER_ROLES, column_act_coeffs, hf_extra
+    from hpdsl.cost.facts.columns import model_columns
+    from hpdsl.cost.formulas.context import scalar_context
+    from hpdsl.cost.facts.roles import MIXER_ROLES
+    from hpdsl.cost.formulas.memory import column_act_coeffs, hf_extra
 
     from hpdsl.api import compile_paths
     from hpdsl.cost import bind
@@ -46,4 +49,4 @@ def test_a_replicated_mixers_hf_terms_are_whole_on_every_tp_rank() -> None:
     x = scalar_context(Strategy(tp=2, impl="hf-sdpa", sequence_parallel=True), cost.profile.run)
     split = hf_extra(attrs.evolve(hf, whole=False), x)
     # Whole, the mixer's terms are not halved: the difference is the half tp=2 took off.
-    assert hf_extra(hf, x) - split == (x.b_c * hf.mix_c + hf.mix_b) / 2
+    assert hf_extra(hf, x) - split == (x.compute_bytes * hf.mix_c + hf.mix_b) / 2

@@ -13,11 +13,12 @@ from __future__ import annotations
 import pytest
 from cost_builders import GPT_OPS, dense_model
 
-from hpdsl.cost.context import context
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.memory import activation, layer_act_coeffs
-from hpdsl.cost.strategy import Strategy, StrategyGrid
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.memory import activation, layer_act_coeffs
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 
 GPT_RUN = RunFacts(norm_bytes=2, dropout_bytes=1)
 H, A, S, B, L = 1024, 16, 2048, 2, 8

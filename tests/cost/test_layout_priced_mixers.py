@@ -20,7 +20,7 @@ import pytest
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
-from hpdsl.cost.flops import layer_flop_terms
+from hpdsl.cost.formulas.flops import layer_flop_terms
 from hpdsl.diagnostics import Source
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "language.md"

@@ -11,16 +11,16 @@ from cost_builders import EXAMPLES, dense_model
 
 from hpdsl.api import bind_model
 from hpdsl.bound.bind import CostModel
+from hpdsl.bound.slots import kind_bindings, layer_slots
 from hpdsl.cost import bind
 from hpdsl.cost.estimate import estimate
+from hpdsl.cost.facts.params import parameters
+from hpdsl.cost.facts.replication import replicated_numel
+from hpdsl.cost.feasibility.reasons import strategy_reasons
+from hpdsl.cost.formulas.flops import MIXER_TERMS, layer_flop_terms
+from hpdsl.cost.price.prepare import prepare
 from hpdsl.ir.nodes import evolve
-from hpdsl.cost.flops import MIXER_TERMS, layer_flop_terms
-from hpdsl.cost.params import parameters
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.replication import replicated_numel
-from hpdsl.cost.strategy import Strategy
-from hpdsl.cost.validate import strategy_reasons
-from hpdsl.bound.slots import kind_bindings, layer_slots
+from hpdsl.model.strategy import Strategy
 
 
 @cache

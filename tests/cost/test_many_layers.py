@@ -10,7 +10,7 @@ import numpy as np
 from hpdsl.api import compile_sources
 from hpdsl.bound.bind import bind
 from hpdsl.cost import Strategy, estimate
-from hpdsl.cost.pricing import prepare
+from hpdsl.cost.price.prepare import prepare
 from hpdsl.diagnostics import Source
 from hpdsl.model.fields import MAX_LAYERS
 

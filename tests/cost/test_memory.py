@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_model
 
-from hpdsl.cost.context import context
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.layout import build_layout, even_split, in_flight
-from hpdsl.cost.memory import activation, layer_act_coeffs, layer_activation_bytes
-from hpdsl.cost.params import parameters
-from hpdsl.cost.strategy import Strategy, StrategyGrid
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.facts.params import parameters
+from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.memory import activation, layer_act_coeffs, layer_activation_bytes
+from hpdsl.cost.price.pipeline_layout import build_layout, even_split, in_flight
+from hpdsl.model.strategy import Strategy
 
 
 def test_even_split_gives_extras_to_the_middle_first() -> None:
@@ -48,7 +49,7 @@ def test_one_device_holds_every_parameter_byte() -> None:
     cost_model = dense_model()
     total = parameters(cost_model).total
     stage = estimate(cost_model, Strategy()).memory.per_stage[0]
-    # bf16-mixed Adam (hpdsl/cost/precision.py): bf16 weights, fp32 gradients, fp32 master + two moments.
+    # bf16-mixed Adam (hpdsl/cost/facts/precision.py): bf16 weights, fp32 gradients, fp32 master + two moments.
     assert stage.params_bytes == 2 * total
     assert stage.grads_bytes == 4 * total
     assert stage.optimizer_bytes == (4 + 2 * 4) * total

@@ -11,9 +11,10 @@ from cost_builders import ROOT, dense_model, example
 
 from hpdsl.cost import parameters
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy
+from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 
 # bytes per parameter before ZeRO: weights + gradients + master + fp8 copy + states·width
 EXPECTED = {

@@ -1,4 +1,4 @@
-"""The bounded search (hpdsl/cost/prune.py): bounds at most every candidate's price, answers equal to the exhaustive search."""
+"""The bounded search (hpdsl/cost/sweep/prune.py): bounds at most every candidate's price, answers equal to the exhaustive search."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.pricing import prepare, price_fit
-from hpdsl.cost.prune import _expand, bound_rows, bounds, row_count
-from hpdsl.cost.rank import canonical_zero
-from hpdsl.cost.search import SearchResult, search, search_space
-from hpdsl.cost.strategy import InvalidStrategyError
-from hpdsl.cost.validate import invalid_mask
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.price.grid import price_fit
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.search import SearchResult, search
+from hpdsl.cost.sweep.prune import _expand, bound_rows, bounds, row_count
+from hpdsl.cost.sweep.rank import canonical_zero
+from hpdsl.cost.sweep.space import search_space
 
 GIB = 1024**3
 EXAMPLES = ("llama2_7b", "llama3_8b", "mixtral_8x7b", "qwen3_30b_a3b", "qwen3_next_80b_a3b", "deepseek_v3",

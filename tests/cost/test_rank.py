@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from cost_builders import ROOT, dense_model
 
-from hpdsl.cost.rank import canonical_zero, collapse, pareto, search_input_reasons
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.search import search
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid
+from hpdsl.cost.sweep.rank import canonical_zero, collapse, pareto, search_input_reasons
+from hpdsl.model.strategy import Strategy
 
 
 def _hpdsl(*args: str) -> subprocess.CompletedProcess:

@@ -11,11 +11,13 @@ import numpy as np
 from cost_builders import ROOT, dense_model, example, moe_model
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.search import enumerate_grid, layouts, search, with_uneven_splits
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO
-from hpdsl.cost.strategy import validate_strategy
-from hpdsl.cost.validate import invalid_mask
+from hpdsl.cost.feasibility.reasons import validate_strategy
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.search import search
+from hpdsl.cost.sweep.space import enumerate_grid, layouts
+from hpdsl.cost.sweep.uneven import with_uneven_splits
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, ZERO
 
 GIB = 1024**3
 

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpdsl.cost.layout import build_layout
-from hpdsl.cost.search import divisors
-from hpdsl.cost.validate import group_rows
+from hpdsl.cost.feasibility.shape import group_rows
+from hpdsl.cost.price.pipeline_layout import build_layout
+from hpdsl.cost.sweep.space import divisors
 
 
 @given(st.integers(1, 5000))

@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.layout import even_split
-from hpdsl.cost.search import search, uneven_splits
+from hpdsl.cost.price.pipeline_layout import even_split
+from hpdsl.cost.search import search
+from hpdsl.cost.sweep.uneven import uneven_splits
 
 GIB = 1024**3
 

@@ -16,9 +16,9 @@ from hypothesis import given, strategies as st
 from hpdsl.api import compile_paths
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.flops import (BACKWARD, SOFTMAX, HEAD_CAST, attended_keys, causal_window_keys,
+from hpdsl.cost.formulas.flops import (BACKWARD, SOFTMAX, HEAD_CAST, attended_keys, causal_window_keys,
                               forward_flops_by_term)
-from hpdsl.cost.strategy import Strategy
+from hpdsl.model.strategy import Strategy
 
 H, A, KV, D, FFN, E, K, V = 256, 8, 2, 32, 128, 8, 2, 1000
 SEQ = 4096
@@ -130,8 +130,8 @@ def test_backward_stays_twice_the_forward_plus_the_banded_recompute(tmp_path: Pa
                                               (8, "ring", False), (4, "a2a", True)])
 def test_floats_plan_and_grid_price_the_window_alike(tmp_path: Path, cp: int, cp_kind: str, flash: bool) -> None:
     from hpdsl.cost.estimate import effective, estimate_from_price, grid_estimate
-    from hpdsl.cost.pricing import prepare
-    from hpdsl.cost.scalar import price_floats
+    from hpdsl.cost.price.prepare import prepare
+    from hpdsl.cost.price.scalar import price_floats
 
     cost_model = model(tmp_path, 128)
     strategy = Strategy(cp=cp, cp_kind=cp_kind, seq_len=SEQ, flash_attention=flash)

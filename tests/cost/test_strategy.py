@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 from cost_builders import dense_model, example, hybrid_model, moe_model
 
-from hpdsl.cost.columns import model_columns
-from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
-from hpdsl.cost.strategy import InvalidStrategyError, Strategy, StrategyGrid, require_valid, validate_strategy
-from hpdsl.cost.validate import invalid_mask
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.problems import PROBLEMS, InvalidStrategyError
+from hpdsl.cost.feasibility.reasons import require_valid, strategy_problems, validate_strategy
+from hpdsl.cost.feasibility.rules import invalid_mask, rules
+from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.errors import HpdslError
+from hpdsl.model.strategy import Strategy
 
 STRATEGIES = [
     Strategy(),
@@ -130,3 +134,22 @@ def test_examples_accept_their_usual_layouts() -> None:
                              example("deepseek_v3")) == ()
     assert validate_strategy(Strategy(tp=2, dp=4, ep=8, sequence_parallel=True),
                              example("qwen3_next_80b_a3b")) == ()
+
+
+def test_every_rule_has_a_documented_problem_code() -> None:
+    shape = model_shape(model_columns(moe_model()))
+    codes = {rule.code for rule in rules(shape)} | {rule.code for rule in rules(model_shape(model_columns(
+        dense_model())))}
+    assert codes <= set(PROBLEMS), sorted(codes - set(PROBLEMS))
+
+
+def test_a_refused_strategy_carries_its_problems_coded_and_its_reasons_as_text() -> None:
+    strategy = Strategy(tp=3, pp=9, precision="fp9")
+    problems = strategy_problems(strategy, dense_model())
+    assert {"tp-heads", "unknown-precision"} <= {p.code for p in problems}
+    assert tuple(p.message for p in problems) == validate_strategy(strategy, dense_model())
+    with pytest.raises(InvalidStrategyError) as raised:
+        require_valid(strategy, dense_model())
+    assert raised.value.problems == problems
+    assert raised.value.reasons == tuple(p.message for p in problems)
+    assert strategy_problems(Strategy(tp=2**70), dense_model())[0].code == "past-bound"

@@ -4,7 +4,7 @@
   an AxisSizeError naming the axis and the value, and round-trips every valid
   one (keywords and the cattrs converter).
 - validate_world refuses exactly what the estimator's strategy check refuses
-  for the device count and the expert mesh (hpdsl/cost/validate.py).
+  for the device count and the expert mesh (hpdsl/cost/feasibility/rules.py).
 - The checker's coverage domain (hpdsl/check/coverage.py) and condition_inputs,
   which resolution and the estimator use, give every condition of a family the
   same value on every assignment, so what the checker proves holds at run time.
@@ -17,15 +17,16 @@ from family_strategies import FamilySpec, defaulted_family_specs
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hpdsl.bound.bind import CostModel
 from hpdsl.check.coverage import family_conditions, family_domain
 from hpdsl.cost import bind
-from hpdsl.bound.bind import CostModel
-from hpdsl.cost.strategy import Strategy, validate_strategy
+from hpdsl.cost.feasibility.reasons import validate_strategy
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.convert import structure, unstructure
 from hpdsl.ir.lower_families import lower_family
 from hpdsl.ir.nodes import FamilyIR, KindIR, LayerGroup, ModelIR, ProfileIR
 from hpdsl.model.axes import CONDITION_AXES, STRATEGY_AXES, AxisSizeError, AxisSizes, condition_inputs
+from hpdsl.model.strategy import Strategy
 from hpdsl.syntax import parse_text
 
 degrees = st.integers(1, 64)

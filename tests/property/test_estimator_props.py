@@ -20,13 +20,15 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from blocks import linear, mla, moe
-from hpdsl.cost import bind
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost import bind
 from hpdsl.cost.estimate import Estimate, estimate
-from hpdsl.cost.flops import HEAD_CAST, SOFTMAX
-from hpdsl.cost.pricing import price_grid
-from hpdsl.cost.strategy import RECOMPUTE, ZERO, Strategy, StrategyGrid, validate_strategy
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.reasons import validate_strategy
+from hpdsl.cost.formulas.flops import HEAD_CAST, SOFTMAX
+from hpdsl.cost.price.grid import price_grid
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, RunFacts
+from hpdsl.model.strategy import RECOMPUTE, Strategy, ZERO
 
 OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "headCast", "ffAct",
        "linrec")

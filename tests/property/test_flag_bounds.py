@@ -1,8 +1,8 @@
 """Any strategy the flags state is either refused with reasons or priced to finite, non-negative numbers.
 
-`hpdsl estimate` and `hpdsl search` build their inputs with run_estimate / run_search
+`hpdsl estimate` and `hpdsl search` build their inputs with estimate_from_flags / search_from_flags
 (hpdsl/cli/cost.py) from the flags click parsed; values reach 2^63-1 on the
-command line, so every one must be bounded (hpdsl/cost/bounds.py) or it wraps in
+command line, so every one must be bounded (hpdsl/cost/facts/bounds.py) or it wraps in
 the pricing's int64 arrays and comes back negative, infinite or NaN with exit 0.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hpdsl.cli.cost import run_estimate, run_search
-from hpdsl.cost.bounds import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_MICRO_BATCH, MAX_SEQ_LEN
+from hpdsl.cli.cost import estimate_from_flags, search_from_flags
+from hpdsl.cost.facts.bounds import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_MICRO_BATCH, MAX_SEQ_LEN
 from hpdsl.errors import HpdslError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Hea
 @example("qwen3_next_80b_a3b", {"mfu": 1e-300, "global_batch": 10**12})  # step time inf (bench/fuzz.py, seed 4)
 def test_accepted_estimate_flags_price_to_finite_non_negative_numbers(spec: str, flags: dict[str, Any]) -> None:
     try:
-        result = run_estimate(_cost_model(spec), flags)
+        result = estimate_from_flags(_cost_model(spec), flags)
     except HpdslError as error:
         assert str(error)
         return
@@ -94,7 +94,7 @@ def test_accepted_estimate_flags_price_to_finite_non_negative_numbers(spec: str,
 def test_accepted_search_flags_price_to_finite_non_negative_numbers(spec: str, devices: int,
                                                                    flags: dict[str, Any]) -> None:
     try:
-        result = run_search(_cost_model(spec), {**flags, "devices": devices})
+        result = search_from_flags(_cost_model(spec), {**flags, "devices": devices})
     except HpdslError as error:
         assert str(error)
         return
@@ -123,7 +123,7 @@ def test_every_field_and_flag_at_its_maximum_prices_finite_and_exact(spec: str) 
     flags = {"dp": 2**16, "tp": 1, "pp": 1, "micro_batch": MAX_MICRO_BATCH, "global_batch": MAX_GLOBAL_BATCH,
              "seq_len": MAX_SEQ_LEN, "flash_attention": False, "softmax_bytes": 64}
     started = time.process_time()
-    result = run_estimate(cost_model, flags).to_json()
+    result = estimate_from_flags(cost_model, flags).to_json()
     assert time.process_time() - started < 10
     assert not _bad_numbers(result), _bad_numbers(result)[:4]
     assert result["params"]["total"] == parameters(cost_model).total > 2**62  # exact Python ints, no wrap

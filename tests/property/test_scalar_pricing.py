@@ -1,7 +1,7 @@
 """One source of formulas, three evaluators held equal: the numpy grid, floats, and the compiled plan.
 
 `estimate` prices one strategy through a plan traced from the grid's own
-formulas (hpdsl/cost/trace.py, hpdsl/cost/scalar.py; the first strategy of a
+formulas (hpdsl/cost/formulas/trace.py, hpdsl/cost/price/scalar.py; the first strategy of a
 shape on floats, later ones through the compiled plan); `grid_estimate` prices
 the same strategy as a grid of one; `price_floats` runs the formulas on plain
 floats. For random models (generated, and the shipped examples) and random
@@ -20,10 +20,14 @@ from hypothesis import strategies as st
 from hpdsl.api import bind_model
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import effective, estimate, estimate_from_price, grid_estimate
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.scalar import price_floats
-from hpdsl.cost.strategy import CP_KINDS, RECOMPUTE, ZERO, Strategy, StrategyGrid
-from hpdsl.cost.validate import model_shape, rules, strategy_reasons
+from hpdsl.cost.facts.bounds import bound_reasons
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.feasibility.reasons import check_cache, strategy_reasons
+from hpdsl.cost.feasibility.rules import rules
+from hpdsl.cost.feasibility.shape import model_shape
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.scalar import PLAN_CHUNKS, plan_key, price_floats
+from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 from test_estimator_props import Spec, specs, strategies
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -88,3 +92,29 @@ def test_compiled_check_gives_the_grid_rules_reasons(drawn: tuple[CostModel, Str
     expected = tuple(rule.message(strategy, shape) for rule in rules(shape) if bool(rule.bad(grid, shape)[0]))
     assert strategy_reasons(strategy, cost_model) == expected
     assert strategy_reasons(strategy, cost_model) == expected  # plain values first, then compiled
+
+
+@given(specs(), st.data())
+def test_a_held_prepared_model_prices_the_second_of_a_shape_through_its_plan(spec: Spec,
+                                                                               data: st.DataObject) -> None:
+    # The PriceCache is the Prepared's: holding the Prepared is what compiles and reuses the plans.
+    cost_model = spec.build()
+    prepared = prepare(cost_model)
+    for strategy in data.draw(st.lists(strategies(cost_model), min_size=1, max_size=4)):
+        floats = estimate(prepared, strategy).to_json()
+        assert estimate(prepared, strategy).to_json() == floats
+        resolved = effective(strategy, prepared)
+        if resolved.pp * resolved.vpp <= PLAN_CHUNKS:
+            assert plan_key(resolved) in prepared.cache.plans
+
+
+@given(shipped_strategies(), st.sampled_from([0, -1, 3]), st.sampled_from(["bf16-mixed", "fp9", "fp32"]))
+def test_a_held_check_cache_compiles_the_second_check_of_a_shape(drawn: tuple[CostModel, Strategy], tp: int,
+                                                                  precision: str) -> None:
+    cost_model, strategy = drawn
+    strategy = strategy.with_(tp=tp or strategy.tp, precision=precision)
+    expected = strategy_reasons(strategy, cost_model)
+    cache = check_cache(prepare(cost_model).columns)
+    assert strategy_reasons(strategy, cache) == expected  # plain values
+    assert strategy_reasons(strategy, cache) == expected  # compiled
+    assert cache.plans or bound_reasons(strategy)

@@ -14,8 +14,8 @@ from torch_support import examples_registry, parameter_count
 
 from hpdsl.cost import bind, parameters
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.flops import forward_flops_by_term
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.formulas.flops import forward_flops_by_term
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model
 from hpdsl.torch.modules.fused import fused, rotate
 

@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from hpdsl.api import compile_paths, compile_sources  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
-from hpdsl.cost.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
+from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402

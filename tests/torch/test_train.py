@@ -9,10 +9,10 @@ import attrs
 import pytest
 
 from hpdsl.cli.models import load_cost_model
-from hpdsl.cost.strategy import Strategy
 from hpdsl.errors import InputError
 from hpdsl.ir.overrides import apply_sets, parse_sets
 from hpdsl.ir.stack import layer_kinds
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
 from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
@@ -196,7 +196,7 @@ def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank()
     result = train_json(QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
                          "--zero", "os+grad+params", "--nproc", "4")
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
-    # Priced as the backend runs (hpdsl/cost/backend.py): the gathered inputs of the tp regions kept whole.
+    # Priced as the backend runs (hpdsl/cost/facts/backend.py): the gathered inputs of the tp regions kept whole.
     matches_one_process_and_the_estimate(result)
 
 
@@ -274,7 +274,7 @@ def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec:
     result = train_json(spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
                          "--nproc", "4")
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    # Gated DeltaNet keeps the received convolution tail and state once per sequence (hpdsl/cost/handoff.py).
+    # Gated DeltaNet keeps the received convolution tail and state once per sequence (hpdsl/cost/formulas/handoff.py).
     matches_one_process_and_the_estimate(result)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hpdsl.cli.train import runnable_reasons
-from hpdsl.cost.backend import backend_facts
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.facts.backend import backend_facts
 from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import Strategy
 from train_support import MIXTRAL_SMALL as SMALL
 from train_support import gradients_match, train_json
 

@@ -10,10 +10,10 @@ import torch
 
 from hpdsl.bound.bind import bind
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.pricing import prepare
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.price.prepare import prepare
 from hpdsl.ir.nodes import evolve
 from hpdsl.ir.overrides import apply_sets
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry

@@ -15,9 +15,9 @@ import torch
 
 from hpdsl.api import compile_paths
 from hpdsl.cli.models import load_cost_model
-from hpdsl.cost.backend import backend_facts
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.strategy import Strategy
+from hpdsl.cost.facts.backend import backend_facts
+from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.train import saved_activations

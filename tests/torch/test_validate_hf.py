@@ -53,7 +53,7 @@ def test_sdpa_on_a_gpu_is_fused_where_the_cpu_runs_its_math_kernel() -> None:
 
 
 def test_fused_is_what_transformers_keeps_less_its_extra_copies() -> None:
-    from hpdsl.cost.strategy import Strategy
+    from hpdsl.model.strategy import Strategy
     from validate_hf import CONFIGS, estimated_bytes, hpdsl_cost_model
 
     cost = hpdsl_cost_model("llama", CONFIGS["llama"][0])
@@ -69,8 +69,8 @@ def test_fused_is_what_transformers_keeps_less_its_extra_copies() -> None:
 
 
 def test_fla_chunk_is_the_priced_chunk() -> None:
-    from hpdsl.cost.flops import LINEAR_CHUNK
-    from hpdsl.cost.impl_terms import FLA_CHUNK
+    from hpdsl.cost.formulas.flops import LINEAR_CHUNK
+    from hpdsl.cost.facts.impl_terms import FLA_CHUNK
 
     assert FLA_CHUNK == LINEAR_CHUNK
 

@@ -1,0 +1,80 @@
+"""The CLI's shared options and flag tables: the strategy and search flags, the model paths, --model, --set.
+
+Every command that reads a strategy or a model declares its options from here, so
+`hpdsl estimate`, `hpdsl search`, `hpdsl train` and `hpdsl diff` spell them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import click
+
+from hpdsl.model.strategy import flag_fields
+
+FlagTable = tuple[tuple[str, str, type, str], ...]
+"""Rows of (flag, keyword, type, help)."""
+
+_FLAG_TYPES = {"bool": bool, "tristate": bool, "float": float, "int": int}
+"""A Strategy field's flag type by its grid encoding (the rest are names: str)."""
+
+
+def strategy_flag(field: attrs.Attribute) -> tuple[str, str, type, str]:
+    """Return the flag-table row of a Strategy field (its `flag` and `help` metadata)."""
+    return (field.metadata["flag"], field.name, _FLAG_TYPES.get(field.metadata["encode"], str),
+            field.metadata["help"])
+
+
+ESTIMATE_FLAGS: FlagTable = tuple(strategy_flag(field) for field in flag_fields())
+"""`hpdsl estimate` flags: (flag, Strategy field, type, help), derived from Strategy's declaration
+(hpdsl/model/strategy.py). Unset flags keep Strategy's defaults."""
+
+_BY_NAME = {row[1]: row for row in ESTIMATE_FLAGS}
+
+SEARCH_FLAGS: FlagTable = (
+    ("--devices", "devices", int, "devices to use (required)"),
+    ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
+    ("--top", "top", int, "strategies to show (default 10)"),
+    _BY_NAME["device"],
+    ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
+    ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
+    ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
+    ("--vpp", "vpp", str, "virtual stages to try, comma-separated (1)"),
+    _BY_NAME["precision"],
+    _BY_NAME["optimizer"],
+    _BY_NAME["impl"],
+    ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
+    ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
+)
+"""`hpdsl search` flags: (flag, search_command keyword, type, help)."""
+
+
+set_option = click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE",
+                          help="Override a model field (block fields by name: --set experts=4); repeatable.")
+
+
+spec_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+model_option = click.option("--model", "model", help="The model to use when the files declare several.")
+no_stdlib_option = click.option("--no-stdlib", is_flag=True,
+                                help="Leave the standard profiles and families out.")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flag_options(table: FlagTable, *, required: tuple[str, ...] = ()
+           ) -> Callable[[F], F]:
+    """Declare one click option per row of a flag table (unset flags arrive as None)."""
+    def decorate(command: F) -> F:
+        for flag, name, kind, text in reversed(table):
+            if kind is bool:
+                command = click.option(flag, name, default=None, help=text)(command)
+            elif name in required:  # no default at all: click 8.5 skips the check for default=None
+                command = click.option(flag, name, type=kind, required=True, help=text)(command)
+            else:
+                command = click.option(flag, name, type=kind, default=None, help=text)(command)
+        return command
+    return decorate

@@ -1,0 +1,6 @@
+"""The slot roles the cost model tells apart (hpdsl/bound/slots.py names them)."""
+
+from __future__ import annotations
+
+MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
+"""Slot roles of a layer's mixer (hpdsl/bound/slots.py)."""

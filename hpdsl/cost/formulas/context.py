@@ -1,0 +1,164 @@
+"""A strategy grid, the profile's run facts and the device table into the float arrays pricing reads.
+
+Everything here is one array per candidate (or a scalar from the run facts), so
+each formula downstream is a plain numpy expression over the whole grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.grid import StrategyGrid, codes_of
+from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.xp import Val
+from hpdsl.ir.nodes import RunFacts
+from hpdsl.model.strategy import IMPLS, Strategy
+
+F = Val
+
+
+@attrs.frozen(eq=False)
+class Ctx:
+    """Strategy arrays (n,) as floats, run-fact scalars and per-axis bandwidths (one strategy: Python scalars)."""
+
+    tp: F
+    sp_shards: F      # what sequence parallelism splits activations into: tp with it, else 1
+    cp: F
+    ep: F
+    etp: F
+    dp: F
+    pp: F
+    vpp: F
+    micro_batch: F    # sequences per micro-batch
+    seq_len: F        # tokens per sequence
+    micro_batches: F  # micro-batches per step per data-parallel rank
+    batch: F          # sequences per step
+    tokens: F         # tokens of one micro-batch per rank before tensor parallelism: seq_len·micro_batch/cp
+    loss_shards: F    # what the logits are divided by: tp with loss_parallel, else 1
+    compute_bytes: F  # bytes per saved activation
+    softmax_bytes: F  # bytes per saved softmax element (without flash)
+    param_bytes: F    # bytes per parameter (the weights)
+    flash: Any                # bool array, or a bool
+    hf: Any                   # transformers' modules (hf-sdpa or hf-eager) save the activations
+    eager: Any                # transformers' eager attention: expanded K and V, the scores kept
+    cpu: Any                  # hf-sdpa-cpu or the cpu_attention fact: SDPA's CPU kernels (math where CPU flash cannot)
+    any_hf: bool              # some candidate is priced as transformers' (else the hf terms are skipped)
+    recompute: Any            # int codes (RECOMPUTE), or an int
+    all_layers: Any
+    recompute_layers: Any
+    zero: Any                 # int codes (ZERO), or an int
+    ring: Any
+    expert_dp: F      # expert data-parallel degree: dp·cp·tp/(ep·etp)
+    norm_bytes: float      # bytes per saved norm input (a run fact)
+    dropout_bytes: float   # bytes per dropout mask element (a run fact)
+    grad_bytes: F     # bytes per gradient
+    grads_held: Any           # gradients take memory (grad_accumulation, pp > 1 or several micro-batches)
+    deferred: Any             # deferred_grad_accumulation with several micro-batches: reduced once, after the last
+    optimizer_bytes: F  # optimizer bytes per parameter: master copy, extra copies, states·state bytes
+    overlapped_grad_reduce: bool
+    achieved_flops: F  # achieved FLOP/s: peak·mfu
+    bw_tp: F
+    bw_cp: F
+    bw_ep: F
+    bw_dp: F
+    bw_pp: F
+
+    def take(self, part: slice) -> Ctx:
+        """Return this context's candidates at `part` (views of every array)."""
+        return attrs.evolve(self, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
+                                     if isinstance(getattr(self, a.name), np.ndarray)})
+
+    def zero_divisors(self, level: int) -> tuple[F, F]:
+        """Return (dense, expert) shard counts of what ZeRO shards from `level` on (1, 2 or 3)."""
+        on = self.zero >= level
+        return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.expert_dp, 1.0)
+
+
+def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
+    """Return the pricing arrays of `grid` under the profile's run facts."""
+    f = {name: grid.arrays[name].astype(np.float64)
+         for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
+    table = [get_device(name) for name in grid.devices]
+    dev = np.maximum(grid.device_id, 0)
+    link = {key: np.array([getattr(d, key) for d in table])[dev]
+            for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth", "devices_per_node")}
+    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
+
+
+def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
+    """Return the pricing floats of one (valid) strategy: the same Ctx, fields as Python scalars."""
+    s = strategy
+    # `* 1.0`, not float(): the fields may be traced values (hpdsl/cost/formulas/trace.py)
+    f = {name: getattr(s, name) * 1.0 for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch",
+                                                     "seq_len")}
+    codes = codes_of(s, 0)
+    d = get_device(s.device)
+    link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
+            "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node}
+    return _ctx(f, codes, scalar_widths(s, run), link, run)
+
+
+def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dict[str, Any],
+         run: RunFacts) -> Ctx:
+    """Return the Ctx of float degrees `f`, grid codes `g` and device facts `link` (arrays or scalars)."""
+    t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
+    sp_on = xp.where(g["sp"] < 0, int(run.shard_activations), g["sp"]) > 0
+    batch = xp.where(g["global_batch"] > 0, g["global_batch"], g["micro_batch"] * g["dp"] * g["pp"])
+    m = xp.maximum(batch // xp.maximum(g["micro_batch"] * g["dp"], 1), 1) * 1.0
+    per_node, intra, inter = (link["devices_per_node"], link["intra_node_bandwidth"],
+                              link["inter_node_bandwidth"])
+
+    def bandwidth(span: Val) -> Val:
+        return xp.where(span <= per_node, intra, inter)
+
+    ep, etp = f["ep"], f["etp"]
+    # Eager attention keeps the score matrix whatever --flash says
+    # (docs/cost-model.md#activations-per-implementation).
+    eager = g["impl"] == IMPLS.index("hf-eager")
+    return Ctx(
+        tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
+        micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
+        loss_shards=t if run.loss_parallel else xp.ones_like(t),
+        compute_bytes=widths["compute"], softmax_bytes=g["softmax_bytes"] * 1.0,
+        param_bytes=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
+        hf=g["impl"] > 0, eager=eager, cpu=(g["impl"] == IMPLS.index("hf-sdpa-cpu")) | run.cpu_attention, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
+        all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
+        zero=g["zero"], ring=g["cp_kind"] == 0, expert_dp=dp * cp * t / (ep * etp),
+        norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
+        grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
+        optimizer_bytes=widths["optimizer"],
+        overlapped_grad_reduce=run.overlapped_grad_reduce, achieved_flops=link["peak_flops"] * g["mfu"],
+        bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
+        bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
+
+
+def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
+    """Return one strategy's bytes per parameter and per saved activation, as precision_widths does."""
+    w = static_widths(strategy.precision, strategy.optimizer, run)
+    return {"grad": float(w.grad), "optimizer": float(w.optimizer),
+            "param": float(strategy.param_bytes or w.param),
+            "compute": float(strategy.compute_bytes or PRECISIONS[strategy.precision].compute)}
+
+
+def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
+    """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
+
+    Each (precision, optimizer) pair is looked up once in hpdsl/cost/facts/precision.py;
+    a strategy's stated param_bytes or compute_bytes (non-zero) wins over its precision's.
+    """
+    out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
+    prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
+    pairs = np.unique(prec * len(OPTIMIZER_NAMES) + opt)  # a few codes: no Python loop over candidates
+    for p_code, o_code in (divmod(int(code), len(OPTIMIZER_NAMES)) for code in pairs):
+        at = (prec == p_code) & (opt == o_code)
+        w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)
+        out["grad"][at], out["optimizer"][at] = w.grad, w.optimizer
+        out["param"][at], out["compute"][at] = w.param, PRECISIONS[PRECISION_NAMES[p_code]].compute
+    out["param"] = np.where(grid.param_bytes > 0, grid.param_bytes, out["param"]).astype(np.float64)
+    out["compute"] = np.where(grid.compute_bytes > 0, grid.compute_bytes, out["compute"]).astype(np.float64)
+    return out

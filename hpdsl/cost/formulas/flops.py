@@ -1,0 +1,431 @@
+"""Op counts of a layer kind into forward FLOPs per token, and over a grid into FLOPs per device.
+
+Each op contributes its count times a per-unit cost (docs/reference.md#flop-formulas,
+corrected as docs/cost-model.md says): matmuls at 2 FLOPs per multiply-add,
+elementwise ops at the upstream per-element constants divided by three
+(upstream folds the forward and a backward of twice the forward into one
+number). The backward is twice the forward; recompute adds the forward of what
+is recomputed: every op under full recompute, the score matmul QKᵀ, softmax and
+score casts under selective.
+
+FLOPs are linear in the op counts: the difference between two stacks is exactly
+the terms of the ops one lacks. `layer_flop_terms` splits a layer's FLOPs term
+by term (the matrix products torch's FlopCounterMode measures apart from the
+elementwise work it does not), and `forward_flops_by_term` prices them for a
+batch, which is how docs/validation.md compares the estimator with built models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from typing import TypeVar
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.formulas import xp
+
+from hpdsl.bound.bind import CostModel, LayerConfig
+from hpdsl.cost.facts.columns import Column, ModelColumns, model_columns
+from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.memory import attention_widths
+from hpdsl.cost.formulas.xp import Val
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
+
+_Seq = TypeVar("_Seq", float, np.ndarray)
+
+SOFTMAX = 13 / 3     # forward FLOPs per score element (upstream: 13 with the backward)
+HEAD_CAST = 1.0      # per score element (upstream: 3)
+DROPOUT = 1.0        # per hidden element (upstream: 3)
+NORM = 10.0          # per element (upstream: 30)
+FF_ACT = 7.0         # per element of the activation's input (upstream: 21)
+BACKWARD = 2.0       # backward FLOPs per forward FLOP
+LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
+SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
+
+MATMUL_TERMS = ("attMM", "attBMM", "linrec", "conv", "scan", "ffMM", "router", "output")
+"""The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
+
+
+@attrs.frozen
+class FlopCoeffs:
+    """Forward FLOPs of one column per token, by divisor."""
+
+    t: float = 0.0        # divided by t (head- or width-split work; routed experts, balanced)
+    ts: float = 0.0       # per key, divided by t (score work)
+    sp: float = 0.0       # divided by sp (replicated across TP unless sequence parallel)
+    sel_ts: float = 0.0   # per key: what selective recompute runs again
+    w: float = 0.0        # a tp-replicated mixer's work: every tp rank runs it whole, not divided
+    w_ts: float = 0.0     # per key: a tp-replicated mixer's score work, not divided
+    sel_w_ts: float = 0.0  # per key: what selective recompute runs again of it
+
+    def per_token(self, seq: _Seq) -> _Seq:
+        """Return model-wide forward FLOPs per token at sequence length `seq`."""
+        return self.t + self.ts * seq + self.sp + self.w + self.w_ts * seq
+
+    def __add__(self, other: FlopCoeffs) -> FlopCoeffs:
+        return FlopCoeffs(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
+
+    def whole(self) -> FlopCoeffs:
+        """Return these FLOPs run whole on every tp rank (a mixer its family layout replicates)."""
+        return FlopCoeffs(w=self.t + self.sp + self.w, w_ts=self.ts + self.w_ts,
+                          sel_w_ts=self.sel_ts + self.sel_w_ts)
+
+
+def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
+    """Return one attention's projection multiply-adds per token: (TP-split, replicated).
+
+    MLA's latent down-projections are replicated over TP (Megatron builds them
+    duplicated); gated DeltaNet adds its two per-head gate projections (β, decay).
+    """
+    h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
+    if cfg.attn_kind == "ssm":
+        return float(cfg.mixer_macs), 0.0  # its family layout's module weights (hpdsl.ir.layouts.layout_tally)
+    if cfg.attn_kind == "mla":
+        d_qk = (cfg.nope_dim or d_h) + cfg.rope_dim
+        dcq, dckv = cfg.q_lora_rank, cfg.kv_lora_rank
+        query_up = dcq * a * d_qk if dcq else h * a * d_qk
+        split = query_up + dckv * cfg.kv_heads * ((cfg.nope_dim or d_h) + d_h) + a * d_h * h
+        return split, h * dcq + h * (dckv + cfg.rope_dim)
+    gate = 2 if cfg.output_gate else 1
+    d_q = a * d_h
+    split = gate * h * d_q + 2 * h * cfg.kv_heads * d_h + d_q * h
+    if cfg.attn_kind == "linear":
+        split += 2 * h * cfg.value_heads
+    return split, 0.0
+
+
+def delta_rule_flops(cfg: LayerConfig) -> float:
+    """Return the chunked gated delta rule's matrix-product FLOPs per token (forward).
+
+    Per value head and chunk of C tokens: the state read-out, the state's share of
+    the new values and the state update (three C×d_k×d_v products, 6·d_k·d_v per
+    token), and inside the chunk K·βKᵀ, Q·Kᵀ, the WY products T·(βK) and T·(βV)
+    and the intra-chunk scores times the new values (C·(6·d_k + 4·d_v) per token).
+    The token-by-token recurrence would be 6·d_k·d_v alone, but it is not what
+    trains: FLA's kernels and the reference module run chunks of LINEAR_CHUNK.
+    """
+    d_k, d_v = cfg.key_head_dim, cfg.value_head_dim
+    return cfg.value_heads * (6 * d_k * d_v + LINEAR_CHUNK * (6 * d_k + 4 * d_v))
+
+
+def wy_inverse_flops(cfg: LayerConfig) -> float:
+    """Return the per-token FLOPs of each chunk's unit-triangular inverse (C³/3 per chunk and value head)."""
+    return cfg.value_heads * LINEAR_CHUNK ** 2 / 3
+
+
+def short_conv_flops(cfg: LayerConfig) -> float:
+    """Return the depthwise short convolution over the q, k, v stream: 2·K FLOPs per channel and token."""
+    return 2 * cfg.conv * (2 * cfg.key_heads * cfg.key_head_dim
+                               + cfg.value_heads * cfg.value_head_dim)
+
+
+def linear_recurrence(cfg: LayerConfig) -> float:
+    """Return one linrec unit's forward FLOPs per token: chunked delta rule, its inverses, the convolution."""
+    return delta_rule_flops(cfg) + wy_inverse_flops(cfg) + short_conv_flops(cfg)
+
+
+def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
+    """Return a state-space mixer's scan FLOPs per token: (its matmuls, its elementwise work).
+
+    Mamba (no ssm_heads): each token updates a d_inner × N state elementwise
+    (SCAN_UPDATE per element) and reads it out with C, a (d_inner × N)·(N × 1)
+    product, 2·d_inner·N. Mamba-2 (ssm_heads H of head dim P, chunks of L =
+    ssm_chunk): per head, the chunk's scores C·Bᵀ (2·L·N), the scores times Δ·x
+    (2·L·P), the chunk's state Bᵀ·Δ·x (2·P·N) and the read-out of the state
+    entering the chunk (2·P·N); the decays and the chunk-to-chunk state
+    update are elementwise. Linear in the sequence either way: no s² term.
+    """
+    if cfg.attn_kind != "ssm":
+        return 0.0, 0.0
+    inner, n = cfg.ssm_expand * cfg.hidden, cfg.ssm_state
+    if not cfg.ssm_heads:
+        return 2.0 * inner * n, SCAN_UPDATE * inner * n
+    heads, chunk = cfg.ssm_heads, max(cfg.ssm_chunk, 1)
+    p = inner / heads
+    matmuls = 2.0 * heads * (chunk * n + chunk * p + 2 * p * n)
+    return matmuls, heads * (3.0 * chunk + n + 2 * p * n / chunk)
+
+
+def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
+    """Return one layer's forward FLOP coefficients term by term; they sum to layer_flop_coeffs.
+
+    attMM the q/k/v/o projections (MLA's latent down-projections replicated, on
+    sp); attBMM QKᵀ and A·V; softmax and headCast the score elementwise work;
+    qkNorm the per-head norms; linrec, linrecSolve and conv the delta rule's
+    products, its triangular inverses and the short convolution; normOp, dropout;
+    ffMM the MLP or the experts' matrices, ffAct their activations; router the
+    router (and a shared expert's gate).
+    """
+    ops, a = cfg.ops, cfg.heads
+    att, bmm, linrec = op_count(ops, OP.ATT_MM) / 4, op_count(ops, OP.ATT_BMM), op_count(ops, OP.LINREC)
+    split, replicated = projection_macs(cfg)
+    q_w, _, v_w = attention_widths(cfg)
+    qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
+    softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
+    cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
+    ffn, act, router = _ffn_flops(cfg)
+    scan, update = selective_scan_flops(cfg)
+    return {
+        "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
+        "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
+        "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
+        "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
+        "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
+        "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
+        "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
+        "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),
+        "scan": FlopCoeffs(t=att * scan),
+        "scanUpdate": FlopCoeffs(t=att * update),
+        "normOp": FlopCoeffs(sp=op_count(ops, OP.NORM) * NORM * cfg.hidden),
+        "dropout": FlopCoeffs(sp=op_count(ops, OP.DROPOUT) * DROPOUT * cfg.hidden),
+        "ffMM": FlopCoeffs(t=ffn),
+        "ffAct": FlopCoeffs(t=act),
+        "router": FlopCoeffs(sp=router),
+    }
+
+
+MIXER_TERMS = ("attMM", "attBMM", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv", "scan",
+               "scanUpdate")
+"""The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
+
+
+def layer_flop_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> FlopCoeffs:
+    """Return the forward FLOP coefficients of one layer priced with `cfg`.
+
+    When `whole` names the layer's mixer role (its family layout replicates it,
+    hpdsl/cost/facts/replication.py), the mixer's terms run whole on every tp rank:
+    they move to the undivided w, w_ts and sel_w_ts. Model-wide FLOPs
+    (per_token, model_forward) are the same either way.
+    """
+    terms = layer_flop_terms(cfg)
+    if MIXER_ROLES & whole:
+        terms = {name: c.whole() if name in MIXER_TERMS else c for name, c in terms.items()}
+    return _sum(terms.values())
+
+
+def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
+    """Return per-token feed-forward FLOPs: (matrices, activations) split by t, and the replicated router."""
+    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
+    if cfg.experts <= 1:
+        return n_ff * 2 * h * cfg.ffn_width, acts * FF_ACT * cfg.ffn_width, 0.0
+    widths = cfg.top_k * cfg.ffn_width + cfg.shared_experts * cfg.shared_width
+    router = 2 * h * cfg.experts + (2 * h if cfg.shared_experts and cfg.shared_gate else 0)
+    return n_ff * 2 * h * widths, acts * FF_ACT * widths, router
+
+
+def output_flop_terms(hidden: int, vocab: int) -> dict[str, FlopCoeffs]:
+    """Return the output layer's terms: the projection to the vocabulary (vocab-parallel), the final norm."""
+    return {"output": FlopCoeffs(t=2 * hidden * vocab), "normOp": FlopCoeffs(sp=NORM * hidden)}
+
+
+def output_flop_coeffs(hidden: int, vocab: int) -> FlopCoeffs:
+    """Return the final norm and the output projection (vocab-parallel)."""
+    return _sum(output_flop_terms(hidden, vocab).values())
+
+
+def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, windowed: bool = False
+                          ) -> dict[str, dict[str, float]]:
+    """Return the forward FLOPs of one layer of each body kind and of the output layer, term by term.
+
+    Model-wide (every parallel degree 1) for `batch` sequences of `seq_len`
+    tokens; keys are the pricing columns' names (a kind, "layer" for a model
+    without kinds, "output"). Scores over the whole square (what an eager
+    kernel computes before masking, sliding layers included): summed over the
+    stack they give the estimate's forward FLOPs without flash and MTP layers.
+    `windowed` prices a sliding-window layer's scores over min(s, w) keys per
+    query instead: the model convention, and what a banded kernel computes.
+    """
+    columns = model_columns(cost_model)
+    out: dict[str, dict[str, float]] = {}
+    for column in columns.columns:
+        keys = float(seq_len)
+        if column.role == "layer":
+            assert column.config is not None
+            terms = layer_flop_terms(column.config)
+            if windowed:
+                keys = float(attended_keys(float(seq_len), column.config.window))
+        elif column.role == "output":
+            terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab)
+        else:
+            continue
+        out[column.name] = {name: batch * seq_len * (c.per_token(0.0) + (c.ts + c.w_ts) * keys)
+                            for name, c in terms.items()}
+    return out
+
+
+def column_window(column: Column) -> int:
+    """Return the sliding window a column's self-attention attends through (0: the whole prefix)."""
+    return column.config.window if column.config is not None else 0
+
+
+def _sum(terms: Iterable[FlopCoeffs]) -> FlopCoeffs:
+    total = FlopCoeffs()
+    for term in terms:
+        total = total + term
+    return total
+
+
+def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
+    """Return the forward FLOP coefficients of any column (the embedding is a lookup: none)."""
+    model = columns.cost_model.model
+    if column.role == "embedding":
+        return FlopCoeffs()
+    if column.role == "output":
+        return output_flop_coeffs(model.hidden, model.vocab)
+    assert column.config is not None
+    layer = layer_flop_coeffs(column.config, column.whole)
+    if column.role == "layer":
+        return layer
+    h = model.hidden
+    out = output_flop_coeffs(h, model.vocab)
+    # MTP: two input norms, the 2h→h projection, then its own final norm and output head.
+    return attrs.evolve(layer, t=layer.t + 2 * 2 * h * h + out.t, sp=layer.sp + 2 * NORM * h + out.sp)
+
+
+# --------------------------------------------------------------------------
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/formulas/xp.py
+# --------------------------------------------------------------------------
+
+
+def causal_window_keys(seq: Val, window: int) -> Val:
+    """Return the mean keys a causal query attends to over `seq` positions, each seeing at most `window`.
+
+    The area of the causal band (docs/cost-model.md#sliding-window-attention):
+    s/2 for full attention, w − w²/(2s) for a window w < s (query i sees
+    min(i+1, w) keys; s·w − w(w−1)/2 in all, to the continuous area's w/2).
+    """
+    if not window:
+        return seq / 2
+    beyond = xp.maximum(seq - window, 0.0)
+    return seq / 2 - beyond * beyond / (2 * seq)
+
+
+def attended_keys(seq: Val, window: int) -> Val:
+    """Return the keys per query of the model convention: s, or min(s, w) for a sliding-window layer."""
+    return xp.minimum(seq, window) if window else seq
+
+
+def executed_keys(x: Ctx, causal: float, window: int = 0) -> Val:
+    """Return the keys each query's score work runs over: the causal share's band under flash.
+
+    A flash kernel skips the blocks a causal mask empties (about half the s×s
+    square) and, for a sliding-window layer, the blocks beyond the window;
+    without flash the whole score matrix is computed, then masked (transformers'
+    eager attention does this for sliding layers too). `causal` is the share of
+    the column's score work that is causal self-attention; `window` the layer's
+    sliding window (0: none), which only that causal share attends through.
+    Under context parallelism each rank's tok = s·b/cp queries see the same
+    band: a query chunk needs only the keys within the window.
+    """
+    if not window:
+        return x.seq_len * xp.where(x.flash, 1.0 - causal / 2, 1.0)
+    return xp.where(x.flash, (1.0 - causal) * x.seq_len + causal * causal_window_keys(x.seq_len, window), x.seq_len)
+
+
+def model_keys(x: Ctx, causal: float, window: int = 0) -> Val:
+    """Return the keys per query of the model (MFU) convention: s, min(s, w) for the windowed causal share."""
+    if not window:
+        return x.seq_len
+    return (1.0 - causal) * x.seq_len + causal * attended_keys(x.seq_len, window)
+
+
+def device_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return one layer's executed forward FLOPs per micro-batch on one device (a replicated mixer's in full)."""
+    split = x.tokens * ((c.t + c.ts * keys) / x.tp + c.sp / x.sp_shards)
+    return split + x.tokens * (c.w + c.w_ts * keys) if c.w or c.w_ts else split
+
+
+def device_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return what a flash backward runs again per micro-batch on one device: QKᵀ and the softmax."""
+    again = x.tokens * c.sel_ts * keys / x.tp + x.tokens * c.sel_w_ts * keys
+    return xp.where(x.flash, again, 0.0)
+
+
+def device_scores(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return one layer's score FLOPs per micro-batch on one device (what hides a ring's transfers)."""
+    return x.tokens * c.ts * keys / x.tp + x.tokens * c.w_ts * keys
+
+
+def device_recompute(c: FlopCoeffs, x: Ctx, forward: Val, keys: Val) -> Val:
+    """Return what the strategy's recompute runs again per micro-batch on one device."""
+    selective = x.tokens * c.sel_ts * keys / x.tp
+    if c.sel_w_ts:
+        selective = selective + x.tokens * c.sel_w_ts * keys
+    return xp.where(x.recompute == 2, forward, xp.where(x.recompute == 1, selective, 0.0))
+
+
+def model_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return one layer's model-wide executed forward FLOPs per sequence."""
+    return x.seq_len * (c.t + c.sp + c.w + (c.ts + c.w_ts) * keys)
+
+
+def model_flash_backward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return one layer's model-wide flash-backward recompute (QKᵀ, softmax) per sequence."""
+    return xp.where(x.flash, x.seq_len * (c.sel_ts + c.sel_w_ts) * keys, 0.0)
+
+
+def model_recompute(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
+    """Return one layer's model-wide recompute FLOPs per sequence under the strategy."""
+    full = model_forward(c, x, keys)
+    selective = x.seq_len * (c.sel_ts + c.sel_w_ts) * keys
+    return xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, 0.0))
+
+
+# --------------------------------------------------------------------------
+# The model convention (MFU): parameter matmuls and the attended score square
+# --------------------------------------------------------------------------
+
+
+MODEL_TERMS = ("attMM", "conv", "ffMM", "router", "output")
+"""Matrix products with parameters: 2 FLOPs per parameter a token multiplies (PaLM's 6N with the backward)."""
+
+
+@attrs.frozen
+class ModelFlops:
+    """One column's forward FLOPs in the model convention: per token, and per token and key (scores)."""
+
+    per_token: float = 0.0
+    per_key: float = 0.0
+
+
+def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
+    """Return a column's forward model FLOPs: its parameter matmuls and score matmuls per attended key.
+
+    PaLM's convention (Chowdhery et al. 2022, appendix B): 6N + 12·L·a·d_h·s per
+    token with the backward; elementwise work, the delta rule's state products
+    and the flash backward's recompute are executed work, not model FLOPs.
+    per_key is priced over s keys per query, min(s, w) for a sliding-window
+    layer (model_keys): the keys its queries can attend to.
+    """
+    model = columns.cost_model.model
+    if column.role == "embedding":
+        return ModelFlops()
+    out = output_flop_terms(model.hidden, model.vocab)["output"].t
+    if column.role == "output":
+        return ModelFlops(per_token=out)
+    assert column.config is not None
+    terms = layer_flop_terms(column.config)
+    per_token = sum(terms[name].t + terms[name].sp for name in MODEL_TERMS if name in terms)
+    if column.role == "mtp":
+        per_token += 2 * 2 * model.hidden * model.hidden + out
+    return ModelFlops(per_token=per_token, per_key=terms["attBMM"].ts)
+
+
+def causal_share(column: Column, columns: ModelColumns) -> float:
+    """Return the share of a column's score work that is causal self-attention.
+
+    As the torch backend builds them (hpdsl/torch/model.py): an encoder-decoder's
+    encoder attends both ways and a decoder layer's cross-attention (half its
+    score work) attends to the whole encoder output; every other mixer is causal.
+    """
+    if column.config is None:
+        return 0.0
+    kinds = {g.kind for g in columns.cost_model.model.groups}
+    if {"encoder", "decoder"} <= kinds and column.kind == "encoder":
+        return 0.0
+    attentions = op_count(column.config.ops, OP.ATT_MM) / 4
+    return 0.5 if attentions == 2 else 1.0

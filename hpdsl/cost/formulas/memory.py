@@ -1,0 +1,418 @@
+"""Op counts of a layer kind into bytes per device: saved activations and parameter-sized state.
+
+Activations (bytes one rank saves for the backward of one micro-batch) are per
+token, split by what divides them: sp (hidden-width tensors outside the
+tensor-parallel regions: norm inputs, the QKV and FFN inputs, dropout masks),
+t (head- or width-split tensors), t with a factor of the key length (the
+score tensors when attention is not flash), and etp/t (tokens routed to
+experts). Each op contributes in proportion to its count (docs/cost-model.md
+lists the terms); for a GPT-style layer they give Korthikanti et al.'s
+34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
+selective-recompute variants exactly.
+
+Parameters come from hpdsl.cost.facts.params (exact counts) and are only split here
+into what tensor parallelism shards, what it replicates and what expert
+parallelism shards.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from hpdsl.bound.bind import LayerConfig
+from hpdsl.cost.facts.backend import gathered_moves
+from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
+from hpdsl.cost.facts.params import LayerParams, mtp_extra
+from hpdsl.cost.facts.roles import MIXER_ROLES
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx, scalar_context
+from hpdsl.cost.formulas.handoff import carried, carried_per_token
+from hpdsl.cost.formulas.xp import Val
+from hpdsl.ir.nodes import RunFacts
+from hpdsl.model import ops as OP
+from hpdsl.model.ops import count as op_count
+from hpdsl.model.strategy import Strategy
+
+LOGIT_BYTES = 4
+"""The cross-entropy keeps the logits' softmax in fp32."""
+FLASH_STAT_BYTES = 4
+"""Flash attention keeps one fp32 log-sum-exp per query row and head."""
+
+
+@attrs.frozen
+class ActCoeffs:
+    """Saved activations of one column per token, by byte class and divisor."""
+
+    sp_c: float = 0.0      # elements at compute bytes, divided by sp
+    sp_b: float = 0.0      # bytes (norm inputs, dropout masks), divided by sp
+    t_c: float = 0.0       # elements at compute bytes, divided by t
+    t_b: float = 0.0       # bytes, divided by t
+    routed_in: float = 0.0  # elements at compute bytes, times etp, divided by t
+    sc_sm: float = 0.0     # per key: score elements at softmax bytes, divided by t
+    sc_c: float = 0.0      # per key: score elements at compute bytes, divided by t
+    sc_b: float = 0.0      # per key: bytes (score dropout masks), divided by t
+    flash_b: float = 0.0   # bytes under flash attention (row statistics), divided by t
+    full_c: float = 0.0    # elements a fully recomputed layer keeps (its input), divided by sp
+    keep_sp_c: float = 0.0  # never recomputed (output-layer part): elements at compute bytes, / sp
+    keep_sp_b: float = 0.0  # never recomputed: bytes, / sp
+    logit_b: float = 0.0   # never recomputed: logit bytes, divided by t with loss_parallel
+    whole_c: float = 0.0   # elements at compute bytes of a tp-replicated mixer, not divided by t
+    whole_b: float = 0.0   # bytes of a tp-replicated mixer, not divided by t
+    scores_whole: bool = False  # the score terms belong to a tp-replicated mixer: not divided by t
+    sp_copy_c: float = 0.0  # a gathered copy of the chunk kept beside it, only when sp divides the chunk
+    keep_c: float = 0.0    # never recomputed: elements at compute bytes, whole on every tp rank
+    keep_b: float = 0.0    # never recomputed: bytes whole on every tp rank (the int64 token ids, labels)
+    cp_kv_c: float = 0.0   # keys and values kept once more per further cp rank (gathered), divided by t
+    cp_masks: float = 0.0  # [s/cp, s] attention masks kept under cp, at compute bytes, whole on every tp rank
+    cp_carry: tuple[float, float] = (0.0, 0.0)  # per sequence under cp: hand-off elements, state bytes
+    hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
+
+
+@attrs.frozen
+class ParamSplit:
+    """One column's parameters: sharded by tp, replicated over tp, sharded by ep·etp."""
+
+    tp: float = 0.0
+    rep: float = 0.0
+    expert: float = 0.0
+
+
+def _ffn_halves(n_ff: int) -> tuple[int, int]:
+    """Return (input-side, width-side) tensors an MLP of n_ff matrices saves.
+
+    Each up/down pair saves its input (h wide) and the down matrix's input (width
+    wide); an odd extra matrix is a gate whose output the product keeps (width).
+    Plain MLP (2): h + w; gated (3): h + 2w (the fused SwiGLU's input is 2w).
+    """
+    return n_ff // 2, n_ff // 2 + n_ff % 2
+
+
+def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
+    """Return (q, k, v) elements per token that the score matmuls read."""
+    if cfg.attn_kind == "mla":
+        qk = (cfg.nope_dim or cfg.head_dim) + cfg.rope_dim
+        return cfg.heads * qk, cfg.kv_heads * qk, cfg.kv_heads * cfg.head_dim
+    return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+
+
+def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset()
+                     ) -> ActCoeffs:
+    """Return the activation coefficients of one layer priced with `cfg`.
+
+    When `whole` names the layer's mixer role (its family layout replicates it
+    over tp, hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its
+    scores are kept whole on every tp rank instead of divided by t.
+    """
+    ops, h, a = cfg.ops, cfg.hidden, cfg.heads
+    b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
+    att = op_count(ops, OP.ATT_MM) / 4
+    d_q = _ssm_saved(cfg) if cfg.attn_kind == "ssm" else a * cfg.head_dim
+    sp_c, t_c = att * h, att * d_q
+    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
+    if cfg.attn_kind == "mla":
+        latents = cfg.q_lora_rank + cfg.kv_lora_rank
+        sp_c += att * latents
+        # The kv latent and the rotary key come out of one down-projection: the latent
+        # norm keeps that whole output, the rotary part included.
+        sp_b += att * b_n * (latents + cfg.rope_dim)
+    t_c += att * (2 if cfg.output_gate else 0) * d_q
+    t_c += op_count(ops, OP.ATT_BMM) / 2 * sum(attention_widths(cfg))
+    t_c += op_count(ops, OP.LINREC) * _linear_saved(cfg)
+    t_b = int(cfg.qk_norm and att > 0) * b_n * (a + cfg.kv_heads) * cfg.head_dim
+    softmax, casts = op_count(ops, OP.SOFTMAX), op_count(ops, OP.HEAD_CAST)
+    ffn = _ffn_act(cfg)
+    coeffs = ActCoeffs(
+        sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
+        sc_sm=softmax * a, sc_c=casts * a, sc_b=softmax * b_d * a,
+        flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h, hf=hf_coeffs(cfg, run))
+    if MIXER_ROLES & whole:
+        # All the head-split terms above but the FFN's are the mixer's.
+        hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
+        coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
+    routed_w = ffn.t_c - cfg.shared_experts * (_ffn_halves(op_count(ops, OP.FF_MM))[1]
+                                               + op_count(ops, OP.FF_ACT)) * cfg.shared_width
+    moves = gathered_moves(cfg, run, ffn.sp_c if cfg.experts > 1 else 0.0, routed_w if cfg.experts > 1 else 0.0,
+                           ffn.routed_in)
+    return attrs.evolve(coeffs, sp_c=coeffs.sp_c - moves.sp_c, sp_b=coeffs.sp_b - moves.sp_b,
+                        t_c=coeffs.t_c - moves.t_c, routed_in=coeffs.routed_in - moves.routed_in,
+                        whole_c=coeffs.whole_c + moves.sp_c + moves.t_c + moves.routed_in,
+                        whole_b=coeffs.whole_b + moves.sp_b, sp_copy_c=moves.sp_copy_c, cp_kv_c=moves.cp_kv_c,
+                        cp_masks=moves.cp_masks, cp_carry=carried(cfg))
+
+
+def _ssm_saved(cfg: LayerConfig) -> float:
+    """Return what a selective-scan mixer saves per token beside its input, as a fused kernel does.
+
+    The in-projection's two halves, the convolution's output, x_proj's Δ/B/C,
+    the time step Δ and the scan's output (the out-projection's input): the
+    d_inner × N states are recomputed in backward, not kept.
+    """
+    inner = cfg.ssm_expand * cfg.hidden
+    return float(5 * inner + cfg.ssm_dt_rank + 2 * cfg.ssm_state)
+
+
+def _linear_saved(cfg: LayerConfig) -> float:
+    """Return what one delta-rule update saves per token: conv input, q/k/v, the β and decay inputs.
+
+    The core output (the gated norm's input) is the attMM term's d_q, as the
+    attention output is for full attention; the gate z is its gated term.
+    """
+    qkv = 2 * cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
+    return 2 * qkv + 2 * cfg.value_heads
+
+
+def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
+    """Return the feed-forward part: dense MLP, or router + routed + shared experts."""
+    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
+    halves, wides = _ffn_halves(n_ff)
+    if cfg.experts <= 1:
+        return ActCoeffs(sp_c=halves * h, t_c=(wides + acts) * cfg.ffn_width)
+    routed_w = cfg.top_k * (wides + acts) * cfg.ffn_width
+    shared_w = cfg.shared_experts * (wides + acts) * cfg.shared_width
+    # The router keeps the layer input (shared with the shared experts), its logits and
+    # probabilities (E each) and the top-k weights. Combining the experts by the routing
+    # weights keeps the k expert outputs (the weights' gradient reads them), and a shared
+    # expert's sigmoid gate keeps the shared output.
+    router = h + 2 * cfg.experts + cfg.top_k
+    combine = cfg.top_k * h + (h if cfg.shared_experts and cfg.shared_gate else 0)
+    return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
+
+
+def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False
+                      ) -> ActCoeffs:
+    """Return the final norm's input, the output projection's input, the fp32 logits and the int64 labels.
+
+    transformers also keeps the final norm's terms (hpdsl/cost/facts/impl_terms.py).
+    """
+    c, b = output_norm_terms(norm, run, hidden, offset=offset)
+    # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
+    hf = HfCoeffs(sp_c=c, sp_b=b, logit_v=0.0 if run.loss_upcast else vocab)
+    # The head's input is the final norm's output, gathered first when the backend gathers before a tp region.
+    split, whole = (0.0, hidden) if run.gathered_tp_input else (hidden, 0.0)
+    return ActCoeffs(keep_sp_c=split, keep_c=whole, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab,
+                     keep_b=INDEX, hf=hf)  # the loss's backward reads the labels
+
+
+def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
+    """Return the activation coefficients of any column."""
+    run = columns.cost_model.profile.run
+    model = columns.cost_model.model
+    if column.role == "embedding":
+        # The embedding dropout's mask and the int64 token ids the lookup's backward reads.
+        return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden, keep_b=INDEX)
+    if column.role == "output":
+        return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset)
+    assert column.config is not None
+    layer = layer_act_coeffs(column.config, run, whole=column.whole)
+    if column.role == "layer":
+        return layer
+    h = model.hidden
+    out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
+    # MTP: two input norms, the 2h-wide projection input (gathered before the column-parallel projection when
+    # the backend gathers, `gathered_tp_input`: whole on every tp rank), then its own output head (its input
+    # split or whole as the output column's).
+    gathered = 2.0 * h if run.gathered_tp_input else 0.0
+    return attrs.evolve(layer, sp_c=layer.sp_c + 2 * h - gathered, whole_c=layer.whole_c + gathered,
+                        sp_b=layer.sp_b + 2 * run.norm_bytes * h, full_c=2 * h, keep_sp_c=out.keep_sp_c,
+                        keep_c=out.keep_c, keep_sp_b=out.keep_sp_b, logit_b=out.logit_b, keep_b=out.keep_b)
+
+
+def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
+    """Return a column's parameters split by how they shard (output: without the pp>1 copy)."""
+    report = columns.report
+    if column.role == "embedding":
+        return ParamSplit(tp=report.embedding + report.positions)  # both tables split by rows over tp
+    if column.role == "output":
+        return ParamSplit(tp=report.output, rep=report.final_norms)
+    cfg, lp = column.config, column.params
+    assert cfg is not None and lp is not None
+    whole = _whole_params(cfg, lp, column.whole)
+    down = 0.0 if _mixer_whole(column.whole) else mla_down_params(cfg)
+    down += row_parallel_biases(cfg, column.whole) + shared_gate_params(cfg, column.whole)
+    split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
+                       rep=lp.norms + lp.router + down + whole, expert=lp.routed)
+    if column.role == "mtp":
+        extra = mtp_extra(cfg)
+        eh_proj = 2 * cfg.hidden * cfg.hidden
+        split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
+    return split
+
+
+def _mixer_whole(whole: frozenset[str]) -> bool:
+    return bool(MIXER_ROLES & whole)
+
+
+def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> float:
+    """Return the non-expert parameters of slots whose layout replicates them (held whole by every tp rank).
+
+    The counts are hpdsl.cost.facts.params' exact ones, slot by slot: the mixer's
+    (all of `attention` for a one-attention layer, half when a cross-attention
+    shares it), the dense MLP's, the shared experts'. Routed experts are
+    ep-sharded, never tp-sharded, whatever their layout says.
+    """
+    total = 0.0
+    if _mixer_whole(whole):
+        attentions = op_count(cfg.ops, OP.ATT_MM) / 4
+        total += float(lp.attention) / 2 if attentions == 2 else float(lp.attention)
+    if "mlp" in whole:
+        total += float(lp.dense_ffn)
+    if "shared_experts" in whole:
+        total += float(lp.shared)
+    return total
+
+
+def row_parallel_biases(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
+    """Return the biases of row-parallel projections (o_proj, down_proj), which every tp rank holds whole.
+
+    The layouts `replicate` them (a row-parallel bias is added once, after the
+    all-reduce); slots already held whole are counted by _whole_params.
+    """
+    h, total = cfg.hidden, 0.0
+    if cfg.o_bias and cfg.attn_kind != "linear" and not _mixer_whole(whole):
+        total += op_count(cfg.ops, OP.ATT_MM) / 4 * h
+    if cfg.mlp_bias and cfg.experts <= 1 and op_count(cfg.ops, OP.FF_MM) and "mlp" not in whole:
+        total += h
+    if cfg.mlp_bias and cfg.experts > 1 and "shared_experts" not in whole:
+        total += cfg.shared_experts * h
+    return total
+
+
+def shared_gate_params(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
+    """Return the shared experts' sigmoid gate (hidden → 1), which every tp rank holds whole.
+
+    It is the MoE module's own Linear (hpdsl/torch/modules/moe.py), not a family's:
+    nothing splits it, its single output cannot be split over tp.
+    """
+    if cfg.experts <= 1 or not cfg.shared_experts or not cfg.shared_gate or "shared_experts" in whole:
+        return 0.0
+    return float(cfg.hidden)
+
+
+def mla_down_params(cfg: LayerConfig) -> float:
+    """Return MLA's latent down-projections and their norms, which every TP rank holds whole."""
+    if cfg.attn_kind != "mla":
+        return 0.0
+    h, dcq, dckv = cfg.hidden, cfg.q_lora_rank, cfg.kv_lora_rank
+    query = h * dcq + dcq if dcq else 0
+    return op_count(cfg.ops, OP.ATT_MM) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv)
+
+
+def output_copy(columns: ModelColumns) -> float:
+    """Return the embedding copy the last stage holds when pp > 1 (tied head or MTP lookup)."""
+    model = columns.cost_model.model
+    return columns.report.embedding if (model.tie_embeddings or model.mtp) else 0.0
+
+
+# --------------------------------------------------------------------------
+# One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/formulas/xp.py
+# --------------------------------------------------------------------------
+
+
+def activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val, Val]:
+    """Return one layer's saved bytes per micro-batch: (no recompute, selective, full)."""
+    zero = xp.zeros_like(x.tokens)
+    keep = zero
+    if c.keep_sp_c or c.keep_sp_b:
+        keep = keep + (x.compute_bytes * c.keep_sp_c + c.keep_sp_b) / x.sp_shards
+    if c.keep_c or c.keep_b:
+        keep = keep + x.compute_bytes * c.keep_c + c.keep_b
+    if c.logit_b:
+        keep = keep + c.logit_b / x.loss_shards
+    body = keep
+    if c.sp_c or c.sp_b:
+        body = body + (x.compute_bytes * c.sp_c + c.sp_b) / x.sp_shards
+    if c.t_c or c.t_b or c.routed_in:
+        wide = c.t_c + x.etp * c.routed_in if c.routed_in else c.t_c
+        body = body + (x.compute_bytes * wide + c.t_b) / x.tp
+    if c.whole_c or c.whole_b:
+        body = body + x.compute_bytes * c.whole_c + c.whole_b
+    if c.sp_copy_c:
+        body = body + xp.where(x.sp_shards > 1, x.compute_bytes * c.sp_copy_c, 0.0)
+    if c.cp_kv_c:
+        kv = x.compute_bytes * c.cp_kv_c * (x.cp - 1)
+        body = body + (kv if c.scores_whole else kv / x.tp) + xp.where(x.cp > 1, x.compute_bytes * c.cp_masks * x.seq_len, 0.0)
+    if c.cp_carry[0] or c.cp_carry[1]:
+        body = body + carried_per_token(*c.cp_carry, c.scores_whole, x)
+    if c.hf is not None and x.any_hf:
+        body = body + hf_extra(c.hf, x)
+    selective = x.tokens * body
+    core = zero  # what the core attention keeps beyond q, k, v, the mask and its output: selective recomputes it
+    if c.hf is not None and c.hf.cpu_heads:
+        # SDPA's CPU math kernel (hpdsl train on CPU, hf-sdpa-cpu), fused estimate or transformers'.
+        math = cpu_math(c.hf, x)
+        core = xp.where(x.cpu & x.flash, math if c.hf.whole else math / x.tp, 0.0)
+    if c.sc_sm or c.sc_c or c.sc_b or c.flash_b:
+        # The score tensor A·V reads is a copy of the softmax output only if a cast or
+        # the attention dropout makes one; otherwise it is the softmax output itself.
+        b_sm = xp.where(x.eager, c.hf.eager_softmax or x.compute_bytes, x.softmax_bytes) if c.hf and x.any_hf else x.softmax_bytes
+        copied = (b_sm != x.compute_bytes) | (x.dropout_bytes > 0)
+        scores = xp.where(x.flash, c.flash_b,
+                          x.seq_len * (b_sm * c.sc_sm + xp.where(copied, x.compute_bytes * c.sc_c, 0.0) + c.sc_b))
+        none = x.tokens * (body + core + (scores if c.scores_whole else scores / x.tp))
+    else:
+        none = x.tokens * (body + core)
+    full = x.tokens * (x.compute_bytes * c.full_c / x.sp_shards + keep) if c.full_c else none
+    return none, selective, full
+
+
+def hf_extra(c: HfCoeffs, x: Ctx) -> Val:
+    """Return what transformers' modules keep per token beyond the fused terms (0 under --impl fused)."""
+    extra = (x.compute_bytes * c.sp_c + c.sp_b) / x.sp_shards + (x.compute_bytes * c.t_c + x.etp * c.routed_b) / x.tp
+    mixer = x.compute_bytes * (c.mix_c + xp.where(x.eager, c.eager_t_c, c.sdpa_t_c)) + c.mix_b
+    extra = extra + (mixer if c.whole else mixer / x.tp)  # a replicated mixer is whole on every rank
+    if c.logit_v:
+        extra = extra + (x.compute_bytes - LOGIT_BYTES) * c.logit_v / x.loss_shards
+    return xp.where(x.hf, extra, 0.0)
+
+
+def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
+    """Return what CPU SDPA's math kernel keeps per token beyond flash: fp32 q/k/v and softmax, less the statistics."""
+    return (FP32 - x.compute_bytes) * c.cpu_w + c.cpu_heads * (x.seq_len * FP32 - FLASH_STAT_BYTES)
+
+
+def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
+                           ) -> tuple[float, float, float]:
+    """Return the bytes one layer priced with `cfg` saves per micro-batch under `strategy`: (none, selective, full).
+
+    The same expressions the grid pricing runs, for one strategy: what one rank
+    keeps for the backward of one layer without recompute, under selective and
+    under full recompute.
+    """
+    x = scalar_context(strategy, run)
+    none, selective, full = activation(layer_act_coeffs(cfg, run), x)
+    return float(none), float(selective), float(full)
+
+
+def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val]:
+    """Return (kept when not recomputed, kept under the strategy's recompute) per micro-batch."""
+    none, selective, full = activation(c, x)
+    return none, xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, none))
+
+
+def device_params(p: ParamSplit, x: Ctx, tp_extra: Val | float = 0.0
+                  ) -> tuple[Val, Val]:
+    """Return (dense, expert) parameters one device holds before ZeRO sharding."""
+    return (p.tp + tp_extra) / x.tp + p.rep, p.expert / (x.ep * x.etp)
+
+
+def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
+    """Return ((dense, expert) bytes per parameter) for parameters, gradients and optimizer states.
+
+    ZeRO shards the optimizer states from level 1 (os), the gradients from 2, the
+    parameters from 3, over the data-parallel group (dp·cp for dense parameters,
+    the expert data-parallel group for experts). Gradients take memory when the
+    run holds them (`grad_accumulation`, pp > 1 or several micro-batches).
+    """
+    out = []
+    grads = xp.where(x.grads_held, x.grad_bytes, 0.0)  # upstream's B_grad: 0 at pp 1 without grad_accumulation
+    for level, width in ((3, x.param_bytes), (2, grads), (1, x.optimizer_bytes)):
+        shard_dense, shard_expert = x.zero_divisors(level)
+        out.append((width / shard_dense, width / shard_expert))
+    return tuple(out)
+
+
+def static_bytes(dense: Val, expert: Val,
+                 factors: tuple[tuple[Val, Val], ...]) -> list[Val]:
+    """Return [parameter, gradient, optimizer-state] bytes per device under ZeRO."""
+    return [dense * per_dense + expert * per_expert for per_dense, per_expert in factors]

@@ -1,0 +1,65 @@
+"""Per-rank formulas: a pipeline rank's memory, time and traffic from its columns' sums.
+
+Written elementwise against hpdsl/cost/formulas/xp.py's protocol, like the per-column
+formulas: the grid evaluator (hpdsl/cost/price/grid.py) calls them with (n, S)
+arrays of candidates × ranks and a Ctx whose fields are (n, 1); the scalar one
+(hpdsl/cost/price/scalar.py) once per rank with floats. Sums and maxima over columns
+and ranks are the evaluators' own (they only add and compare, in the same order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx
+
+
+def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any, deferred: Any = 0.0
+                ) -> tuple[Any, Any]:
+    """Return a rank's transient bytes and its total: full recompute re-runs the largest layer, ZeRO-3 gathers.
+
+    `gathered` is what ZeRO-3 holds gathered at once (one layer with the profile's
+    reshard_params, else all the rank's layers); nothing is gathered where ZeRO has
+    nothing to shard (dp·cp and the expert data-parallel degree 1, search's canonical ZeRO).
+    `deferred` is the rank's unsharded gradients beyond its ZeRO-2/3 shards, held
+    until the one reduction after the last micro-batch when the run defers it.
+    """
+    sharded = xp.where(x.dp * x.cp * x.expert_dp > 1, gathered, 0.0)
+    transient = (xp.where(x.recompute == 2, largest_act, 0.0)
+                 + xp.where(x.zero == 3, sharded, 0.0)
+                 + xp.where(x.deferred & (x.zero >= 2), deferred, 0.0))
+    return transient, static + activations + transient
+
+
+def exposed_micro(x: Ctx) -> bool:
+    """Return whether any candidate reduces gradients every micro-batch or overlaps the reduction (needs compute)."""
+    return xp.any_(x.zero >= 2) or x.overlapped_grad_reduce
+
+
+def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: Any, once: Any,
+              tp_once: Any) -> tuple[Any, Any]:
+    """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward."""
+    t_rank = tau + pp_bytes / x.bw_pp
+    if compute is not None:
+        # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
+        t_rank = t_rank + xp.maximum(0.0, dp_micro / x.bw_dp - compute)
+    once_s = once / x.bw_dp
+    if compute is not None and x.overlapped_grad_reduce:
+        once_s = xp.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
+    return t_rank, once_s + tp_once / x.bw_tp  # tp: after the backward, before the step: not overlapped
+
+
+def step_time(x: Ctx, sum_time: Any, max_time: Any, max_once: Any, vpp: int) -> Any:
+    """Return the step time: 1F1B over m·vpp chunks (the slowest rank paces the steady state) plus the reductions."""
+    return (sum_time + (x.micro_batches * vpp - 1) * max_time) / vpp + max_once
+
+
+def rank_traffic(x: Ctx, moved: dict[str, Any], tp_once: Any, pp_bytes: Any, once: Any, dp_micro: Any
+                 ) -> dict[str, Any]:
+    """Return a rank's bytes sent per step by axis: per micro-batch volumes times m, plus the per-step ones."""
+    out = {axis: x.micro_batches * moved[axis] for axis in ("tp", "cp", "ep")}
+    out["tp"] = out["tp"] + tp_once
+    out["pp"] = x.micro_batches * pp_bytes
+    out["dp"] = once + x.micro_batches * dp_micro
+    return out

@@ -1,0 +1,168 @@
+"""A cost model and a strategy grid into prices: peak bytes, FLOPs, traffic and step time per candidate.
+
+The grid evaluator: the search prices millions of candidates through the same
+expressions `estimate` compiles for one (hpdsl/cost/price/scalar.py). Every column's
+values (bytes, seconds, FLOPs, traffic per layer) are arrays over the
+candidates, computed once per grid; candidates are then grouped by pipeline
+layout (pp, vpp, split), since a layout fixes how many layers of each column
+every chunk holds, and hpdsl/cost/price/ranks.py sums each group's columns per
+rank, never a Python loop per candidate. Sums over columns and stages run in a
+fixed order, so a candidate's price does not depend on which grid it is priced in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from hpdsl.bound.bind import CostModel
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.formulas import comm as comm_mod
+from hpdsl.cost.formulas import flops as flop_mod
+from hpdsl.cost.formulas import memory as mem
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.formulas.context import Ctx, context
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.ranks import price_group
+from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
+
+
+def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
+    """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
+    return (mem.static_factors(x), comm_mod.data_parallel_factors(x),
+            xp.where(x.pp > 1, p.output_copy, 0.0))
+
+
+def columnwise(p: Prepared, x: Ctx, *, flops: bool = True) -> Columnwise:
+    """Return every per-column quantity of a grid (a column's values do not depend on the layout).
+
+    Without `flops` the model-convention FLOPs are left out (empty lists): the search ranks by time and memory.
+    """
+    shared = shared_factors(p, x)
+    rows = [column_values(p, j, x, *shared, flops=flops) for j in range(p.n_columns)]
+    flat = {k: [row[k] for row in rows] if k in rows[0] else [] for k in attrs.fields_dict(Columnwise)
+            if k not in ("parts", "vol", "vol_rec")}
+    params, grads, optimizer = ([row["parts"][k] for row in rows] for k in range(3))
+    return Columnwise(
+        parts=(params, grads, optimizer),
+        vol={axis: [getattr(row["traffic"], axis) for row in rows] for axis in ("tp", "cp", "ep")},
+        vol_rec={axis: [getattr(row["traffic"], f"rec_{axis}") for row in rows]
+                 for axis in ("tp", "cp", "ep")},
+        **flat)
+
+
+def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
+                  output_copy: Any, *, flops: bool = True) -> dict[str, Any]:
+    """Return one column's arrays (n,), or floats for one strategy: bytes, seconds, FLOPs and traffic per micro-batch.
+
+    `flops=False` leaves out the model-convention FLOPs ("model_*"), which no time or memory reads.
+    """
+    role = p.columns.columns[j].role
+    layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tokens)
+    if layer:
+        none, rec = mem.recomputed_activation(p.act[j], x)
+    else:
+        none = rec = mem.activation(p.act[j], x)[0]
+    dense, expert = mem.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
+    parts = mem.static_bytes(dense, expert, factors)
+    once_dense, once_expert, micro_dense, micro_expert = dp_factors
+    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
+    fwd = flop_mod.device_forward(c, x, keys)
+    bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
+    frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
+    score = flop_mod.device_scores(c, x, keys) / x.achieved_flops if c.ts or c.w_ts else zero
+    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
+    compute, compute_rec = (fwd + bwd) / x.achieved_flops, frec / x.achieved_flops
+    values = {
+        "act_none": none, "act_delta": rec - none if layer else zero,
+        "static": parts[0] + parts[1] + parts[2],
+        "gathered": x.param_bytes * (dense + expert) if layer else zero,
+        "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
+        "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
+        "tau_rec": compute_rec + traffic.rec_time if layer else zero,
+        "dp_once": dense * once_dense + expert * once_expert,
+        "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "bwd": bwd, "rec": frec,
+        "tp_once": sp_grad_allreduce(p.params[j].rep, x)}
+    if flops:
+        model_fwd = flop_mod.model_forward(c, x, keys)
+        values.update(
+            model_fwd=model_fwd,
+            model_bwd=flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
+            model_rec=flop_mod.model_recompute(c, x, keys) if layer else zero,
+            model_mfu=x.seq_len * (p.model_flops[j].per_token
+                             + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j])))
+    out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
+    out.update(parts=parts, traffic=traffic)
+    return out
+
+
+def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
+    """Return the bytes one device sends per step to all-reduce replicated parameters' gradients over tp.
+
+    Under sequence parallelism each tp rank computes a replicated parameter's
+    gradient from its own slice of the sequence (norms, the router, MLA's latent
+    projections, a whole mixer, row-parallel biases), so the slices are summed
+    over tp once per step, as Megatron does for its sequence-parallel norms.
+    Without sp every rank saw the whole sequence: nothing to sum.
+    """
+    ring = 2 * (x.tp - 1) / x.tp
+    return xp.where(x.sp_shards > 1, ring * x.grad_bytes * replicated, 0.0)
+
+
+def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: bool = False
+               ) -> GridPrice:
+    """Price every candidate of a grid of valid strategies."""
+    p = cost_model if isinstance(cost_model, Prepared) else prepare(cost_model)
+    result = _price(p, grid, detail=detail, flops=True)
+    return GridPrice(**{k: v for k, v in result.items() if k != "stages"}, stages=result.get("stages"))
+
+
+def price_fit(prepared: Prepared, grid: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step time, peak bytes) of every candidate: what the search ranks by, without the FLOP counts."""
+    result = _price(prepared, grid, detail=False, flops=False)
+    return result["step_time_s"], result["peak_bytes"]
+
+
+def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool) -> dict[str, Any]:
+    """Return the prices of `grid` as arrays by name (and, with `detail`, "stages": a row per candidate).
+
+    The grid is ordered by layout (the search's chunks already are), every
+    column's values computed once for all of it, and each layout's run of
+    candidates priced through views of them.
+    """
+    n = len(grid)
+    key = (grid.pp.astype(np.int64) << 40) | (grid.vpp.astype(np.int64) << 20) | grid.split_id
+    order = None if bool(np.all(key[1:] >= key[:-1])) else np.argsort(key, kind="stable")
+    if order is not None:
+        grid, key = grid.take(order), key[order]
+    bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), n] if n else [0]
+    result: dict[str, Any] = {}
+    stages: list[dict[str, np.ndarray] | None] = [None] * n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = context(grid, p.columns.cost_model.profile.run)
+        cw = columnwise(p, x, flops=flops)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            part = slice(lo, hi)
+            layout = p.layout(int(grid.pp[lo]), int(grid.vpp[lo]), grid.splits[int(grid.split_id[lo])])
+            priced = price_group(p, x.take(part), cw.take(part), layout, detail=detail, flops=flops)
+            _scatter(result, priced, part if order is None else order[part], n)
+            for i, row in zip(range(lo, hi) if order is None else order[part].tolist(), priced.get("stages", ())):
+                stages[i] = row
+    if detail:
+        result["stages"] = tuple(stages)
+    return result
+
+
+def _scatter(result: dict[str, Any], priced: dict[str, Any], index: np.ndarray | slice, n: int) -> None:
+    """Write one group's arrays into the whole grid's, at `index`."""
+    for key, value in priced.items():
+        if key == "stages":
+            continue
+        if isinstance(value, dict):
+            target = result.setdefault(key, {})
+            for axis, arr in value.items():
+                target.setdefault(axis, np.zeros(n, dtype=arr.dtype))[index] = arr
+        else:
+            result.setdefault(key, np.zeros(n, dtype=value.dtype))[index] = value

@@ -1,0 +1,4 @@
+"""The search's machinery: the space of candidates, the bounded sweep that prunes it, the ranking.
+
+Above hpdsl/cost/price/, below the top (hpdsl/cost/search.py).
+"""
