@@ -226,7 +226,7 @@ def warm_up() -> None:
         import hpdsl.lsp.rename  # noqa: F401
         import hpdsl.lsp.symbols  # noqa: F401
         from hpdsl.bound.bind import bind  # noqa: F401
-        from hpdsl.cost.params import parameters  # noqa: F401
+        from hpdsl.cost.facts.params import parameters  # noqa: F401
         from hpdsl.lsp.analysis import analyse
 
         analyse(Path.cwd() / "<warm-up>.hpf", "")

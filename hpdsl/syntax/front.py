@@ -17,11 +17,8 @@ from functools import lru_cache
 from hpdsl import ast
 from hpdsl.diagnostics import Source
 from hpdsl.syntax.fast import fast_parse
+from hpdsl.syntax.limits import MAX_FILE_CHARS, MAX_LINE_CHARS
 
-# Bounds that keep every later stage's work and output proportional to a sane file
-# (docs/trust.md#hostile-input): the largest file and line parsed.
-MAX_FILE_CHARS = 1 << 18
-MAX_LINE_CHARS = 100_000
 
 
 def parse_source(source: Source) -> ast.File:
@@ -44,4 +41,4 @@ def _parse_remembered(name: str, text: str) -> ast.File:
     return lark_parse(Source(name, text))
 
 
-__all__ = ["MAX_FILE_CHARS", "MAX_LINE_CHARS", "parse_source", "parse_text"]
+__all__ = ["parse_source", "parse_text"]

@@ -22,7 +22,7 @@ from hpdsl.diagnostics import Diagnostic, Source, Span
 from hpdsl.diagnostics.diagnostic import sort_key
 from hpdsl.errors import SpecError
 from hpdsl.syntax.fast import fast_parse  # noqa: F401 - the fast path beside Lark's, for tests and benches
-from hpdsl.syntax.front import MAX_FILE_CHARS, MAX_LINE_CHARS, parse_source, parse_text  # noqa: F401
+from hpdsl.syntax.limits import MAX_FILE_CHARS, MAX_LINE_CHARS
 from hpdsl.syntax.tables import grammar_text, load_parser
 from hpdsl.syntax.text import without_bom
 from hpdsl.syntax.transformer import ToAst
@@ -31,7 +31,7 @@ from hpdsl.syntax.transformer import ToAst
 MAX_NESTING = 100
 
 # The largest integer literal (every count, width and bound fits far below it, and products of
-# two stay exact in 64-bit arithmetic downstream); the file and line caps are in front.py.
+# two stay exact in 64-bit arithmetic downstream); the file and line caps are in limits.py.
 MAX_INT = 1 << 62
 
 # How terminals read in "expected ..." hints; keywords and punctuation read as themselves.

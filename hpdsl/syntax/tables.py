@@ -9,7 +9,7 @@ records the hash of what shapes the tables (the grammar text and the parser's
 options) and Lark's version; loading it takes about a tenth of building the
 parser (docs/caches.md). A missing, damaged or stale file, or another Lark,
 builds the parser from the grammar in memory instead: slower, never different,
-and nothing is written anywhere. `python -m hpdsl.syntax.tables` rewrites the
+and nothing is written anywhere. `python -m hpdsl.syntax.rebuild_tables` rewrites the
 file after a grammar change (tests/syntax/test_tables.py fails until it is).
 """
 
@@ -104,20 +104,3 @@ def _int_keys(node: dict[str, Any]) -> Any:
     if len(node) == 1 and _INT_KEYS in node:
         return {int(key): value for key, value in node[_INT_KEYS]}
     return node
-
-
-def main() -> None:
-    """Rebuild grammar/hpdsl.tables.json from the grammar (run from a source checkout)."""
-    from hpdsl.syntax.parser import KEYWORD_SALT, parser_options
-
-    grammar, options = grammar_text(), parser_options()
-    path = tables_path()
-    text = tables_json(Lark(grammar, **options), tables_key(grammar, options, KEYWORD_SALT))
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-    print(f"wrote {path} ({len(text):,} bytes)", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

@@ -21,7 +21,8 @@ from hpdsl import ast
 from hpdsl.diagnostics import Source
 from hpdsl.errors import SpecError
 from hpdsl.syntax.fast import fast_parse
-from hpdsl.syntax.parser import MAX_FILE_CHARS, MAX_LINE_CHARS, lark_parse
+from hpdsl.syntax.limits import MAX_FILE_CHARS, MAX_LINE_CHARS
+from hpdsl.syntax.parser import lark_parse
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYWORDS = tuple(sorted(set(re.findall(r'"([a-z_]+)"', (ROOT / "grammar" / "hpdsl.lark").read_text()))))

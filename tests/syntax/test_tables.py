@@ -48,7 +48,7 @@ def _key() -> str:
 def test_the_shipped_tables_are_made_for_this_grammar() -> None:
     shipped = json.loads(tables_path().read_text(encoding="utf-8"))
     assert (shipped["format"], shipped["key"]) == (1, _key()), \
-        "grammar/hpdsl.tables.json is stale: run `python -m hpdsl.syntax.tables`"
+        "grammar/hpdsl.tables.json is stale: run `python -m hpdsl.syntax.rebuild_tables`"
 
 
 @pytest.mark.skipif(json.loads(tables_path().read_text(encoding="utf-8"))["lark"] != lark.__version__,
