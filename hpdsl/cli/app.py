@@ -13,7 +13,6 @@ the others nothing.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import traceback
@@ -21,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from hpdsl.cli.json_output import emit_json
 
 if TYPE_CHECKING:  # imported where used: `hpdsl --help` needs click alone (bench/bench_startup.py)
     from hpdsl.diagnostics import Diagnostic, Source
@@ -201,11 +202,6 @@ def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, is_eager=True,
                         callback=_remember_json,
                         help="Print one JSON object to stdout instead of text.")(command)
-
-
-def emit_json(data: Mapping[str, Any]) -> None:
-    """Print one JSON object to stdout."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def report_diagnostics(diagnostics: Sequence[Diagnostic], sources: Mapping[str, Source]) -> None:

@@ -10,6 +10,7 @@ import attrs
 import click
 
 from hpdsl.cli.app import EXIT_OK, EXIT_SPEC, emit_json, json_option, plural, report_diagnostics
+from hpdsl.cli.json_output import emit_raw_json
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.errors import SpecError
 
@@ -93,7 +94,7 @@ def _emit_sarif(diagnostics: Sequence[Diagnostic]) -> None:
     import hpdsl
     from hpdsl.diagnostics.sarif import to_sarif
 
-    emit_json(to_sarif(diagnostics, version=hpdsl.__version__, root=Path.cwd()))
+    emit_raw_json(to_sarif(diagnostics, version=hpdsl.__version__, root=Path.cwd()))
 
 
 def _compile_summary(result: Any) -> dict[str, Any]:
