@@ -19,7 +19,7 @@ from hpdsl.errors import InputError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str, ...] = ()
+def _flags(table: tuple[tuple[str, str, Any, str], ...], *, required: tuple[str, ...] = ()
            ) -> Callable[[F], F]:
     """Declare one click option per row of a flag table (unset flags arrive as None)."""
     def decorate(command: F) -> F:

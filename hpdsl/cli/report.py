@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from hpdsl.errors import InputError
 
 if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
@@ -24,7 +26,14 @@ if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices s
 
 GIB = 1024**3
 
-ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+# The choices `--help` and shell completion list; tests/cli/test_ci_choices.py holds them equal to
+# hpdsl/cost/devices.py DEVICES and hpdsl/cost/strategy.py RECOMPUTE and ZERO (not imported here:
+# they bring numpy, and `hpdsl estimate --help` needs click alone).
+DEVICES = click.Choice(["h100", "h200", "a100", "mi300x", "ascend910b"], case_sensitive=False)
+RECOMPUTE = click.Choice(["none", "selective", "full"])
+ZERO = click.Choice(["none", "os", "os+grad", "os+grad+params"])
+
+ESTIMATE_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
     ("--tp", "tp", int, "tensor-parallel degree"),
     ("--pp", "pp", int, "pipeline stages"),
     ("--dp", "dp", int, "data-parallel degree"),
@@ -39,12 +48,12 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--micro-batch", "micro_batch", int, "sequences per micro-batch"),
     ("--global-batch", "global_batch", int, "sequences per step (default micro-batch·dp·pp)"),
     ("--seq-len", "seq_len", int, "sequence length in tokens"),
-    ("--recompute", "recompute", str, "none, selective or full"),
+    ("--recompute", "recompute", RECOMPUTE, "what the backward pass recomputes"),
     ("--recompute-layers", "recompute_layers", int, "recompute only the first N layers of each chunk"),
-    ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
+    ("--zero", "zero", ZERO, "optimizer sharding (ZeRO stage 1, 2, 3)"),
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--device", "device", DEVICES, "the accelerator (hpdsl/cost/devices.py)"),
     ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
@@ -56,11 +65,11 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 )
 """`hpdsl estimate` flags: (flag, Strategy field, type, help). Unset flags keep Strategy's defaults."""
 
-SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+SEARCH_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
     ("--devices", "devices", int, "devices to use (required)"),
     ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
     ("--top", "top", int, "strategies to show (default 10)"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--device", "device", DEVICES, "the accelerator (hpdsl/cost/devices.py)"),
     ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
     ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
     ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
@@ -98,7 +107,7 @@ INT_MAX = 2**63 - 1
 """The largest whole number a flag may give: the estimator prices in 64-bit integers."""
 
 
-def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, type, str], ...]) -> dict[str, str]:
+def flag_reasons(flags: Mapping[str, Any], table: tuple[tuple[str, str, Any, str], ...]) -> dict[str, str]:
     """Return, per flag keyword, why its value cannot be priced (past 2^63-1, not finite); empty: all usable."""
     reasons: dict[str, str] = {}
     for flag, name, kind, _ in table:
