@@ -48,6 +48,19 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | N
     """
     if not paths and no_stdlib:
         raise click.UsageError("nothing to compile: give .hpf files or folders, or drop --no-stdlib")
+    try:
+        _compile_and_print(ctx, paths, output, no_stdlib, import_paths, allow_any_import, output_format, as_json)
+    except (click.exceptions.Exit, click.ClickException, click.Abort):
+        raise
+    except Exception as error:
+        if output_format == "sarif":  # a SARIF reader gets a valid log that says the run failed
+            _emit_sarif((), failure=_failure(error))
+        raise  # the group reports it and picks the exit code
+
+
+def _compile_and_print(ctx: click.Context, paths: tuple[Path, ...], output: str | None, no_stdlib: bool,
+                       import_paths: tuple[Path, ...], allow_any_import: bool, output_format: str,
+                       as_json: bool) -> None:
     if not paths and output is None:  # the standard library alone: the same report every run
         from hpdsl.cli.checked import stdlib_report
 
@@ -90,11 +103,22 @@ def _print_compile(ok: bool, summary: dict[str, Any], diagnostics: Sequence[Diag
         _echo_compile_outcome(summary, written, output, ok=ok)
 
 
-def _emit_sarif(diagnostics: Sequence[Diagnostic]) -> None:
+def _emit_sarif(diagnostics: Sequence[Diagnostic], failure: Any = None) -> None:
     import hpdsl
     from hpdsl.diagnostics.sarif import to_sarif
 
-    emit_raw_json(to_sarif(diagnostics, version=hpdsl.__version__, root=Path.cwd()))
+    emit_raw_json(to_sarif(diagnostics, version=hpdsl.__version__, root=Path.cwd(), failure=failure))
+
+
+def _failure(error: Exception) -> Any:
+    """Return the SARIF Failure of an error that stopped `hpdsl compile`."""
+    from hpdsl.cli.app import exit_code
+    from hpdsl.diagnostics.sarif import Failure
+
+    code = exit_code(error)
+    message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+    details = tuple(str(line) for line in getattr(error, "errors", ())[:20])
+    return Failure(f"hpdsl: {message}", details, code)
 
 
 def _compile_summary(result: Any) -> dict[str, Any]:
