@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -173,7 +174,8 @@ def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
 
 @click.group(cls=_Group)
 @click.version_option(package_name="hpdsl", prog_name="hpdsl")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """hpdsl: check and compile .hpf specs of model families, profiles and models.
 
     \b
@@ -183,7 +185,16 @@ def main() -> None:
       hpdsl diff old.hpf new.hpf               what a change does to parameters and FLOPs
       hpdsl lsp                                the language server, for editors
       eval "$(hpdsl completion bash)"          shell completion
+
+    A [tool.hpdsl] table in the project's pyproject.toml sets defaults (docs/ci.md).
     """
+    from hpdsl.cli.project import apply
+
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the working directory was removed: no project to read
+        return
+    apply(ctx, cwd)
 
 
 # --------------------------------------------------------------------------
