@@ -181,8 +181,10 @@ def main(ctx: click.Context) -> None:
     \b
     Examples:
       hpdsl compile examples/                  check every spec in a folder
+      hpdsl compile examples/ -o registry.json
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2
-      hpdsl diff old.hpf new.hpf               what a change does to parameters and FLOPs
+      hpdsl diff examples/llama2_7b.hpf examples/llama3_8b.hpf
+      hpdsl diff registry.json examples/ --exit-code   CI: exit 1 if the specs changed
       hpdsl lsp                                the language server, for editors
       eval "$(hpdsl completion bash)"          shell completion
 

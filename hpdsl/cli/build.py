@@ -43,8 +43,8 @@ def compile_command(ctx: click.Context, paths: tuple[Path, ...], output: str | N
     \b
     Examples:
       hpdsl compile examples/llama3_8b.hpf
-      hpdsl compile specs/ -o registry.json
-      hpdsl compile --format sarif specs/ > hpdsl.sarif
+      hpdsl compile examples/ -o registry.json
+      hpdsl compile --format sarif examples/ > hpdsl.sarif
       hpdsl compile - < examples/llama3_8b.hpf     # - reads standard input
     """
     if not paths and no_stdlib:
@@ -174,8 +174,8 @@ def fmt_command(ctx: click.Context, paths: tuple[Path, ...], check: bool, write:
     \b
     Examples:
       hpdsl fmt examples/llama3_8b.hpf
-      hpdsl fmt --check specs/
-      hpdsl fmt --write specs/
+      hpdsl fmt --check examples/
+      hpdsl fmt --write examples/
       hpdsl fmt --diff examples/
       hpdsl fmt - < examples/llama3_8b.hpf        # - reads standard input, prints to stdout
     """

@@ -51,7 +51,8 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
     \b
     Examples:
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2 --dp 4
-      hpdsl estimate examples/mixtral_8x7b.hpf --ep 8 --tp 2 --plot memory.png
+      hpdsl estimate examples/mixtral_8x7b.hpf --dp 8 --ep 8 --tp 2 --sp --pp 2 --zero os --plot memory.png
+      hpdsl estimate examples/llama3_8b.hpf --tp 8 --max-peak-gib 80 --max-step-seconds 30   # CI budgets
       hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
     """
     from hpdsl.cost import parameters

@@ -44,9 +44,10 @@ def diff_command(ctx: click.Context, a: Path, b: Path, model: str | None, no_std
 
     \b
     Examples:
-      hpdsl diff old/llama.hpf new/llama.hpf
-      hpdsl diff build/registry.json specs/ --pp 4 --tp 8 --json
-      hpdsl diff old.hpf new.hpf --exit-code --max-params 8000000000
+      hpdsl diff examples/llama2_7b.hpf examples/llama3_8b.hpf
+      hpdsl compile examples/ -o registry.json && hpdsl diff registry.json examples/ --pp 2 --tp 2 --sp --json
+      hpdsl diff registry.json examples/ --exit-code                 # exit 1 if the specs changed
+      hpdsl diff registry.json examples/ --model llama3_8b --max-params 9000000000
     """
     from hpdsl.cli.report import strategy_from_flags
     from hpdsl.cost.diff import diff_registries
