@@ -190,6 +190,8 @@ def main(ctx: click.Context) -> None:
 
     A [tool.hpdsl] table in the project's pyproject.toml sets defaults (docs/ci.md).
     """
+    if ctx.invoked_subcommand in ("lsp", "completion"):  # nothing of theirs is configured there
+        return
     from hpdsl.cli.project import apply
 
     try:
