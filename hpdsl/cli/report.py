@@ -53,7 +53,7 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
     ("--zero", "zero", ZERO, "optimizer sharding (ZeRO stage 1, 2, 3)"),
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--device", "device", DEVICES, "the accelerator (hpdsl/cost/devices.py)"),
+    ("--device", "device", DEVICES, "the accelerator whose memory, FLOP/s and links price the step"),
     ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
@@ -69,7 +69,7 @@ SEARCH_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
     ("--devices", "devices", int, "devices to use (required)"),
     ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
     ("--top", "top", int, "strategies to show (default 10)"),
-    ("--device", "device", DEVICES, "the accelerator (hpdsl/cost/devices.py)"),
+    ("--device", "device", DEVICES, "the accelerator whose memory, FLOP/s and links price the step"),
     ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
     ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
     ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
