@@ -146,7 +146,7 @@ def test_json_reports_failure_as_one_object(work: Path) -> None:
     run = hpdsl("compile", "bad.hpf", "--json", cwd=work)
     assert run.returncode == EXIT_SPEC
     data = json.loads(run.stdout)
-    assert set(data) == {"ok", "diagnostics", "output", "summary"}
+    assert set(data) == {"schema_version", "ok", "diagnostics", "output", "summary"}
     assert data["ok"] is False and data["output"] is None
     first = data["diagnostics"][0]
     assert {k: first[k] for k in ("file", "line", "col", "severity", "code")} == {
@@ -167,7 +167,7 @@ def test_json_reports_success_and_the_output(work: Path) -> None:
 def test_json_reports_usage_errors_too(work: Path) -> None:
     run = hpdsl("compile", "missing.hpf", "--json", cwd=work)
     assert run.returncode == EXIT_USAGE
-    assert json.loads(run.stdout) == {"ok": False, "diagnostics": [], "error": {
+    assert json.loads(run.stdout) == {"schema_version": 1, "ok": False, "diagnostics": [], "error": {
         "kind": "usage", "message": "'missing.hpf': no such file or folder", "details": []}}
 
 

@@ -13,14 +13,16 @@ the others nothing.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from hpdsl.cli.json_output import emit_json
 
 if TYPE_CHECKING:  # imported where used: `hpdsl --help` needs click alone (bench/bench_startup.py)
     from hpdsl.diagnostics import Diagnostic, Source
@@ -172,17 +174,31 @@ def _explain(error: Exception, code: int) -> tuple[str, tuple[str, ...]]:
 
 @click.group(cls=_Group)
 @click.version_option(package_name="hpdsl", prog_name="hpdsl")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """hpdsl: check and compile .hpf specs of model families, profiles and models.
 
     \b
     Examples:
       hpdsl compile examples/                  check every spec in a folder
+      hpdsl compile examples/ -o registry.json
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2
-      hpdsl diff old.hpf new.hpf               what a change does to parameters and FLOPs
+      hpdsl diff examples/llama2_7b.hpf examples/llama3_8b.hpf
+      hpdsl diff registry.json examples/ --exit-code   CI: exit 1 if the specs changed
       hpdsl lsp                                the language server, for editors
       eval "$(hpdsl completion bash)"          shell completion
+
+    A [tool.hpdsl] table in the project's pyproject.toml sets defaults (docs/ci.md).
     """
+    if ctx.invoked_subcommand in ("lsp", "completion"):  # nothing of theirs is configured there
+        return
+    from hpdsl.cli.project import apply
+
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the working directory was removed: no project to read
+        return
+    apply(ctx, cwd)
 
 
 # --------------------------------------------------------------------------
@@ -201,11 +217,6 @@ def json_option(command: F) -> F:
     return click.option("--json", "as_json", is_flag=True, is_eager=True,
                         callback=_remember_json,
                         help="Print one JSON object to stdout instead of text.")(command)
-
-
-def emit_json(data: Mapping[str, Any]) -> None:
-    """Print one JSON object to stdout."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def report_diagnostics(diagnostics: Sequence[Diagnostic], sources: Mapping[str, Source]) -> None:

@@ -10,6 +10,8 @@ import attrs
 import click
 
 from hpdsl.cli.app import emit_json, json_option
+from hpdsl.cli.budgets import budget_options, enforce, enforce_search, estimate_measured, pop_budgets
+from hpdsl.cli.json_output import without_timings
 from hpdsl.cli.models import load_cost_model
 from hpdsl.cli.options import (ESTIMATE_FLAGS, SEARCH_FLAGS, flag_options, model_option, no_stdlib_option,
                                set_option, spec_paths)
@@ -29,6 +31,7 @@ if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices s
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
+@budget_options()
 @json_option
 def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
                      plot: Path | None, as_json: bool, **flags: Any) -> None:
@@ -37,24 +40,27 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
     \b
     Examples:
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --pp 2 --dp 4
-      hpdsl estimate examples/mixtral_8x7b.hpf --ep 8 --tp 2 --plot memory.png
+      hpdsl estimate examples/mixtral_8x7b.hpf --dp 8 --ep 8 --tp 2 --sp --pp 2 --zero os --plot memory.png
+      hpdsl estimate examples/llama3_8b.hpf --tp 8 --max-peak-gib 80 --max-step-seconds 30   # CI budgets
       hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
     """
     from hpdsl.cli.report import plot_memory, render_estimate
     from hpdsl.cost import parameters
 
+    budgets = pop_budgets(flags)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     result = estimate_from_flags(cost_model, flags)
     if plot is not None:
         plot_memory(result, plot)
     if as_json:
         emit_json(result.to_json())
-        return
-    click.echo(render_params(cost_model.model.name, parameters(cost_model)))
-    click.echo()
-    click.echo(render_estimate(result))
-    if plot is not None:
-        click.echo(f"memory plot: {plot}")
+    else:
+        click.echo(render_params(cost_model.model.name, parameters(cost_model)))
+        click.echo()
+        click.echo(render_estimate(result))
+        if plot is not None:
+            click.echo(f"memory plot: {plot}")
+    enforce(budgets, [estimate_measured(result)])
 
 
 @click.command("search")
@@ -66,9 +72,11 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @click.option("--run", "run_best", is_flag=True,
               help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
 @click.option("--steps", type=int, default=3, show_default=True, help="training steps of --run")
+@click.option("--timings", is_flag=True, help="Put the search's wall-clock `seconds` in --json.")
+@budget_options()
 @json_option
 def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
-                   run_best: bool, steps: int, as_json: bool, **flags: Any) -> None:
+                   run_best: bool, steps: int, timings: bool, as_json: bool, **flags: Any) -> None:
     """Price every valid strategy for N devices as arrays; rank those that fit by step time.
 
     \b
@@ -81,6 +89,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     from hpdsl.cli.report import render_search
     from hpdsl.cost.heap import keep_freed_memory
 
+    budgets = pop_budgets(flags)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     shown = 10 if flags.get("top") is None else flags["top"]
     if run_best:
@@ -89,9 +98,10 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     result = search_from_flags(cost_model, flags)
     if not run_best:
         if as_json:
-            emit_json(result.to_json())
+            emit_json(without_timings(result.to_json(), timings=timings))
         else:
             click.echo(render_search(result))
+        enforce_search(budgets, result, _total_params(cost_model))
         return
     from hpdsl.cli.train import render_train, run_training, runnable_reasons
 
@@ -106,13 +116,20 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
                          + refused)
     name, trained = run_training(paths, model, no_stdlib, sets, best, nproc=flags["devices"], steps=steps)
     if as_json:
-        emit_json({"search": result.to_json(), "train": trained,
+        emit_json({"search": without_timings(result.to_json(), timings=timings), "train": trained,
                    "trained": {"place": place, "strategy": attrs.asdict(best)}})
     else:
         click.echo(render_search(result))
         faster = "" if place == 1 else f" (the faster ones use what it refuses: {'; '.join(skipped)})"
         click.echo(f"\ntraining #{place} of the ranking, the fastest that `hpdsl train` runs{faster}")
         click.echo(render_train(name, best, trained))
+    enforce_search(budgets, result, _total_params(cost_model))
+
+
+def _total_params(cost_model: Any) -> int:
+    from hpdsl.cost import parameters
+
+    return int(parameters(cost_model).total)
 
 
 def estimate_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> Estimate:

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from hpdsl.cli.app import emit_json, json_option
+from hpdsl.cli.app import EXIT_SPEC, emit_json, json_option
+from hpdsl.cli.budgets import Measured, budget_options, enforce, pop_budgets, require_measured
 from hpdsl.cli.options import ESTIMATE_FLAGS
 from hpdsl.cli.report import GIB
 
@@ -30,9 +31,13 @@ def _strategy_options(command: Any) -> Any:
 @click.option("--model", "model", help="Compare only this model.")
 @click.option("--no-stdlib", is_flag=True, help="Leave the standard profiles and families out.")
 @_strategy_options
+@click.option("--exit-code", "exit_code", is_flag=True,
+              help="Exit 1 if the two sides differ, 0 if they are the same (as `git diff --exit-code`).")
+@budget_options(step=False)
 @json_option
-def diff_command(a: Path, b: Path, model: str | None, no_stdlib: bool, as_json: bool,
-                 **flags: Any) -> None:
+@click.pass_context
+def diff_command(ctx: click.Context, a: Path, b: Path, model: str | None, no_stdlib: bool, exit_code: bool,
+                 as_json: bool, **flags: Any) -> None:
     """Compare two specs (.hpf files or folders) or registry.json files, model by model.
 
     Reports layer groups, exact parameters (total and active) and forward FLOPs per
@@ -40,21 +45,46 @@ def diff_command(a: Path, b: Path, model: str | None, no_stdlib: bool, as_json: 
 
     \b
     Examples:
-      hpdsl diff old/llama.hpf new/llama.hpf
-      hpdsl diff build/registry.json specs/ --pp 4 --tp 8 --json
+      hpdsl diff examples/llama2_7b.hpf examples/llama3_8b.hpf
+      hpdsl compile examples/ -o registry.json && hpdsl diff registry.json examples/ --pp 2 --tp 2 --sp --json
+      hpdsl diff registry.json examples/ --exit-code                 # exit 1 if the specs changed
+      hpdsl diff registry.json examples/ --model llama3_8b --max-params 9000000000
     """
     from hpdsl.cli.report import strategy_from_flags
     from hpdsl.cost.diff import diff_registries
 
+    budgets = pop_budgets(flags)
+    given = {k: v for k, v in flags.items() if v is not None}
+    require_measured(budgets, {} if given else {"max_peak_gib": "strategy flags (--tp, --pp, ...) to price memory"})
     left, right = _load(a, stdlib=not no_stdlib), _load(b, stdlib=not no_stdlib)
     if model is not None:
         left, right = _only(left, model), _only(right, model)
-    given = {k: v for k, v in flags.items() if v is not None}
-    result = diff_registries(left, right, strategy_from_flags(given) if given else None)
+    strategy = strategy_from_flags(given) if given else None
+    result = diff_registries(left, right, strategy)
     if as_json:
         emit_json({"a": str(a), "b": str(b), **result})
     else:
         click.echo(render_diff(str(a), str(b), result))
+    if budgets.given:
+        enforce(budgets, _measured(right, result, strategy, str(b)))
+    if exit_code and differs(result):
+        ctx.exit(EXIT_SPEC)
+
+
+def differs(result: dict[str, Any]) -> bool:
+    """Return whether a diff found anything: a model added, removed or changed."""
+    return bool(result["added"] or result["removed"] or any(m["changed"] for m in result["models"].values()))
+
+
+def _measured(right: Any, result: dict[str, Any], strategy: Any, side: str) -> list[Measured]:
+    """Return what each model of the new side (`b`) measured, for its budgets."""
+    from hpdsl.cost.diff import summarize
+
+    sides = {name: m["b"] for name, m in result["models"].items()}
+    sides.update({name: summarize(right, name, strategy).to_json() for name in result["added"]})
+    return [Measured(f"model {name} of {side}", s["params"]["total"],
+                     None if s["peak_memory_per_stage"] is None else max(s["peak_memory_per_stage"], default=0))
+            for name, s in sides.items()]
 
 
 def _load(path: Path, *, stdlib: bool) -> Any:

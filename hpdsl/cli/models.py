@@ -63,9 +63,9 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
 
     \b
     Examples:
-      hpdsl import-hf path/to/Llama-3-8B/config.json
+      hpdsl import-hf config.json                  # a model's HuggingFace config.json
       hpdsl import-hf config.json --name my_model -o my_model.hpf
-      hpdsl import-hf config.json --profiles my_profiles/ --profile my_profile
+      hpdsl import-hf config.json --profile llama2 --json
     """
     from hpdsl.api import compile_paths, compile_sources, output_target, write_text_atomic
     from hpdsl.files import reason

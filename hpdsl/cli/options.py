@@ -13,19 +13,30 @@ from typing import Any, TypeVar
 import attrs
 import click
 
-from hpdsl.model.strategy import flag_fields
+from hpdsl.model.strategy import DEVICE_NAMES, flag_fields
 
-FlagTable = tuple[tuple[str, str, type, str], ...]
-"""Rows of (flag, keyword, type, help)."""
+FlagTable = tuple[tuple[str, str, Any, str], ...]
+"""Rows of (flag, keyword, type or click.Choice, help)."""
 
 _FLAG_TYPES = {"bool": bool, "tristate": bool, "float": float, "int": int}
 """A Strategy field's flag type by its grid encoding (the rest are names: str)."""
 
 
-def strategy_flag(field: attrs.Attribute) -> tuple[str, str, type, str]:
-    """Return the flag-table row of a Strategy field (its `flag` and `help` metadata)."""
-    return (field.metadata["flag"], field.name, _FLAG_TYPES.get(field.metadata["encode"], str),
-            field.metadata["help"])
+_CHOICES = ("recompute", "zero")
+"""Fields whose flag lists its values in --help and completion (a wrong one is a usage error, exit 2);
+the other named fields are checked with the rest of the strategy, so every reason is said at once."""
+
+DEVICES = click.Choice(DEVICE_NAMES, case_sensitive=False)
+
+
+def strategy_flag(field: attrs.Attribute) -> tuple[str, str, Any, str]:
+    """Return the flag-table row of a Strategy field (its `flag`, `help` and `choices` metadata)."""
+    kind: Any = _FLAG_TYPES.get(field.metadata["encode"], str)
+    if field.name in _CHOICES:
+        kind = click.Choice(field.metadata["choices"])
+    elif field.name == "device":
+        kind = DEVICES
+    return (field.metadata["flag"], field.name, kind, field.metadata["help"])
 
 
 ESTIMATE_FLAGS: FlagTable = tuple(strategy_flag(field) for field in flag_fields())

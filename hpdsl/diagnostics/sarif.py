@@ -14,6 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+import attrs
+
 from hpdsl.diagnostics.codes import CODES
 from hpdsl.diagnostics.diagnostic import Diagnostic, Note
 from hpdsl.diagnostics.span import Span
@@ -24,8 +26,13 @@ SRCROOT = "SRCROOT"
 _RULE_INDEX = {code: index for index, code in enumerate(CODES)}
 
 
-def to_sarif(diagnostics: Iterable[Diagnostic], *, version: str, root: Path) -> dict[str, Any]:
-    """Return the SARIF 2.1.0 log of one hpdsl run over `diagnostics` (paths relative to `root`)."""
+def to_sarif(diagnostics: Iterable[Diagnostic], *, version: str, root: Path,
+             failure: Failure | None = None) -> dict[str, Any]:
+    """Return the SARIF 2.1.0 log of one hpdsl run over `diagnostics` (paths relative to `root`).
+
+    With `failure` (a file that cannot be read, an output that must not be written) the run did
+    not complete: its invocation says so, with the error as a tool execution notification.
+    """
     results = [_result(d, root) for d in diagnostics]
     run = {
         "tool": {"driver": {
@@ -36,8 +43,26 @@ def to_sarif(diagnostics: Iterable[Diagnostic], *, version: str, root: Path) -> 
         "originalUriBaseIds": {SRCROOT: {"uri": root.resolve().as_uri() + "/"}},
         "columnKind": "unicodeCodePoints",
         "results": results,
+        "invocations": [_invocation(failure)],
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+@attrs.frozen
+class Failure:
+    """Why a run stopped before it checked everything: the message, its detail lines, the exit code."""
+
+    message: str
+    details: tuple[str, ...] = ()
+    exit_code: int = 2
+
+
+def _invocation(failure: Failure | None) -> dict[str, Any]:
+    if failure is None:
+        return {"executionSuccessful": True}
+    text = "\n".join((failure.message, *failure.details))
+    return {"executionSuccessful": False, "exitCode": failure.exit_code,
+            "toolExecutionNotifications": [{"level": "error", "message": {"text": text}}]}
 
 
 def _rule(code: str, meaning: str) -> dict[str, Any]:

@@ -50,6 +50,9 @@ Impl = Literal["fused", "hf-sdpa", "hf-eager"]
 
 PARTS = ("degree", "batch", "recipe")
 """What a strategy is composed of: the parallel degrees, the batch, the recipe."""
+DEVICE_NAMES = ("h100", "h200", "a100", "mi300x", "ascend910b")
+"""The shipped devices' names (tests/cli/test_ci_choices.py holds them equal to hpdsl/cost/facts/devices.py)."""
+
 DEVICE_NAMES_HELP = "h100, h200, a100, mi300x or ascend910b"
 IMPL_HELP = ("what saves the activations: fused (default: flash attention, fused norms and SwiGLU), hf-sdpa "
              "(transformers' modules, SDPA on a GPU), hf-eager or hf-sdpa-cpu (SDPA's CPU kernels)")

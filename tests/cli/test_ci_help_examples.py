@@ -1,0 +1,104 @@
+"""Every example in every command's `--help` runs and exits 0, in a fresh folder holding the shipped examples.
+
+The examples are parsed out of the real help text (the indented lines under
+"Examples:", a trailing backslash joining the next line, a description after
+two spaces or a `#` left out) and run by bash, in order, in one temporary folder
+per command, so one example may use what an earlier one wrote (registry.json).
+`import-hf` examples read config.json: a published config (tests/importers/hf_configs.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci_support import EXAMPLES, hpdsl
+from hpdsl.cli.app import COMMANDS
+from tests.importers.hf_configs import CONFIGS
+
+SLOW = ("hpdsl train", "--run")
+"""Examples that train on several processes: run with the slow tests."""
+
+
+def examples(help_text: str) -> list[str]:
+    """Return the example command lines of a help text, continuations joined, descriptions left out."""
+    lines: list[str] = []
+    inside = False
+    for line in help_text.splitlines():
+        if line.strip() == "Examples:":
+            inside = True
+            continue
+        if inside and not line.startswith("    "):
+            inside = False
+        if not inside:
+            continue
+        if lines and lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1].rstrip() + " " + line.strip()
+        else:
+            lines.append(line.strip())
+    return [re.split(r"\s{2,}(?=#|[^-\s\\])|\s+#", line, maxsplit=1)[0].strip() for line in lines]
+
+
+def help_of(command: str) -> str:
+    """Return `hpdsl COMMAND --help` (the group's own with an empty command)."""
+    run = hpdsl(*([command] if command else []), "--help")
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+ALL = [(command, example) for command in ["", *sorted(COMMANDS), "completion"]
+       for example in examples(help_of(command))]
+
+
+def test_the_parser_finds_every_commands_examples() -> None:
+    with_examples = {command for command, _ in ALL}
+    assert with_examples == {"", *COMMANDS, "completion"}
+    assert ("estimate", "hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4") in ALL
+    joined = [e for c, e in ALL if c == "train"]
+    assert joined and all(e.endswith("--set expert_width=32") for e in joined)  # continuation lines joined
+    assert ("", "hpdsl compile examples/") in ALL  # the description after two spaces is left out
+
+
+def _folder(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    shutil.copytree(EXAMPLES, work / "examples")
+    config, _ = CONFIGS["mistral_7b_v0_1"]
+    (work / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "home" / ".config" / "fish" / "completions").mkdir(parents=True)
+    return work
+
+
+@pytest.mark.parametrize("command", sorted({c for c, _ in ALL}))
+def test_every_example_exits_0(command: str, tmp_path: Path) -> None:
+    work = _folder(tmp_path)
+    # `hpdsl` is this interpreter's script; HOME is the temporary one (the fish example writes there).
+    env = {**os.environ, "HOME": str(tmp_path / "home"),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    for example in (e for c, e in ALL if c == command):
+        if any(slow in example for slow in SLOW) and not os.environ.get("HPDSL_SLOW_EXAMPLES"):
+            continue  # test_the_training_examples_exit_0 runs them
+        _run(example, work, env)
+
+
+@pytest.mark.slow
+def test_the_training_examples_exit_0(tmp_path: Path) -> None:
+    work = _folder(tmp_path)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    training = [e for _, e in ALL if any(slow in e for slow in SLOW)]
+    assert len(training) == 3
+    for example in training:
+        _run(example, work, env)
+
+
+def _run(example: str, work: Path, env: dict[str, str]) -> None:
+    run = subprocess.run(["bash", "-c", f"set -eo pipefail; {example}"], cwd=work, env=env, capture_output=True,
+                         text=True, check=False, timeout=600, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, f"{example}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+    assert "Traceback" not in run.stderr, example
