@@ -64,7 +64,7 @@ SUMMARIES: dict[str, str] = {
     "explain": ("Say which family, variant, selector clause and mesh sizes built a module, "
                 "and where they are declared."),
     "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
-    "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion.",
+    "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion, quick fixes.",
     "train": "Train a strategy K steps on N CPU processes; print the losses and measured bytes beside the estimate.",
 }
 

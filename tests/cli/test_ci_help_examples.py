@@ -9,6 +9,7 @@ per command, so one example may use what an earlier one wrote (registry.json).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -53,11 +54,26 @@ def help_of(command: str) -> str:
     return run.stdout
 
 
-ALL = [(command, example) for command in ["", *sorted(COMMANDS), "completion"]
-       for example in examples(help_of(command))]
+COMMAND_NAMES = ["", *sorted(COMMANDS), "completion"]
+"""The group itself (""), every command, and click's completion."""
+
+
+@functools.cache
+def all_examples() -> tuple[tuple[str, str], ...]:
+    """Return (command, example) for every example of every help text (read once, when a test asks)."""
+    return tuple((command, example) for command in COMMAND_NAMES for example in examples(help_of(command)))
+
+
+LSP_SESSION = "".join(
+    f"Content-Length: {len(body)}\r\n\r\n{body}"
+    for body in ('{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}',
+                 '{"jsonrpc": "2.0", "method": "initialized", "params": {}}',
+                 '{"jsonrpc": "2.0", "id": 2, "method": "shutdown"}', '{"jsonrpc": "2.0", "method": "exit"}'))
+"""What an editor sends to open and end a language-server session: `hpdsl lsp` examples read it as their stdin."""
 
 
 def test_the_parser_finds_every_commands_examples() -> None:
+    ALL = all_examples()
     with_examples = {command for command, _ in ALL}
     assert with_examples == {"", *COMMANDS, "completion"}
     assert ("estimate", "hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4") in ALL
@@ -75,13 +91,13 @@ def _folder(tmp_path: Path) -> Path:
     return work
 
 
-@pytest.mark.parametrize("command", sorted({c for c, _ in ALL}))
+@pytest.mark.parametrize("command", COMMAND_NAMES)
 def test_every_example_exits_0(command: str, tmp_path: Path) -> None:
     work = _folder(tmp_path)
     # `hpdsl` is this interpreter's script; HOME is the temporary one (the fish example writes there).
     env = {**os.environ, "HOME": str(tmp_path / "home"),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    for example in (e for c, e in ALL if c == command):
+    for example in (e for c, e in all_examples() if c == command):
         if any(slow in example for slow in SLOW) and not os.environ.get("HPDSL_SLOW_EXAMPLES"):
             continue  # test_the_training_examples_exit_0 runs them
         _run(example, work, env)
@@ -91,14 +107,15 @@ def test_every_example_exits_0(command: str, tmp_path: Path) -> None:
 def test_the_training_examples_exit_0(tmp_path: Path) -> None:
     work = _folder(tmp_path)
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    training = [e for _, e in ALL if any(slow in e for slow in SLOW)]
+    training = [e for _, e in all_examples() if any(slow in e for slow in SLOW)]
     assert len(training) == 3
     for example in training:
         _run(example, work, env)
 
 
 def _run(example: str, work: Path, env: dict[str, str]) -> None:
+    session = LSP_SESSION if example.startswith("hpdsl lsp") else ""  # the server reads its stdin until exit
     run = subprocess.run(["bash", "-c", f"set -eo pipefail; {example}"], cwd=work, env=env, capture_output=True,
-                         text=True, check=False, timeout=600, stdin=subprocess.DEVNULL)
+                         text=True, check=False, timeout=600, input=session)
     assert run.returncode == 0, f"{example}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
     assert "Traceback" not in run.stderr, example
