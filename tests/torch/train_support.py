@@ -26,9 +26,9 @@ def hpdsl(*args: str) -> tuple[int, str]:
     return run.exit_code, run.output
 
 
-def train_json(*args: str) -> dict:
-    """Run `hpdsl train ARGS --json`; return its result (the run must succeed)."""
-    code, output = hpdsl("train", *args, "--json")
+def train_json(*args: str, validate: bool = True) -> dict:
+    """Run `hpdsl train ARGS --json` (with `--validate`: the one-process checks); return its result (it must succeed)."""
+    code, output = hpdsl("train", *args, *(("--validate",) if validate else ()), "--json")
     assert code == 0, output
     return dict(json.loads(output))
 
