@@ -23,22 +23,36 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from hpdsl.torch.modules import ExpertParallelExperts, GroupedExperts
-from hpdsl.torch.parallelize import Init
 
 STD = 0.02
 """The standard deviation of the linears' and embeddings' weights (materialize's)."""
 
 
-def shard_init(root: nn.Module, device: torch.device, seed: int, coords: Mapping[str, int]) -> Init:
-    """Return the `init` that materialises what of a module of `root` is still on the meta device."""
-    names = {id(module): name for name, module in root.named_modules()}
+class ShardInit:
+    """The `init` of `parallelize` for `root`: materialises what of a module is still on the meta device.
 
-    def init(module: nn.Module) -> None:
+    `peak_bytes` is the most parameter bytes this rank held at once while the
+    model was materialised and sharded (read after each unit is materialised,
+    the moment it is whole): its shards so far and one unit.
+    """
+
+    def __init__(self, root: nn.Module, device: torch.device, seed: int, coords: Mapping[str, int]) -> None:
+        self.root, self.device, self.seed, self.coords = root, device, seed, coords
+        self.names = {id(module): name for name, module in root.named_modules()}
+        self.peak_bytes = 0
+
+    def __call__(self, module: nn.Module) -> None:
+        """Materialise and draw every part of `module` still on the meta device."""
         for sub in module.modules():
             if _on_meta(sub):
-                _materialize_one(sub, names.get(id(sub), ""), device, seed, coords)
+                _materialize_one(sub, self.names.get(id(sub), ""), self.device, self.seed, self.coords)
+        held = sum(t.numel() * t.element_size() for t in map(_local, self.root.parameters()) if not t.is_meta)
+        self.peak_bytes = max(self.peak_bytes, held)
 
-    return init
+
+def shard_init(root: nn.Module, device: torch.device, seed: int, coords: Mapping[str, int]) -> ShardInit:
+    """Return the `init` that materialises what of a module of `root` is still on the meta device."""
+    return ShardInit(root, device, seed, coords)
 
 
 def _on_meta(module: nn.Module) -> bool:

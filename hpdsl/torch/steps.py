@@ -86,12 +86,13 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
     facts = registry.profile(model_ir.profile).run
     coords = coordinates(mesh)
     model = build_model(model_ir, JobMesh(mesh), registry=registry, include_mtp=True)
-    reference = None
+    reference, init = None, None
     if validate:
         reference = _reference(model_ir, registry, device, seed)
         load_reference(materialize(model, device, seed=seed), reference)
-    parallelize(model, strategy, mesh, reshard_params=facts.reshard_params,
-                init=None if validate else shard_init(model, device, seed, coords))
+    else:
+        init = shard_init(model, device, seed, coords)
+    parallelize(model, strategy, mesh, reshard_params=facts.reshard_params, init=init)
     seq, depth, micro = strategy.seq_len, mtp_depth(model_ir), strategy.micro_batches
     where, groups = data_rank(mesh)
     share = strategy.micro_batch * micro  # this data-parallel rank's rows per step, in `micro` micro-batches
@@ -119,6 +120,8 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
         return total / (micro * world)  # tp ranks share data: their losses agree
 
     job = Job(model, coords, step)
+    if init is not None:
+        job.measured["materialize_peak_bytes"] = init.peak_bytes
     if reference is not None:
         job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)
         job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, model_ir.vocab,
@@ -156,11 +159,16 @@ def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config
     chunks = split_model(build_model(model_ir, JobMesh(stage), registry=registry, include_mtp=True), strategy,
                          coords["pp"])
     tables = embedding_group(mesh) if depth or model_ir.tie_embeddings else None
+    peak = 0
     for chunk in chunks.values():
+        init = None
         if reference is not None:
             materialize(chunk, device)
             load_reference(chunk, reference)
-        parallelize(chunk, strategy, stage, init=None if validate else shard_init(chunk, device, seed, coords))
+        else:
+            init = shard_init(chunk, device, seed, coords)
+        parallelize(chunk, strategy, stage, init=init)
+        peak += 0 if init is None else init.peak_bytes
     held = nn.ModuleList(chunks.values())
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -192,6 +200,8 @@ def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config
         return mean * strategy.pp / dist.get_world_size()
 
     job = Job(held, coords, step, pp_group=mesh["pp"].get_group())
+    if reference is None:
+        job.measured["materialize_peak_bytes"] = peak
     job.gap_parts = list(chunks.values())  # chunks keep the model's names
     if reference is not None:
         job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)

@@ -129,12 +129,14 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
     opt = optim.optimizer(job.params(), float(settings["lr"]))
     schedule = optim.scheduler(opt, settings, steps)
     saving = config.get("checkpoint")
+    names = checkpoint.expert_names(job.module, job.coords,
+                                    int(config["strategy"]["ep"]) * int(config["strategy"]["etp"]) > 1)
     start = 0
     if saving and saving.get("resume"):
         where = checkpoint.newest(saving["dir"])
         if where is None:
             raise FileNotFoundError(f"--resume: no complete save (step-N/.metadata) in {saving['dir']}")
-        start = int(checkpoint.load(where, job.module, opt, schedule)["step"])
+        start = int(checkpoint.load(where, job.module, opt, schedule, names)["step"])
     losses, norms, metrics = [], [], []
     priced = config.get("priced", {})
     for step in range(start, steps):
@@ -161,9 +163,9 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
             log_line(metrics[-1], steps)
         every = (saving or {}).get("every")
         if saving and every and (step + 1) % int(every) == 0:
-            checkpoint.save(saving["dir"], step + 1, job.module, opt, schedule, {"step": step + 1})
+            checkpoint.save(saving["dir"], step + 1, job.module, opt, schedule, {"step": step + 1}, names)
     if saving and start < steps and not (saving.get("every") and steps % int(saving["every"]) == 0):
-        checkpoint.save(saving["dir"], steps, job.module, opt, schedule, {"step": steps})  # the end, once
+        checkpoint.save(saving["dir"], steps, job.module, opt, schedule, {"step": steps}, names)  # the end, once
     return losses, norms, metrics
 
 

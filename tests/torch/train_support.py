@@ -28,9 +28,10 @@ def hpdsl(*args: str) -> tuple[int, str]:
 
 def train_json(*args: str, validate: bool = True) -> dict:
     """Run `hpdsl train ARGS --json` (with `--validate`: the one-process checks); return its result (it must succeed)."""
-    code, output = hpdsl("train", *args, *(("--validate",) if validate else ()), "--json")
-    assert code == 0, output
-    return dict(json.loads(output))
+    run = CliRunner().invoke(main, ["train", *args, *(("--validate",) if validate else ()), "--json"],
+                             prog_name="hpdsl")
+    assert run.exit_code == 0, run.output
+    return dict(json.loads(run.stdout))  # stderr has the live line of every step
 
 
 def gradients_match(result: dict) -> None:
