@@ -46,6 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
+from fuzz_train import TARGETS as TRAIN_TARGETS  # noqa: E402
+
+TARGETS.update(TRAIN_TARGETS)  # `train`: random train flags checked and planned (bench/fuzz_train.py)
 
 from hpdsl.errors import HpdslError  # noqa: E402
 
