@@ -242,6 +242,8 @@ def plan_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
     # Priced as the backend runs it (hpdsl/cost/backend.py): its gradients, loss, gathers, CPU kernels.
     run = backend_facts(cost_model.profile.run, strategy)
+    if options.device == "cuda":  # SDPA picks its flash kernel on a GPU: no CPU math-kernel scores kept
+        run = evolve(run, cpu_attention=False)
     priced_strategy = strategy
     if strategy.precision == "bf16-mixed":
         # FSDP2's MixedPrecisionPolicy keeps the fp32 parameter as the one copy the optimizer updates (no
@@ -333,7 +335,8 @@ def _check_stages(model: Any, strategy: Any, shard_activations: bool) -> None:
 def _stage_estimates(priced: Any) -> list[dict[str, float]]:
     """Return the estimator's four byte counts for each pipeline rank (the ranks of stage i hold stage i's)."""
     return [{"params_bytes": s.params_bytes, "grads_bytes": s.grads_bytes, "optimizer_bytes": s.optimizer_bytes,
-             "activation_peak_bytes": s.activation_bytes} for s in priced.memory.per_stage]
+             "activation_peak_bytes": s.activation_bytes, "total_bytes": s.total_bytes}
+            for s in priced.memory.per_stage]
 
 
 def _priced_speed(priced: Any) -> dict[str, float]:
