@@ -236,9 +236,12 @@ def plan_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     from hpdsl.ir.nodes import evolve
     from hpdsl.ir.overrides import parse_sets
 
-    _check_runnable(strategy, nproc * options.nnodes)
+    from hpdsl.cost.strategy import require_valid
+
     parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
+    require_valid(strategy, cost_model)  # what the estimator refuses (pp 0 among them), before the backend's checks
+    _check_runnable(strategy, nproc * options.nnodes)
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
     # Priced as the backend runs it (hpdsl/cost/backend.py): its gradients, loss, gathers, CPU kernels.
     run = backend_facts(cost_model.profile.run, strategy)

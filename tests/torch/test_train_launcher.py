@@ -30,6 +30,7 @@ DP2 = ("--dp", "2", "--zero", "os+grad+params", "--nproc", "2")
     (("--checkpoint-every", "2"), "--checkpoint-every needs --checkpoint"), (("--resume",), "--resume needs"),
     (("--warmup", "3", "--schedule", "cosine"), "--warmup 3 leaves none of the 3 steps"),
     (("--validate", "--clip", "1"), "--validate compares against one process"),
+    (("--pp", "0"), "pp must be at least 1"),  # once a ZeroDivisionError (bench/fuzz_train.py input 6447)
 ])
 def test_every_bad_flag_is_a_usage_error_before_anything_runs(flags: tuple[str, ...], named: str) -> None:
     started = time.monotonic()
