@@ -91,3 +91,23 @@ def test_a_scaled_8b_model_trains_without_any_rank_holding_it_whole() -> None:
         measured = rank["measured"]
         assert measured["params_bytes"] == whole // 2
         assert measured["materialize_peak_bytes"] < 0.75 * whole  # its shards and one layer, never the model
+
+
+def test_parallelize_never_trains_fp32_when_the_strategy_says_bf16_mixed() -> None:
+    from hpdsl.cost.strategy import Strategy
+    from hpdsl.errors import BuildError
+    from hpdsl.ir.overrides import apply_sets
+    from hpdsl.torch import build_model, parallelize
+    from hpdsl.torch.parallelize import refusals
+    from torch_support import examples_registry
+
+    assert any("MixedPrecisionPolicy" in r for r in refusals(Strategy(precision="bf16-mixed", zero="none")))
+    assert any("trains fp32 or bf16-mixed" in r for r in refusals(Strategy(precision="fp8-mixed",
+                                                                          zero="os+grad+params")))
+    registry = examples_registry()
+    small = apply_sets(registry.models["llama3_8b"], {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                                                      "vocab": 128, "ffn_width": 96})
+    model = build_model(small, registry=registry)
+    with pytest.raises(BuildError, match="at bf16-mixed needs the job's mesh"):
+        parallelize(model, Strategy(precision="bf16-mixed", zero="os+grad+params"))
+    assert parallelize(model, Strategy(precision="fp32")) is model  # one process, fp32: nothing to shard
