@@ -29,7 +29,6 @@ from hpdsl.errors import BuildError, InputError
 
 _FP32 = {"precision": "fp32", "seq_len": 32}
 _PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
-_PRECISIONS = ("fp32", "bf16-mixed")
 TRAIN_FLAGS = (*(row for row in ESTIMATE_FLAGS if row[0] != "--device"),
                ("--gpu", "device", str, "the accelerator the estimate prices, whose peak sets the MFU: h100 "
                                         "(default), h200, a100, mi300x or ascend910b"))
@@ -304,9 +303,8 @@ def runnable_reasons(strategy: Any) -> list[str]:
         raise InputError(f"hpdsl train needs torch ({error}); install hpdsl[torch]") from None
 
     reasons = list(refusals(strategy))
-    if strategy.precision not in _PRECISIONS or strategy.optimizer != "adam":
-        reasons.append(f"precision {strategy.precision}, optimizer {strategy.optimizer}: `train` runs fp32 or "
-                       "bf16-mixed with AdamW only")
+    if strategy.optimizer != "adam":  # the precisions: the backend's refusals (hpdsl/torch/parallelize.py)
+        reasons.append(f"optimizer {strategy.optimizer}: `train` runs AdamW only")
     if strategy.impl != "fused":
         reasons.append(f"impl {strategy.impl}: `train` runs hpdsl's modules, which keep what fused kernels "
                        "keep (--impl fused)")
