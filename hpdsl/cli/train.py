@@ -403,6 +403,10 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
         lines.append("gradient bytes held between micro-batches, measured / estimated: " + ", ".join(
             f"rank {r['rank']} {r['measured']['held_grads_bytes']:,} / {r['estimated']['held_grads_bytes']:,.0f}"
             for r in held))
+    if metrics and metrics[-1].get("peak_memory_bytes"):
+        kind = "CUDA allocator peak" if result.get("device") == "cuda" else "peak resident set"
+        lines.append(f"peak memory per rank ({kind}): " + ", ".join(
+            f"rank {i} {peak / 2**20:,.0f} MiB" for i, peak in enumerate(metrics[-1]["peak_memory_bytes"])))
     gaps = [r["measured"]["grad_max_diff"] for r in result["ranks"] if "grad_max_diff" in r["measured"]]
     if gaps:
         scale = max(r["measured"]["grad_max_abs"] for r in result["ranks"])
