@@ -46,11 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HPDSL_CACHE_DIR", "")
 
 from fuzz_targets import LAST, SECONDS, TARGETS, Finding  # noqa: E402
-from fuzz_lsp import lsp_target  # noqa: E402  (the language server, bench/fuzz_lsp.py)
-TARGETS["lsp"] = lsp_target
 from fuzz_cache import SECONDS as CACHE_SECONDS, TARGETS as CACHE_TARGETS  # noqa: E402
-TARGETS.update(CACHE_TARGETS)
+from fuzz_lsp import lsp_target  # noqa: E402
+from fuzz_train import TARGETS as TRAIN_TARGETS  # noqa: E402
+
+TARGETS["lsp"] = lsp_target  # the language server fed random JSON-RPC (bench/fuzz_lsp.py)
+TARGETS.update(CACHE_TARGETS)  # tampered cache folders (bench/fuzz_cache.py)
 SECONDS.update(CACHE_SECONDS)
+TARGETS.update(TRAIN_TARGETS)  # `train`: random train flags checked and planned (bench/fuzz_train.py)
 
 from hpdsl.errors import HpdslError  # noqa: E402
 

@@ -49,7 +49,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
@@ -68,6 +68,11 @@ STAGE_AXES = MESH_AXES[1:]
 
 _FSDP_ZERO = ("os+grad+params",)
 """The ZeRO levels FSDP2 expresses."""
+PRECISIONS = ("fp32", "bf16-mixed")
+"""The precisions this backend trains: fp32, and bf16 compute over fp32 parameters, gradients and moments."""
+
+Init = Callable[[nn.Module], None]
+"""Materialises what of a module is still on the meta device (hpdsl/torch/init.py `shard_init`)."""
 
 
 def refusals(strategy: Strategy) -> tuple[str, ...]:
@@ -90,6 +95,11 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
         # gather or hand on the sequence, which is what `ring` prices.
         reasons.append(f"cp_kind={strategy.cp_kind} at cp={strategy.cp}: this backend builds the ring form of cp "
                        "(keys and values gathered, Gated DeltaNet's state handed on), not Ulysses's all-to-all")
+    if strategy.precision not in PRECISIONS:
+        reasons.append(f"precision={strategy.precision}: this backend trains fp32 or bf16-mixed")
+    elif strategy.precision == "bf16-mixed" and strategy.zero not in _FSDP_ZERO:
+        reasons.append(f"precision=bf16-mixed with zero={strategy.zero}: bf16 compute over fp32 master weights runs "
+                       "on FSDP2's MixedPrecisionPolicy, so it needs zero os+grad+params (one rank is fine)")
     if strategy.recompute not in ("none", "selective", "full"):
         reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
     return tuple(reasons)
@@ -143,11 +153,16 @@ def data_rank(mesh: DeviceMesh) -> tuple[int, int]:
 
 
 def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = None, *,
-                reshard_params: bool = False) -> nn.Module:
-    """Apply the strategy's recompute and dp/ZeRO to a model built for `mesh` (in place); return it.
+                reshard_params: bool = False, init: Init | None = None) -> nn.Module:
+    """Apply the strategy's recompute, dp/ZeRO and precision to a model built for `mesh` (in place); return it.
 
     `reshard_params` is the profile's run fact (default false, as there): ZeRO-3 frees a
-    layer's gathered parameters after its forward.
+    layer's gathered parameters after its forward. With `init`, a model built on the
+    meta device is materialised one FSDP2 unit at a time, each just before it is
+    sharded, so no rank ever holds more than its shards and one unit whole.
+    bf16-mixed shards with FSDP2's MixedPrecisionPolicy (bf16 parameters in the
+    forward and backward, gradients reduced and kept in fp32, the fp32 shards the
+    optimizer updates): a BuildError where FSDP2 cannot apply it.
     """
     require_runnable(strategy)
     sp = bool(strategy.sequence_parallel) and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk))
@@ -159,31 +174,44 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
         sequence_parallel(model, mesh["tp"], route_chunks=strategy.zero in _FSDP_ZERO)
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
-    reshard = reshard_params
-    if strategy.zero not in _FSDP_ZERO or data * strategy.tp == 1:
+    mixed = strategy.precision == "bf16-mixed"
+    if strategy.zero not in _FSDP_ZERO or (data * strategy.tp == 1 and not mixed):
+        if init is not None:
+            init(model)
         return model  # zero none at dp·cp 1 (refusals): nothing to shard
     if mesh is None or tuple(mesh.mesh_dim_names or ()) not in (MESH_AXES, STAGE_AXES):
-        raise BuildError(f"dp·cp·tp={data * strategy.tp} needs the job's mesh with axes {MESH_AXES} "
-                         f"(train_mesh makes it) or a stage's {STAGE_AXES}")
+        raise BuildError(f"dp·cp·tp={data * strategy.tp}{' at bf16-mixed' if mixed else ''} needs the job's mesh "
+                         f"with axes {MESH_AXES} (train_mesh makes it) or a stage's {STAGE_AXES}")
+    shard = functools.partial(_shard, reshard=reshard_params, init=init, mixed=mixed)
     experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
     for moe in model.modules():
         for module in moe.children():
             if isinstance(module, GroupedExperts):
-                fully_shard(module, mesh=experts, reshard_after_forward=reshard,
-                            shard_placement_fn=_even(experts.size()))
+                shard(module, experts)
                 # tp ranks routing the same tokens hold equal gradients; under SP each its own chunk's.
                 _divide(module, float(data * (1 if routes_chunks(moe) else strategy.tp)))
-    if data > 1:
+    if data > 1 or mixed:
         dense = mesh["dp_shard", "ep", "etp", "cp"]._flatten("fsdp")
-        even = _even(dense.size())
         for layer in _layers(model):
-            fully_shard(layer, mesh=dense, reshard_after_forward=reshard, shard_placement_fn=even)
-        fully_shard(model, mesh=dense, reshard_after_forward=reshard, shard_placement_fn=even)
+            shard(layer, dense)
+        shard(model, dense)
+    elif init is not None:
+        init(model)
     if dist.get_backend(experts.get_group()) == "gloo":
         for module in model.modules():  # gloo has neither AVG nor PREMUL_SUM: sum, then divide
             if isinstance(module, FSDPModule):
                 module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def _shard(module: nn.Module, mesh: DeviceMesh, *, reshard: bool, init: Init | None, mixed: bool) -> None:
+    """Materialise `module`'s meta parameters (with `init`), then fully_shard it over `mesh`."""
+    if init is not None:
+        init(module)
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed
+              else MixedPrecisionPolicy())
+    fully_shard(module, mesh=mesh, reshard_after_forward=reshard, shard_placement_fn=_even(mesh.size()),
+                mp_policy=policy)
 
 
 def gradient_sync(model: nn.Module, on: bool) -> None:

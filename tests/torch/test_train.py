@@ -172,12 +172,14 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
     import torch.nn.functional as F
 
     from hpdsl.torch import build_model, materialize, parallelize
-    from hpdsl.torch.train import saved_activations
+    from hpdsl.torch.measure import saved_activations
     from torch_support import small_registry
 
     ids = torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(0))
     runs = []
-    for strategy in (Strategy(), Strategy(recompute=recompute, recompute_layers=layers)):
+    # fp32: bf16-mixed (Strategy's default) needs FSDP2's MixedPrecisionPolicy, so a mesh (parallelize refuses it).
+    plain = Strategy(precision="fp32")
+    for strategy in (plain, plain.with_(recompute=recompute, recompute_layers=layers)):
         model = parallelize(materialize(build_model("tiny_moe", registry=small_registry()), "cpu", seed=0), strategy)
         with saved_activations(model) as saved:
             loss = F.cross_entropy(model(ids).reshape(-1, 96), ids.reshape(-1))

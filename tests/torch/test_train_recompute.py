@@ -20,7 +20,7 @@ from hpdsl.cost.facts.backend import backend_facts
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
-from hpdsl.torch.train import saved_activations
+from hpdsl.torch.measure import saved_activations
 from train_support import ROOT, matches_one_process_and_the_estimate, train_json
 
 SCALED = {

@@ -26,11 +26,12 @@ def hpdsl(*args: str) -> tuple[int, str]:
     return run.exit_code, run.output
 
 
-def train_json(*args: str) -> dict:
-    """Run `hpdsl train ARGS --json`; return its result (the run must succeed)."""
-    code, output = hpdsl("train", *args, "--json")
-    assert code == 0, output
-    return dict(json.loads(output))
+def train_json(*args: str, validate: bool = True) -> dict:
+    """Run `hpdsl train ARGS --json` (with `--validate`: the one-process checks); return its result (it must succeed)."""
+    run = CliRunner().invoke(main, ["train", *args, *(("--validate",) if validate else ()), "--json"],
+                             prog_name="hpdsl")
+    assert run.exit_code == 0, run.output
+    return dict(json.loads(run.stdout))  # stderr has the live line of every step
 
 
 def gradients_match(result: dict) -> None:

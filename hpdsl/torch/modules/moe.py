@@ -29,6 +29,7 @@ from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh
 from hpdsl.torch.modules.collectives import all_to_all, exchange_counts
 from hpdsl.torch.modules.common import activate, activation, job_of
 from hpdsl.torch.modules.fused import fused
+from hpdsl.torch.modules.grouped import expert_of_rows, grouped_applies, grouped_mm, offsets_of
 
 
 class MoE(nn.Module):
@@ -151,13 +152,36 @@ class GroupedExperts(nn.Module):
         order = torch.argsort(flat, stable=True)
         token = order // indices.shape[1]
         counts = torch.bincount(flat, minlength=self.num_experts)
-        out = self.expert_compute(x[token], counts.tolist())
+        out = self.expert_compute(x[token], counts)
         return self._combine(x, out, weights, order)
 
-    def expert_compute(self, rows: Tensor, counts: Sequence[int]) -> Tensor:
-        """Run local expert i on the i-th block of `rows` (blocks of `counts` rows, in expert order)."""
-        outputs = [self.expert(i, block) for i, block in enumerate(rows.split(list(counts)))]
-        return torch.cat(outputs) if outputs else rows.new_zeros(0, self.hidden)
+    def expert_compute(self, rows: Tensor, counts: Tensor) -> Tensor:
+        """Run local expert i on the i-th block of `rows` (blocks of `counts` rows, in expert order).
+
+        One grouped GEMM per projection (hpdsl/torch/modules/grouped.py) where torch's
+        runs the operands; otherwise expert by expert.
+        """
+        up_weight = self.gate_up_proj if self.gated else self.up_proj
+        assert up_weight is not None
+        if not grouped_applies(rows, up_weight, self.down_proj):
+            outputs = [self.expert(i, block) for i, block in enumerate(rows.split(counts.tolist()))]
+            return torch.cat(outputs) if outputs else rows.new_zeros(0, self.hidden)
+        offsets = offsets_of(counts)
+        which = expert_of_rows(counts, rows.shape[0]) if self.up_bias is not None or self.down_bias is not None \
+            else None
+        hidden = self.grouped_matmul(rows, up_weight, offsets)
+        if self.up_bias is not None:
+            hidden = hidden + self.up_bias[which]
+        if self.gated:
+            hidden = fused(functools.partial(_gated, self.act), hidden)  # keeps [gate | up] only
+        else:
+            hidden = activate(self.act, hidden)
+        out = self.grouped_matmul(hidden, self.down_proj, offsets)
+        return out if self.down_bias is None else out + self.down_bias[which]
+
+    def grouped_matmul(self, rows: Tensor, weight: Tensor, offsets: Tensor) -> Tensor:
+        """Return each expert's rows @ its weight, all experts in one grouped GEMM (a low-precision variant rounds)."""
+        return grouped_mm(rows, weight, offsets)
 
     def expert(self, index: int, x: Tensor) -> Tensor:
         """Return local expert `index`'s MLP output for rows `x`."""
@@ -254,7 +278,7 @@ class ExpertParallelExperts(GroupedExperts):
         rows' partial outputs, summed where they arrive (a reduce-scatter).
         """
         if self.etp == 1:
-            return self.expert_compute(rows, counts.tolist())
+            return self.expert_compute(rows, counts)
         group = self.job.group("etp") if self.job is not None else None
         assert group is not None
         every = [torch.empty_like(counts) for _ in range(self.etp)]
@@ -263,7 +287,7 @@ class ExpertParallelExperts(GroupedExperts):
         sizes, mine = each.sum(1).tolist(), [rows.shape[0]] * self.etp
         gathered = all_to_all(rows.repeat(self.etp, 1), mine, sizes, group)
         regroup = _by_expert(each, self.local)
-        partial = self.expert_compute(gathered[regroup], each.sum(0).tolist())
+        partial = self.expert_compute(gathered[regroup], each.sum(0))
         pieces = all_to_all(partial[torch.argsort(regroup)], sizes, mine, group)
         return pieces.view(self.etp, rows.shape[0], -1).sum(0)
 
@@ -298,6 +322,10 @@ class MXFP8GroupedExperts(ExpertParallelExperts):
     def matmul(self, x: Tensor, weight: Tensor) -> Tensor:
         """Return x @ weight on MXFP8-rounded operands (gradients pass straight through)."""
         return mxfp8_round(x, -1, self.block) @ mxfp8_round(weight, 0, self.block)
+
+    def grouped_matmul(self, rows: Tensor, weight: Tensor, offsets: Tensor) -> Tensor:
+        """Return the grouped GEMM on MXFP8-rounded operands (each expert's weight by blocks of its input dim)."""
+        return grouped_mm(mxfp8_round(rows, -1, self.block), mxfp8_round(weight, 1, self.block), offsets)
 
 
 def mxfp8_round(x: Tensor, dim: int, block: int = 32) -> Tensor:

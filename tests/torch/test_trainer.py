@@ -1,0 +1,113 @@
+"""`hpdsl train` as a trainer on CPU gloo, the code path CUDA takes: precision as priced, clipping on every mesh,
+checkpoints that resume exactly, a token file learned, and a scaled 8B model no rank holds whole."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from train_support import MIXTRAL, MIXTRAL_SMALL, ROOT, static_bytes_equal, train_json
+
+LLAMA3_8B = str(ROOT / "examples" / "llama3_8b.hpf")
+LLAMA_SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
+                                            "ffn_width=96")]
+EXPERTS = ("--dp", "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "2")
+
+
+def _metrics_are_per_step(result: dict, steps: int) -> None:
+    assert len(result["loss"]) == len(result["grad_norm"]) == len(result["metrics"]) == steps
+    for m in result["metrics"]:
+        assert m["grad_norm"] > 0 and m["tokens_per_s"] > 0 and m["step_time_s"] > 0 and m["mfu"] >= 0
+        assert m["estimated_mfu"] > 0 and len(m["peak_memory_bytes"]) == len(result["ranks"])
+        assert all(peak > 0 for peak in m["peak_memory_bytes"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes() -> None:
+    result = train_json(MIXTRAL, *MIXTRAL_SMALL, *EXPERTS, "--precision", "bf16-mixed", "--clip", "0.5",
+                        "--steps", "3", validate=False)
+    static_bytes_equal(result)  # fp32 shards, gradients and moments: 4 + 4 + 8 bytes per parameter
+    _metrics_are_per_step(result, 3)
+    assert all(math.isfinite(loss) for loss in result["loss"])
+    assert "reference_loss" not in result  # no --validate: no one-process run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_clip_under_tp2_mixes_tensors_and_dtensors() -> None:
+    clipped = train_json(MIXTRAL, *MIXTRAL_SMALL, "--tp", "2", "--sp", "--zero", "os+grad+params", "--nproc", "2",
+                         "--clip", "0.01", "--lr", "1e-2", "--steps", "2", validate=False)
+    _metrics_are_per_step(clipped, 2)
+    assert clipped["grad_norm"][0] > 0.01  # the norm is the one before clipping, as torch reports it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: Path) -> None:
+    flags = (*EXPERTS, "--steps", "4", "--warmup", "1", "--schedule", "cosine", "--lr", "3e-3")
+    whole = train_json(MIXTRAL, *MIXTRAL_SMALL, *flags, "--checkpoint", str(tmp_path / "a"),
+                       "--checkpoint-every", "2", validate=False)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["step-2", "step-4"]
+    (tmp_path / "b").mkdir()
+    shutil.copytree(tmp_path / "a" / "step-2", tmp_path / "b" / "step-2")
+    resumed = train_json(MIXTRAL, *MIXTRAL_SMALL, *flags, "--checkpoint", str(tmp_path / "b"), "--resume",
+                         validate=False)
+    assert resumed["loss"] == pytest.approx(whole["loss"][2:], rel=1e-6)
+    assert resumed["grad_norm"] == pytest.approx(whole["grad_norm"][2:], rel=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("suffix", [".bin", ".npy"])
+def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str) -> None:
+    tokens = (np.arange(40_000) * 7 % 16).astype(np.uint16)  # period 16: each token tells the next
+    path = tmp_path / f"tokens{suffix}"
+    if suffix == ".npy":
+        np.save(path, tokens)
+    else:
+        tokens.tofile(path)
+    result = train_json(LLAMA3_8B, *LLAMA_SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2",
+                        "--data", str(path), "--steps", "30", "--lr", "1e-2", validate=False)
+    losses = result["loss"]
+    assert losses[0] > 4.0 and losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_scaled_8b_model_trains_without_any_rank_holding_it_whole() -> None:
+    # Llama-3-8B's shape (GQA 4:1, SwiGLU at 3.5x, head_dim 128), scaled to 4 layers and a 1/4-wide stream.
+    sets = [f"--set={pair}" for pair in ("layers=4", "hidden=1024", "heads=8", "kv_heads=2", "ffn_width=3584",
+                                        "vocab=16032")]
+    result = train_json(LLAMA3_8B, *sets, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "1",
+                        "--seq-len", "64", validate=False)
+    static_bytes_equal(result)
+    whole = sum(rank["measured"]["params_bytes"] for rank in result["ranks"])  # ZeRO-3: the shards add up
+    for rank in result["ranks"]:
+        measured = rank["measured"]
+        assert measured["params_bytes"] == whole // 2
+        assert measured["materialize_peak_bytes"] < 0.75 * whole  # its shards and one layer, never the model
+
+
+def test_parallelize_never_trains_fp32_when_the_strategy_says_bf16_mixed() -> None:
+    from hpdsl.model.strategy import Strategy
+    from hpdsl.errors import BuildError
+    from hpdsl.ir.overrides import apply_sets
+    from hpdsl.torch import build_model, parallelize
+    from hpdsl.torch.parallelize import refusals
+    from torch_support import examples_registry
+
+    assert any("MixedPrecisionPolicy" in r for r in refusals(Strategy(precision="bf16-mixed", zero="none")))
+    assert any("trains fp32 or bf16-mixed" in r for r in refusals(Strategy(precision="fp8-mixed",
+                                                                          zero="os+grad+params")))
+    registry = examples_registry()
+    small = apply_sets(registry.models["llama3_8b"], {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
+                                                      "vocab": 128, "ffn_width": 96})
+    model = build_model(small, registry=registry)
+    with pytest.raises(BuildError, match="at bf16-mixed needs the job's mesh"):
+        parallelize(model, Strategy(precision="bf16-mixed", zero="os+grad+params"))
+    assert parallelize(model, Strategy(precision="fp32")) is model  # one process, fp32: nothing to shard
