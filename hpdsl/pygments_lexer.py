@@ -16,6 +16,7 @@ KEYWORDS = (
     "run", "facts", "model_types", "ops", "attention", "ffn", "factory", "parallel", "selector",
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "stack",
     "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation",
+    "device", "cluster", "curve", "tier",
 )
 """Every keyword of grammar/hpdsl.lark (tests/test_editors.py keeps the two in step)."""
 

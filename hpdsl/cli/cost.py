@@ -11,7 +11,7 @@ import click
 
 from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.models import load_cost_model, model_option, no_stdlib_option, set_option, spec_paths
-from hpdsl.cli.report import ESTIMATE_FLAGS, SEARCH_FLAGS
+from hpdsl.cli.report import CLUSTER_HELP, ESTIMATE_FLAGS, SEARCH_FLAGS
 from hpdsl.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,11 +32,30 @@ def _flags(table: tuple[tuple[str, str, type, str], ...], *, required: tuple[str
     return decorate
 
 
+def cluster_option(command: F) -> F:
+    """Declare `--cluster`: the device's cluster, folded into the strategy's machine key."""
+    return click.option("--cluster", "cluster", default=None, help=CLUSTER_HELP)(command)
+
+
+def with_cluster(flags: dict[str, Any]) -> dict[str, Any]:
+    """Return `flags` with --cluster folded into the device key (hpdsl/cost/time/devices.py); fail on an unknown one."""
+    from hpdsl.cost.devices import get_machine
+    from hpdsl.cost.time.devices import machine_key
+
+    cluster = flags.pop("cluster", None)
+    if cluster is None:
+        return flags
+    key = machine_key(flags.get("device"), cluster)
+    get_machine(key)  # a usage error naming the choices, before any pricing
+    return {**flags, "device": key}
+
+
 @click.command("estimate")
 @spec_paths
 @model_option
 @no_stdlib_option
 @_flags(ESTIMATE_FLAGS)
+@cluster_option
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
@@ -55,6 +74,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
     from hpdsl.cost.estimate import estimate
     from hpdsl.cli.report import plot_memory, render_estimate, strategy_or_reasons
 
+    flags = with_cluster(flags)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     result = estimate(cost_model, strategy_or_reasons(flags, cost_model))
     if plot is not None:
@@ -74,6 +94,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @model_option
 @no_stdlib_option
 @_flags(SEARCH_FLAGS, required=("devices",))
+@cluster_option
 @set_option
 @click.option("--run", "run_best", is_flag=True,
               help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
@@ -94,6 +115,7 @@ def search_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, 
     from hpdsl.cost.heap import keep_freed_memory
     from hpdsl.cost.search import search
 
+    flags = with_cluster(flags)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
     options = {k: v for k, v in flags.items() if v is not None}
     if run_best:
@@ -142,7 +164,7 @@ def run_estimate(cost_model: Any, flags: dict[str, Any]) -> Any:
     from hpdsl.cost.estimate import estimate
     from hpdsl.cli.report import strategy_or_reasons
 
-    return estimate(cost_model, strategy_or_reasons(flags, cost_model))
+    return estimate(cost_model, strategy_or_reasons(with_cluster(dict(flags)), cost_model))
 
 
 def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
@@ -150,6 +172,7 @@ def run_search(cost_model: Any, flags: dict[str, Any]) -> Any:
     from hpdsl.cli.report import GIB, parse_ints, require_search_flags
     from hpdsl.cost.search import search
 
+    flags = with_cluster(dict(flags))
     options = {k: v for k, v in flags.items() if v is not None}
     devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):

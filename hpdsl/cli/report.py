@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices s
 
 GIB = 1024**3
 
+DEVICE_HELP = ("a shipped device (a100_80gb, h100_sxm, h200, b200, mi300x, ascend910b, cpu; a100 and h100 for "
+               "short) or a .hpf file declaring one")
+CLUSTER_HELP = "a shipped cluster (dgx_a100, dgx_h100) or a .hpf file declaring one: its tiers price communication"
+
 ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--tp", "tp", int, "tensor-parallel degree"),
     ("--pp", "pp", int, "pipeline stages"),
@@ -44,7 +48,7 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--zero", "zero", str, "optimizer sharding: none, os, os+grad, os+grad+params"),
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--device", "device", str, DEVICE_HELP),
     ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
@@ -60,7 +64,7 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--devices", "devices", int, "devices to use (required)"),
     ("--memory-gib", "memory_gib", float, "memory per device in GiB (default: the device's)"),
     ("--top", "top", int, "strategies to show (default 10)"),
-    ("--device", "device", str, "h100, h200, a100, mi300x or ascend910b"),
+    ("--device", "device", str, DEVICE_HELP),
     ("--global-batch", "global_batch", int, "sequences per step (default 1024)"),
     ("--seq-len", "seq_len", int, "sequence length (default 4096)"),
     ("--micro-batches", "micro_batches", str, "micro-batch sizes to try, comma-separated (1,2,4,8)"),
@@ -79,6 +83,18 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
 # --------------------------------------------------------------------------
 # Flags
 # --------------------------------------------------------------------------
+
+
+def machine_line(device: str) -> str:
+    """Return the line naming the device and cluster an estimate assumed, and the files they came from."""
+    from hpdsl.cost.devices import get_machine
+
+    m = get_machine(device).describe()
+    line = f"machine: device {m['device']} ({m['device_file']})"
+    if m["cluster"] is not None:
+        line += f" in cluster {m['cluster']} ({m['cluster_file']})"
+    return (line + f"; {m['devices_per_node']} per node, {_si(float(m['intra_node_bandwidth']), 'B/s')} within a "
+            f"node, {_si(float(m['inter_node_bandwidth']), 'B/s')} across")
 
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
@@ -214,6 +230,7 @@ def render_estimate(e: Estimate) -> str:
         f"{e.model} on {s.devices} x {s.device}: {describe_strategy(s)}; seq {s.seq_len}, "
         f"batch {s.batch} sequences",
         describe_assumptions(e),
+        machine_line(s.device),
         f"parameters {e.params.total:,} ({e.params.total / 1e9:,.2f} B), active {e.params.active:,}",
         f"FLOPs per step executed {_si(e.flops.total, 'FLOP')} (forward {_si(e.flops.forward)}, backward "
         f"{_si(e.flops.backward)}, recompute {_si(e.flops.recompute)}); busiest device "
@@ -252,7 +269,7 @@ def render_search(r: SearchResult) -> str:
         head += ("\nskipped: neither checked nor priced, their lower bounds on step time and memory "
                  "could not beat the answer (the same as pricing every candidate)")
     if r.top:
-        head += "\n" + describe_assumptions(r.top[0])
+        head += "\n" + describe_assumptions(r.top[0]) + "\n" + machine_line(r.top[0].strategy.device)
     if r.pareto:
         head += "\nthe memory/step-time frontier: each row is faster than every row with less peak memory"
     table = Table()

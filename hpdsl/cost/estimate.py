@@ -13,7 +13,7 @@ import attrs
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.comm import AXES
-from hpdsl.cost.devices import get_device
+from hpdsl.cost.devices import get_device, get_machine
 from hpdsl.cost.params import ParamReport
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.pricing import Prepared, prepare, price_grid
@@ -119,6 +119,7 @@ class Estimate:
             "model": self.model,
             "strategy": attrs.asdict(self.strategy),
             "assumed": self.assumptions(),
+            "machine": get_machine(self.strategy.device).describe(),
             "params": self.params.to_json(),
             "flops": {"forward": self.flops.forward, "backward": self.flops.backward,
                       "recompute": self.flops.recompute, "total": self.flops.total,

@@ -58,11 +58,12 @@ class SearchResult:
 
     def to_json(self) -> dict[str, object]:
         """Return the result as `hpdsl search --json` prints it (the parameters once, not per entry)."""
-        top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model")} for e in self.top]
+        top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model", "machine")} for e in self.top]
         for row, count in zip(top, self.stands_for):
             row["stands_for"] = count
         params = self.top[0].params.to_json() if self.top else None
-        return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes,
+        machine = self.top[0].to_json()["machine"] if self.top else None
+        return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes, "machine": machine,
                 "enumerated": self.enumerated, "skipped": self.skipped, "valid": self.valid, "fitting": self.fitting,
                 "seconds": self.seconds, "pareto": self.pareto, "params": params, "top": top}
 

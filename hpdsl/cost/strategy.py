@@ -16,7 +16,8 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from hpdsl.cost.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.devices import UnknownDeviceError, get_machine
+from hpdsl.cost.time.devices import CATALOG
 from hpdsl.cost.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.errors import InputError
 
@@ -126,7 +127,7 @@ class StrategyGrid:
 
     arrays: dict[str, np.ndarray]
     splits: tuple[tuple[int, ...] | None, ...] = (None,)
-    devices: tuple[str, ...] = tuple(DEVICES)
+    devices: tuple[str, ...] = attrs.field(factory=CATALOG.keys)
 
     def __len__(self) -> int:
         return len(self.arrays["tp"])
@@ -211,7 +212,8 @@ def codes_of(s: Strategy, split_id: int) -> dict[str, Any]:
 
 def _device_code(name: str) -> int:
     try:
-        return tuple(DEVICES).index(get_device(name).name)
+        get_machine(name)  # resolved into the catalog, whose keys a grid's device table is
+        return CATALOG.keys().index(name)
     except UnknownDeviceError:
         return -1
 

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
+from hpdsl.cost.devices import unknown_device_reason
 from hpdsl.cost import xp
 from hpdsl.cost.bounds import MIN_MFU, bound_reasons
 from hpdsl.cost.columns import ModelColumns, head_counts, model_columns
@@ -288,7 +289,8 @@ def _static_rules() -> Iterator[Rule]:
                lambda s, _sh: f"zero '{s.zero}' is not one of {', '.join(ZERO)}")
     yield Rule(lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
-    yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
+    yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: unknown_device_reason(s.device)
+               or f"unknown device '{s.device}'")
     yield Rule(lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
                lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
     yield Rule(lambda g, _s: g.recompute_layers < 0,

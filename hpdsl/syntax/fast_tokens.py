@@ -35,9 +35,9 @@ _TOKEN = re.compile(r"""([ \t\f\r]*)(
 _FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(string.digits, "d"),
           **dict.fromkeys("<>{}[]():,=*+.!", "p"), '"': "s", "#": "c", "/": "/", "-": "-"}
 
-_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "factory", "layer_types", "layout", "mlp",
-                            "norm", "or", "parallel", "params", "require", "selector", "stack",
-                            "variant"})
+_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "curve", "factory", "layer_types", "layout",
+                            "mlp", "norm", "or", "parallel", "params", "require", "selector", "stack",
+                            "tier", "variant"})
 _LITERAL_KINDS = frozenset({"i", "f", "s"})
 
 # Below parser.MAX_NESTING with room to spare: one level here is at most a few tree levels there.
