@@ -49,7 +49,8 @@ ESTIMATE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--precision", "precision", str, "bf16-mixed (default), fp8-mixed or fp32"),
     ("--optimizer", "optimizer", str, "adam (default), sgd-momentum or adafactor"),
     ("--device", "device", str, DEVICE_HELP),
-    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4)"),
+    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4); 0: the device's matmul curve, "
+                            "memory bandwidth and links price every op (docs/cost-model.md)"),
     ("--flash/--no-flash", "flash_attention", bool, "flash attention (no score tensors saved)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2; "
                                                "4 for an fp32 softmax)"),

@@ -171,7 +171,10 @@ def ring_steps(x: Ctx, window: int) -> Val:
 
 def pipeline_bytes(x: Ctx, hidden: int) -> Val:
     """Return the bytes a rank sends per micro-batch between stages (activations out, gradients back)."""
-    boundary = x.b_c * x.tok * hidden / x.sp
+    # The device time model sends each tp rank's 1/t of the boundary (Megatron's scatter-gather
+    # p2p; the all-gather after it runs within the node), with or without sequence parallelism.
+    shard = xp.where(x.device_model, x.t, x.sp) if x.device_model is not False else x.sp
+    boundary = x.b_c * x.tok * hidden / shard
     return xp.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
 
 

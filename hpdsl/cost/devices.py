@@ -14,8 +14,7 @@ from collections.abc import Iterator, Mapping
 
 import attrs
 
-from hpdsl.cost.time.devices import ALIASES, CATALOG, Machine, UnknownMachineError, normal
-from hpdsl.diagnostics import did_you_mean
+from hpdsl.cost.time.devices import ALIASES, CATALOG, Machine, UnknownMachineError, normal, unknown_message
 from hpdsl.errors import InputError
 
 GIB = 1024**3
@@ -55,10 +54,8 @@ def get_machine(name: str) -> Machine:
     except UnknownMachineError as error:
         if "@" in name or name.endswith(".hpf"):
             raise UnknownDeviceError(str(error)) from None
-        choices = [*CATALOG.device_names(), *(a for a in ALIASES if normal(a) in CATALOG.device_names())]
-        listed = ", ".join(CATALOG.device_names())
-        raise UnknownDeviceError(f"unknown device '{name}'; {did_you_mean(name.lower(), choices)} "
-                                 f"The shipped devices: {listed}; or give a .hpf file declaring one") from None
+        aliases = [a for a in ALIASES if normal(a) in CATALOG.device_names()]
+        raise UnknownDeviceError(unknown_message(name, "device", CATALOG.device_names(), aliases)) from None
 
 
 def unknown_device_reason(name: str) -> str:
@@ -68,6 +65,12 @@ def unknown_device_reason(name: str) -> str:
     except UnknownDeviceError as error:
         return str(error)
     return ""
+
+
+def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
+    """Return what the device time model reads of machine `name`: bandwidth·efficiency and the matmul curve."""
+    d = get_machine(name).device
+    return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
 
 
 def get_device(name: str) -> Device:

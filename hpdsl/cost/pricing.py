@@ -28,6 +28,7 @@ from hpdsl.cost.context import Ctx, context
 from hpdsl.cost.grid_ranks import price_group
 from hpdsl.cost.layout import Layout, build_layout
 from hpdsl.cost.strategy import StrategyGrid
+from hpdsl.cost.time.column import column_seconds, uses_device_model
 
 @attrs.frozen(eq=False)
 class Prepared:
@@ -186,9 +187,17 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     fwd = flop_mod.device_forward(c, x, keys)
     bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
-    score = flop_mod.device_scores(c, x, keys) / x.flops if c.ts or c.w_ts else zero
-    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
+    scores = flop_mod.device_scores(c, x, keys) if c.ts or c.w_ts else zero
+    score = scores / x.flops if c.ts or c.w_ts else zero
     compute, compute_rec = (fwd + bwd) / x.flops, frec / x.flops
+    if uses_device_model(x):  # mfu 0: the device's matmul curve and bandwidth (hpdsl/cost/time/column.py)
+        t = column_seconds(p.columns.columns[j], p.columns, x, fwd=fwd, bwd=bwd, rec=frec, scores=scores,
+                           again=flop_mod.device_flash_backward(c, x, keys), keys=keys, saved=none,
+                           kept=rec if layer else none)
+        compute = xp.where(x.device_model, t.compute, compute)
+        compute_rec = xp.where(x.device_model, t.recompute, compute_rec)
+        score = xp.where(x.device_model, t.scores, score) if c.ts or c.w_ts else zero
+    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],

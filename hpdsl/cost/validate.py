@@ -291,8 +291,8 @@ def _static_rules() -> Iterator[Rule]:
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
     yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: unknown_device_reason(s.device)
                or f"unknown device '{s.device}'")
-    yield Rule(lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
-               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
+    yield Rule(lambda g, _s: xp.logical_not((g.mfu == 0) | ((g.mfu >= MIN_MFU) & (g.mfu <= 1))),
+               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], or 0 for the device's efficiencies, got {s.mfu}")
     yield Rule(lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
     yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),

@@ -11,11 +11,12 @@ explicit cache object; `CATALOG` is the process's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
-from hpdsl.diagnostics import did_you_mean
+import difflib
 from hpdsl.errors import InputError
 from hpdsl.ir.nodes import ClusterIR, DeviceIR
 from hpdsl.resources import STDLIB_PREFIX, data_dir
@@ -64,6 +65,15 @@ class Machine:
                 "cluster_file": self.cluster_file, "devices_per_node": self.devices_per_node,
                 "intra_node_bandwidth": self.link_bandwidth("node"),
                 "inter_node_bandwidth": self.link_bandwidth("network")}
+
+
+def unknown_message(name: str, what: str, shipped: Iterable[str], aliases: Iterable[str] = ()) -> str:
+    """Return "unknown device 'x'", the closest name if one is close, and every shipped choice."""
+    names = sorted(shipped)
+    close = difflib.get_close_matches(name.lower(), [*names, *aliases], n=1, cutoff=0.6)
+    guess = f" (did you mean '{close[0]}'?)" if close else ""
+    return (f"unknown {what} '{name}'{guess}; the shipped {what}s are {', '.join(names)}, or give a .hpf "
+            f"file declaring one")
 
 
 def shipped_files() -> list[Path]:
@@ -134,9 +144,7 @@ class MachineCatalog:
                 return local[name], near
         hit = shipped.get(normal(name)) or shipped.get(name)
         if hit is None:
-            raise UnknownMachineError(
-                f"unknown {what} '{name}'; {did_you_mean(normal(name), shipped)} The shipped {what}s: "
-                f"{', '.join(sorted(shipped))}; or give a .hpf file declaring one")
+            raise UnknownMachineError(unknown_message(name, what, shipped, ALIASES))
         return hit
 
     def _from_file(self, path: str, what: str) -> tuple[DeviceIR | ClusterIR, str]:
