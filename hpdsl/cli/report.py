@@ -94,8 +94,8 @@ def machine_line(device: str) -> str:
     line = f"machine: device {m['device']} ({m['device_file']})"
     if m["cluster"] is not None:
         line += f" in cluster {m['cluster']} ({m['cluster_file']})"
-    return (line + f"; {m['devices_per_node']} per node, {_si(float(m['intra_node_bandwidth']), 'B/s')} within a "
-            f"node, {_si(float(m['inter_node_bandwidth']), 'B/s')} across")
+    intra, inter = get_machine(device).link_bandwidth("node"), get_machine(device).link_bandwidth("network")
+    return line + f"; {m['devices_per_node']} per node, {_si(intra, 'B/s')} within a node, {_si(inter, 'B/s')} across"
 
 
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
@@ -237,7 +237,10 @@ def render_estimate(e: Estimate) -> str:
         f"{_si(e.flops.backward)}, recompute {_si(e.flops.recompute)}); busiest device "
         f"{_si(e.flops.per_device, 'FLOP')}; model (MFU convention) {_si(e.flops.model_total, 'FLOP')}",
         f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s, MFU {e.mfu:.1%} of peak "
-        f"(assumed {s.mfu} of peak on the executed FLOPs)",
+        + (f"(assumed {s.mfu} of peak on the executed FLOPs)" if s.mfu else
+           "(the device time model: its matmul curve, memory bandwidth and links)"),
+        "where the step goes: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:,.3f} s"
+                                           for name, seconds in e.breakdown.items() if seconds),
         "traffic per step on the busiest device: "
         + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
     ]

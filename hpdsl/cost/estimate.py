@@ -13,7 +13,9 @@ import attrs
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.comm import AXES
+from hpdsl.cost.context import scalar_context
 from hpdsl.cost.devices import get_device, get_machine
+from hpdsl.cost.time.breakdown import step_breakdown
 from hpdsl.cost.params import ParamReport
 from hpdsl.cost.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.pricing import Prepared, prepare, price_grid
@@ -90,6 +92,7 @@ class Estimate:
     step_time_s: float
     tokens_per_step: int
     widths: StaticWidths = StaticWidths(2, 4, 4, 0, 2, 4)
+    breakdown: dict[str, float] = attrs.field(factory=dict)  # where the step's time goes (cost/time/breakdown.py)
 
     def assumptions(self) -> dict[str, Any]:
         """Return what the estimate assumed about precision and optimizer, bytes per parameter included."""
@@ -130,6 +133,7 @@ class Estimate:
                        "capacity_bytes": self.memory.capacity_bytes, "fits": self.memory.fits},
             "communication": dict(self.communication),
             "step_time_s": self.step_time_s,
+            "time_breakdown": dict(self.breakdown),
             "tokens_per_s": self.tokens_per_s,
         }
 
@@ -194,4 +198,6 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         memory=MemoryReport(stages, price.peak_bytes, price.peak_stage, get_device(strategy.device).memory_bytes),
         communication=price.communication, step_time_s=price.step_time_s,
         tokens_per_step=strategy.batch * strategy.seq_len,
-        widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes))
+        widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes),
+        breakdown=step_breakdown(scalar_context(strategy, run), price.step_time_s, rows["time"],
+                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))]))

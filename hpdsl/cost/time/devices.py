@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -31,6 +32,10 @@ ALIASES = {"a100": "a100_80gb", "a10080gb": "a100_80gb", "h100": "h100_sxm", "h1
            "h100sxm5": "h100_sxm", "910b": "ascend910b", "ascend": "ascend910b", "dgxa100": "dgx_a100",
            "dgxh100": "dgx_h100"}
 """Short names for shipped devices and clusters (keys spelled without '-', '_' or spaces)."""
+
+
+Table = dict[str, tuple[Any, str]]
+"""Devices (DeviceIR) or clusters (ClusterIR) by name, each with the file that declares it."""
 
 
 @attrs.frozen
@@ -98,8 +103,8 @@ def normal(name: str) -> str:
 class MachineCatalog:
     """Devices and clusters compiled from the shipped folder and from the files keys name (a cache)."""
 
-    _devices: dict[str, tuple[DeviceIR, str]] | None = None
-    _clusters: dict[str, tuple[ClusterIR, str]] | None = None
+    _devices: Table | None = None
+    _clusters: Table | None = None
     _machines: dict[str, Machine] = attrs.field(factory=dict)
 
     def machine(self, key: str) -> Machine:
@@ -133,7 +138,7 @@ class MachineCatalog:
         assert isinstance(device, DeviceIR) and (cluster is None or isinstance(cluster, ClusterIR))
         return Machine(key, device, device_file, cluster, cluster_file)
 
-    def _find(self, name: str, what: str, near: str | None = None) -> tuple[DeviceIR | ClusterIR, str]:
+    def _find(self, name: str, what: str, near: str | None = None) -> tuple[Any, str]:
         """Return the device or cluster `name` (shipped, a .hpf path, or declared in file `near`) and its file."""
         shipped = self._shipped()[0 if what == "device" else 1]
         if name.endswith(".hpf"):
@@ -141,43 +146,39 @@ class MachineCatalog:
         if near is not None and not near.startswith(STDLIB_PREFIX):
             local = self._declared(Path(near))[0 if what == "device" else 1]
             if name in local:
-                return local[name], near
+                return local[name]
         hit = shipped.get(normal(name)) or shipped.get(name)
         if hit is None:
             raise UnknownMachineError(unknown_message(name, what, shipped, ALIASES))
         return hit
 
-    def _from_file(self, path: str, what: str) -> tuple[DeviceIR | ClusterIR, str]:
+    def _from_file(self, path: str, what: str) -> tuple[Any, str]:
         table = self._declared(Path(path))[0 if what == "device" else 1]
         if len(table) != 1:
             raise UnknownMachineError(f"{path} declares {len(table)} {what}s, expected exactly one "
                                       f"({', '.join(sorted(table)) or 'none'})")
         return next(iter(table.values()))
 
-    def _declared(self, path: Path) -> tuple[dict[str, tuple[DeviceIR, str]], dict[str, tuple[ClusterIR, str]]]:
-        """Compile `path` beside the shipped devices; return what it declares by name."""
+    def _declared(self, path: Path) -> tuple[Table, Table]:
+        """Compile `path` beside the shipped devices (a cluster may name one); return what `path` declares."""
         from hpdsl.api import compile_paths  # the compiler loads lazily: `import hpdsl.cost` stays light
 
         if not path.is_file():
             raise UnknownMachineError(f"cannot read {path}: no such file")
-        shipped = shipped_files()
-        registry = compile_paths([path, *(p for p in shipped if p.resolve() != path.resolve())], stdlib=False)
-        mine = {ir.name for ir in self._devices_in(registry.devices.values(), path)}
-        clusters = {ir.name for ir in self._devices_in(registry.clusters.values(), path)}
-        return ({n: (registry.devices[n], str(path)) for n in mine},
-                {n: (registry.clusters[n], str(path)) for n in clusters})
+        target = path.resolve()
+        others = [p for p in shipped_files() if p.resolve() != target]
+        registry = compile_paths([path, *others], stdlib=False)
 
-    @staticmethod
-    def _devices_in(values: object, path: Path) -> list[DeviceIR | ClusterIR]:
-        shipped = {str(p) for p in shipped_files()} | {p.name for p in shipped_files()}
-        out = []
-        for ir in values:  # type: ignore[attr-defined]
-            file = ir.source.file if ir.source is not None else ""
-            if file not in shipped and Path(file).name == path.name:
-                out.append(ir)
-        return out
+        # Names are global across the files compiled together, so what the other shipped files
+        # declare is all that is not `path`'s.
+        elsewhere = {f"{STDLIB_PREFIX}/devices/{p.name}" for p in others}
+        devices, clusters = self._shipped()
+        return ({n: (d, str(path)) for n, d in registry.devices.items()
+                 if devices.get(n, (None, ""))[1] not in elsewhere},
+                {n: (c, str(path)) for n, c in registry.clusters.items()
+                 if clusters.get(n, (None, ""))[1] not in elsewhere})
 
-    def _shipped(self) -> tuple[dict[str, tuple[DeviceIR, str]], dict[str, tuple[ClusterIR, str]]]:
+    def _shipped(self) -> tuple[Table, Table]:
         if self._devices is None or self._clusters is None:
             from hpdsl.api import compile_paths
 
