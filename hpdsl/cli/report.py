@@ -76,6 +76,8 @@ SEARCH_FLAGS: tuple[tuple[str, str, type, str], ...] = (
                             "SwiGLU), hf-sdpa (transformers' modules, SDPA on a GPU), hf-eager or "
                             "hf-sdpa-cpu (SDPA's CPU kernels)"),
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
+    ("--mfu", "mfu", float, "fraction of peak FLOP/s reached (default 0.4); 0: the device's matmul curve, "
+                            "memory bandwidth and links price every op"),
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
 """`hpdsl search` flags: (flag, search_command keyword, type, help)."""

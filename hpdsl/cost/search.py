@@ -229,7 +229,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
            progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
            impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False,
-           _exhaustive: bool = False) -> SearchResult:
+           mfu: float | None = None, _exhaustive: bool = False) -> SearchResult:
     """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier).
 
     Candidates whose lower bounds cannot beat the answer are skipped unpriced
@@ -237,6 +237,8 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     """
     start = time.perf_counter()
     base = (base or Strategy()).with_(device=device)
+    if mfu is not None:  # 0: the device time model (hpdsl/cost/time/)
+        base = base.with_(mfu=mfu)
     base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
                       impl=impl or base.impl,
                       softmax_bytes=base.softmax_bytes if softmax_bytes is None else softmax_bytes)
