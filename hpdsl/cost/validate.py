@@ -292,7 +292,7 @@ def _static_rules() -> Iterator[Rule]:
     yield Rule(lambda g, _s: g.device_id < 0, lambda s, _sh: unknown_device_reason(s.device)
                or f"unknown device '{s.device}'")
     yield Rule(lambda g, _s: xp.logical_not((g.mfu == 0) | ((g.mfu >= MIN_MFU) & (g.mfu <= 1))),
-               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], or 0 for the device's efficiencies, got {s.mfu}")
+               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu} (or 0: the device's efficiencies)")
     yield Rule(lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
     yield Rule(lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),

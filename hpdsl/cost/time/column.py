@@ -39,7 +39,7 @@ def uses_device_model(x: Ctx) -> bool:
 
 
 def column_width(column: Column, columns: ModelColumns) -> tuple[float, float]:
-    """Return (width split over tp, head_dim) of a column's representative matmuls: the feed-forward or the vocabulary."""
+    """Return (width split over tp, head_dim) of a column's representative matmuls (feed-forward or vocabulary)."""
     model = columns.cost_model.model
     if column.role in ("embedding", "output"):
         return float(model.vocab), float(model.hidden // max(model.heads, 1))
