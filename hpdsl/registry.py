@@ -23,7 +23,7 @@ import attrs
 from hpdsl.diagnostics.diagnostic import Diagnostic
 from hpdsl.errors import LoadError, UnknownNameError
 from hpdsl.files import read_text, reason
-from hpdsl.ir.nodes import FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
+from hpdsl.ir.nodes import ClusterIR, DeviceIR, FamilyIR, ModelIR, OpInfo, ProfileIR, RegistryIR
 
 _T = TypeVar("_T")
 
@@ -70,6 +70,16 @@ class Registry:
     def models(self) -> Mapping[str, ModelIR]:
         """Return every model by name (read-only)."""
         return MappingProxyType(self.ir.models)
+
+    @property
+    def devices(self) -> Mapping[str, DeviceIR]:
+        """Return every device by name (read-only)."""
+        return MappingProxyType(self.ir.devices)
+
+    @property
+    def clusters(self) -> Mapping[str, ClusterIR]:
+        """Return every cluster by name (read-only)."""
+        return MappingProxyType(self.ir.clusters)
 
     def profile(self, name: str) -> ProfileIR:
         """Return the profile `name`; raise UnknownNameError naming the closest ones."""

@@ -29,6 +29,8 @@ class Scope:
     profiles: dict[str, ast.Profile]
     families: dict[str, ast.Family]
     models: dict[str, ast.Model]
+    devices: dict[str, ast.Device] = attrs.field(factory=dict)
+    clusters: dict[str, ast.Cluster] = attrs.field(factory=dict)
     # Every profile asks for the top-level bindings: found once here, not once per profile
     # (a scan of every file's declarations each time made checking quadratic in profiles).
     top_slots: tuple[ast.SlotsBlock, ...] = attrs.field(init=False, eq=False, repr=False)

@@ -20,9 +20,12 @@ def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
     profiles: dict[str, ast.Profile] = {}
     families: dict[str, ast.Family] = {}
     models: dict[str, ast.Model] = {}
-    tables: dict[type, dict[str, Any]] = {ast.Profile: profiles, ast.Family: families, ast.Model: models}
+    devices: dict[str, ast.Device] = {}
+    clusters: dict[str, ast.Cluster] = {}
+    tables: dict[type, dict[str, Any]] = {ast.Profile: profiles, ast.Family: families, ast.Model: models,
+                                          ast.Device: devices, ast.Cluster: clusters}
     codes = {ast.Profile: "duplicate-profile", ast.Family: "duplicate-family",
-             ast.Model: "duplicate-model"}
+             ast.Model: "duplicate-model", ast.Device: "duplicate-device", ast.Cluster: "duplicate-cluster"}
     for file in files:
         for item in file.items:
             if isinstance(item, ast.Vocabulary):
@@ -34,7 +37,7 @@ def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
                                     hint="remove this one, or compile with --no-stdlib to replace "
                                          "the standard vocabulary",
                                     notes=(Note(vocabulary.span, "the first vocabulary"),))
-            elif isinstance(item, (ast.Profile, ast.Family, ast.Model)):
+            elif isinstance(item, (ast.Profile, ast.Family, ast.Model, ast.Device, ast.Cluster)):
                 table = tables[type(item)]
                 name = item.name.value
                 if name in table:
@@ -49,7 +52,7 @@ def build_scope(files: Sequence[ast.File], collector: Collector) -> Scope:
     if vocabulary is not None:
         report_duplicates(((op.name.value, op.name) for op in vocabulary.ops), collector,
                           "duplicate-op", "op")
-    return Scope(tuple(files), vocabulary, profiles, families, models)
+    return Scope(tuple(files), vocabulary, profiles, families, models, devices, clusters)
 
 
 def report_duplicates(named: Iterable[tuple[str, ast.Name]], collector: Collector, code: str,

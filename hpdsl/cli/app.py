@@ -50,6 +50,7 @@ COMMANDS: dict[str, str] = {
     "train": "hpdsl.cli.train:train_command",
     "diff": "hpdsl.cli.diff:diff_command",
     "lsp": "hpdsl.cli.lsp:lsp_command",
+    "calibrate": "hpdsl.cli.calibrate:calibrate_command",
 }
 
 # Command name -> its one-line help, so `hpdsl --help` lists the commands without importing
@@ -66,6 +67,7 @@ SUMMARIES: dict[str, str] = {
     "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
     "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion, quick fixes.",
     "train": "Train a strategy K steps on N CPU processes; print the losses and measured bytes beside the estimate.",
+    "calibrate": "Measure this machine (matmuls, memory, a gloo all-reduce) and write a device .hpf.",
 }
 
 

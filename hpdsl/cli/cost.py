@@ -13,8 +13,8 @@ from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.budgets import budget_options, enforce, enforce_search, estimate_measured, pop_budgets
 from hpdsl.cli.json_output import without_timings
 from hpdsl.cli.models import load_cost_model
-from hpdsl.cli.options import (ESTIMATE_FLAGS, SEARCH_FLAGS, flag_options, model_option, no_stdlib_option,
-                               set_option, spec_paths)
+from hpdsl.cli.options import (ESTIMATE_FLAGS, SEARCH_FLAGS, cluster_option, flag_options, model_option,
+                               no_stdlib_option, set_option, spec_paths)
 from hpdsl.errors import InputError
 
 if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices something
@@ -23,11 +23,25 @@ if TYPE_CHECKING:  # the estimator needs numpy: imported when a command prices s
     from hpdsl.cost.search import SearchResult
 
 
+def with_cluster(flags: dict[str, Any]) -> dict[str, Any]:
+    """Return `flags` with --cluster folded into the device key (hpdsl/cost/facts/machines.py); fail on an unknown one."""
+    from hpdsl.cost.facts.devices import get_machine
+    from hpdsl.cost.facts.machines import machine_key
+
+    cluster = flags.pop("cluster", None)
+    if cluster is None:
+        return flags
+    key = machine_key(flags.get("device"), cluster)
+    get_machine(key)  # a usage error naming the choices, before any pricing
+    return {**flags, "device": key}
+
+
 @click.command("estimate")
 @spec_paths
 @model_option
 @no_stdlib_option
 @flag_options(ESTIMATE_FLAGS)
+@cluster_option
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
@@ -68,6 +82,7 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @model_option
 @no_stdlib_option
 @flag_options(SEARCH_FLAGS, required=("devices",))
+@cluster_option
 @set_option
 @click.option("--run", "run_best", is_flag=True,
               help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
@@ -137,7 +152,7 @@ def estimate_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> Esti
     from hpdsl.cli.report import strategy_or_reasons
     from hpdsl.cost import estimate
 
-    return estimate(cost_model, strategy_or_reasons(flags, cost_model))
+    return estimate(cost_model, strategy_or_reasons(with_cluster(dict(flags)), cost_model))
 
 
 def search_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> SearchResult:
@@ -152,6 +167,7 @@ def search_inputs(flags: Mapping[str, Any]) -> tuple[int, float | None, dict[str
     """Return the device count, memory per device (bytes; None: the device's) and search keywords of the flags."""
     from hpdsl.cli.report import GIB, parse_ints, require_search_flags
 
+    flags = with_cluster(dict(flags))
     options = {k: v for k, v in flags.items() if v is not None}
     devices, memory_gib = options.pop("devices"), options.pop("memory_gib", None)
     for key, flag in (("micro_batches", "--micro-batches"), ("vpp", "--vpp")):

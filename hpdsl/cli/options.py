@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import attrs
 import click
 
-from hpdsl.model.strategy import DEVICE_NAMES, flag_fields
+from hpdsl.model.strategy import CLUSTER_HELP, DEVICE_ALIASES, DEVICE_NAMES, flag_fields
 
 FlagTable = tuple[tuple[str, str, Any, str], ...]
 """Rows of (flag, keyword, type or click.Choice, help)."""
@@ -26,7 +26,41 @@ _CHOICES = ("recompute", "zero")
 """Fields whose flag lists its values in --help and completion (a wrong one is a usage error, exit 2);
 the other named fields are checked with the rest of the strategy, so every reason is said at once."""
 
-DEVICES = click.Choice(DEVICE_NAMES, case_sensitive=False)
+
+
+class DeviceType(click.ParamType):
+    """A shipped device's name (case-insensitive; listed in --help, completed, named on error) or a .hpf file."""
+
+    name = "device"
+
+    def __init__(self, names: tuple[str, ...], aliases: tuple[str, ...] = ()) -> None:
+        self.choices = names
+        self.aliases = aliases
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        """Return the choices as --help shows them: `[a|b|...|FILE.hpf]`."""
+        return "[" + "|".join((*self.choices, *self.aliases)) + "|FILE.hpf]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Return a shipped name in lower case, or a path ending in .hpf as given; fail listing the choices."""
+        if not isinstance(value, str):
+            return value
+        if value.lower() in (*self.choices, *self.aliases):
+            return value.lower()
+        if value.endswith(".hpf") or "@" in value or Path(value).is_file():  # the catalog reads a file or key
+            return value
+        listed = ", ".join(repr(name) for name in (*self.choices, *self.aliases))
+        self.fail(f"{value!r} is not one of {listed}, nor a .hpf file declaring a device", param, ctx)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        """Return the shipped names starting with `incomplete` (a path when none does)."""
+        from click.shell_completion import CompletionItem
+
+        names = [n for n in (*self.choices, *self.aliases) if n.startswith(incomplete.lower())]
+        return [CompletionItem(n) for n in names] or [CompletionItem(incomplete, type="file")]
+
+
+DEVICES = DeviceType(DEVICE_NAMES, DEVICE_ALIASES)
 
 
 def strategy_flag(field: attrs.Attribute) -> tuple[str, str, Any, str]:
@@ -58,10 +92,14 @@ SEARCH_FLAGS: FlagTable = (
     _BY_NAME["optimizer"],
     _BY_NAME["impl"],
     ("--softmax-bytes", "softmax_bytes", int, "bytes per saved softmax element without flash (default 2)"),
+    _BY_NAME["mfu"],
     ("--pareto/--no-pareto", "pareto", bool, "print the memory/step-time frontier instead of the fastest"),
 )
 """`hpdsl search` flags: (flag, search_command keyword, type, help)."""
 
+
+cluster_option = click.option("--cluster", "cluster", default=None, help=CLUSTER_HELP)
+"""`--cluster`: the device's cluster, folded into the strategy's machine key (hpdsl/cli/cost.py's with_cluster)."""
 
 set_option = click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE",
                           help="Override a model field (block fields by name: --set experts=4); repeatable.")

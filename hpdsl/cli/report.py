@@ -30,6 +30,18 @@ GIB = 1024**3
 # --------------------------------------------------------------------------
 
 
+def machine_line(device: str) -> str:
+    """Return the line naming the device and cluster an estimate assumed, and the files they came from."""
+    from hpdsl.cost.facts.devices import get_machine
+
+    m = get_machine(device).describe()
+    line = f"machine: device {m['device']} ({m['device_file']})"
+    if m["cluster"] is not None:
+        line += f" in cluster {m['cluster']} ({m['cluster_file']})"
+    intra, inter = get_machine(device).link_bandwidth("node"), get_machine(device).link_bandwidth("network")
+    return line + f"; {m['devices_per_node']} per node, {_si(intra, 'B/s')} within a node, {_si(inter, 'B/s')} across"
+
+
 def strategy_from_flags(flags: Mapping[str, Any]) -> Strategy:
     """Return the Strategy the flags state (None values keep the defaults)."""
     from hpdsl.cost.feasibility.problems import InvalidStrategyError
@@ -165,12 +177,16 @@ def render_estimate(e: Estimate) -> str:
         f"{e.model} on {s.devices} x {s.device}: {describe_strategy(s)}; seq {s.seq_len}, "
         f"batch {s.batch} sequences",
         describe_assumptions(e),
+        machine_line(s.device),
         f"parameters {e.params.total:,} ({e.params.total / 1e9:,.2f} B), active {e.params.active:,}",
         f"FLOPs per step executed {_si(e.flops.total, 'FLOP')} (forward {_si(e.flops.forward)}, backward "
         f"{_si(e.flops.backward)}, recompute {_si(e.flops.recompute)}); busiest device "
         f"{_si(e.flops.per_device, 'FLOP')}; model (MFU convention) {_si(e.flops.model_total, 'FLOP')}",
         f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s, MFU {e.mfu:.1%} of peak "
-        f"(assumed {s.mfu} of peak on the executed FLOPs)",
+        + (f"(assumed {s.mfu} of peak on the executed FLOPs)" if s.mfu else
+           "(the device time model: its matmul curve, memory bandwidth and links)"),
+        "where the step goes: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:,.3f} s"
+                                           for name, seconds in e.breakdown.items() if seconds),
         "traffic per step on the busiest device: "
         + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
     ]
@@ -203,7 +219,7 @@ def render_search(r: SearchResult) -> str:
         head += ("\nskipped: neither checked nor priced, their lower bounds on step time and memory "
                  "could not beat the answer (the same as pricing every candidate)")
     if r.top:
-        head += "\n" + describe_assumptions(r.top[0])
+        head += "\n" + describe_assumptions(r.top[0]) + "\n" + machine_line(r.top[0].strategy.device)
     if r.pareto:
         head += "\nthe memory/step-time frontier: each row is faster than every row with less peak memory"
     table = Table()

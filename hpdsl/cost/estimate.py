@@ -12,12 +12,14 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.devices import get_device, get_machine
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.feasibility.reasons import require_valid
+from hpdsl.cost.formulas.breakdown import step_breakdown
 from hpdsl.cost.formulas.comm import AXES
+from hpdsl.cost.formulas.context import scalar_context
 from hpdsl.cost.price.grid import price_grid
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.scalar import OnePrice, one_of, price_one
@@ -94,6 +96,7 @@ class Estimate:
     step_time_s: float
     tokens_per_step: int
     widths: StaticWidths = StaticWidths(2, 4, 4, 0, 2, 4)
+    breakdown: dict[str, float] = attrs.field(factory=dict)  # where the step's time goes (cost/formulas/breakdown.py)
 
     def assumptions(self) -> dict[str, Any]:
         """Return what the estimate assumed about precision and optimizer, bytes per parameter included."""
@@ -123,6 +126,7 @@ class Estimate:
             "model": self.model,
             "strategy": attrs.asdict(self.strategy),
             "assumed": self.assumptions(),
+            "machine": get_machine(self.strategy.device).describe(),
             "params": self.params.to_json(),
             "flops": {"forward": self.flops.forward, "backward": self.flops.backward,
                       "recompute": self.flops.recompute, "total": self.flops.total,
@@ -133,6 +137,7 @@ class Estimate:
                        "capacity_bytes": self.memory.capacity_bytes, "fits": self.memory.fits},
             "communication": dict(self.communication),
             "step_time_s": self.step_time_s,
+            "time_breakdown": dict(self.breakdown),
             "tokens_per_s": self.tokens_per_s,
         }
 
@@ -197,4 +202,6 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         memory=MemoryReport(stages, price.peak_bytes, price.peak_stage, get_device(strategy.device).memory_bytes),
         communication=price.communication, step_time_s=price.step_time_s,
         tokens_per_step=strategy.batch * strategy.seq_len,
-        widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes))
+        widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes),
+        breakdown=step_breakdown(scalar_context(strategy, run), price.step_time_s, rows["time"],
+                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))]))

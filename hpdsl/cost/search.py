@@ -49,11 +49,12 @@ class SearchResult:
 
     def to_json(self) -> dict[str, object]:
         """Return the result as `hpdsl search --json` prints it (the parameters once, not per entry)."""
-        top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model")} for e in self.top]
+        top = [{k: v for k, v in e.to_json().items() if k not in ("params", "model", "machine")} for e in self.top]
         for row, count in zip(top, self.stands_for):
             row["stands_for"] = count
         params = self.top[0].params.to_json() if self.top else None
-        return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes,
+        machine = self.top[0].to_json()["machine"] if self.top else None
+        return {"model": self.model, "devices": self.devices, "memory_bytes": self.memory_bytes, "machine": machine,
                 "enumerated": self.enumerated, "skipped": self.skipped, "valid": self.valid, "fitting": self.fitting,
                 "seconds": self.seconds, "pareto": self.pareto, "params": params, "top": top}
 
@@ -64,7 +65,7 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
            vpp: Sequence[int] = (1,), base: Strategy | None = None,
            progress: bool | None = None, precision: str | None = None, optimizer: str | None = None,
            impl: str | None = None, softmax_bytes: int | None = None, pareto: bool = False,
-           _exhaustive: bool = False) -> SearchResult:
+           mfu: float | None = None, _exhaustive: bool = False) -> SearchResult:
     """Return the `top` fastest valid strategies for `devices` that fit `memory_bytes` each (or the frontier).
 
     Candidates whose lower bounds cannot beat the answer are skipped unpriced
@@ -72,6 +73,8 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     """
     start = time.perf_counter()
     base = (base or Strategy()).with_(device=device)
+    if mfu is not None:  # 0: the device time model (hpdsl/cost/formulas/device_time.py)
+        base = base.with_(mfu=mfu)
     base = base.with_(precision=precision or base.precision, optimizer=optimizer or base.optimizer,
                       impl=impl or base.impl,
                       softmax_bytes=base.softmax_bytes if softmax_bytes is None else softmax_bytes)

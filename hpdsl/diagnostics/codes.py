@@ -130,6 +130,16 @@ CODES: dict[str, str] = {
     "value-heads-not-divisible": "linear attention's value heads are not a multiple of its key heads",
     "mla-qk-norm": "a model with an mla block states qk_norm, which MLA has no place for",
     "encoder-decoder-stack": "an encoder-decoder has layers neither tower holds (other kinds, MTP)",
+    # --- devices and clusters ---------------------------------------------
+    "duplicate-device": "two devices share a name",
+    "duplicate-cluster": "two clusters share a name",
+    "unknown-machine-key": "a device, cluster or tier sets a key it does not have (hpdsl/model/machine.py)",
+    "missing-machine-key": "a device, cluster or tier leaves out a key it must state",
+    "duplicate-machine-key": "a device, cluster or tier sets a key twice",
+    "bad-machine-value": "a device, cluster or tier value has the wrong type or is out of range",
+    "bad-curve": "an efficiency curve is unknown, repeated, empty, or its sizes do not rise",
+    "bad-tier": "a cluster's tiers: none within a node, or two at one scope",
+    "unknown-device": "a cluster names a device that is not in scope",
 }
 
 

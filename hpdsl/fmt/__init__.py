@@ -113,6 +113,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
                                                           else f"= {format_literal(n.value)}"),
     ast.HfDerive: lambda n: f"derive {n.field.value} = {format_dim(n.value)}",
     ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value,
+    ast.Setting: lambda n: f"{n.key.value} = {format_literal(n.value)}",
 }
 
 
@@ -127,7 +128,8 @@ class _Layout:
             ast.Model: self._model, ast.Block: self._model_block,
             ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.Variant: self._variant,
             ast.SlotsBlock: self._slots, ast.ImportRules: self._import_rules, ast.HfRead: self._read,
-            ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern,
+            ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern, ast.Device: self._machine,
+            ast.Cluster: self._machine, ast.Curve: self._curve, ast.Tier: self._tier,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -224,6 +226,18 @@ class _Layout:
         keyword = "profile" if isinstance(node, ast.Profile) else "family"
         return self._block(f"{keyword} {node.name.value}", node, _end(node.name.span),
                            node.items, depth)
+
+    def _machine(self, node: ast.Device | ast.Cluster, depth: int) -> list[_Unit]:
+        keyword = "device" if isinstance(node, ast.Device) else "cluster"
+        return self._block(f"{keyword} {node.name.value}", node, _end(node.name.span), node.items, depth)
+
+    def _curve(self, node: ast.Curve, depth: int) -> list[_Unit]:
+        entries = [(f"{format_literal(p.size)} {format_literal(p.efficiency)}", p.span) for p in node.points]
+        return self._inline(f"curve {node.name.value}", node.span, _end(node.name.span), entries, depth)
+
+    def _tier(self, node: ast.Tier, depth: int) -> list[_Unit]:
+        entries = [(f"{s.key.value} = {format_literal(s.value)}", s.span) for s in node.settings]
+        return self._inline(f"tier {node.name.value}", node.span, _end(node.name.span), entries, depth)
 
     def _kind(self, node: ast.Kind, depth: int) -> list[_Unit]:
         header = f"kind {node.name.value}"

@@ -30,12 +30,26 @@ def format_literal(literal: ast.Literal) -> str:
     return str(int(literal.value))
 
 
+def _scientific(value: float) -> str:
+    """Return the shortest `M.De±X` text that reads back as `value` (no zeros padding the exponent)."""
+    for digits in range(1, 18):
+        text = f"{value:.{digits}e}"
+        if float(text) == value:
+            break
+    mantissa, _, exponent = text.partition("e")
+    mantissa = mantissa.rstrip("0")
+    # The exponent signed, as repr writes it from 1e16 on: 3.35e+12.
+    return (mantissa + "0" if mantissa.endswith(".") else mantissa) + f"e{int(exponent):+d}"
+
+
 def _float(value: float) -> str:
     if math.isnan(value):
         raise ValueError("NaN has no .hpf literal")
     if math.isinf(value):
         # Overflows back to infinity when read: the grammar has no `inf`.
         return "1.0e999" if value > 0 else "-1.0e999"
+    if abs(value) >= 1e9:  # bandwidths and FLOP/s read as 3.35e+12, not 3350000000000.0
+        return _scientific(value)
     # The grammar's FLOAT needs digits on both sides of the dot: 1e-05 -> 1.0e-05.
     mantissa, sep, exponent = repr(value).partition("e")
     if "." not in mantissa:

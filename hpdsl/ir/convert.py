@@ -38,7 +38,8 @@ T = TypeVar("T")
 _PRIMITIVES: dict[type, str] = {
     bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "null",
 }
-_REGISTRY_TABLES = ("profiles", "families", "models")
+_REGISTRY_TABLES = ("profiles", "families", "models", "devices", "clusters")
+_OPTIONAL_TABLES = ("devices", "clusters")
 
 
 # --------------------------------------------------------------------------
@@ -201,14 +202,18 @@ def _attrs_hook(cls: type, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
 
 
 def _registry_unstructure_hook(conv: cattrs.Converter) -> Callable[[RegistryIR], dict[str, Any]]:
-    # The three tables are always written, even when empty, and sorted by name so
-    # a registry built by hand (Registry.with_*) serialises like a compiled one.
+    # The three first tables are always written, even when empty, and sorted by name so
+    # a registry built by hand (Registry.with_*) serialises like a compiled one; devices
+    # and clusters only when some are declared (a registry without them reads as before).
     base = make_dict_unstructure_fn(RegistryIR, conv, _cattrs_omit_if_default=False)
 
     def hook(registry: RegistryIR) -> dict[str, Any]:
         data = base(registry)
         for table in _REGISTRY_TABLES:
-            data[table] = dict(sorted(data[table].items()))
+            if table in _OPTIONAL_TABLES and not data[table]:
+                del data[table]
+            else:
+                data[table] = dict(sorted(data[table].items()))
         return data
     return hook
 

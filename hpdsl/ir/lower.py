@@ -16,6 +16,7 @@ import attrs
 
 from hpdsl.diagnostics import Source
 from hpdsl.ir.lower_families import lower_family
+from hpdsl.ir.lower_machines import lower_cluster, lower_device
 from hpdsl.ir.lower_models import lower_model
 from hpdsl.ir.lower_profiles import lower_profile, lower_vocabulary
 from hpdsl.ir.nodes import SCHEMA_VERSION, FamilyIR, ModelIR, ProfileIR, RegistryIR, SourceRef
@@ -52,6 +53,8 @@ def lower_registry(scope: Scope, sources: Iterable[Source],
                   for name in sorted(scope.families)},
         models={name: lowered.models.get(name) or lower_model(scope.models[name], scope)
                 for name in sorted(scope.models)},
+        devices={name: lower_device(scope.devices[name]) for name in sorted(scope.devices)},
+        clusters={name: lower_cluster(scope.clusters[name]) for name in sorted(scope.clusters)},
     )
     return _renamed(registry, names) if names else registry
 

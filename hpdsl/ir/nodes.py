@@ -329,6 +329,59 @@ def block_stated(model: ModelIR, block: str) -> bool:
 
 
 # --------------------------------------------------------------------------
+# Devices and clusters (keys: hpdsl/model/machine.py)
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CurvePointIR:
+    """One point of an efficiency curve: at `size`, the share `efficiency` of peak."""
+
+    size: float
+    efficiency: float
+
+
+@attrs.frozen
+class DeviceIR:
+    """One accelerator: memory, dense peaks per dtype, bandwidths, efficiencies and links."""
+
+    name: str
+    memory_bytes: int
+    memory_bandwidth: float
+    memory_efficiency: float
+    peak_flops: dict[str, float]
+    matmul: tuple[CurvePointIR, ...]
+    intra_node_bandwidth: float
+    inter_node_bandwidth: float
+    devices_per_node: int = 8
+    source_text: str = ""
+    source: SourceRef | None = None
+
+
+@attrs.frozen
+class TierIR:
+    """One network level of a cluster: where it sits, bandwidth per direction, latency, efficiencies."""
+
+    name: str
+    scope: str
+    bandwidth: float
+    latency: float
+    efficiency: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ClusterIR:
+    """Nodes of one device: how many per node, and the tiers within and across nodes."""
+
+    name: str
+    device: str
+    devices_per_node: int
+    tiers: tuple[TierIR, ...]
+    source_text: str = ""
+    source: SourceRef | None = None
+
+
+# --------------------------------------------------------------------------
 # The whole compiled unit
 # --------------------------------------------------------------------------
 
@@ -343,3 +396,5 @@ class RegistryIR:
     profiles: dict[str, ProfileIR] = attrs.field(factory=dict)
     families: dict[str, FamilyIR] = attrs.field(factory=dict)
     models: dict[str, ModelIR] = attrs.field(factory=dict)
+    devices: dict[str, DeviceIR] = attrs.field(factory=dict)
+    clusters: dict[str, ClusterIR] = attrs.field(factory=dict)

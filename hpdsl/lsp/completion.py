@@ -23,7 +23,7 @@ from hpdsl.model.axes import CONDITION_AXES
 from hpdsl.model.fields import BLOCKS, FIELDS, block_fields
 from hpdsl.model.slots import SLOTS
 
-TOP_LEVEL = ("import", "vocabulary", "slots", "profile", "family", "model")
+TOP_LEVEL = ("import", "vocabulary", "slots", "profile", "family", "model", "device", "cluster")
 PROFILE_ITEMS = ("kind", "default", "run", "model", "facts", "model_types", "slots")
 KIND_ITEMS = ("ops", "attention", "ffn", "slots")
 FAMILY_ITEMS = ("factory", "parallel", "selector", "require", "variant", "layout")

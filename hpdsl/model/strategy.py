@@ -50,10 +50,18 @@ Impl = Literal["fused", "hf-sdpa", "hf-eager"]
 
 PARTS = ("degree", "batch", "recipe")
 """What a strategy is composed of: the parallel degrees, the batch, the recipe."""
-DEVICE_NAMES = ("h100", "h200", "a100", "mi300x", "ascend910b")
-"""The shipped devices' names (tests/cli/test_ci_choices.py holds them equal to hpdsl/cost/facts/devices.py)."""
+DEVICE_NAMES = ("a100_80gb", "ascend910b", "b200", "cpu", "h100_sxm", "h200", "mi300x")
+"""The shipped devices' names, as devices/*.hpf declares them (tests/cli/test_ci_choices.py holds them
+equal to the compiled catalog, hpdsl/cost/facts/machines.py)."""
 
-DEVICE_NAMES_HELP = "h100, h200, a100, mi300x or ascend910b"
+DEVICE_ALIASES = ("a100", "h100")
+"""Short names `--device` lists beside DEVICE_NAMES (hpdsl/cost/facts/machines.py's ALIASES resolves them)."""
+
+DEVICE_NAMES_HELP = ("a shipped device (a100_80gb, ascend910b, b200, cpu, h100_sxm, h200, mi300x; a100 and h100 "
+                     "for short) or a .hpf file declaring one")
+CLUSTER_HELP = "a shipped cluster (dgx_a100, dgx_h100) or a .hpf file declaring one: its tiers price communication"
+MFU_HELP = ("fraction of peak FLOP/s reached (default 0.4); 0: the device's matmul curve, memory bandwidth and "
+            "links price every op (docs/cost-model.md)")
 IMPL_HELP = ("what saves the activations: fused (default: flash attention, fused norms and SwiGLU), hf-sdpa "
              "(transformers' modules, SDPA on a GPU), hf-eager or hf-sdpa-cpu (SDPA's CPU kernels)")
 
@@ -112,7 +120,7 @@ class Strategy:
     impl: str = _field("fused", "recipe", "choice", flag="--impl", choices=IMPLS, help=IMPL_HELP)
     device: str = _field("h100", "recipe", "device", flag="--device", column="device_id", help=DEVICE_NAMES_HELP)
     mfu: float = _field(0.4, "recipe", "float", flag="--mfu",  # fraction of peak FLOP/s on the executed FLOPs
-                        help="fraction of peak FLOP/s reached (default 0.4)")
+                        help=MFU_HELP)
     num_devices: int | None = _field(None, "degree", flag="--devices",  # the job's device count, when stated
                                      help="the job's device count (checked against dp·tp·pp·cp)")
 

@@ -71,6 +71,12 @@ class _Parser(ImportRuleRules):
             return ast.Family(name, self.braced(self.family_item), span=self.span(start, self.i - 1))
         if word == "model":
             return self.model(start)
+        if word == "device":
+            name = self.name()
+            return ast.Device(name, self.braced(self.device_item), span=self.span(start, self.i - 1))
+        if word == "cluster":
+            name = self.name()
+            return ast.Cluster(name, self.braced(self.cluster_item), span=self.span(start, self.i - 1))
         raise Defer
 
     def braced(self, item: Any) -> tuple[Any, ...]:
@@ -98,6 +104,41 @@ class _Parser(ImportRuleRules):
         start = self.i
         slot = self.name()
         return ast.SlotBinding(slot, self.name(), span=self.span(start, self.i - 1))
+
+    # --- devices and clusters ---------------------------------------------
+
+    def device_item(self) -> ast.DeviceItem:
+        """_device_item: setting | curve"""
+        start = self.i
+        if self.word() != "curve":
+            return self.setting()
+        self.i += 1
+        name = self.name()
+        points = self.braced(self.curve_point)
+        return ast.Curve(name, points, span=self.span(start, self.i - 1))
+
+    def curve_point(self) -> ast.CurvePoint:
+        """curve_point: number number (INT or FLOAT each)"""
+        start = self.i
+        size = self.number()
+        efficiency = self.number()
+        return ast.CurvePoint(size, efficiency, span=self.span(start, self.i - 1))
+
+    def number(self) -> ast.Literal:
+        """number: INT | FLOAT"""
+        if self.kinds[self.i] not in ("i", "f"):
+            raise Defer
+        return self.literal()
+
+    def cluster_item(self) -> ast.ClusterItem:
+        """_cluster_item: setting | tier"""
+        start = self.i
+        if self.word() != "tier":
+            return self.setting()
+        self.i += 1
+        name = self.name()
+        settings = self.braced(self.setting)
+        return ast.Tier(name, settings, span=self.span(start, self.i - 1))
 
     # --- profiles --------------------------------------------------------
 

@@ -95,9 +95,10 @@ _CONSTRUCTS = {
     "SELECTOR": "selector", "VARIANT": "variant", "REQUIRE": "a require condition",
     "WHEN": "the when condition", "ACCEPTS": "the accepts list", "IMPORT": "an import",
     "FACTORY": "the factory", "MODEL_TYPES": "model_types", "LAYOUT": "the layout block",
-    "PARAMS": "the params list", "SLOTS": "the slots block",
+    "PARAMS": "the params list", "SLOTS": "the slots block", "DEVICE": "device", "CLUSTER": "cluster",
+    "CURVE": "curve", "TIER": "tier",
 }
-_NAMED = {"PROFILE", "FAMILY", "MODEL", "KIND", "SELECTOR", "VARIANT"}
+_NAMED = {"PROFILE", "FAMILY", "MODEL", "KIND", "SELECTOR", "VARIANT", "DEVICE", "CLUSTER", "CURVE", "TIER"}
 _OPENERS = {"_LBRACE": "}", "_LSQB": "]", "_LPAR": ")"}
 _TRAILING_WS = re.compile(r"[ \t\f\r\n]*\Z")
 

@@ -72,6 +72,28 @@ class ToAst(Transformer):
         slot, family = children
         return ast.SlotBinding(self._name(slot), self._name(family), span=self._span(meta))
 
+    # --- devices and clusters ---------------------------------------------
+
+    def device(self, meta: Meta, children: list[Any]) -> ast.Device:
+        name, *items = children
+        return ast.Device(self._name(name), tuple(items), span=self._span(meta))
+
+    def curve(self, meta: Meta, children: list[Any]) -> ast.Curve:
+        name, *points = children
+        return ast.Curve(self._name(name), tuple(points), span=self._span(meta))
+
+    def curve_point(self, meta: Meta, children: list[ast.Literal]) -> ast.CurvePoint:
+        size, efficiency = children
+        return ast.CurvePoint(size, efficiency, span=self._span(meta))
+
+    def cluster(self, meta: Meta, children: list[Any]) -> ast.Cluster:
+        name, *items = children
+        return ast.Cluster(self._name(name), tuple(items), span=self._span(meta))
+
+    def tier(self, meta: Meta, children: list[Any]) -> ast.Tier:
+        name, *settings = children
+        return ast.Tier(self._name(name), tuple(settings), span=self._span(meta))
+
     # --- literals --------------------------------------------------------
 
     def int_literal(self, meta: Meta, children: list[Token]) -> ast.Literal:

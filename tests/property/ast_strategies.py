@@ -176,8 +176,18 @@ profile_items = profile_items | import_rules
 profiles = st.builds(ast.Profile, names, _tuples(profile_items))
 
 # --------------------------------------------------------------------------
+# Devices and clusters
+# --------------------------------------------------------------------------
+
+numbers = int_literals | float_literals
+curves = st.builds(ast.Curve, names, _tuples(st.builds(ast.CurvePoint, numbers, numbers), max_size=6))
+devices = st.builds(ast.Device, names, _tuples(settings | curves, max_size=6))
+tiers = st.builds(ast.Tier, names, _tuples(settings, max_size=5))
+clusters = st.builds(ast.Cluster, names, _tuples(settings | tiers, max_size=4))
+
+# --------------------------------------------------------------------------
 # Files
 # --------------------------------------------------------------------------
 
-declarations = st.one_of(import_decls, vocabularies, slots_blocks, profiles, families, models)
+declarations = st.one_of(import_decls, vocabularies, slots_blocks, profiles, families, models, devices, clusters)
 files = st.builds(ast.File, st.just("<generated>"), _tuples(declarations, max_size=4))

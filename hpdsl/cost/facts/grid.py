@@ -15,7 +15,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import DEVICES, UnknownDeviceError, get_device
+from hpdsl.cost.facts.devices import UnknownDeviceError, get_machine
+from hpdsl.cost.facts.machines import CATALOG
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
 from hpdsl.model.strategy import Strategy, strategy_fields
 
@@ -41,7 +42,8 @@ def _choices(field: attrs.Attribute) -> tuple[str, ...]:
 
 def _device_code(name: str) -> int:
     try:
-        return tuple(DEVICES).index(get_device(name).name)
+        get_machine(name)  # resolved into the catalog, whose keys a grid's device table is
+        return CATALOG.keys().index(name)
     except UnknownDeviceError:
         return -1
 
@@ -106,7 +108,7 @@ class StrategyGrid:
 
     arrays: dict[str, np.ndarray]
     splits: tuple[tuple[int, ...] | None, ...] = (None,)
-    devices: tuple[str, ...] = tuple(DEVICES)
+    devices: tuple[str, ...] = attrs.field(factory=CATALOG.keys)
 
     def __len__(self) -> int:
         return len(self.arrays["tp"])

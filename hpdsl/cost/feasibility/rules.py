@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.facts.bounds import MIN_MFU
+from hpdsl.cost.facts.devices import unknown_device_reason
 from hpdsl.cost.facts.columns import ModelColumns
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES
@@ -151,9 +152,10 @@ def _static_rules() -> Iterator[Rule]:
                lambda s, _sh: f"zero '{s.zero}' is not one of {', '.join(ZERO)}")
     yield Rule("unknown-cp-kind", lambda g, _s: g.cp_kind < 0,
                lambda s, _sh: f"cp_kind '{s.cp_kind}' is not one of {', '.join(CP_KINDS)}")
-    yield Rule("unknown-device", lambda g, _s: g.device_id < 0, lambda s, _sh: f"unknown device '{s.device}'")
-    yield Rule("mfu-range", lambda g, _s: xp.logical_not((g.mfu >= MIN_MFU) & (g.mfu <= 1)),
-               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu}")
+    yield Rule("unknown-device", lambda g, _s: g.device_id < 0,
+               lambda s, _sh: unknown_device_reason(s.device) or f"unknown device '{s.device}'")
+    yield Rule("mfu-range", lambda g, _s: xp.logical_not((g.mfu == 0) | ((g.mfu >= MIN_MFU) & (g.mfu <= 1))),
+               lambda s, _sh: f"mfu must be in [{MIN_MFU:g}, 1], got {s.mfu} (or 0: the device's efficiencies)")
     yield Rule("recompute-layers-negative", lambda g, _s: g.recompute_layers < 0,
                lambda s, _sh: f"recompute_layers must be positive, got {s.recompute_layers}")
     yield Rule("device-count-mismatch", lambda g, _s: (g.num_devices > 0) & (g.dp * g.tp * g.pp * g.cp != g.num_devices),

@@ -172,7 +172,10 @@ def ring_steps(x: Ctx, window: int) -> Val:
 
 def pipeline_bytes(x: Ctx, hidden: int) -> Val:
     """Return the bytes a rank sends per micro-batch between stages (activations out, gradients back)."""
-    boundary = x.compute_bytes * x.tokens * hidden / x.sp_shards
+    # The device time model sends each tp rank's 1/tp of the boundary (Megatron's scatter-gather
+    # p2p; the all-gather after it runs within the node), with or without sequence parallelism.
+    shard = xp.where(x.device_model, x.tp, x.sp_shards) if x.device_model is not False else x.sp_shards
+    boundary = x.compute_bytes * x.tokens * hidden / shard
     return xp.where(x.pp > 1, 2 * x.vpp * boundary, 0.0)
 
 

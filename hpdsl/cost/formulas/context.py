@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import get_device
+from hpdsl.cost.facts.devices import device_facts, get_device
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -61,7 +61,11 @@ class Ctx:
     deferred: Any             # deferred_grad_accumulation with several micro-batches: reduced once, after the last
     optimizer_bytes: F  # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
-    achieved_flops: F  # achieved FLOP/s: peak·mfu
+    achieved_flops: F  # achieved FLOP/s: peak·mfu (peak where mfu is 0, the device time model)
+    peak: F           # dense peak FLOP/s of the device (the device time model, hpdsl/cost/formulas/device_time.py)
+    mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
+    curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
+    device_model: Any  # mfu 0: price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
     bw_cp: F
     bw_ep: F
@@ -70,8 +74,9 @@ class Ctx:
 
     def take(self, part: slice) -> Ctx:
         """Return this context's candidates at `part` (views of every array)."""
-        return attrs.evolve(self, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
-                                     if isinstance(getattr(self, a.name), np.ndarray)})
+        curves = tuple((m[part] if isinstance(m, np.ndarray) else m, c) for m, c in self.curves)
+        return attrs.evolve(self, curves=curves, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
+                                                    if isinstance(getattr(self, a.name), np.ndarray)})
 
     def zero_divisors(self, level: int) -> tuple[F, F]:
         """Return (dense, expert) shard counts of what ZeRO shards from `level` on (1, 2 or 3)."""
@@ -85,8 +90,13 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
     table = [get_device(name) for name in grid.devices]
     dev = np.maximum(grid.device_id, 0)
-    link = {key: np.array([getattr(d, key) for d in table])[dev]
-            for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth", "devices_per_node")}
+    link: dict[str, Any] = {key: np.array([getattr(d, key) for d in table])[dev]
+                            for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
+                                        "devices_per_node")}
+    facts = [device_facts(name) for name in grid.devices]
+    link["mem_bw"] = np.array([f[0] for f in facts])[dev]
+    used = np.unique(dev)
+    link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
 
@@ -98,8 +108,10 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
                                                      "seq_len")}
     codes = codes_of(s, 0)
     d = get_device(s.device)
+    mem_bw, curve = device_facts(s.device)
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
-            "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node}
+            "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
+            "mem_bw": mem_bw, "curves": ((True, curve),)}
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
 
@@ -132,7 +144,9 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
         grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
         optimizer_bytes=widths["optimizer"],
-        overlapped_grad_reduce=run.overlapped_grad_reduce, achieved_flops=link["peak_flops"] * g["mfu"],
+        overlapped_grad_reduce=run.overlapped_grad_reduce,
+        achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak_flops"] * 1.0,
+        mem_bw=link["mem_bw"], curves=link["curves"], device_model=g["mfu"] == 0,
         bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
         bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
 

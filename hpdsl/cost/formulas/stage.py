@@ -13,6 +13,8 @@ from typing import Any
 
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.device_time import uses_device_model
+from hpdsl.cost.formulas.kernels import optimizer_seconds
 
 
 def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any, deferred: Any = 0.0
@@ -38,8 +40,12 @@ def exposed_micro(x: Ctx) -> bool:
 
 
 def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: Any, once: Any,
-              tp_once: Any) -> tuple[Any, Any]:
-    """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward."""
+              tp_once: Any, static: Any = 0.0) -> tuple[Any, Any]:
+    """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward.
+
+    Under the device time model (mfu 0) the optimizer step over the rank's `static`
+    bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py).
+    """
     t_rank = tau + pp_bytes / x.bw_pp
     if compute is not None:
         # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
@@ -47,7 +53,10 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
     once_s = once / x.bw_dp
     if compute is not None and x.overlapped_grad_reduce:
         once_s = xp.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
-    return t_rank, once_s + tp_once / x.bw_tp  # tp: after the backward, before the step: not overlapped
+    once_s = once_s + tp_once / x.bw_tp  # tp: after the backward, before the step: not overlapped
+    if uses_device_model(x):
+        once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.mem_bw), 0.0)
+    return t_rank, once_s
 
 
 def step_time(x: Ctx, sum_time: Any, max_time: Any, max_once: Any, vpp: int) -> Any:

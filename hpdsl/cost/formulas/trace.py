@@ -77,6 +77,8 @@ class Sym:
     def __rtruediv__(self, o: Num) -> Num: return self._op("/", o, True)
     def __floordiv__(self, o: Num) -> Num: return self._op("//", o)
     def __rfloordiv__(self, o: Num) -> Num: return self._op("//", o, True)
+    def __pow__(self, o: Num) -> Num: return self._op("**", o)
+    def __rpow__(self, o: Num) -> Num: return self._op("**", o, True)
     def __mod__(self, o: Num) -> Num: return self._op("%", o)
     def __rmod__(self, o: Num) -> Num: return self._op("%", o, True)
     def __lt__(self, o: Num) -> Num: return self._op("<", o)

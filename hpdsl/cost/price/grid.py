@@ -24,6 +24,7 @@ from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, context
+from hpdsl.cost.formulas.device_time import column_seconds, uses_device_model
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.ranks import price_group
 from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
@@ -72,9 +73,17 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     fwd = flop_mod.device_forward(c, x, keys)
     bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
-    score = flop_mod.device_scores(c, x, keys) / x.achieved_flops if c.ts or c.w_ts else zero
-    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
+    scores = flop_mod.device_scores(c, x, keys) if c.ts or c.w_ts else zero
+    score = scores / x.achieved_flops if c.ts or c.w_ts else zero
     compute, compute_rec = (fwd + bwd) / x.achieved_flops, frec / x.achieved_flops
+    if uses_device_model(x):  # mfu 0: the device's curve and bandwidth (cost/formulas/device_time.py)
+        t = column_seconds(p.columns.columns[j], p.columns, x, fwd=fwd, bwd=bwd, rec=frec, scores=scores,
+                           again=flop_mod.device_flash_backward(c, x, keys), keys=keys, saved=none,
+                           kept=rec if layer else none)
+        compute = xp.where(x.device_model, t.compute, compute)
+        compute_rec = xp.where(x.device_model, t.recompute, compute_rec)
+        score = xp.where(x.device_model, t.scores, score) if c.ts or c.w_ts else zero
+    traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
         "static": parts[0] + parts[1] + parts[2],

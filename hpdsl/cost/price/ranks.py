@@ -22,6 +22,7 @@ import numpy as np
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import stage
 from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.device_time import uses_device_model
 from hpdsl.cost.price.pipeline_layout import Layout, in_flight, span
 from hpdsl.cost.price.types import Cols, Columnwise, Prepared, Spans
 
@@ -170,7 +171,8 @@ def time(g: Group) -> dict[str, Any]:
     compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
     once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
     t_row, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
-                                    g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once)
+                                    g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
+                                    g.ranks(cw.static) if uses_device_model(x) else 0.0)
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
                            once_s.max(axis=0), g.layout.vpp)

@@ -1,0 +1,42 @@
+"""`hpdsl calibrate`: measure this machine and write a device .hpf the estimator reads (torch needed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from hpdsl.errors import InputError
+
+
+@click.command("calibrate")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="the device .hpf to write")
+@click.option("--name", default="calibrated", show_default=True, help="the device's name")
+@click.option("--ranks", type=int, default=2, show_default=True, help="gloo processes for the collective")
+@click.option("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+def calibrate_command(output: Path, name: str, ranks: int, threads: int | None) -> None:
+    """Measure this machine (matmuls, memory, a gloo all-reduce) and write a device .hpf.
+
+    \b
+    Examples:
+      hpdsl calibrate -o here.hpf
+      hpdsl estimate examples/llama3_8b.hpf --device here.hpf --mfu 0
+    """
+    from hpdsl.api import compile_paths, write_text_atomic
+
+    if ranks < 2:
+        raise InputError(f"--ranks must be at least 2 (a collective needs two), got {ranks}")
+    if not name.isidentifier():
+        raise InputError(f"--name must be a name (letters, digits, '_'), got '{name}'")
+    try:
+        from hpdsl.torch.calibrate import calibrate, device_text
+    except ImportError as error:
+        raise InputError(f"hpdsl calibrate needs torch: {error}") from None
+    measured = calibrate(ranks, threads)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    write_text_atomic(output, device_text(name, measured, memory))
+    compile_paths([output], stdlib=False)  # what it wrote compiles, or the error says why
+    click.echo(f"wrote {output}: peak {max(f for _, f in measured.matmul) / 1e9:,.1f} GFLOP/s, memory "
+               f"{measured.memory_bandwidth / 1e9:,.1f} GB/s, all-reduce {measured.collective_bandwidth / 1e9:,.2f} GB/s")

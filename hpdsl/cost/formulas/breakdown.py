@@ -1,0 +1,37 @@
+"""A priced strategy's per-rank times and traffic into where its step's time goes.
+
+The step is m·vpp chunks through the pipeline: m times the slowest rank's
+micro-batch (the steady state), the fill and drain of the others (the bubble,
+(Σ ranks − slowest)/vpp), then what follows the last backward (the exposed
+gradient reduction, sequence parallelism's replicated-gradient all-reduce and,
+under the device time model, the optimizer step). The steady state splits into
+each axis's traffic at its bandwidth on the slowest rank and the compute the
+rest of it is (hpdsl/cost/stage.py prices the step the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hpdsl.cost.formulas.context import Ctx
+
+AXIS_BANDWIDTH = {"tp": "bw_tp", "cp": "bw_cp", "ep": "bw_ep", "pp": "bw_pp"}
+
+
+def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
+                   rank_traffic: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Return the step's seconds by part: compute, each axis's traffic, the bubble, what follows the backward.
+
+    `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch.
+    """
+    m, vpp = float(x.micro_batches), float(x.vpp)
+    slowest = max(range(len(rank_times)), key=lambda r: rank_times[r])
+    steady = m * rank_times[slowest]
+    bubble = (sum(rank_times) - rank_times[slowest]) / vpp
+    out = {"steady_s": steady, "bubble_s": bubble, "after_backward_s": max(step - steady - bubble, 0.0)}
+    traffic = rank_traffic[slowest]
+    moved = {axis: float(traffic.get(axis, 0.0)) / float(getattr(x, bw)) for axis, bw in AXIS_BANDWIDTH.items()}
+    scale = min(1.0, steady / sum(moved.values())) if sum(moved.values()) > 0 else 1.0  # a ring hides behind scores
+    out.update({f"{axis}_s": seconds * scale for axis, seconds in moved.items()})
+    out["compute_s"] = max(steady - sum(out[f"{axis}_s"] for axis in AXIS_BANDWIDTH), 0.0)
+    return out

@@ -1,0 +1,80 @@
+"""One pricing column's FLOPs and saved bytes into seconds under the device time model.
+
+A column's executed work splits into parameter matmuls (priced at the device's
+matmul curve for the column's shard: tokens × width/tp × hidden), attention's
+score matmuls (QKᵀ and A·V, at the curve for tokens × keys × head_dim) and the
+memory-bound kernels around them (norms, activations, dropout, softmax, residual
+adds, rotary), priced as the bytes they save for backward times the passes that
+write and read them, at the device's memory bandwidth (hpdsl/cost/formulas/kernels.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from hpdsl.cost.formulas import xp
+from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas import kernels
+
+
+@attrs.frozen(eq=False)
+class ColumnSeconds:
+    """Seconds of one column per micro-batch: forward + backward, recompute, and the score matmuls' forward."""
+
+    compute: Any
+    recompute: Any
+    scores: Any
+
+
+def uses_device_model(x: Ctx) -> bool:
+    """Return whether some candidate is priced by the device time model (a traced flag may be)."""
+    flag = x.device_model
+    if isinstance(flag, np.ndarray):
+        return bool(flag.any())
+    return flag if isinstance(flag, bool) else True
+
+
+def column_width(column: Column, columns: ModelColumns) -> tuple[float, float]:
+    """Return (width split over tp, head_dim) of a column's representative matmuls (feed-forward or vocabulary)."""
+    model = columns.cost_model.model
+    if column.role in ("embedding", "output"):
+        return float(model.vocab), float(model.hidden // max(model.heads, 1))
+    cfg = column.config
+    assert cfg is not None
+    width = cfg.ffn_width or cfg.hidden
+    return float(max(width, cfg.hidden)), float(cfg.head_dim or cfg.hidden // max(cfg.heads, 1))
+
+
+def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, bwd: Any, rec: Any, scores: Any,
+                   again: Any, keys: Any, saved: Any, kept: Any) -> ColumnSeconds:
+    """Return one column's seconds per micro-batch: matmuls at their shape's share of peak, the rest at bandwidth.
+
+    `scores` are the forward score FLOPs, `again` what a flash backward runs again,
+    `saved` the bytes the column keeps without recompute and `kept` under the strategy's.
+    """
+    width, head_dim = column_width(column, columns)
+    hidden = float(columns.cost_model.model.hidden)
+    mm_share = kernels.machine_efficiency(x.curves, kernels.gemm_size(x.tokens, width / x.tp, hidden))
+    score_work = 3 * scores + again  # forward, the backward's two matmuls per forward one, flash's again
+    mm_work = fwd + bwd - score_work
+    rec_scores = xp.where(x.recompute == 2, scores, rec)
+    seconds = kernels.matmul_seconds(mm_work, x.peak, mm_share)
+    seconds = seconds + kernels.memory_seconds(saved, x.mem_bw,
+                                               passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
+    rec_seconds = kernels.matmul_seconds(rec - rec_scores, x.peak, mm_share)
+    rec_seconds = rec_seconds + kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
+    score_seconds = scores * 0.0
+    if not _is_zero(scores):
+        score_share = kernels.machine_efficiency(x.curves, kernels.gemm_size(x.tokens, keys, head_dim))
+        score_seconds = kernels.matmul_seconds(scores, x.peak, score_share)
+        seconds = seconds + kernels.matmul_seconds(score_work, x.peak, score_share)
+        rec_seconds = rec_seconds + kernels.matmul_seconds(rec_scores, x.peak, score_share)
+    return ColumnSeconds(seconds, rec_seconds, score_seconds)
+
+
+def _is_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value == 0

@@ -1,0 +1,65 @@
+"""Device facts and a column's work into seconds: matmuls at their shape's efficiency, the rest at bandwidth.
+
+Pure functions written against hpdsl/cost/xp.py's protocol, so the grid
+evaluator calls them with arrays over candidates and the scalar one (traced,
+hpdsl/cost/trace.py) with floats: only + - * / ** and where. The terms are
+described in docs/cost-model.md#the-device-time-model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hpdsl.cost.formulas import xp
+
+Curve = tuple[tuple[float, float], ...]
+"""A device's matmul curve: (size, share of peak) points, sizes rising; size is (m·n·k)^(1/3)."""
+
+FORWARD_PASSES = 2.0
+"""Bytes an elementwise forward moves per byte it saves for backward: the kernel writes it, the next reads it."""
+
+BACKWARD_PASSES = 4.0
+"""Bytes the backward moves per saved byte: it reads the tensor and the incoming gradient, writes two gradients."""
+
+OPTIMIZER_PASSES = 2.0
+"""The optimizer step reads and writes every byte of a rank's weights, gradients and states once."""
+
+
+def curve_efficiency(curve: Curve, size: Any) -> Any:
+    """Return the share of peak at `size`: piecewise linear between points, proportional below the first, flat above."""
+    first_size, first = curve[0]
+    share = first * size / first_size
+    for (s0, e0), (s1, e1) in zip(curve, curve[1:]):
+        share = xp.where(size > s0, e0 + (e1 - e0) * (size - s0) / (s1 - s0), share)
+    return xp.where(size > curve[-1][0], curve[-1][1], share)
+
+
+def machine_efficiency(curves: Sequence[tuple[Any, Curve]], size: Any) -> Any:
+    """Return each candidate's matmul share of peak: the curve of its device (`curves`: (mask, curve) pairs)."""
+    if len(curves) == 1:
+        return curve_efficiency(curves[0][1], size)
+    share = curve_efficiency(curves[0][1], size)
+    for mask, curve in curves[1:]:
+        share = xp.where(mask, curve_efficiency(curve, size), share)
+    return share
+
+
+def gemm_size(m: Any, n: Any, k: Any) -> Any:
+    """Return a matmul's size (m·n·k)^(1/3), the axis its device's curve is drawn over."""
+    return (m * n * k) ** (1.0 / 3.0)
+
+
+def matmul_seconds(flops: Any, peak: Any, share: Any) -> Any:
+    """Return the seconds of `flops` matmul work at `share` of `peak` FLOP/s."""
+    return flops / (peak * share)
+
+
+def memory_seconds(saved_bytes: Any, bandwidth: Any, *, passes: float) -> Any:
+    """Return the seconds elementwise kernels take to move `passes` times `saved_bytes` at `bandwidth` bytes/s."""
+    return passes * saved_bytes / bandwidth
+
+
+def optimizer_seconds(static_bytes: Any, bandwidth: Any) -> Any:
+    """Return the seconds one optimizer step takes over a rank's weights, gradients and states (memory-bound)."""
+    return OPTIMIZER_PASSES * static_bytes / bandwidth

@@ -1,0 +1,74 @@
+"""The keys a `device`, a `cluster` and a network `tier` declare: one record per key, read by every stage.
+
+The checks (hpdsl/check/machines.py) test declarations against these records, the
+lowering (hpdsl/ir/machines.py) reads values by them, and docs/cost-model.md
+describes the units. Bandwidths are bytes per second per device and direction
+(a ring moves bytes one way per link, so a datasheet's bidirectional figure is
+halved); FLOP/s are dense (not 2:4 sparse); efficiencies are shares of a peak in (0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+ValueKind = Literal["int", "float", "string"]
+
+
+@attrs.frozen
+class Key:
+    """One setting a declaration may state: its value kind, range, whether required, what it means."""
+
+    name: str
+    kind: ValueKind
+    meaning: str
+    required: bool = False
+    low: float = 0.0            # exclusive for numbers: every quantity here is positive
+    high: float = float("inf")  # inclusive
+    default: float | str | None = None
+
+
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+"""The dtypes a device states a dense peak for (`peak_bf16 = ...`); bf16 is required."""
+
+DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
+    Key("memory_bytes", "int", "memory capacity in bytes, what the search fits against", required=True),
+    Key("memory_bandwidth", "float", "memory (HBM or DRAM) bandwidth in bytes/s", required=True),
+    Key("memory_efficiency", "float", "share of memory_bandwidth memory-bound kernels reach", required=True,
+        high=1.0),
+    *(Key(f"peak_{d}", "float", f"dense {d} FLOP/s", required=d == "bf16") for d in PEAK_DTYPES),
+    Key("intra_node_bandwidth", "float", "bytes/s per device and direction within a node (NVLink, xGMI, "
+        "HCCS)", required=True),
+    Key("inter_node_bandwidth", "float", "bytes/s per device and direction across nodes (one NIC per device)",
+        required=True),
+    Key("devices_per_node", "int", "devices in one node (default 8)", default=8),
+    Key("source", "string", "where the numbers come from (datasheet, measurement)", required=True),
+)}
+"""Every key a `device` block may set."""
+
+CURVES = {"matmul": "share of peak a matmul reaches at size (m·n·k)^(1/3), interpolated in log size"}
+"""The curves a device may declare; matmul is required."""
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+"""The collectives a tier states an efficiency for (default 1: the tier's bandwidth as stated)."""
+
+SCOPES = ("node", "network")
+"""Where a tier sits: within a node, or across nodes."""
+
+TIER_KEYS: dict[str, Key] = {k.name: k for k in (
+    Key("scope", "string", "node (within a node) or network (across nodes)", required=True),
+    Key("bandwidth", "float", "bytes/s per device and direction", required=True),
+    Key("latency", "float", "seconds per message step (a ring of n devices takes n - 1 steps)", required=True,
+        high=1.0),
+    *(Key(c, "float", f"share of bandwidth a {c.replace('_', '-')} reaches", high=1.0, default=1.0)
+      for c in COLLECTIVES),
+)}
+"""Every key a cluster's `tier` block may set."""
+
+CLUSTER_KEYS: dict[str, Key] = {k.name: k for k in (
+    Key("device", "string", "the device every node holds (a device name)", required=True),
+    Key("devices_per_node", "int", "devices in one node", required=True),
+    Key("source", "string", "where the numbers come from", required=True),
+)}
+"""Every key a `cluster` block may set."""
