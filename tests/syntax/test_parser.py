@@ -229,7 +229,7 @@ def test_keywords_are_names_where_no_keyword_can_stand() -> None:
 @pytest.mark.parametrize(("text", "message", "hint"), [
     ("profilefull_attention{}", "found the name 'profilefull_attention' at the top level",
      "expected the end of the file, 'cluster', 'device', 'family', 'import', 'model', 'profile', 'slots' or "
-     "one of 1 more"),
+     "'vocabulary'"),
     ("profile p { kinds k { } }", "found the name 'kinds' in profile 'p'",
      "expected 'default', 'facts', 'hf', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
     ("profile p { kindx { } }", "found the name 'kindx' in profile 'p'",
