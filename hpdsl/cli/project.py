@@ -169,4 +169,9 @@ def _typed(value: Any, kind: Any, where: str) -> Any:
     if isinstance(kind, click.Choice) and value.lower() not in [c.lower() for c in kind.choices]:
         listed = ", ".join(f"'{c}'" for c in kind.choices)
         raise click.UsageError(f"{where}: '{value}' is not one of {listed}")
+    if isinstance(kind, click.ParamType) and not isinstance(kind, click.Choice):  # --device: a name or a file
+        try:
+            return kind.convert(value, None, None)
+        except click.BadParameter as error:
+            raise click.UsageError(f"{where}: {error.message}") from None
     return value

@@ -78,7 +78,9 @@ def test_the_parser_finds_every_commands_examples() -> None:
     assert with_examples == {"", *COMMANDS, "completion"}
     assert ("estimate", "hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4") in ALL
     joined = [e for c, e in ALL if c == "train"]
-    assert joined and all(e.endswith("--set expert_width=32") for e in joined)  # continuation lines joined
+    # continuation lines joined: each example is one line, its last flag from the help's last line of it
+    assert joined and all("\\" not in e for e in joined)
+    assert [e.split()[-1] for e in joined] == ["expert_width=32", "cosine"]
     assert ("", "hpdsl compile examples/") in ALL  # the description after two spaces is left out
 
 

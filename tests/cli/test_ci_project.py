@@ -81,7 +81,7 @@ def test_trusted_prefixes_join_hpdsl_trusted(project: Path, monkeypatch: pytest.
 @pytest.mark.parametrize(("change", "message"), [
     (("tp = 8", 'tp = "eight"'), "[tool.hpdsl.strategy] in {path}: tp: expected an integer, found a string 'eight'"),
     (("tp = 8", "tpp = 8"), "[tool.hpdsl.strategy] in {path}: unknown key 'tpp'; did you mean 'tp'?"),
-    (('device = "h200"', 'device = "tpu"'), "[tool.hpdsl.strategy] in {path}: device: 'tpu' is not one of 'h100'"),
+    (('device = "h200"', 'device = "tpu"'), "[tool.hpdsl.strategy] in {path}: device: 'tpu' is not one of 'a100_80gb'"),
     (('paths = ["specs/"]', 'paths = "specs/"'), "[tool.hpdsl] in {path}: paths: expected an array of strings"),
     (('paths = ["specs/"]', 'path = ["specs/"]'), "[tool.hpdsl] in {path}: unknown key 'path'; did you mean 'paths'?"),
     (('trusted = ["my_pkg.layers"]', 'trusted = ["my pkg"]'), "trusted: 'my pkg' is not a dotted module prefix"),
