@@ -40,6 +40,14 @@ def test_estimate_json_validates() -> None:
     assert data["strategy"]["tp"] == 8 and len(data["memory"]["per_stage"]) == 2
 
 
+def test_the_device_time_model_and_a_cluster_validate() -> None:
+    data = valid(json_of("estimate", LLAMA, "--tp", "8", "--mfu", "0", "--cluster", "dgx_h100", "--json"),
+                 "estimate")
+    assert data["machine"]["cluster"] == "dgx_h100" and data["time_breakdown"]["compute_s"] > 0
+    found = valid(json_of("search", LLAMA, "--devices", "16", "--mfu", "0", "--top", "2", "--json"), "search")
+    assert found["machine"]["device"] == "h100_sxm" and all("machine" not in row for row in found["top"])
+
+
 def test_search_json_validates_and_has_no_wall_clock_unless_asked() -> None:
     data = valid(json_of("search", LLAMA, "--devices", "8", "--top", "2", "--json"), "search")
     assert len(data["top"]) == 2 and "seconds" not in data
