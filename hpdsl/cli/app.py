@@ -53,7 +53,7 @@ COMMANDS: dict[str, str] = {
 }
 
 # Command name -> its one-line help, so `hpdsl --help` lists the commands without importing
-# them; tests/test_cli.py holds each equal to the command's own docstring.
+# them; tests/cli/test_cli.py holds each equal to the command's own docstring.
 SUMMARIES: dict[str, str] = {
     "compile": "Check .hpf files and folders (default: the standard library); with -o, write registry.json.",
     "fmt": "Print the canonical form of .hpf files (or --check, or --write them in place).",
@@ -65,7 +65,7 @@ SUMMARIES: dict[str, str] = {
                 "and where they are declared."),
     "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
     "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion, quick fixes.",
-    "train": "Train a strategy K steps on N CPU processes; print the losses and measured bytes beside the estimate.",
+    "train": "Train a strategy K steps on N processes; print the losses, metrics and measured bytes beside the estimate.",
 }
 
 
