@@ -319,6 +319,7 @@ def _said(data: bytes | None) -> tuple[int, Any] | None:
     would be a finding; the values go through the reader's own decoding (hpdsl/cli/checked.py).
     """
     from hpdsl.cli.checked import KIND, _decode, _key_and_sources
+    from hpdsl.cli.json_output import versioned
 
     found = _key_and_sources()
     if data is None or found is None:
@@ -336,8 +337,8 @@ def _said(data: bytes | None) -> tuple[int, Any] | None:
     if report is None:
         return None
     ok, summary, diagnostics, _sources = report
-    return (0 if ok else 1), {"ok": ok, "diagnostics": [d.to_json() for d in diagnostics], "output": None,
-                              "summary": summary}
+    printed = {"ok": ok, "diagnostics": [d.to_json() for d in diagnostics], "output": None, "summary": summary}
+    return (0 if ok else 1), versioned(printed)  # what `compile --json` prints: schema_version first
 
 
 SECONDS = {"cache": 5.0}

@@ -5,7 +5,7 @@
     tests/golden/ir/NAME.hpf        -> NAME.json  the lowered IR of one file
     tests/golden/registry/NAME/     -> NAME.json  registry.json of a folder of files
     tests/golden/stack/NAME.txt                   `hpdsl stack examples/NAME.hpf`
-    tests/golden/fmt/NAME.in.hpf    -> NAME.out.hpf (tests/test_fmt.py)
+    tests/golden/fmt/NAME.in.hpf    -> NAME.out.hpf (tests/fmt/test_fmt.py)
 
 Inputs are compiled without the standard library (each brings its own tiny
 vocabulary, profiles and families), so editing profiles/ or families/ rewrites

@@ -54,7 +54,7 @@ COMMANDS: dict[str, str] = {
 }
 
 # Command name -> its one-line help, so `hpdsl --help` lists the commands without importing
-# them; tests/test_cli.py holds each equal to the command's own docstring.
+# them; tests/cli/test_cli.py holds each equal to the command's own docstring.
 SUMMARIES: dict[str, str] = {
     "compile": "Check .hpf files and folders (default: the standard library); with -o, write registry.json.",
     "fmt": "Print the canonical form of .hpf files (or --check, or --write them in place).",

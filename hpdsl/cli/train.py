@@ -133,8 +133,9 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     Examples:
       hpdsl train examples/mixtral_8x7b.hpf --dp 4 --ep 2 --zero os+grad+params --nproc 4 \\
           --set layers=2 --set hidden=64 --set heads=4 --set kv_heads=2 --set vocab=128 --set experts=4 --set expert_width=32
-      hpdsl train examples/llama3_8b.hpf --dp 8 --zero os+grad+params --precision bf16-mixed --device cuda \\
-          --nproc 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500 --lr 3e-4 --warmup 100 --schedule cosine
+      hpdsl train examples/llama3_8b.hpf --dp 16 --zero os+grad+params --precision bf16-mixed --device cuda \\
+          --seq-len 8192 --nproc 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500 --steps 1000 --lr 3e-4 \\
+          --warmup 100 --schedule cosine --print-command   # the torchrun line for node 0 of a 2-node GPU job
     """
     plan, strategy = plan_from_flags(paths, model, no_stdlib, sets, nproc, TrainOptions(
         steps=steps, seed=seed, device=run_device, validate=validate, lr=lr, warmup=warmup, schedule=schedule, clip=clip,

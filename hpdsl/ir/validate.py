@@ -1,7 +1,7 @@
 """A structured RegistryIR checked as a whole: what the schema alone cannot say.
 
 registry.json may be edited by hand or come from elsewhere, and a consumer
-(hpdsl/cost/bind.py, the torch builder) trusts what it loads; so load_registry
+(hpdsl/bound/bind.py, the torch builder) trusts what it loads; so load_registry
 rejects, with the JSON path of each, every inconsistency the compiler would
 never emit: a dict key that differs from its entry's name, a model whose profile
 or group kinds do not exist, groups that do not sum to `layers` and `mtp`, a

@@ -19,7 +19,7 @@ from hpdsl.errors import SpecError
 from hpdsl.resources import stdlib_files
 from hpdsl.syntax import parse_source
 
-CASES = Path(__file__).parent / "cases"
+CASES = Path(__file__).resolve().parents[1] / "cases"
 EXPECT = re.compile(r"(?://|#)\s*([EW]:.*)$")
 GROUP = re.compile(r"([EW]):\s*([a-z0-9, -]+?)\s*(?=[EW]:|$)")
 

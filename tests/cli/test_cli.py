@@ -14,7 +14,7 @@ from hpdsl.api import write_text_atomic
 from hpdsl.cli import EXIT_INTERNAL, EXIT_OK, EXIT_SPEC, EXIT_USAGE
 from hpdsl.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 GOOD = """\
 family tiny {

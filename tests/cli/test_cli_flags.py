@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-MODEL = str(Path(__file__).resolve().parent.parent / "examples" / "llama3_8b.hpf")
+MODEL = str(Path(__file__).resolve().parents[2] / "examples" / "llama3_8b.hpf")
 HUGE = "9" * 20  # past 2^63-1
 
 

@@ -11,7 +11,7 @@ import pytest
 from hpdsl.api import output_target, rewrite_source, write_text_atomic
 from hpdsl.cli import EXIT_OK, EXIT_USAGE
 from hpdsl.errors import InputError
-from tests.test_cli import GOOD, assert_no_traceback, hpdsl
+from tests.cli.test_cli import GOOD, assert_no_traceback, hpdsl
 
 UNFORMATTED = 'family tiny {\n    factory "pkg.mod:Tiny"\n  variant only "pkg.mod:Tiny" default }\n'
 

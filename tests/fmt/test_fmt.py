@@ -1,6 +1,6 @@
 """Golden tests of `hpdsl fmt`: tests/golden/fmt/<name>.in.hpf formats to <name>.out.hpf.
 
-Regenerate the .out files with `pytest tests/test_fmt.py --update-golden` and
+Regenerate the .out files with `pytest tests/fmt/test_fmt.py --update-golden` and
 review the diff.
 """
 
@@ -17,7 +17,7 @@ from hpdsl.errors import SpecError
 from hpdsl.fmt import format_file, format_literal, format_source
 from hpdsl.syntax import parse_text
 
-GOLDEN = Path(__file__).parent / "golden" / "fmt"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "fmt"
 
 
 def golden_inputs() -> list[Path]:
@@ -88,7 +88,7 @@ def test_shipped_files_are_in_canonical_form() -> None:
     from hpdsl.diagnostics import Source
     from hpdsl.fmt import format_source
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for folder in ("profiles", "families", "examples"):
         for path in sorted((root / folder).rglob("*.hpf")):
             text = path.read_text()

@@ -12,7 +12,7 @@ import pytest
 import hpdsl
 from hpdsl.cli.app import COMMANDS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

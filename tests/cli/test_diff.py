@@ -11,7 +11,7 @@ from pathlib import Path
 from hpdsl.api import bind_model
 from hpdsl.cost import parameters
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "examples/llama3_8b.hpf"
 
 

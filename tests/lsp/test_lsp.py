@@ -10,7 +10,7 @@ import pytest
 
 from lsp_client import Client
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LLAMA = (REPO / "examples/llama3_8b.hpf").read_text()
 
 # Line 2 (0-based 1) names a profile nobody declares, at characters 15..28.

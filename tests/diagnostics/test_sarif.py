@@ -12,7 +12,7 @@ import jsonschema
 
 from hpdsl.diagnostics.codes import CODES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The OASIS SARIF 2.1.0 schema (sarif-2.1.0-rtm.5.json, the final 2.1.0 release as schemastore
 # publishes it), shipped in the MIT-licensed npm package @microsoft/jest-sarif 1.0.0-beta.0.
 SCHEMA = json.loads((REPO / "tests/data/sarif-schema-2.1.0.json").read_text())

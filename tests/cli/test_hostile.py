@@ -137,7 +137,7 @@ def test_a_file_at_the_size_cap_parses_checks_and_formats_in_bounded_time() -> N
     from hpdsl.syntax import parse_source
     from hpdsl.syntax.parser import MAX_FILE_CHARS
 
-    spec = (Path(__file__).resolve().parent.parent / "examples" / "llama3_8b.hpf").read_text()
+    spec = (Path(__file__).resolve().parents[2] / "examples" / "llama3_8b.hpf").read_text()
     body = spec[spec.index("model"):spec.rindex("}")]  # the model's fields, repeated: duplicate-field errors
     text = spec[:spec.rindex("}")] + body * ((MAX_FILE_CHARS - len(spec)) // len(body)) + "}\n"
     assert MAX_FILE_CHARS - len(body) <= len(text) <= MAX_FILE_CHARS

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hpdsl.diagnostics.codes import CODES, render_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_table_is_generated_from_the_code_table() -> None:
