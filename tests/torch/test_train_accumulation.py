@@ -3,6 +3,7 @@ or once (deferred_grad_accumulation), against one process on the whole batch and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,10 @@ def test_train_runs_accumulation_and_prices_it_as_the_profile_says() -> None:
 def deferred_mixtral(folder: Path) -> Path:
     """Write Mixtral with a copy of its profile that states deferred_grad_accumulation; return the file."""
     profile = (ROOT / "profiles" / "mixtral.hpf").read_text(encoding="utf-8")
-    profile = profile.replace('  model_types "mixtral"\n', "").replace(
-        "profile mixtral {", "profile mixtral_deferred {\n  run { deferred_grad_accumulation = true }")
+    # The copy claims no HF model_type (mixtral.hpf does), so it carries no import rules either.
+    profile = re.sub(r'  hf "mixtral" \{.*?\n  \}\n', "", profile.replace('  model_types "mixtral"\n', ""), flags=re.S)
+    profile = profile.replace("profile mixtral {",
+                              "profile mixtral_deferred {\n  run { deferred_grad_accumulation = true }")
     model = MIXTRAL.read_text(encoding="utf-8").replace("model mixtral_8x7b : mixtral {",
                                                         "model mixtral_deferred : mixtral_deferred {")
     path = folder / "mixtral_deferred.hpf"
