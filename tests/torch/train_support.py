@@ -21,9 +21,10 @@ STATIC = ("params_bytes", "grads_bytes", "optimizer_bytes")
 
 
 def hpdsl(*args: str) -> tuple[int, str]:
-    """Run the CLI in-process; return its exit code and output."""
+    """Run the CLI in-process; return its exit code and output (stdout alone under --json: stderr has train's
+    live line of every step)."""
     run = CliRunner().invoke(main, list(args), prog_name="hpdsl")
-    return run.exit_code, run.output
+    return run.exit_code, run.stdout if "--json" in args and run.exit_code == 0 else run.output
 
 
 def train_json(*args: str, validate: bool = True) -> dict:
