@@ -62,10 +62,7 @@ REFUSED_TODAY: dict[str, str] = {
     "exaone_4_0_32b": "no profile prices model_type 'exaone4'",
     "olmo_3_1_32b_instruct": "no profile prices model_type 'olmo3'",
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
-    "kimi_k2_5": "ignore_index, use_unified_vision_chunk, video_placeholder",
-    "devstral_small_2_24b": "multimodal_projector_bias, projector_hidden_act, spatial_merge_size",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
-    "gemma_3_4b_it": "mm_tokens_per_image",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
     "lfm2_5_vl_1_6b": "do_image_splitting",
 }
