@@ -148,3 +148,27 @@ def test_qwen3_5_rules_name_the_keys_the_published_configs_state() -> None:
         assert rules.known("mamba_ssm_dtype", "float32") and rules.known("mtp_use_dedicated_embeddings", False)
         assert not rules.known("mtp_use_dedicated_embeddings", True)
         assert rules.keys("mtp") == ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def test_forcing_a_profile_on_the_published_exaone4_and_olmo3_configs(tmp_path: Path) -> None:
+    """EXAONE-4 under qwen names the one key qwen's rules do not map; OLMo-3 under llama2 states none.
+
+    OLMo-3's keys are all transformers' standard names (the `hf "*"` rules), so llama2 maps each
+    of them and the import goes on under the forcing warning: llama2's facts, not OLMo-3's
+    architecture, price it, and the warning says so.
+    """
+    from tests.importers.hf_configs import DATA, FILES
+
+    (tmp_path / "config.json").write_bytes((DATA / FILES["exaone_4_0_32b"][0]).read_bytes())
+    refused = _hpdsl("import-hf", "config.json", "--profile", "qwen", cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("hpdsl: the config states sliding_window_pattern, which profile 'qwen'")
+    allowed = _hpdsl("import-hf", "config.json", "--profile", "qwen", "--allow-unknown", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "IGNORED 1 config key(s) hpdsl does not understand: sliding_window_pattern" in allowed.stderr
+    assert "do not include exaone4" in allowed.stderr
+    (tmp_path / "config.json").write_bytes((DATA / FILES["olmo_3_1_32b_instruct"][0]).read_bytes())
+    forced = _hpdsl("import-hf", "config.json", "--profile", "llama2", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert "do not include olmo3" in forced.stderr and "its facts for every model_type hold" in forced.stderr
+    assert "IGNORED" not in forced.stderr and "model olmo3 : llama2" in forced.stdout
