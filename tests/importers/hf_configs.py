@@ -59,6 +59,8 @@ FILES: dict[str, tuple[str, str]] = {
     "kimi_k2_6": ("kimi_k2_6.json", "vl"),
     # tenstorrent/tt-forge-models deepseek/deepseek_v3_1/pytorch/config.json @ccddc5ab8038 (4-space indentation)
     "deepseek_v3_1": ("deepseek_v3_1.json", "causal"),
+    # yuancaoyaoHW/verl-npu models/Qwen3.6-35B-A3B/config.json @fbe387e362ff (Qwen3_5MoeForConditionalGeneration)
+    "qwen3_6_35b_a3b": ("qwen3_6_35b_a3b.json", "vl"),
 }
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
