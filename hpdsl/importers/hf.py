@@ -8,7 +8,9 @@ model's name), or from `profile=`; an unknown type is an error listing the
 profiles. A key the config leaves out has the value transformers' config class
 gives it (the profile's `default` rules, tying included), else the profile's
 `facts`. A composite config's language model is read from `text_config`, its
-head's tying from the top level, as transformers does, and the import says so.
+head's tying from the top level, as transformers does; its own keys are held to
+the rules of the profile listing the wrapper's model_type (its vision tower's),
+and the import says so (a warning, `composite`, a comment atop the .hpf).
 Every stated key is mapped, read by a built-in rule the profile enables, on an
 ignore list, or an error naming it (`allow_unknown` downgrades that to a loud
 warning); a forced `--profile` is held to its own rules the same way.
