@@ -10,6 +10,8 @@ meaning, nor declare one name two ways. Every problem is reported; none raises.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
 
 import attrs
 
@@ -19,7 +21,7 @@ from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.ir.lower_fields import TOP_LEVEL, declarations, field_type, lower_field
 from hpdsl.model.fields import BLOCKS, FIELDS, MAX_DIMENSION, Field
 from hpdsl.model.layouts import LAYOUT_AXES
-from hpdsl.resources import STDLIB_PREFIX
+from hpdsl.resources import STDLIB_PREFIX, data_dir
 from hpdsl.scope import Scope
 
 _AXES = ("tp", "cp", "ep", "pp", "etp", *LAYOUT_AXES)
@@ -140,7 +142,7 @@ def _check_default(decl: ast.FieldDecl, collector: Collector) -> None:
 
 def _check_standard(decl: ast.FieldDecl, field: Field, collector: Collector) -> None:
     """Report a top-level declaration outside the standard library, and one the table does not hold."""
-    if not decl.span.file.startswith(STDLIB_PREFIX):
+    if not _standard_file(decl.span.file):
         collector.error(decl.span, "field-outside-profile",
                         f"field '{decl.name.value}' is declared at the top level, where only the standard "
                         "library declares fields", hint="declare it inside the profile or family whose "
@@ -149,6 +151,17 @@ def _check_standard(decl: ast.FieldDecl, field: Field, collector: Collector) -> 
         collector.error(decl.name.span, "field-redeclared",
                         f"standard field '{field.name}' is not declared this way in the table hpdsl reads "
                         "(fields/model.fields.json)", hint="rewrite the table: `python -m hpdsl.ir.lower_fields`")
+
+
+@lru_cache(maxsize=64)
+def _standard_file(name: str) -> bool:
+    """Whether a file is the standard library's: by its display name, or by path (the language server's)."""
+    if name.startswith(STDLIB_PREFIX):
+        return True
+    try:
+        return Path(name).resolve().parent == data_dir("fields").resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def _check_author(decl: ast.FieldDecl, field: Field, collector: Collector) -> bool:
