@@ -159,7 +159,7 @@ def _standard_file(name: str) -> bool:
     if name.startswith(STDLIB_PREFIX):
         return True
     try:
-        return Path(name).resolve().parent == data_dir("fields").resolve()
+        return Path(name).resolve() in {path.resolve() for path in data_dir("fields").glob("*.hpf")}
     except (OSError, ValueError):
         return False
 

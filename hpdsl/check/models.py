@@ -128,7 +128,7 @@ def _unknown_field(name: ast.Name, table: dict[str, Field], where: str,
     if where == "model" and value in BLOCKS:
         hint = f"'{value}' is a block: write `{value} {{ ... }}`"
     else:
-        hint = did_you_mean(value, _STATEMENTS if where == "model" else table)
+        hint = did_you_mean(value, (*_STATEMENTS, *table) if where == "model" else table)
     collector.error(name.span, "unknown-field",
                     f"{_where(where)} has no field '{value}'", hint=hint)
 
