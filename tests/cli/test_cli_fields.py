@@ -110,3 +110,22 @@ def test_an_import_rule_naming_an_undeclared_field_is_a_located_error(tmp_path: 
     run = hpdsl("compile", "acme.hpf", cwd=tmp_path)
     assert run.returncode == 1 and "acme.hpf:10:" in run.stderr and "unknown-import-field" in run.stderr
     assert "did you mean 'rope_base'?" in run.stderr
+
+
+def test_the_opt_example_of_docs_language_md_compiles_and_sets(tmp_path: Path) -> None:
+    # docs/language.md, "Model fields": OPT-350m's word_embed_proj_dim, read by an author embedding's layout.
+    doc = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    block = "// opt.hpf\n" + doc.split("```\n// opt.hpf\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "opt.hpf").write_text(block)
+    assert hpdsl("fmt", "--check", "opt.hpf", cwd=tmp_path).returncode == 0
+    run = hpdsl("compile", "opt.hpf", "-o", "registry.json", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    data = json.loads((tmp_path / "registry.json").read_text())
+    assert data["models"]["opt_350m"]["extra"] == {"word_embed_proj_dim": 512}
+    assert [f["name"] for f in data["profiles"]["opt"]["fields"]] == ["word_embed_proj_dim"]
+    assert hpdsl("estimate", "opt.hpf", "--set", "word_embed_proj_dim=256", cwd=tmp_path).returncode == 0
+    undeclared = block.replace("  field word_embed_proj_dim", "  // field word_embed_proj_dim")
+    (tmp_path / "opt.hpf").write_text(undeclared)
+    refused = hpdsl("compile", "opt.hpf", cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stderr.count("unknown-dim-field") == 2
+    assert "unknown-field" in refused.stderr
