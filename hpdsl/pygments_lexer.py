@@ -17,7 +17,7 @@ KEYWORDS = (
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "stack",
     "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation",
     "hf", "map", "read", "ignore", "pattern", "derive", "unset",
-    "device", "cluster", "curve", "tier",
+    "device", "cluster", "curve", "tier", "field", "float", "string", "required",
 )
 """Every keyword of grammar/hpdsl.lark (tests/test_editors.py keeps the two in step)."""
 

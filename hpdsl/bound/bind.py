@@ -129,7 +129,7 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         head_dim = model.v_head_dim or profile.v_head_dim or head_dim
     return LayerConfig(**{
         **stated,
-        "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim,
+        "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim, "extra": dict(model.extra),
         "kv_heads": model.kv_heads or model.heads,
         "ffn_width": model.expert_width if moe else (model.ffn_width or 0),
         "experts": model.experts if moe else 1, "top_k": model.top_k if moe else 1,

@@ -18,12 +18,13 @@ from fractions import Fraction
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.bound.config import LayerConfig
+from hpdsl.bound.config import DIM_NAMES, LayerConfig
 from hpdsl.bound.slots import buildable, layer_shape, mixer_role
 from hpdsl.ir.layouts import dim_names
 from hpdsl.ir.nodes import ModelIR, block_stated
 from hpdsl.model import ops
 from hpdsl.model.fields import BLOCKS, FIELDS, required
+from hpdsl.model.layouts import LAYOUT_AXES
 
 ENCODER, DECODER = "encoder", "decoder"
 """The kinds whose layers make an encoder-decoder: two towers, the decoder's layers with cross-attention."""
@@ -237,11 +238,15 @@ def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
     read = sorted({name for entry in family.layout for dim in entry.dims for name in dim_names(dim)})
     unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int"
                 and (FIELDS[name].minimum or 0) >= 1 and getattr(model, name) is None and name != "hidden"]
+    # An author field (a profile's or family's) the model neither states nor has a default for.
+    unstated += [name for name in read if name not in FIELDS and name not in DIM_NAMES
+                 and name not in LAYOUT_AXES and name not in model.extra]
     if unstated:
         yield LayerProblem("missing-field",
                            f"kind '{kind}' is built by family '{family.name}', whose layout reads "
                            f"{', '.join(unstated)}, which model '{model.name}' does not state",
-                           f"state `{unstated[0]}` in the model's ssm block", kind=kind, field=unstated[0])
+                           f"state `{unstated[0]}` in the model" + ("'s ssm block" if unstated[0] in FIELDS else ""),
+                           kind=kind, field=unstated[0])
 
 
 def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:

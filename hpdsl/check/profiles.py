@@ -111,7 +111,7 @@ def _head(item: ast.ProfileItem | ast.KindItem) -> Span:
 
 
 def _statement_key(item: ast.ProfileItem) -> str | None:
-    if isinstance(item, (ast.Kind, ast.ImportRules)):  # hf blocks may repeat (check/import_rules.py)
+    if isinstance(item, (ast.Kind, ast.ImportRules, ast.FieldDecl)):  # hf blocks and fields repeat (import_rules.py, fields.py)
         return None
     if isinstance(item, ast.SettingsBlock) and item.block == "facts":
         # facts blocks may repeat, one per set of model_types

@@ -16,9 +16,8 @@ from hpdsl.errors import InputError
 def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool, sets: Sequence[str] = ()) -> Any:
     """Compile `paths`, pick one model, apply `--set` overrides and bind it (diagnostics exit 1)."""
     from hpdsl.api import bind_model
-    from hpdsl.ir.overrides import parse_sets
 
-    return bind_model(paths, model, stdlib=stdlib, sets=parse_sets(sets))
+    return bind_model(paths, model, stdlib=stdlib, pairs=sets)
 
 
 @click.command("stack")

@@ -232,12 +232,12 @@ def plan_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     from hpdsl.cost.facts.backend import backend_facts
     from hpdsl.cost.estimate import estimate
     from hpdsl.ir.nodes import evolve
-    from hpdsl.ir.overrides import parse_sets
+    from hpdsl.ir.overrides import declared_fields, parse_sets
 
     from hpdsl.cost.feasibility.reasons import require_valid
 
-    parsed = parse_sets(sets)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
+    parsed = parse_sets(sets, declared_fields(cost_model.profile, cost_model.families))
     require_valid(strategy, cost_model)  # what the estimator refuses (pp 0 among them), before the backend's checks
     _check_runnable(strategy, nproc * options.nnodes)
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)

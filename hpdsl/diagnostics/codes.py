@@ -35,6 +35,8 @@ CODES: dict[str, str] = {
     "duplicate-selector": "a family declares a selector twice",
     "duplicate-variant": "a family declares a variant twice",
     "duplicate-field": "a model states a field twice",
+    "duplicate-field-declaration": "a profile or family declares a field twice, or two declarations of one field "
+                                   "disagree",
     "duplicate-model-type": "two profiles claim the same HuggingFace model_type",
     "unknown-profile": "a model names a profile that is not declared",
     "unknown-kind": "a name is used as a layer kind but the profile has no such kind",
@@ -100,6 +102,10 @@ CODES: dict[str, str] = {
     "shard-not-divisible": "a model's sharded dim does not split over a tp the family allows",
     # --- models and stacks ------------------------------------------------
     "unknown-field": "a model states a field the language does not know",
+    "field-redeclared": "a field declaration gives a standard field, a bound value or an axis another meaning",
+    "bad-field-declaration": "a field declaration's type, bounds and default do not hold together",
+    "field-outside-profile": "a field is declared at the top level of a file outside the standard library",
+    "unknown-field-block": "a field declaration names a block models do not have",
     "field-type": "a model field has a value of the wrong type",
     "missing-field": "a model lacks a required dimension",
     "non-positive-field": "a model dimension that must be positive is zero or negative",

@@ -42,7 +42,7 @@ from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys,
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.model.fields import FIELDS, block_flags
+from hpdsl.model.fields import FIELDS, Field, block_flags
 
 INT_FIELDS = tuple(name for name, field in FIELDS.items()
                    if field.block is None and field.type == "int" and name != "layers")
@@ -122,7 +122,8 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     kinds = layer_kinds(cfg, chosen, fields["layers"])
     if kinds is None or "sliding_attention" not in kinds:
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
-    items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in FIELD_ORDER if key in fields]
+    order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
+    items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]
     items += _choices(cfg, choice_facts)
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
@@ -249,7 +250,8 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
             continue  # some configs write 0 for "as many as the query heads"
         fields[key] = whole(value, source, key)
     fields["layers"] = _layers(cfg, profile, rules)
-    _derive(fields, rules)
+    fields.update(_author_values(cfg, profile, rules))
+    _derive(fields, rules, {f.name: f for f in _author_fields(profile)})
     mla = stated_keys(cfg, rules, "mla")
     if mla and cfg.get(mla.get("kv_lora_rank", "")):
         fields.pop("head_dim", None)  # MLA prices heads with v_head_dim
@@ -267,7 +269,33 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
     return fields
 
 
-def _derive(fields: dict[str, Any], rules: Rules) -> None:
+def _author_fields(profile: ProfileIR) -> list[Field]:
+    """Return the top-level author fields the profile declares (`field NAME: ...`), which its maps may write."""
+    return [field for field in profile.fields if field.name not in FIELDS and field.block is None]
+
+
+def _author_values(cfg: Config, profile: ProfileIR, rules: Rules) -> dict[str, Any]:
+    """Return the value of each author field a mapped config key states, checked against its declaration."""
+    values: dict[str, Any] = {}
+    for field in _author_fields(profile):
+        source = next((name for name in rules.keys(field.name) if cfg.get(name) is not None), None)
+        if source is None:
+            continue
+        value = cfg.get(source)
+        if field.type == "int":
+            values[field.name] = whole(value, source, field.name, row=field)
+        elif field.type == "bool":
+            values[field.name] = flag(value, source)
+        elif field.type == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            values[field.name] = float(value)
+        elif field.type == "string" and isinstance(value, str):
+            values[field.name] = value
+        else:
+            raise HfImportError(f"{source} is {value!r}; {field.name} takes a {field.type}", source)
+    return values
+
+
+def _derive(fields: dict[str, Any], rules: Rules, author: Mapping[str, Field]) -> None:
     """Fill each field the config leaves unset that a `derive` rule computes from the stated ones."""
     for field, expr in rules.derives.items():
         if field in fields:
@@ -277,7 +305,7 @@ def _derive(fields: dict[str, Any], rules: Rules) -> None:
             continue  # a field it reads is not stated either
         if value.denominator != 1:
             raise HfImportError(f"derive {field} = {expr.text} is {value}, not a whole number", field)
-        fields[field] = whole(int(value), f"derive {field} = {expr.text}", field)
+        fields[field] = whole(int(value), f"derive {field} = {expr.text}", field, row=author.get(field))
 
 
 def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:

@@ -18,7 +18,7 @@ from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.importers.hf_hybrid import PatternError, normalise
 from hpdsl.importers.rules import Rules
-from hpdsl.model.fields import FIELDS, MAX_DIMENSION
+from hpdsl.model.fields import FIELDS, MAX_DIMENSION, Field
 
 
 COMPOSITE_KEYS: frozenset[str] = frozenset({"tie_word_embeddings"})
@@ -130,13 +130,14 @@ def count(cfg: Config, key: str) -> int | None:
     return whole(value, key)
 
 
-def whole(value: Any, key: str, field: str | None = None) -> int:
-    """Return `value` as a whole number within FIELDS[field]'s bounds, else an error naming `key`.
+def whole(value: Any, key: str, field: str | None = None, *, row: Field | None = None) -> int:
+    """Return `value` as a whole number within FIELDS[field]'s bounds (or `row`'s), else an error naming `key`.
 
     `field` is the FIELDS row the value becomes (hpdsl/model/fields.py); None: a
     count that is not a field (a pattern's step), bounded like a layer count.
+    `row` is an author field's declaration, for a field FIELDS does not hold.
     """
-    row = FIELDS.get(field or "", FIELDS["layers"])
+    row = row or FIELDS.get(field or "", FIELDS["layers"])
     low = row.minimum if row.minimum is not None else 0
     high = row.maximum if row.maximum is not None else MAX_DIMENSION
     whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
@@ -155,8 +156,9 @@ def shown(value: Any) -> str:
 
 
 def field_item(key: str, value: Any) -> ast.Field:
-    kind: ast.LiteralKind = "bool" if isinstance(value, bool) else "int"
-    return ast.Field(ast.Name(key), ast.Literal(value, kind))
+    """Return the model statement `key value` (an int, a flag, a number or a string)."""
+    kinds: dict[type, ast.LiteralKind] = {bool: "bool", float: "float", str: "string"}
+    return ast.Field(ast.Name(key), ast.Literal(value, kinds.get(type(value), "int")))
 
 
 __all__ = ["Config", "HfImportError", "count", "effective", "field_item", "first", "flag", "flag_at", "model_types",

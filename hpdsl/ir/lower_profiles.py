@@ -11,6 +11,7 @@ from typing import Literal, Optional, cast
 
 from hpdsl import ast
 from hpdsl.ir.layouts import dim_from_ast
+from hpdsl.ir.lower_fields import lower_fields
 from hpdsl.ir.nodes import DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
 from hpdsl.model.slots import SLOTS
 from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, profile_default,
@@ -44,6 +45,7 @@ def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
         facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
         slots=_families(slots),
         imports=tuple(lower_import_rules(item) for item in profile.items if isinstance(item, ast.ImportRules)),
+        fields=lower_fields(profile.items),
         source=SourceRef.from_span(profile.name.span),
     )
 

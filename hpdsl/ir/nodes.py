@@ -128,7 +128,8 @@ class ProfileIR:
 
     `slots` maps each bound slot to its family for the profile's model-level
     slots and its layers: the top-level defaults overlaid by the profile's own
-    block (each kind's effective bindings are in its KindIR).
+    block (each kind's effective bindings are in its KindIR). `fields` are the
+    author fields it declares (`field NAME: ...`), which its models may state.
     """
 
     name: str
@@ -140,6 +141,7 @@ class ProfileIR:
     facts: tuple[FactsIR, ...] = ()
     slots: dict[str, str] = attrs.field(factory=dict)
     imports: tuple[ImportRulesIR, ...] = ()
+    fields: tuple[Field, ...] = ()
     source: SourceRef | None = None
 
     def facts_for(self, model_type: str) -> dict[str, Scalar]:
@@ -255,6 +257,7 @@ class FamilyIR:
 
     `layout` is None when the family declares none: the backend then leaves its
     modules as built at any tp (the module handles tp itself, or is replicated).
+    `fields` are the author fields it declares, which its layout may read.
     """
 
     name: str
@@ -264,6 +267,7 @@ class FamilyIR:
     requires: tuple[RequireIR, ...] = ()
     variants: tuple[VariantIR, ...] = ()
     layout: tuple[LayoutEntryIR, ...] | None = None
+    fields: tuple[Field, ...] = ()
     source: SourceRef | None = None
 
 
@@ -297,6 +301,8 @@ _MODEL_HEAD = {"name": attrs.field(type=str), "profile": attrs.field(type=str)}
 _MODEL_TAIL = {
     "layer_types": attrs.field(default=None, type=_optional(tuple[str, ...])),
     "stack_stated": attrs.field(default=False, type=bool),
+    # The author fields (declared in a profile or family) the model states, or their defaults.
+    "extra": attrs.field(factory=dict, type=dict[str, Scalar]),
     "groups": attrs.field(default=(), type=tuple[LayerGroup, ...]),
     "source": attrs.field(default=None, type=_optional(SourceRef)),
 }
@@ -309,6 +315,7 @@ if TYPE_CHECKING:
         profile: str
         layer_types: tuple[str, ...] | None
         stack_stated: bool
+        extra: dict[str, Scalar]
         groups: tuple[LayerGroup, ...]
         source: SourceRef | None
 

@@ -77,6 +77,8 @@ class _Parser(ImportRuleRules):
         if word == "cluster":
             name = self.name()
             return ast.Cluster(name, self.braced(self.cluster_item), span=self.span(start, self.i - 1))
+        if word == "field":
+            return self.field_decl(start)
         raise Defer
 
     def braced(self, item: Any) -> tuple[Any, ...]:
@@ -170,6 +172,8 @@ class _Parser(ImportRuleRules):
             return self.slots_block(start)
         if word == "hf":
             return self.import_rules(start)
+        if word == "field":
+            return self.field_decl(start)
         raise Defer
 
     def setting(self) -> ast.Setting:

@@ -14,10 +14,11 @@ from lark.tree import Meta
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.text import unquote
+from hpdsl.syntax.transformer_fields import FieldDeclRules
 
 
 @v_args(meta=True)
-class ToAst(Transformer):
+class ToAst(FieldDeclRules):
     """Builds an ast.File from the tree of one source file."""
 
     def __init__(self, file: str) -> None:
