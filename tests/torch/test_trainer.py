@@ -70,16 +70,18 @@ def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("suffix", [".bin", ".npy"])
-def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str) -> None:
+@pytest.mark.parametrize(("suffix", "mesh"), [(".bin", "--dp"), (".npy", "--cp")], ids=["bin-dp2", "npy-cp2"])
+def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str, mesh: str) -> None:
+    # Under cp 2 each rank reads its half of the same sequences (tests/torch/test_train_data.py holds the chunks).
     tokens = (np.arange(40_000) * 7 % 16).astype(np.uint16)  # period 16: each token tells the next
     path = tmp_path / f"tokens{suffix}"
     if suffix == ".npy":
         np.save(path, tokens)
     else:
         tokens.tofile(path)
-    result = train_json(LLAMA3_8B, *LLAMA_SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2",
+    result = train_json(LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2",
                         "--data", str(path), "--steps", "30", "--lr", "1e-2", validate=False)
+    assert {r["coords"]["cp" if mesh == "--cp" else "dp_shard"] for r in result["ranks"]} == {0, 1}
     losses = result["loss"]
     assert losses[0] > 4.0 and losses[-1] < 0.5 * losses[0], losses
 
