@@ -21,12 +21,14 @@ DP2 = ("--dp", "2", "--zero", "os+grad+params", "--nproc", "2")
 
 @settings(max_examples=40, deadline=None)
 @given(cp=st.sampled_from([1, 2, 4]), chunk=st.integers(1, 6), depth=st.integers(0, 2), rows=st.integers(1, 3),
-       step=st.integers(0, 50))
+       step=st.integers(0, 50), dtype=st.sampled_from(["uint16", "uint32"]))
 def test_the_cp_ranks_read_the_chunks_of_the_same_samples(tmp_path_factory: pytest.TempPathFactory, cp: int,
-                                                          chunk: int, depth: int, rows: int, step: int) -> None:
+                                                          chunk: int, depth: int, rows: int, step: int,
+                                                          dtype: str) -> None:
     path = tmp_path_factory.mktemp("tokens") / "tokens.bin"
-    (np.arange(997) % 251).astype(np.uint16).tofile(path)  # a prime length: the batches wrap around the file
-    tokens, seq = Tokens(0, 256, str(path)), chunk * cp
+    stream = np.arange(997) % 251  # a prime length: the batches wrap around the file
+    stream.astype(dtype).tofile(path)  # uint32: what a Hugging Face dataset is written as
+    tokens, seq = Tokens(0, 256, str(path), dtype), chunk * cp
     whole = tokens.rank_batch(step, rows, seq, depth, (slice(None), slice(0, seq)))
     parts = [tokens.rank_batch(step, rows, seq, depth, (slice(None), slice(r * chunk, (r + 1) * chunk)))
              for r in range(cp)]
@@ -34,6 +36,9 @@ def test_the_cp_ranks_read_the_chunks_of_the_same_samples(tmp_path_factory: pyte
     for got, want in zip((torch.cat([p[0] for p in parts], dim=1), torch.cat([p[1] for p in parts], dim=1)), whole):
         assert torch.equal(got, want)
     assert whole[0].shape[:2] == (rows, seq)
+    span = seq + 1 + depth  # step k's first row is sequence k·rows of the file, wrapped around
+    first = (step * rows) % (len(stream) // span)
+    assert whole[0][0, :, 0 if depth else ...].tolist() == stream[first * span:first * span + seq].tolist()
 
 
 def test_a_folder_that_datasets_did_not_save_is_a_usage_error(tmp_path: Path) -> None:
@@ -72,6 +77,8 @@ def test_a_saved_dataset_is_read_as_the_token_file_of_its_ids(tmp_path: Path, mo
     path = Path(plan.config["data"])
     assert path.parent == tmp_path / "cache" / "datasets" and plan.config["data_dtype"] == "uint32"
     assert np.fromfile(path, dtype=np.uint32).tolist() == [i for row in rows for i in row]
+    ids, labels = Tokens(0, 128, str(path), "uint32").rank_batch(0, 2, 32, 0, (slice(None), slice(0, 32)))
+    assert ids[0].tolist() == rows[0][:32] and labels[0].tolist() == rows[0][1:33]  # what the ranks read
     again, _ = plan_from_flags((Path(MIXTRAL),), None, False, tuple(s.removeprefix("--set=") for s in MIXTRAL_SMALL),
                                2, options, {"dp": 2, "zero": "os+grad+params"})
     assert again.config["data"] == str(path)  # tokenised once: the cached file
