@@ -107,3 +107,21 @@ def test_a_text_dataset_is_tokenised_by_a_local_tokenizer(tmp_path: Path, monkey
         str(tmp_path / "dd"))
     path = token_file(str(tmp_path / "dd"), tokenizer=str(tmp_path / "tok"))
     assert np.fromfile(path, dtype=np.uint32).tolist() == [1, 2, 3, 0, 3, 2, 0]  # each document, then EOS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not HAS_DATASETS, reason="the optional extra hpdsl[data] (datasets) is not installed")
+def test_a_saved_dataset_with_a_repeating_pattern_is_learned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    from train_support import train_json
+
+    monkeypatch.setenv("HPDSL_CACHE_DIR", str(tmp_path / "cache"))
+    pattern = (np.arange(40_000) * 7 % 16).tolist()  # period 16: each token tells the next
+    rows = [pattern[i:i + 400] for i in range(0, len(pattern), 400)]
+    datasets.Dataset.from_dict({"input_ids": rows}).save_to_disk(str(tmp_path / "ds"))
+    result = train_json(MIXTRAL, *MIXTRAL_SMALL, *DP2, "--data", str(tmp_path / "ds"), "--steps", "30", "--lr", "1e-2",
+                        validate=False)
+    losses = result["loss"]
+    assert losses[0] > 4.0 and losses[-1] < 0.5 * losses[0], losses
