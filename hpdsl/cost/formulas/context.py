@@ -65,7 +65,7 @@ class Ctx:
     peak: F           # dense peak FLOP/s of the device (the device time model, hpdsl/cost/formulas/device_time.py)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
     curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
-    device_model: Any  # mfu 0: price with the device's matmul curve and bandwidth, not peak·mfu
+    device_model: Any  # mfu 0 (the default): price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
     bw_cp: F
     bw_ep: F
