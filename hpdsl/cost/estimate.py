@@ -209,4 +209,6 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         tokens_per_step=strategy.batch * strategy.seq_len,
         widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes),
         breakdown=step_breakdown(scalar_context(strategy, run), price.step_time_s, rows["time"],
-                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))]))
+                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))],
+                                 [rows["params"][r] + rows["grads"][r] + rows["optimizer"][r]
+                                  for r in range(len(rows["time"]))]))

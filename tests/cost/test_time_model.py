@@ -55,7 +55,8 @@ def test_the_cli_says_which_time_model_it_assumed() -> None:
     assert first["machine"]["time_model"] == "device" and first["machine"]["assumed_mfu"] is None
     assert second["machine"]["time_model"] == "mfu" and second["step_time_s"] != first["step_time_s"]
     text = _hpdsl(*flags).stdout
-    assert "the device time model" in text and "where the step goes" in text
+    assert "the device time model" in text and "where the step goes: steady" in text
+    assert "after the last backward" in text and "(optimizer step" in text
 
 
 def _cluster(path: Path, *, node: str = "", network: str = "", per_node: int = 8, latency: float = 1e-6) -> str:
@@ -129,3 +130,4 @@ def test_the_optimizer_step_reads_and_writes_the_ranks_shard_at_bandwidth(llama:
         static = stage.params_bytes + stage.grads_bytes + stage.optimizer_bytes
         expected = priced.communication["dp"] / 4.5e11 + 2 * static / (3.35e12 * 0.9)
         assert priced.breakdown["after_backward_s"] == pytest.approx(expected, rel=1e-12)
+        assert priced.breakdown["optimizer_s"] == pytest.approx(2 * static / (3.35e12 * 0.9), rel=1e-12)
