@@ -130,8 +130,8 @@ def main() -> None:
           f"{'cpu share':>11}{'ratio / share':>15}")
     for name, measured, estimated, share, _ in rows:
         ratio = estimated / measured
-        print(f"{name:<9}{measured:>12.3f}{estimated:>13.3f}{ratio:>8.2f}  {'yes' if abs(ratio - 1) <= TARGET else 'NO':<10}"
-              f"{share:>11.2f}{ratio / share:>15.2f}")
+        within = "yes" if abs(ratio - 1) <= TARGET else "NO"
+        print(f"{name:<9}{measured:>12.3f}{estimated:>13.3f}{ratio:>8.2f}  {within:<10}{share:>11.2f}{ratio / share:>15.2f}")
     print("\nratio / share: the estimate at the speed the probes sustained beside the run (the load's toll removed)")
     print("\nwhere the estimate puts each step (s):")
     for name, _, _, _, parts in rows:

@@ -120,7 +120,7 @@ class Strategy:
                                    help="flash attention (no score tensors saved)")
     impl: str = _field("fused", "recipe", "choice", flag="--impl", choices=IMPLS, help=IMPL_HELP)
     device: str = _field("h100", "recipe", "device", flag="--device", column="device_id", help=DEVICE_NAMES_HELP)
-    mfu: float = _field(0.0, "recipe", "float", flag="--mfu",  # 0: the device time model; else peak share on executed FLOPs
+    mfu: float = _field(0.0, "recipe", "float", flag="--mfu",  # 0: the device time model; else peak share
                         help=MFU_HELP)
     num_devices: int | None = _field(None, "degree", flag="--devices",  # the job's device count, when stated
                                      help="the job's device count (checked against dp·tp·pp·cp)")
