@@ -374,6 +374,7 @@ class TierIR:
     bandwidth: float
     latency: float
     efficiency: dict[str, float] = attrs.field(factory=dict)
+    algorithm: str = "ring"  # the all-reduce's: ring or tree (hpdsl/model/machine.py ALGORITHMS)
 
 
 @attrs.frozen
