@@ -62,6 +62,11 @@ MAX_SHARED_EXPERTS = 1 << 10
 MAX_COUNT = 1 << 62
 
 
+WIRINGS: tuple[str, ...] = ("pre_norm", "sandwich", "sublayer_post_norm", "post_norm", "parallel",
+                            "parallel_two_norms")
+"""The block wirings a layer may have (`wiring`): where its norms stand and where the residual adds go."""
+
+
 def _int(name: str, meaning: str, *, minimum: int = 1, block: str | None = None,
          default: int | None = None, required: bool = False, hf: tuple[str, ...] = (),
          maximum: int = MAX_DIMENSION) -> Field:
@@ -106,7 +111,15 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
     _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
     _bool("norm_offset", "norms scale by (1 + w) in fp32 and keep the normalised copy in fp32 (Gemma, Qwen3-Next)"),
-    _bool("sandwich_norms", "a norm after each mixer and feed-forward too, before the residual (Gemma)"),
+    _choice("wiring", "how a layer's blocks meet the residual stream (docs/language.md#block-wiring): "
+            "pre_norm, sandwich (a norm before and after each block: Gemma), sublayer_post_norm (a norm after each "
+            "block, before the residual add: OLMo-2/3), post_norm (a norm after each residual add: BERT, OPT), "
+            "parallel (the mixer and feed-forward read one norm's output and add to one residual: GPT-J, Phi), "
+            "parallel_two_norms (side by side, a norm each: GPT-NeoX)",
+            WIRINGS, "pre_norm"),
+    Field("rotary_fraction", "float", "the share of each head's dims the rotary embedding turns, the first "
+          "⌊head_dim × rotary_fraction⌋ (Phi's partial_rotary_factor)", default=1.0),
+    _bool("head_bias", "the output head has a bias (Phi)"),
     _choice("norm", "the normalisation", ("rmsnorm", "layernorm"), "rmsnorm"),
     _choice("mlp", "the feed-forward form: gated (3 matrices) or plain (2)", ("gated", "plain"), "gated"),
     _choice("activation", "the feed-forward activation", ("silu", "gelu", "gelu_tanh", "relu", "relu2"), "silu"),
@@ -256,7 +269,7 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 }
 """The keys of a profile's `model { }` block."""
 
-__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar",
+__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar", "WIRINGS",
            "block_fields", "block_flags", "check_names", "defaults", "required", "top_level"]
 
 

@@ -26,7 +26,7 @@ from hpdsl.syntax.fast_rules import ImportRuleRules
 from hpdsl.syntax.fast_tokens import Defer
 from hpdsl.syntax.text import without_bom
 
-_CHOICES = frozenset({"norm", "mlp", "activation"})
+_CHOICES = frozenset({"norm", "mlp", "activation", "wiring"})
 
 
 def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File | None:
@@ -173,7 +173,7 @@ class _Parser(ImportRuleRules):
         raise Defer
 
     def setting(self) -> ast.Setting:
-        """setting: (NAME | NORM | MLP | ACTIVATION) = literal"""
+        """setting: (NAME | NORM | MLP | ACTIVATION | WIRING) = literal"""
         start = self.i
         key = self.name(_CHOICES)
         self.expect("=")
