@@ -90,11 +90,33 @@ def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
         if field.minimum is not None and isinstance(value, int) and value < field.minimum:
             yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
                                f"'{name}' is the {field.meaning}", field=name)
+    yield from _rotary_problems(model)
     for block in BLOCKS:
         missing = [name for name in required(block) if getattr(model, name) is None]
         if block_stated(model, block) and missing:
             yield LayerProblem("incomplete-block", f"the {block} block lacks {_quoted(missing)}",
                                f"a {block} block states {_quoted(required(block))}", field=block)
+
+
+def _rotary_problems(model: ModelIR) -> Iterator[LayerProblem]:
+    """Yield a rotary fraction that turns no dims, more than a head, or an odd count (rotation turns pairs)."""
+    fraction = model.rotary_fraction
+    if fraction is None or fraction == 1:
+        return
+    head_dim = model.head_dim or model.hidden // model.heads
+    dims = int(head_dim * fraction)
+    if 0 < fraction <= 1 and dims > 0 and dims % 2 == 0:
+        return
+    yield LayerProblem("rotary-dims",
+                       f"rotary_fraction {fraction} of head_dim {head_dim} turns ⌊{head_dim} × {fraction}⌋ = "
+                       f"{dims} dims of each head, but a rotary embedding turns a positive, even number of them, "
+                       "at most the head dim",
+                       f"state a rotary_fraction in (0, 1] whose share of {head_dim} is even, e.g. "
+                       f"`rotary_fraction {_even_share(head_dim)}`", field="rotary_fraction")
+
+
+def _even_share(head_dim: int) -> str:
+    return "0.5" if head_dim % 4 == 0 else "1.0"
 
 
 def _stack_problems(cost: CostModel) -> Iterator[LayerProblem]:

@@ -127,6 +127,7 @@ CODES: dict[str, str] = {
     "ffn-matrices": "a kind prices a feed-forward count no block has (ffMM neither 0, 2 nor 3)",
     "mlp-form-mismatch": "the model's mlp gated|plain disagrees with its layers' ffMM (3 gated, 2 plain)",
     "norm-count-mismatch": "a layer's norms (layer_norms, else normOp) are not the ones its wiring holds",
+    "rotary-dims": "rotary_fraction turns no dims of a head, more than it has, or an odd number of them",
     "wiring-mismatch": "a parallel wiring on a layer that is not one attention beside a feed-forward",
     "value-heads-not-divisible": "linear attention's value heads are not a multiple of its key heads",
     "mla-qk-norm": "a model with an mla block states qk_norm, which MLA has no place for",

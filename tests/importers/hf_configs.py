@@ -57,10 +57,6 @@ FILES: dict[str, tuple[str, str]] = {
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "phi_1": "rotary_dim",
-    "phi_2": "no profile prices model_type 'phi'",
-    "exaone_4_0_32b": "no profile prices model_type 'exaone4'",
-    "olmo_3_1_32b_instruct": "no profile prices model_type 'olmo3'",
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
     "kimi_k2_5": "ignore_index, use_unified_vision_chunk, video_placeholder",
     "devstral_small_2_24b": "multimodal_projector_bias, projector_hidden_act, spatial_merge_size",
