@@ -29,6 +29,13 @@ class DecoderLayer(nn.Module):
     Megatron-style hybrid (Nemotron-H) holds a mixer or a feed-forward per layer, never both.
     """
 
+    mixer_norm: nn.Module | None
+    mixer_post_norm: nn.Module | None
+    cross_norm: nn.Module | None
+    cross_post_norm: nn.Module | None
+    ffn_norm: nn.Module | None
+    ffn_post_norm: nn.Module | None
+
     def __init__(self, *, mixer: nn.Module | None = None, ffn: nn.Module | None = None,
                  cross_attention: nn.Module | None = None, wiring: str = "pre_norm",
                  norms: Mapping[str, nn.Module] | None = None) -> None:
@@ -44,25 +51,30 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
-        if self.wiring in ("parallel", "parallel_two_norms") and self.mixer is not None and self.ffn is not None:
-            normed = self.mixer_norm(x)
+        mixer, cross, ffn = self.mixer, self.cross_attention, self.ffn
+        if self.wiring in ("parallel", "parallel_two_norms") and mixer is not None and ffn is not None:
+            normed = _apply(self.mixer_norm, x)
             ffn_input = normed if self.ffn_norm is None else self.ffn_norm(x)
-            return x + self.mixer(normed, positions=positions, bias=bias) + self.ffn(ffn_input)
-        if self.mixer is not None:
-            x = self._block("mixer", x, lambda y: self.mixer(y, positions=positions, bias=bias))
-        if self.cross_attention is not None:
-            x = self._block("cross", x, lambda y: self.cross_attention(y, positions=positions, memory=memory))
-        if self.ffn is not None:
-            x = self._block("ffn", x, self.ffn)
+            return x + mixer(normed, positions=positions, bias=bias) + ffn(ffn_input)
+        if mixer is not None:
+            x = self._block("mixer", x, lambda y: mixer(y, positions=positions, bias=bias))
+        if cross is not None:
+            x = self._block("cross", x, lambda y: cross(y, positions=positions, memory=memory))
+        if ffn is not None:
+            x = self._block("ffn", x, ffn)
         return x
 
     def _block(self, name: str, x: Tensor, block: Callable[[Tensor], Tensor]) -> Tensor:
         """Run one block with its norms: before it, after it (before or after the residual add)."""
         pre, post = getattr(self, f"{name}_norm"), getattr(self, f"{name}_post_norm")
-        out = block(x if pre is None else pre(x))
+        out = block(_apply(pre, x))
         if post is None:
             return x + out
         return post(x + out) if self.wiring == "post_norm" else x + post(out)
+
+
+def _apply(norm: nn.Module | None, x: Tensor) -> Tensor:
+    return x if norm is None else norm(x)
 
 
 class RelativePositionBias(nn.Module):
