@@ -40,13 +40,13 @@ def blocks(attentions: int, ffn: bool) -> tuple[str, ...]:
 def norm_paths(wiring: str, attentions: int, ffn: bool) -> tuple[tuple[str, str], ...]:
     """Return (block, norm path) for every norm a layer wired `wiring` holds, in the order it runs them."""
     held = blocks(attentions, ffn)
-    if wiring == "parallel":
-        return (("mixer", "mixer_norm"),) if held else ()
-    if wiring == "parallel_two_norms":
-        return tuple((block, f"{block}_norm") for block in held)
+    if wiring == "parallel" and parallel_fits(attentions, ffn):
+        return (("mixer", "mixer_norm"),)
+    # A parallel wiring on a layer that is not a mixer beside a feed-forward is refused
+    # (hpdsl/bound/shape.py, wiring-mismatch); its blocks are still each behind a norm.
     paths: list[tuple[str, str]] = []
     for block in held:
-        if wiring in PRE:
+        if wiring in PRE or wiring in PARALLEL:
             paths.append((block, f"{block}_norm"))
         if wiring in POST:
             paths.append((block, f"{block}_post_norm"))

@@ -24,9 +24,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from hpdsl.api import compile_paths, compile_sources  # noqa: E402
+from hpdsl.bound.wiring import norm_paths  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.model.fields import WIRINGS  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
@@ -150,3 +152,33 @@ def test_parallel_block_saves_one_norm_output(stdlib: Registry) -> None:
     assert rows and all(abs(r.relative) < 0.01 for r in rows), rows
     built = build_model(small, registry=registry)
     assert sum(p.numel() for p in built.parameters()) == parameters(bind(small, registry.profile("phi"))).total
+
+
+@pytest.mark.parametrize("wiring", WIRINGS)
+def test_every_wiring_builds_with_the_estimators_count_and_trains(wiring: str, stdlib: Registry) -> None:
+    norms = len(norm_paths(wiring, 1, True))
+    text = (f"model wired : llama2 {{\n  hidden 32  layers 2  heads 4  kv_heads 2  vocab 50  ffn_width 48\n"
+            f"  wiring {wiring}  layer_norms {norms}\n}}\n")
+    registry = compile_sources([Source("wired.hpf", text)])
+    model = registry.models["wired"]
+    built = materialize(build_model(model, registry=registry, device="meta"), "cpu", seed=0)
+    assert sum(p.numel() for p in built.parameters()) == parameters(bind(model, registry.profile("llama2"))).total
+    held = {name.split(".")[2] for name, _ in built.named_parameters() if name.startswith("layers.0.") and
+            name.split(".")[2].endswith("norm")}
+    assert held == {path for _, path in norm_paths(wiring, 1, True)}
+    ids = torch.randint(0, 50, (2, SEQ), generator=torch.Generator().manual_seed(3))
+    built(ids).logsumexp(-1).mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in built.parameters())
+
+
+def test_post_norm_normalises_after_the_residual_add_sublayer_post_norm_before() -> None:
+    from hpdsl.torch.layers import DecoderLayer
+
+    torch.manual_seed(4)
+    ffn, x = torch.nn.Linear(8, 8), torch.randn(2, 5, 8) + 3.0
+    after = DecoderLayer(ffn=ffn, wiring="post_norm", norms={"ffn_post_norm": torch.nn.LayerNorm(8)})
+    before = DecoderLayer(ffn=ffn, wiring="sublayer_post_norm", norms={"ffn_post_norm": torch.nn.LayerNorm(8)})
+    positions = torch.arange(5)
+    with torch.no_grad():
+        torch.testing.assert_close(after(x, positions=positions), torch.nn.functional.layer_norm(x + ffn(x), (8,)))
+        torch.testing.assert_close(before(x, positions=positions), x + torch.nn.functional.layer_norm(ffn(x), (8,)))
