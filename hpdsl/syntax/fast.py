@@ -191,7 +191,7 @@ class _Parser(ImportRuleRules):
         return ast.Kind(name, base, items, span=self.span(start, self.i - 1))
 
     def kind_item(self) -> ast.KindItem:
-        """_kind_item: ops_block | attention_flavour | ffn_flavour | slots_block"""
+        """_kind_item: ops_block | attention_flavour | ffn_flavour | kind_wiring | slots_block"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "ops":
@@ -201,6 +201,8 @@ class _Parser(ImportRuleRules):
             return ast.AttentionFlavour(self.name(), span=self.span(start, start + 1))
         if word == "ffn":
             return ast.FfnFlavour(self.name(), span=self.span(start, start + 1))
+        if word == "wiring":
+            return ast.KindWiring(self.name(), span=self.span(start, start + 1))
         if word == "slots":
             return self.slots_block(start)
         raise Defer

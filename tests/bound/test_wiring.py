@@ -9,9 +9,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hpdsl.api import compile_sources
 from hpdsl.bound import wiring
 from hpdsl.bound.slots import layer_slots
 from hpdsl.cost import bind, parameters
+from hpdsl.diagnostics import Source
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
 from hpdsl.model.fields import FIELDS, WIRINGS
 
@@ -78,3 +80,35 @@ def test_every_block_has_a_norm_and_every_norm_a_block(name: str, attentions: in
     if name not in wiring.PARALLEL:  # a sequential wiring normalises every block
         assert {block for block, _ in paths} == set(held)
     assert len(set(paths)) == len(paths)
+
+
+WIRED = """
+profile wired {
+  default full
+  kind full {
+    wiring sublayer_post_norm
+    ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }
+  }
+  kind windowed from full { attention sliding }
+  kind side_by_side from full {
+    wiring parallel
+    ops { normOp 1 }
+  }
+}
+model mixed : wired {
+  hidden 64  layers 3  heads 4  vocab 96  ffn_width 128  sliding_window 8  stack [full, windowed, side_by_side]
+}
+"""
+
+
+def test_a_kind_states_its_wiring_and_a_kind_from_it_inherits_it() -> None:
+    registry = compile_sources([Source("wired.hpf", WIRED)])
+    assert {n: k.wiring for n, k in registry.profile("wired").kinds.items()} == \
+        {"full": "sublayer_post_norm", "windowed": "sublayer_post_norm", "side_by_side": "parallel"}
+    cost = bind(registry.models["mixed"], registry.profile("wired"))
+    assert [cost.kind_config(kind).wiring for kind in cost.distinct_kinds()] == \
+        ["sublayer_post_norm", "sublayer_post_norm", "parallel"]
+    stated = compile_sources([Source("wired.hpf", WIRED.replace("sliding_window 8", "sliding_window 8  "
+                                                                "wiring sandwich  layer_norms 4"))])
+    cost = bind(stated.models["mixed"], stated.profile("wired"))
+    assert {cost.kind_config(kind).wiring for kind in cost.distinct_kinds()} == {"sandwich"}  # the model's wins
