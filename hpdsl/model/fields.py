@@ -111,12 +111,11 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
     _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
     _bool("norm_offset", "norms scale by (1 + w) in fp32 and keep the normalised copy in fp32 (Gemma, Qwen3-Next)"),
-    _choice("wiring", "how a layer's blocks meet the residual stream (docs/language.md#block-wiring): "
-            "pre_norm, sandwich (a norm before and after each block: Gemma), sublayer_post_norm (a norm after each "
-            "block, before the residual add: OLMo-2/3), post_norm (a norm after each residual add: BERT, OPT), "
-            "parallel (the mixer and feed-forward read one norm's output and add to one residual: GPT-J, Phi), "
-            "parallel_two_norms (side by side, a norm each: GPT-NeoX)",
-            WIRINGS, "pre_norm"),
+    _choice("wiring", "how every layer's blocks meet the residual stream, beating each kind's `wiring` "
+            "(docs/language.md#block-wiring): pre_norm; sandwich, a norm before and after each block (Gemma); "
+            "sublayer_post_norm, a norm after each block, before the residual add (OLMo-2/3); post_norm, after "
+            "the add (BERT, OPT); parallel, the mixer and feed-forward side by side on one norm's output (GPT-J, "
+            "Phi); parallel_two_norms, side by side, a norm each (GPT-NeoX)", WIRINGS, "pre_norm"),
     Field("rotary_fraction", "float", "the share of each head's dims the rotary embedding turns, the first "
           "⌊head_dim × rotary_fraction⌋ (Phi's partial_rotary_factor)", default=1.0),
     _bool("head_bias", "the output head has a bias (Phi)"),
