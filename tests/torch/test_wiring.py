@@ -117,7 +117,7 @@ def test_logits_equal_transformers(name: str, changes: dict[str, Any], stdlib: R
 
 
 def test_a_sequential_wiring_of_phis_weights_gives_other_logits(stdlib: Registry) -> None:
-    """The wiring is what the layer runs: Phi's weights wired parallel_two_norms (a fresh norm for the feed-forward) give other logits."""
+    """The wiring is what the layer runs: Phi's weights wired parallel_two_norms give other logits."""
     ours, theirs, _ = _pair(_scaled("phi_2"), stdlib)
     ids = torch.randint(0, SMALL["vocab_size"], (1, SEQ), generator=torch.Generator().manual_seed(2))
     for layer in ours.layers:
