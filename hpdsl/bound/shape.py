@@ -232,7 +232,7 @@ def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, f
     """Return the fix of a norm count: the wiring that holds that many norms, else the count to state."""
     others = [w for w in wiring.wiring_for_count(count, attentions, ffn) if w != layer.wiring]
     rewire = (f"if the layers are wired otherwise, state it: {' or '.join(f'`wiring {w}`' for w in others)} "
-              "(a model field, or a fact of the profile); else " if others else "")
+              "in the kind (or the model); else " if others else "")
     if layer.layer_norms is not None:
         return (f"{rewire}remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` "
                 f"if every layer has {expected}")

@@ -6,11 +6,13 @@ read; these tests hold its table (docs/language.md#block-wiring) and its invaria
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hpdsl.api import compile_sources
 from hpdsl.bound import wiring
+from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.slots import layer_slots
 from hpdsl.cost import bind, parameters
 from hpdsl.diagnostics import Source
@@ -112,3 +114,13 @@ def test_a_kind_states_its_wiring_and_a_kind_from_it_inherits_it() -> None:
                                                                 "wiring sandwich  layer_norms 4"))])
     cost = bind(stated.models["mixed"], stated.profile("wired"))
     assert {cost.kind_config(kind).wiring for kind in cost.distinct_kinds()} == {"sandwich"}  # the model's wins
+
+
+def test_one_norm_on_a_sequential_layer_hints_the_parallel_wiring() -> None:
+    """GPT-J/Phi's one norm, on an unwired kind: the hint names `wiring parallel`, not a second norm alone."""
+    model, profile = _model("pre_norm", 1)
+    problems = layer_problems(bind(attrs.evolve(model, wiring=None), profile))
+    assert [p.code for p in problems] == ["norm-count-mismatch"]
+    assert "`wiring parallel`" in problems[0].hint and "such a layer has 2" in problems[0].message
+    wired = attrs.evolve(profile, kinds={"decoder": attrs.evolve(profile.kinds["decoder"], wiring="parallel")})
+    assert layer_problems(bind(attrs.evolve(model, wiring=None), wired)) == ()
