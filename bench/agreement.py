@@ -101,6 +101,7 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     run); a sliding window becomes `window` tokens when given. A state-space
     mixer keeps its expansion and form (Mamba-1's time-step rank, Mamba-2's
     heads and groups) at small sizes: Mamba-2's heads still split d_inner evenly.
+    A partial rotary (Phi) turns half of each small head.
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
     blocks: dict[str, object] = {}
@@ -115,6 +116,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
                       q_lora_rank=128 if model.q_lora_rank else 0)
     if block_stated(model, "ssm"):
         blocks.update(_small_ssm(model, hidden))
+    if model.rotary_fraction is not None and model.rotary_fraction < 1:
+        blocks["rotary_fraction"] = 0.5  # partial rotary kept, an even share of the small head dim
     groups = _few_groups(model.groups, per_group)
     dense = sum(g.count for g in groups if g.kind == "dense")
     return evolve(

@@ -151,7 +151,15 @@ class FfnFlavour:
     span: Span = _span()
 
 
-KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, SlotsBlock]
+@attrs.frozen
+class KindWiring:
+    """`wiring pre_norm|sandwich|sublayer_post_norm|post_norm|parallel|parallel_two_norms`."""
+
+    value: Name
+    span: Span = _span()
+
+
+KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, KindWiring, SlotsBlock]
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 import attrs
 
+from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import DIM_NAMES, LayerConfig
 from hpdsl.bound.slots import buildable, layer_shape, mixer_role
@@ -90,11 +91,33 @@ def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
         if field.minimum is not None and isinstance(value, int) and value < field.minimum:
             yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
                                f"'{name}' is the {field.meaning}", field=name)
+    yield from _rotary_problems(model)
     for block in BLOCKS:
         missing = [name for name in required(block) if getattr(model, name) is None]
         if block_stated(model, block) and missing:
             yield LayerProblem("incomplete-block", f"the {block} block lacks {_quoted(missing)}",
                                f"a {block} block states {_quoted(required(block))}", field=block)
+
+
+def _rotary_problems(model: ModelIR) -> Iterator[LayerProblem]:
+    """Yield a rotary fraction that turns no dims, more than a head, or an odd count (rotation turns pairs)."""
+    fraction = model.rotary_fraction
+    if fraction is None or fraction == 1:
+        return
+    head_dim = model.head_dim or model.hidden // model.heads
+    dims = int(head_dim * fraction)
+    if 0 < fraction <= 1 and dims > 0 and dims % 2 == 0:
+        return
+    yield LayerProblem("rotary-dims",
+                       f"rotary_fraction {fraction} of head_dim {head_dim} turns ⌊{head_dim} × {fraction}⌋ = "
+                       f"{dims} dims of each head, but a rotary embedding turns a positive, even number of them, "
+                       "at most the head dim",
+                       f"state a rotary_fraction in (0, 1] whose share of {head_dim} is even, e.g. "
+                       f"`rotary_fraction {_even_share(head_dim)}`", field="rotary_fraction")
+
+
+def _even_share(head_dim: int) -> str:
+    return "0.5" if head_dim % 4 == 0 else "1.0"
 
 
 def _stack_problems(cost: CostModel) -> Iterator[LayerProblem]:
@@ -184,22 +207,37 @@ def _ffn_count(model: ModelIR, kind: str, layer: LayerConfig, matrices: int) -> 
 
 
 def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> Iterator[LayerProblem]:
-    """Yield a norm count other than one before each attention and one before the feed-forward."""
-    expected = (attentions + int(ffn)) * (2 if layer.sandwich_norms else 1)
+    """Yield a wiring the layer's blocks cannot have, and a norm count other than the one its wiring holds."""
+    if layer.wiring in wiring.PARALLEL and not wiring.parallel_fits(attentions, ffn):
+        held = {0: "no attention", 1: "one attention", 2: "two attentions"}[attentions]
+        yield LayerProblem("wiring-mismatch",
+                           f"'{kind}' layers are wired {layer.wiring} (the attention and feed-forward side by "
+                           f"side), but they hold {held}{' and a feed-forward' if ffn else ' and no feed-forward'}",
+                           "wire them in sequence (`wiring pre_norm`), or price one attention and a "
+                           "feed-forward (attMM 4, ffMM 2 or 3)", kind=kind, field="wiring")
+        return
+    expected = len(wiring.norm_paths(layer.wiring, attentions, ffn))
     stated = layer.layer_norms is not None
     count = layer.layer_norms if stated else ops.norms(layer.ops)
     if count == expected:
         return
-    parts = {0: "", 1: "one before the attention", 2: "one before each of its two attentions"}[attentions]
-    parts += (" and " if parts else "") + "one before the feed-forward" if ffn else ""
-    parts += ", and one after each (sandwich_norms)" if layer.sandwich_norms else ""
     where = f"layer_norms {count}" if stated else f"normOp {count}"
-    hint = (f"remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` if every "
-            f"layer has {expected}" if stated else
-            f"state `layer_norms {expected}`: the norms a layer has, where the kind's normOp counts others")
     yield LayerProblem("norm-count-mismatch",
-                       f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: {parts}",
-                       hint, kind=kind, field="layer_norms", op=None if stated else ops.NORM)
+                       f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: "
+                       f"{wiring.describe(layer.wiring, attentions, ffn)}",
+                       _norm_hint(layer, count, expected, attentions, ffn), kind=kind, field="layer_norms",
+                       op=None if stated else ops.NORM)
+
+
+def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, ffn: bool) -> str:
+    """Return the fix of a norm count: the wiring that holds that many norms, else the count to state."""
+    others = [w for w in wiring.wiring_for_count(count, attentions, ffn) if w != layer.wiring]
+    rewire = (f"if the layers are wired otherwise, state it: {' or '.join(f'`wiring {w}`' for w in others)} "
+              "in the kind (or the model); else " if others else "")
+    if layer.layer_norms is not None:
+        return (f"{rewire}remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` "
+                f"if every layer has {expected}")
+    return f"{rewire}state `layer_norms {expected}`: the norms a layer has, where the kind's normOp counts others"
 
 
 def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:

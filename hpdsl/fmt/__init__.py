@@ -103,6 +103,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ModelTypes: lambda n: "model_types " + " ".join(format_literal(t) for t in n.types),
     ast.AttentionFlavour: lambda n: f"attention {n.value.value}",
     ast.FfnFlavour: lambda n: f"ffn {n.value.value}",
+    ast.KindWiring: lambda n: f"wiring {n.value.value}",
     ast.Factory: lambda n: f"factory {format_literal(n.path)}",
     ast.ParallelAxis: lambda n: f"parallel {n.axis.value}",
     ast.Selector: lambda n: _selector(n),

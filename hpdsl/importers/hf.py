@@ -35,7 +35,7 @@ from hpdsl import ast
 from hpdsl.errors import SpecError
 from hpdsl.files import read_text, reason
 from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_block, stated_keys
-from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at,
+from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at, number,
                                        model_types, whole)
 from hpdsl.importers.hf_layers import layer_kinds, stack
 from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without, wrapper_rules
@@ -47,6 +47,9 @@ from hpdsl.model.fields import FIELDS, Field, block_flags
 INT_FIELDS = tuple(name for name, field in FIELDS.items()
                    if field.block is None and field.type == "int" and name != "layers")
 """Top-level count fields the config's mapped keys state (`layers` is read on its own)."""
+
+FLOAT_FIELDS = tuple(name for name, field in FIELDS.items() if field.block is None and field.type == "float")
+"""Top-level number fields (`rotary_fraction`)."""
 
 FLAG_FIELDS = tuple(name for name, field in FIELDS.items() if field.block is None and field.type == "bool")
 """Top-level flag fields."""
@@ -216,7 +219,8 @@ def _stated_facts(cfg: Config, rules: Rules) -> dict[str, Any]:
               for key in FLAG_FIELDS if key != "tie_embeddings"}
     tie = cfg.required("tie_word_embeddings")
     stated["tie_embeddings"] = None if tie is None else flag(tie, "tie_word_embeddings")
-    bias = flag_at(cfg, "attention_bias")
+    # A profile whose model ignores attention_bias (Phi) lists it on its own ignore list.
+    bias = None if "attention_bias" in rules.ignored else flag_at(cfg, "attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
     if cfg.get("qkv_bias") is not None:
@@ -249,6 +253,10 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
         if key == "kv_heads" and value == 0 and not isinstance(value, bool):
             continue  # some configs write 0 for "as many as the query heads"
         fields[key] = whole(value, source, key)
+    for key in FLOAT_FIELDS:
+        source = next((name for name in rules.keys(key) if cfg.get(name) is not None), None)
+        if source is not None:
+            fields[key] = number(cfg.get(source), source, key)
     fields["layers"] = _layers(cfg, profile, rules)
     fields.update(_author_values(cfg, profile, rules))
     _derive(fields, rules, {f.name: f for f in _author_fields(profile)})

@@ -149,6 +149,13 @@ def whole(value: Any, key: str, field: str | None = None, *, row: Field | None =
     return int(value)
 
 
+def number(value: Any, key: str, field: str) -> float:
+    """Return `value` as a positive finite number for FIELDS[field], else an error naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise HfImportError(f"{key} is {shown(value)}; expected a positive number ({FIELDS[field].meaning})", key)
+    return float(value)
+
+
 def shown(value: Any) -> str:
     """Return a value for a message, cut short (a config may hold a 5,000-digit number)."""
     text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number past 10^30"
@@ -162,4 +169,4 @@ def field_item(key: str, value: Any) -> ast.Field:
 
 
 __all__ = ["Config", "HfImportError", "count", "effective", "field_item", "first", "flag", "flag_at", "model_types",
-           "shown", "whole"]
+           "number", "shown", "whole"]

@@ -73,6 +73,8 @@ class KindIR:
     base: str | None = None
     slots: dict[str, str] = attrs.field(factory=dict)
     source: SourceRef | None = None
+    wiring: str | None = None
+    """How the kind's blocks meet the residual (hpdsl/bound/wiring.py); None: the model's `wiring`."""
 
 
 if TYPE_CHECKING:

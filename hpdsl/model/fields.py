@@ -84,6 +84,10 @@ def _read_table() -> dict[str, Field]:
 # Read from the generated table, not parsed from fields/model.hpf: `import hpdsl` stays fast
 # (bench/bench_startup.py), and tests/model/test_fields.py holds the table equal to the .hpf.
 FIELDS: dict[str, Field] = _read_table()
+
+# .get: while `python -m hpdsl.ir.lower_fields` rewrites a table that lacks the field, the import must not fail.
+WIRINGS: tuple[str, ...] = FIELDS["wiring"].choices if "wiring" in FIELDS else ()
+"""The block wirings a layer may have (`wiring`): where its norms stand and where the residual adds go."""
 """Every model field, top-level ones first, then each block's, in the order fmt and docs list them."""
 
 BLOCKS: tuple[str, ...] = tuple(dict.fromkeys(f.block for f in FIELDS.values() if f.block is not None))
@@ -181,7 +185,7 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 }
 """The keys of a profile's `model { }` block."""
 
-__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar",
+__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar", "WIRINGS",
            "block_fields", "block_flags", "check_names", "defaults", "required", "top_level"]
 
 

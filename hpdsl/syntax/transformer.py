@@ -197,6 +197,9 @@ class ToAst(FieldDeclRules):
     def ffn_flavour(self, meta: Meta, children: list[Token]) -> ast.FfnFlavour:
         return ast.FfnFlavour(self._name(children[0]), span=self._span(meta))
 
+    def kind_wiring(self, meta: Meta, children: list[Token]) -> ast.KindWiring:
+        return ast.KindWiring(self._name(children[1]), span=self._span(meta))
+
     def ops_block(self, meta: Meta, children: list[ast.OpCount]) -> ast.OpsBlock:
         return ast.OpsBlock(tuple(children), span=self._span(meta))
 

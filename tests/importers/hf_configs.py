@@ -65,10 +65,6 @@ FILES: dict[str, tuple[str, str]] = {
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "phi_1": "rotary_dim",
-    "phi_2": "no profile prices model_type 'phi'",
-    "exaone_4_0_32b": "no profile prices model_type 'exaone4'",
-    "olmo_3_1_32b_instruct": "no profile prices model_type 'olmo3'",
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",

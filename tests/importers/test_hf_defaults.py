@@ -52,6 +52,8 @@ def _class_default(model_type: str, key: str) -> object:
         return config_class().n_inner
     config = config_class()
     value = getattr(config, key, None)
+    if key == "partial_rotary_factor" and value is None:
+        value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
     if model_type == "jamba" and key == "mamba_dt_rank" and value == -(-config.hidden_size // 16):

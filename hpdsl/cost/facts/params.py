@@ -5,7 +5,7 @@ same config (tests/cost/test_params_hf.py builds each on the meta device). They
 follow docs/reference.md#parameter-formulas, scaled by the kind's op counts
 (attMM/4 attentions, ffMM matrices per MLP, normOp norms), with three corrections
 documented in docs/cost-model.md: an unstated bias is no bias (not upstream's width-h legacy
-bias), the output head has no bias, and a shared expert is priced at its own width.
+bias), the output head has a bias only under head_bias (Phi), and a shared expert is priced at its own width.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def parameters(cost_model: CostModel) -> ParamReport:
                                   _exact(per_layer * group.count), _exact(layer.active * group.count)))
     towers = 2 if {"encoder", "decoder"} <= {g.kind for g in model.groups} else 1
     embedding = model.vocab * h
-    output = 0 if model.tie_embeddings else model.vocab * h
+    output = 0 if model.tie_embeddings else model.vocab * (h + int(bool(model.head_bias)))
     final_norms = towers * h * _norm_factor(base)
     positions = towers * (model.position_buckets or 0) * model.heads
     if model.learned_positions:

@@ -108,7 +108,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
     d_q = _ssm_saved(cfg) if cfg.attn_kind == "ssm" else a * cfg.head_dim
-    sp_c, t_c = att * h, att * d_q
+    sp_c, t_c = att * h - _shared_input(cfg, att), att * d_q
     sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
     if cfg.attn_kind == "mla":
         latents = cfg.q_lora_rank + cfg.kv_lora_rank
@@ -139,6 +139,17 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
                         whole_c=coeffs.whole_c + moves.sp_c + moves.t_c + moves.routed_in,
                         whole_b=coeffs.whole_b + moves.sp_b, sp_copy_c=moves.sp_copy_c, cp_kv_c=moves.cp_kv_c,
                         cp_masks=moves.cp_masks, cp_carry=carried(cfg))
+
+
+def _shared_input(cfg: LayerConfig, att: float) -> float:
+    """Return the elements a parallel block (wiring parallel: GPT-J, Phi) saves once, not twice, per token.
+
+    Its mixer and feed-forward read one norm's output: the tensor the q, k, v
+    projections keep is the one the feed-forward's first matrices keep
+    (hpdsl/bound/wiring.py).
+    """
+    shared = cfg.wiring == "parallel" and att == 1 and op_count(cfg.ops, OP.FF_MM) > 0 and cfg.experts <= 1
+    return float(cfg.hidden) if shared else 0.0
 
 
 def _ssm_saved(cfg: LayerConfig) -> float:
