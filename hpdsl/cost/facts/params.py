@@ -167,11 +167,15 @@ def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = N
 def slot_params(slot: Slot, families: Mapping[str, FamilyIR]) -> int:
     """Return the parameters the layout of the family bound to `slot` declares on the slot's config."""
     tally = slot_tally(slot, families)
-    if tally is None:
-        raise UnpricedSlotError(f"{slot.path}: the {slot.role} slot's family '{slot.family}' has no layout that "
-                                "prices it on this model's dims; give the family a `layout { }` over the "
-                                "slot config's names (docs/language.md, \"Layouts\")")
-    return tally.params
+    if tally is not None:
+        return tally.params
+    if slot.family not in families:
+        raise UnpricedSlotError(f"{slot.path}: the {slot.role} slot is bound to family '{slot.family}', which is "
+                                "not among the families the model is priced with; bind it with its registry's: "
+                                "bind(model, profile, families=registry.families)")
+    raise UnpricedSlotError(f"{slot.path}: the {slot.role} slot's family '{slot.family}' has no layout that "
+                            "prices it on this model's dims; give the family a `layout { }` over the "
+                            "slot config's names (docs/language.md, \"Layouts\")")
 
 
 def pricing_families(cost_model: CostModel) -> Mapping[str, FamilyIR]:
