@@ -238,8 +238,8 @@ def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            "bind `ssm` to a family with a `layout { }` (families/mamba.hpf)", kind=kind, field="ssm")
         return
     read = sorted({name for entry in family.layout for dim in entry.dims for name in dim_names(dim)})
-    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int"
-                and (FIELDS[name].minimum or 0) >= 1 and getattr(model, name) is None and name != "hidden"]
+    env = dim_environment(kind_layer(cost, kind))  # a derived dim (head_dim) is stated by its config
+    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int" and _unknown(name, env)]
     if unstated:
         yield LayerProblem("missing-field",
                            f"kind '{kind}' is built by family '{family.name}', whose layout reads "
