@@ -507,13 +507,14 @@ class Placement:
 
 @attrs.frozen
 class LayoutEntry:
-    """`PATH (DIMS) PLACEMENT [by UNIT] [for a, b]`: where one parameter lives on the tp axis."""
+    """`PATH (DIMS) PLACEMENT [by UNIT] [for a, b] [if COND]`: where one parameter lives on the tp axis."""
 
     path: ParamPath
     dims: tuple[DimExpr, ...]
     placement: Placement
     unit: DimExpr | None = None
     variants: tuple[Name, ...] = ()
+    condition: Expr | None = None
     span: Span = _span()
 
 

@@ -111,7 +111,13 @@ DIM_NAMES: tuple[str, ...] = (
     *(name for name, field in FIELDS.items() if field.type in ("int", "bool")),
     *(b.name for b in BOUND.values() if b.type in (int, bool)),
 )
-"""The config names a layout's dims may read: ints as they are, flags as 1 (set) or 0."""
+"""The config names a layout's dims and entry conditions may read: ints as they are, flags as 1 (set) or 0."""
+
+FLAG_NAMES: frozenset[str] = frozenset((
+    *(name for name, field in FIELDS.items() if field.type == "bool"),
+    *(b.name for b in BOUND.values() if b.type is bool),
+))
+"""The DIM_NAMES that are flags: what a layout entry's `if` may name alone (the rest compare as ints)."""
 
 
 def dim_environment(config: object) -> dict[str, int]:
@@ -119,16 +125,15 @@ def dim_environment(config: object) -> dict[str, int]:
 
     The author fields it holds in `extra` (int or bool ones) are dims too: a
     layout may read them by name (hpdsl/check/layouts.py allows the declared ones).
+    Flags stay bools (an int to a dims expression, a truth value to an entry's `if`).
     """
     env: dict[str, int] = {}
     values = [(name, getattr(config, name, None)) for name in DIM_NAMES]
     extra = getattr(config, "extra", None)
     for name, value in [*(extra.items() if isinstance(extra, dict) else ()), *values]:
-        if isinstance(value, bool):
-            env[name] = int(value)
-        elif isinstance(value, int):
+        if isinstance(value, int):
             env[name] = value
     return env
 
 
-__all__ = ["BOUND", "DIM_NAMES", "Bound", "LayerConfig", "ModuleConfig", "dim_environment"]
+__all__ = ["BOUND", "DIM_NAMES", "FLAG_NAMES", "Bound", "LayerConfig", "ModuleConfig", "dim_environment"]

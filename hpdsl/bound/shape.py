@@ -19,9 +19,10 @@ import attrs
 
 from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel
-from hpdsl.bound.config import DIM_NAMES, LayerConfig
-from hpdsl.bound.slots import buildable, layer_shape, mixer_role
-from hpdsl.ir.layouts import dim_names
+from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
+from hpdsl.bound.slots import Slot, buildable, end_slots, kind_bindings, layer_shape, layer_slots, mixer_role
+from hpdsl.bound.tally import WHOLE_AXES, priced_variant
+from hpdsl.ir.layouts import dim_names, entry_numel, entry_present, layout_for, render_dims
 from hpdsl.ir.nodes import ModelIR, block_stated
 from hpdsl.model import ops
 from hpdsl.model.fields import BLOCKS, FIELDS, required
@@ -59,6 +60,7 @@ def layer_problems(cost: CostModel) -> tuple[LayerProblem, ...]:
     found = [*_field_problems(model), *_stack_problems(cost)]
     for kind in built_kinds(cost):
         found.extend(_kind_problems(cost, kind))
+    found.extend(_pricing_problems(cost))
     return tuple(dict.fromkeys(found))
 
 
@@ -274,17 +276,69 @@ def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            "bind `ssm` to a family with a `layout { }` (families/mamba.hpf)", kind=kind, field="ssm")
         return
     read = sorted({name for entry in family.layout for dim in entry.dims for name in dim_names(dim)})
-    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int"
-                and (FIELDS[name].minimum or 0) >= 1 and getattr(model, name) is None and name != "hidden"]
+    env = dim_environment(kind_layer(cost, kind))  # a derived dim (head_dim) is stated by its config
+    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int" and _unknown(name, env)]
     # An author field (a profile's or family's) the model neither states nor has a default for.
     unstated += [name for name in read if name not in FIELDS and name not in DIM_NAMES
-                 and name not in LAYOUT_AXES and name not in model.extra]
+                 and name not in LAYOUT_AXES and name not in env]
     if unstated:
         yield LayerProblem("missing-field",
                            f"kind '{kind}' is built by family '{family.name}', whose layout reads "
                            f"{', '.join(unstated)}, which model '{model.name}' does not state",
                            f"state `{unstated[0]}` in the model" + ("'s ssm block" if unstated[0] in FIELDS else ""),
                            kind=kind, field=unstated[0])
+
+
+def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:
+    """Yield every slot whose family's layout cannot price it: no layout, or an entry unknown on the model's dims.
+
+    The estimator prices each slot from its family's layout (hpdsl/cost/facts/params.py),
+    so a slot it cannot derive is refused here rather than priced 0. Without
+    families (a model bound without its registry) nothing is judged; an ssm
+    slot is judged by `_ssm_layout`, a binding to a family not in scope by
+    hpdsl/check/slots.py.
+    """
+    if not cost.families:
+        return
+    seen: set[tuple[str | None, str]] = set()
+    uses = [(kind, slot) for kind in built_kinds(cost)
+            for slot in layer_slots(kind_layer(cost, kind), kind_bindings(cost, kind))]
+    for kind, slot in [*uses, *((None, s) for s in end_slots(cost))]:
+        if slot.role != "ssm" and slot.family in cost.families and (kind, slot.role) not in seen:
+            seen.add((kind, slot.role))
+            yield from _slot_pricing(cost, kind, slot)
+
+
+def _slot_pricing(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:
+    family = cost.families[slot.family]
+    where = f"the {slot.role} slot of kind '{kind}'" if kind else f"model '{cost.model.name}''s {slot.role} slot"
+    if not family.layout:
+        yield LayerProblem("unpriced-slot",
+                           f"{where} is bound to family '{family.name}', which declares no layout, so the "
+                           "estimator cannot price its parameters",
+                           f"give family '{family.name}' a `layout {{ }}` with an entry for every parameter its "
+                           "module creates (docs/language.md, \"Layouts\")", kind=kind)
+        return
+    env = {**dim_environment(slot.config), **WHOLE_AXES}
+    for path, entry in layout_for(family, priced_variant(family, slot.config)).items():
+        numel = entry_numel(entry, env)
+        read = sorted(name for d in entry.dims for name in dim_names(d) if _unknown(name, env))
+        if numel is None or (numel == 0 and read and entry_present(entry, env)):
+            why = f"it reads {_quoted(read)}, which the model does not state" if read else \
+                "its size is not a whole number"
+            yield LayerProblem("unpriced-slot",
+                               f"{where} is bound to family '{family.name}', whose layout entry '{path}' "
+                               f"{render_dims(entry.dims)} the estimator cannot evaluate on model "
+                               f"'{cost.model.name}': {why}",
+                               "state the dims it reads in the model, or write the entry over names the slot "
+                               "config has (hpdsl/bound/config.py DIM_NAMES)", kind=kind)
+            return
+
+
+def _unknown(name: str, env: dict[str, int]) -> bool:
+    """Whether a dim the config holds is unstated: absent, or 0 where its field must be positive."""
+    field = FIELDS.get(name)
+    return name not in env or (env[name] == 0 and field is not None and (field.minimum or 0) >= 1)
 
 
 def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:

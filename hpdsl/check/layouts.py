@@ -6,9 +6,10 @@ in two passes:
 1. On its own (every family declaration, here): placements are colwise, rowwise or
    replicate; a replicated parameter names no split dim or unit; the split dim
    exists among the parameter's dims; dims read only slot-config names
-   (hpdsl.bound.config.DIM_NAMES) and cp, ep, pp; a `for` names declared variants that
-   declare the path; every variant lists its params(...), and every parameter
-   a variant declares is placed exactly once for it.
+   (hpdsl.bound.config.DIM_NAMES) and cp, ep, pp; an `if` reads only slot-config
+   names, a flag standing alone and an int compared; a `for` names declared
+   variants that declare the path; every variant lists its params(...), and
+   every parameter a variant declares is placed exactly once for it.
 2. Against the models in scope: an IR pass over the families and models that
    checked clean (hpdsl/check/divisibility.py).
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hpdsl import ast
-from hpdsl.bound.config import DIM_NAMES
+from hpdsl.bound.config import DIM_NAMES, FLAG_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.ir.layouts import covers, dim_from_ast, render_dim, sharded_dim
@@ -106,6 +107,44 @@ def _check_entry(entry: ast.LayoutEntry, collector: Collector, declared: frozens
     for expr in (*entry.dims, *(() if entry.unit is None else (entry.unit,))):
         for ref in _names(expr):
             _check_dim_name(ref, collector, declared)
+    if entry.condition is not None:
+        for ref, alone in _condition_names(entry.condition):
+            _check_condition_name(ref, alone, collector, declared)
+
+
+def _condition_names(expr: ast.Expr) -> Iterator[tuple[ast.Name, bool]]:
+    """Yield every name an entry's `if` reads, and whether it stands alone (a truth value) or is compared."""
+    if isinstance(expr, ast.Reference):
+        yield expr.name, True
+    elif isinstance(expr, (ast.Comparison, ast.Membership)):
+        yield expr.left, False  # the right side is a value
+    elif isinstance(expr, ast.Negation):
+        yield from _condition_names(expr.operand)
+    elif isinstance(expr, (ast.AllOf, ast.AnyOf)):
+        for operand in expr.operands:
+            yield from _condition_names(operand)
+    elif isinstance(expr, ast.Implies):
+        yield from _condition_names(expr.premise)
+        yield from _condition_names(expr.conclusion)
+
+
+def _check_condition_name(ref: ast.Name, alone: bool, collector: Collector, declared: frozenset[str]) -> None:
+    name = ref.value
+    if name in declared:
+        return  # an author field: its declaration's type is judged where the model states it
+    if name not in DIM_NAMES:
+        collector.error(ref.span, "unknown-dim-field",
+                        f"the entry's `if` reads '{name}', which is not a field of the slot config a module is "
+                        "built from", hint=did_you_mean(name, DIM_NAMES) or
+                        "an entry's condition reads the config (flags, ints), not selectors or axes")
+    elif alone and name not in FLAG_NAMES:
+        collector.error(ref.span, "layout-condition-type",
+                        f"'{name}' is a number, but it stands alone in the entry's `if`, where a flag is expected",
+                        hint=f"compare it: `if {name} > 0`")
+    elif not alone and name in FLAG_NAMES:
+        collector.error(ref.span, "layout-condition-type",
+                        f"'{name}' is a flag, but the entry's `if` compares it like a number",
+                        hint=f"let it stand alone: `if {name}` or `if not {name}`")
 
 
 def _check_split_dim(entry: ast.LayoutEntry, collector: Collector) -> None:

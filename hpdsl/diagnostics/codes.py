@@ -94,6 +94,8 @@ CODES: dict[str, str] = {
     "duplicate-layout-entry": "a layout places one parameter of a variant twice",
     "duplicate-parameter": "a variant's params(...) lists a parameter twice",
     "unknown-dim-field": "a dims expression names something that is not a slot-config field or cp, ep, pp",
+    "layout-condition-type": "a layout entry's `if` uses a flag as a number or a number as a flag",
+    "unpriced-slot": "a slot's family has no layout, or one the estimator cannot evaluate on the model's dims",
     "unknown-variant": "a layout entry's `for` names a variant the family does not declare",
     "missing-parameters": "a family has a layout but a variant declares no params(...)",
     "undeclared-parameter": "a layout entry places a parameter none of its variants declares",

@@ -372,12 +372,14 @@ def _variant(node: ast.Variant) -> str:
 
 
 def _layout_rest(entry: ast.LayoutEntry) -> str:
-    """Return what follows an entry's dims: the placement, `by UNIT`, `for VARIANTS`."""
+    """Return what follows an entry's dims: the placement, `by UNIT`, `for VARIANTS`, `if CONDITION`."""
     parts = [format_placement(entry.placement)]
     if entry.unit is not None:
         parts.append(f"by {format_dim(entry.unit)}")
     if entry.variants:
         parts.append(f"for {', '.join(v.value for v in entry.variants)}")
+    if entry.condition is not None:
+        parts.append(f"if {format_expr(entry.condition)}")
     return " ".join(parts)
 
 

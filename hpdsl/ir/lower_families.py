@@ -149,5 +149,6 @@ def lower_layout_entry(entry: ast.LayoutEntry, variants: tuple[VariantIR, ...]) 
         dim=sharded_dim(placement, explicit),
         unit=None if entry.unit is None else dim_from_ast(entry.unit),
         variants=applies,
+        condition=None if entry.condition is None else condition_from_ast(entry.condition),
         source=SourceRef.from_span(entry.span),
     )

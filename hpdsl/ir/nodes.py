@@ -241,7 +241,9 @@ class LayoutEntryIR:
 
     `dim` is the tensor dim split over tp (None when replicated); with a `unit`,
     that dim holds `unit` blocks that stay whole; `variants` are the variants
-    that have the parameter (resolved from `for`, or from their params).
+    that have the parameter (resolved from `for`, or from their params);
+    `condition`, over the slot config's names, says when the module has it
+    (None: always; hpdsl/ir/layouts.py `entry_present`).
     """
 
     path: str
@@ -250,6 +252,7 @@ class LayoutEntryIR:
     dim: int | None = None
     unit: DimIR | None = None
     variants: tuple[str, ...] = ()
+    condition: Condition | None = None
     source: SourceRef | None = None
 
 

@@ -217,7 +217,7 @@ class FamilyRules(Tokens):
     # --- layouts ---------------------------------------------------------
 
     def layout_entry(self) -> ast.LayoutEntry:
-        """layout_entry: param_path dims placement shard_unit? variant_scope?"""
+        """layout_entry: param_path dims placement shard_unit? variant_scope? entry_condition?"""
         start = self.i
         path = self.param_path()
         self.expect("(")
@@ -242,7 +242,12 @@ class FamilyRules(Tokens):
                 self.i += 1
                 names.append(self.name())
             variants = tuple(names)
-        return ast.LayoutEntry(path, dims, placement, unit, variants, span=self.span(start, self.i - 1))
+        condition = None
+        if self.word() == "if":
+            self.i += 1
+            condition = self.expr()
+        return ast.LayoutEntry(path, dims, placement, unit, variants, condition,
+                               span=self.span(start, self.i - 1))
 
     def param_path(self) -> ast.ParamPath:
         """param_path: NAME (. NAME)*"""

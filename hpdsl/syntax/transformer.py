@@ -277,7 +277,8 @@ class ToAst(FieldDeclRules):
         path, dims, placement, *rest = children
         unit = next((part.expr for part in rest if isinstance(part, _Unit)), None)
         variants = next((part for part in rest if isinstance(part, tuple)), ())
-        return ast.LayoutEntry(path, dims, placement, unit, variants, span=self._span(meta))
+        condition = next((part.expr for part in rest if isinstance(part, _When)), None)
+        return ast.LayoutEntry(path, dims, placement, unit, variants, condition, span=self._span(meta))
 
     def param_path(self, meta: Meta, children: list[Token]) -> ast.ParamPath:
         return ast.ParamPath(tuple(self._name(t) for t in children), span=self._span(meta))
@@ -294,6 +295,9 @@ class ToAst(FieldDeclRules):
 
     def variant_scope(self, meta: Meta, children: list[Token]) -> tuple[ast.Name, ...]:
         return tuple(self._name(t) for t in children)
+
+    def entry_condition(self, meta: Meta, children: list[Any]) -> _When:
+        return _When(children[0])
 
     def dim_sum(self, meta: Meta, children: list[Any]) -> ast.DimSum:
         return ast.DimSum(tuple(children), span=self._span(meta))
@@ -382,7 +386,7 @@ class ToAst(FieldDeclRules):
 
 
 class _When:
-    """Marks a `when` clause among a variant's optional parts."""
+    """Marks a `when` clause among a variant's optional parts (a layout entry's `if` alike)."""
 
     def __init__(self, expr: Any) -> None:
         self.expr = expr

@@ -1,8 +1,10 @@
 """A compiled model (ModelIR) into a torch model, layer by layer, each slot built through its family.
 
 The model is bound to its profile first (hpdsl.bound.bind): every layer is built
-from the very LayerConfig the estimator prices, so the parameters of the built
-model equal `parameters(bind(model, profile)).total` exactly. A layer's kind
+from the very LayerConfig the estimator prices, each slot through the family whose
+layout the estimator sums (hpdsl/torch/layout.py holds the module to it), so the
+parameters of the built model equal `parameters(bind(model, profile, families=...)).total`
+exactly. A layer's kind
 decides its flavours: the attention slot (`mixer`) holds full attention, a
 Gated DeltaNet for a linear kind, or MLA when the model has an `mla` block;
 the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts

@@ -23,7 +23,7 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
-from hpdsl.cost.facts.params import LayerParams, mtp_extra
+from hpdsl.cost.facts.params import LayerParams
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, scalar_context
@@ -244,7 +244,7 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
                        rep=lp.norms + lp.router + down + whole, expert=lp.routed)
     if column.role == "mtp":
-        extra = mtp_extra(cfg)
+        extra = report.mtp_extra
         eh_proj = 2 * cfg.hidden * cfg.hidden
         split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
     return split
