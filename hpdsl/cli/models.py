@@ -90,7 +90,8 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
         write_text_atomic(output_target(output, [config]), imported.text)
     if as_json:
         emit_json({"ok": True, "model": imported.model.name.value, "profile": imported.profile,
-                   "warnings": list(imported.warnings), "output": str(output) if output else None,
+                   "warnings": list(imported.warnings), "composite": imported.composite,
+                   "output": str(output) if output else None,
                    "text": imported.text})
     elif output is None:
         click.echo(imported.text, nl=False)

