@@ -133,7 +133,8 @@ FIELDS: dict[str, Field] = {field.name: field for field in (
     _int("conv", "linear-attention short convolution kernel K", block="linear", required=True,
          hf=("linear_conv_kernel_dim",)),
     # ssm { }: a selective state-space (Mamba) mixer; its family's layout reads these (families/mamba.hpf)
-    _int("ssm_state", "state size N per channel", block="ssm", required=True,
+    _int("ssm_state", "state size N per channel (0: no state, no scan: a short convolution)", block="ssm",
+         required=True, minimum=0,
          hf=("mamba_d_state", "ssm_state_size")),
     _int("ssm_conv", "depthwise causal convolution kernel K", block="ssm", required=True,
          hf=("mamba_d_conv", "conv_kernel")),
