@@ -81,3 +81,15 @@ def test_a_bad_value_is_refused_naming_its_key(change: dict[str, Any], key: str,
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr.startswith("hpdsl: ") and key in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "lfm2.hpf").exists()
+
+
+def test_full_attn_idxs_place_the_attention_layers_when_layer_types_is_absent(tmp_path: Path) -> None:
+    """Lfm2Config: without layer_types, attention at full_attn_idxs and short convolutions elsewhere."""
+    config = published("lfm2_5_vl_1_6b")
+    text = {k: v for k, v in config["text_config"].items() if k != "layer_types"}
+    config["text_config"] = {**text, "full_attn_idxs": [2, 5, 8, 10, 12, 14]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    total, imported = _imported_total(tmp_path)
+    assert "stack [conv * 2, full_attention, conv * 2, full_attention, conv * 2, full_attention, conv, " \
+           "full_attention, conv, full_attention, conv, full_attention, conv]" in imported
+    assert total == _transformers_total(config) == 1_170_340_608  # the published layer_types' count
