@@ -131,7 +131,7 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
 
 def _small_ssm(model: ModelIR, hidden: int) -> dict[str, object]:
     """Return small ssm dims: state 16, chunks of 8 (a short sequence spans several), 8 heads in ≤ 2 groups."""
-    dims: dict[str, object] = {"ssm_state": 16, "ssm_chunk": 8}
+    dims: dict[str, object] = {"ssm_state": 16 if model.ssm_state else 0, "ssm_chunk": 8}  # 0: a short conv
     if model.ssm_dt_rank is not None:
         dims["ssm_dt_rank"] = hidden // 16  # HF's "auto" rank, ⌈hidden / 16⌉
     if model.ssm_heads is not None:

@@ -287,6 +287,12 @@ def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            f"{', '.join(unstated)}, which model '{model.name}' does not state",
                            f"state `{unstated[0]}` in the model" + ("'s ssm block" if unstated[0] in FIELDS else ""),
                            kind=kind, field=unstated[0])
+    if "ssm_state" in read and model.ssm_state == 0:  # 0 is a stateless mixer's (families/short_conv.hpf)
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is built by family '{family.name}', whose layout reads a state of "
+                           f"ssm_state per channel, but model '{model.name}' states ssm_state 0 (no state)",
+                           "state `ssm_state N` with N ≥ 1, or bind `ssm` to a stateless family "
+                           "(families/short_conv.hpf)", kind=kind, field="ssm_state")
 
 
 def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:

@@ -37,6 +37,7 @@ from hpdsl.files import read_text, reason
 from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_block, stated_keys
 from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at, number,
                                        model_types, whole)
+from hpdsl.importers.hf_conv import adjusted_width, short_conv_block
 from hpdsl.importers.hf_layers import layer_kinds, stack
 from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without, wrapper_rules
 from hpdsl.importers.rules import Rules, rules_for
@@ -130,7 +131,8 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     items += _choices(cfg, choice_facts)
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
-    ssm = ssm_block(cfg, ssm_facts, fields["hidden"], rules) if _has_ssm(chosen) else None
+    ssm = (ssm_block(cfg, ssm_facts, fields["hidden"], rules) or short_conv_block(cfg, rules)) \
+        if _has_ssm(chosen) else None
     blocks = (moe_block(cfg, moe_facts, rules), dims_block("linear", cfg, stated_keys(cfg, rules, "linear")),
               ssm, mla_block(cfg, rules))
     items += [block for block in blocks if block is not None]
@@ -259,6 +261,8 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
             fields[key] = number(cfg.get(source), source, key)
     fields["layers"] = _layers(cfg, profile, rules)
     fields.update(_author_values(cfg, profile, rules))
+    if "ffn_width" in fields:
+        fields["ffn_width"] = whole(adjusted_width(cfg, rules, fields["ffn_width"]), "block_ff_dim", "ffn_width")
     _derive(fields, rules, {f.name: f for f in _author_fields(profile)})
     mla = stated_keys(cfg, rules, "mla")
     if mla and cfg.get(mla.get("kv_lora_rank", "")):

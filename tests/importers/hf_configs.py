@@ -68,7 +68,6 @@ REFUSED_TODAY: dict[str, str] = {
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
-    "lfm2_5_vl_1_6b": "do_image_splitting",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""

@@ -157,8 +157,13 @@ def _ssm_saved(cfg: LayerConfig) -> float:
 
     The in-projection's two halves, the convolution's output, x_proj's Δ/B/C,
     the time step Δ and the scan's output (the out-projection's input): the
-    d_inner × N states are recomputed in backward, not kept.
+    d_inner × N states are recomputed in backward, not kept. A short
+    convolution (ssm_state 0, families/short_conv.hpf) keeps six hidden-wide tensors: the
+    in-projection's B, C and x (3·hidden), the convolution's input B·x, its output
+    and the out-projection's input C·conv (hidden each).
     """
+    if not cfg.ssm_state:
+        return float(6 * cfg.hidden)
     inner = cfg.ssm_expand * cfg.hidden
     return float(5 * inner + cfg.ssm_dt_rank + 2 * cfg.ssm_state)
 
