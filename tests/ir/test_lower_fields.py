@@ -18,7 +18,7 @@ from hpdsl.model.fields import Field
 OPS = "ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }"
 SPEC = f"""profile opt_like {{
   field word_embed_proj_dim: int >= 1 hf(word_embed_proj_dim) "the width of OPT's projected embedding"
-  field rotary_fraction: float = 1.0 "the share of a head that rotates"
+  field residual_scale: float = 1.0 "the scale of each residual branch"
   kind decoder {{ {OPS} }}
 }}
 
@@ -48,7 +48,7 @@ def test_a_profile_and_a_family_hold_the_fields_they_declare() -> None:
     assert compiled.profiles["opt_like"].fields == (
         Field("word_embed_proj_dim", "int", "the width of OPT's projected embedding", None, 1, None, False,
               ("word_embed_proj_dim",), (), 1 << 31),
-        Field("rotary_fraction", "float", "the share of a head that rotates", None, None, 1.0))
+        Field("residual_scale", "float", "the scale of each residual branch", None, None, 1.0))
     assert compiled.families["projections"].fields == (
         Field("proj_rank", "int", "the family's own rank", None, 1, 16, maximum=4096),)
     assert all(p.fields == () for name, p in compiled.profiles.items() if name != "opt_like")
@@ -56,7 +56,7 @@ def test_a_profile_and_a_family_hold_the_fields_they_declare() -> None:
 
 def test_a_model_carries_its_author_fields_stated_or_defaulted() -> None:
     model = registry().models["opt_small"]
-    assert model.extra == {"word_embed_proj_dim": 32, "rotary_fraction": 1.0, "proj_rank": 16}
+    assert model.extra == {"word_embed_proj_dim": 32, "residual_scale": 1.0, "proj_rank": 16}
     stated = registry(SPEC.replace("word_embed_proj_dim 32", "word_embed_proj_dim 32  proj_rank 4"))
     assert stated.models["opt_small"].extra["proj_rank"] == 4
 
@@ -67,7 +67,7 @@ def test_the_registry_round_trips_author_fields_and_omits_them_where_none_are_de
     assert registry_from_data(json.loads(text)) == compiled
     data = json.loads(text)
     assert "fields" in data["profiles"]["opt_like"] and "fields" not in data["profiles"]["llama2"]
-    assert data["models"]["opt_small"]["extra"] == {"word_embed_proj_dim": 32, "rotary_fraction": 1.0,
+    assert data["models"]["opt_small"]["extra"] == {"word_embed_proj_dim": 32, "residual_scale": 1.0,
                                                     "proj_rank": 16}
     assert data["profiles"]["opt_like"]["fields"][0] == {
         "name": "word_embed_proj_dim", "type": "int", "meaning": "the width of OPT's projected embedding",
@@ -82,4 +82,4 @@ def test_the_bound_config_reads_author_fields_as_layout_dims() -> None:
     model = compiled.models["opt_small"]
     env = dim_environment(base_config(model, compiled.profiles["opt_like"]))
     assert (env["word_embed_proj_dim"], env["proj_rank"], env["hidden"]) == (32, 16, 64)
-    assert "rotary_fraction" not in env  # a float is no dim
+    assert "residual_scale" not in env  # a float is no dim

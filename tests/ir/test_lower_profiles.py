@@ -56,6 +56,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     # Issue 21's wirings: Phi's parallel block, OLMo-3's and EXAONE-4's norms after each sublayer.
     "phi": {"decoder": (PARALLEL, "full", None)},
     "olmo3": WINDOWED, "exaone4": WINDOWED,
+    # LFM2: attention layers and gated short-convolution layers (a layout-priced ssm slot).
+    "lfm2": {"full_attention": (DECODER, "full", None), "conv": (MAMBA, "ssm", None)},
     # One block per layer: a mixer or a feed-forward, one norm and two collectives each.
     "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
                    "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
@@ -80,16 +82,18 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "jamba": ("attention_dense", {}, None), "bamba": ("full_attention", {}, None),
     "nemotron_h": ("full_attention", {}, None),
     "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
+    "lfm2": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
-    "llama2": ("llama", "mistral", "phi3"), "mixtral": ("mixtral",),
+    # A composite (vision-language) wrapper is listed by the profile that prices its text model.
+    "llama2": ("llama", "mistral", "phi3", "ministral3", "mistral3"), "mixtral": ("mixtral",),
     "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text"),
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
-    "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",), "starcoder2": ("starcoder2",),
-    "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text",), "gpt_oss": ("gpt_oss",),
+    "deepseek": ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"), "t5": ("t5",), "starcoder2": ("starcoder2",),
+    "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text", "gemma3"), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
-    "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",),
+    "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
 }
 
 
@@ -191,8 +195,9 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
-              ("nemotron_h", "linear_attention"): {"ssm": "mamba2"}}
-"""The standard kinds that bind a slot of their own: Bamba's and Nemotron-H's Mamba-2 layers."""
+              ("nemotron_h", "linear_attention"): {"ssm": "mamba2"},
+              ("lfm2", "conv"): {"ssm": "short_conv"}}
+"""The standard kinds that bind a slot of their own: Bamba's and Nemotron-H's Mamba-2 layers, LFM2's short convolution."""
 
 
 def test_every_standard_profile_and_kind_binds_every_slot_to_the_standard_family() -> None:

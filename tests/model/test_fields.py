@@ -65,6 +65,9 @@ def test_the_table_hpdsl_reads_is_the_standard_declarations() -> None:
 REMOVED = {"sandwich_norms": "`wiring sandwich` (docs/language.md#block-wiring)"}
 """Standard fields removed after the move, and what replaced each."""
 
+CHANGED = {"ssm_state": "minimum 0: a stateless mixer, LFM2's short convolution (families/short_conv.hpf)"}
+"""Standard fields whose declaration changed after the move, and why."""
+
 
 def test_the_standard_declarations_equal_the_python_table_they_replaced() -> None:
     # tests/golden/model/fields_before.json is hpdsl/model/fields.py's FIELDS as it stood before
@@ -78,7 +81,7 @@ def test_the_standard_declarations_equal_the_python_table_they_replaced() -> Non
     before = json.loads((ROOT / "tests" / "golden" / "model" / "fields_before.json").read_text())
     declared = {decl.name.value: attrs.asdict(lower_field(decl)) for decl in standard_declarations()}
     assert len(before) == 55
-    before = [row for row in before if row["name"] not in REMOVED]
+    before = [row for row in before if row["name"] not in REMOVED and row["name"] not in CHANGED]
     for row in before:
         assert {**declared[row["name"]], "hf": list(declared[row["name"]]["hf"]),
                 "choices": list(declared[row["name"]]["choices"])} == row

@@ -211,13 +211,14 @@ def test_search_run_refuses_a_precision_train_does_not_run() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_search_run_trains_the_bf16_mixed_strategy_it_picks() -> None:
-    # On 2 devices the fastest is pp 2 at zero none: one data-parallel rank, FSDP2 over a one-rank mesh casting.
+    # Whatever the search ranks first on 2 devices trains at bf16-mixed (under the device time model it is dp 2;
+    # tests/torch/test_trainer.py trains the one-data-parallel-rank case, FSDP2 over a one-rank mesh, too).
     code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "2", "--global-batch", "2", "--seq-len", "32",
                          "--micro-batches", "1", "--precision", "bf16-mixed", "--top", "3", "--run", "--json")
     assert code == 0, output
     result = json.loads(output)
     trained, strategy = result["train"], result["trained"]["strategy"]
-    assert strategy["precision"] == "bf16-mixed" and strategy["dp"] * strategy["cp"] == 1
+    assert strategy["precision"] == "bf16-mixed"
     assert result["trained"]["place"] == 1  # nothing the search ranks first is refused
     assert len(trained["loss"]) == 3 and all(math.isfinite(loss) for loss in trained["loss"])
     assert "reference_loss" not in trained  # one process would train fp32: no --validate at bf16-mixed
