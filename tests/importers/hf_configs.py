@@ -72,11 +72,49 @@ REFUSED_TODAY: dict[str, str] = {
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""
 
+# --- Published files that replaced HAND_WRITTEN dicts (tests/data/hf/SOURCES.md has each row) ---
+FILES.update({
+    # The aiconfigurator rows: ai-dynamo/aiconfigurator (a fetched snapshot, commit 095f58a51c4c), under
+    # aic-core/src/aiconfigurator_core/model_configs/.
+    # .../Qwen--Qwen3-0.6B_config.json
+    "qwen3_0_6b": ("qwen3_0_6b.json", "causal"),
+    # .../openai--gpt-oss-20b_config.json (quantization_config included, as published)
+    "gpt_oss_20b": ("gpt_oss_20b.json", "causal"),
+    # .../Qwen--Qwen3-VL-32B-Instruct_config.json: model_type qwen3_vl, in place of the 8B dict (the
+    # snapshot's 8B file is a trimmed re-write: no rope_scaling, no transformers_version)
+    "qwen3_vl_32b_instruct": ("qwen3_vl_32b_instruct.json", "vl"),
+    # .../nvidia--Nemotron-H-56B-Base-8K_config.json: model_type nemotron_h
+    "nemotron_h_56b_base_8k": ("nemotron_h_56b_base_8k.json", "causal"),
+    # xu737/PeFAD gpt2/config.json @518d68f00f40: gpt2-large's published file (36 layers, 1280 wide), in
+    # place of the gpt2 dict (the index's other gpt2/config.json files are save_pretrained re-writes)
+    "gpt2_large": ("gpt2_large.json", "causal"),
+})
+REFUSED_TODAY.update({
+    # time_step_limit [0.0, Infinity]: Python's json writes and reads Infinity; the importer refuses it.
+    "nemotron_h_56b_base_8k": "Infinity",
+})
+# --- end of the HAND_WRITTEN replacements ---
+
 
 def published(name: str) -> dict[str, Any]:
     """Return the published config FILES names, parsed from its file under tests/data/hf/."""
     parsed: dict[str, Any] = json.loads((DATA / FILES[name][0]).read_text(encoding="utf-8"))
     return parsed
+
+
+def shrunk(name: str, *, drop: tuple[str, ...] = (), **dims: Any) -> dict[str, Any]:
+    """Return the published config FILES names made small: `drop` keys removed, `dims` keys set.
+
+    The derivation is the visible transformation a test states (the file's every other key as
+    published); a key the file holds under text_config is set or dropped there.
+    """
+    config = published(name)
+    text = config.get("text_config", config)
+    for key in drop:
+        del (text if key in text else config)[key]
+    for key, value in dims.items():
+        (text if key in text else config)[key] = value
+    return config
 
 
 def config_bytes(name: str) -> bytes:
@@ -86,19 +124,7 @@ def config_bytes(name: str) -> bytes:
     return json.dumps(CONFIGS[name][0]).encode()
 
 
-_GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
-
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
-    "qwen3_0_6b": ({  # not yet a real file (published copy: fetched snapshot only)
-        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
-        "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
-        "layer_types": ["full_attention"] * 28, "max_position_embeddings": 40960, "max_window_layers": 28,
-        "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-        "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
-        "sliding_window": None, "tie_word_embeddings": True, "dtype": "bfloat16",
-        "transformers_version": "5.0.0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
-    }, "causal"),
     "t5_small": ({  # not yet a real file (the indexed copies are save_pretrained re-writes)
         "architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
         "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
@@ -131,7 +157,7 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         },
         "vision_config": {"model_type": "qwen3_5", "depth": 12, "hidden_size": 768},
     }, "vl"),
-    "mistral_7b_v0_1": ({  # not yet a real file (none in the index)
+    "mistral_7b_v0_1": ({  # not yet a real file: tt-metal's Mistral-7B-Instruct-v0.3 is a to_dict() dump
         "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
         "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
         "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
@@ -160,14 +186,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "torch_dtype": "bfloat16", "transformers_version": "4.37.0.dev0", "use_bias": True,
         "use_cache": True, "vocab_size": 49152,
     }, "causal"),
-    "gpt2": ({  # not yet a real file (the indexed gpt2/config.json files are other programs')
-        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
-        "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
-        "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
-        "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
-        "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
-        "summary_use_proj": True, "vocab_size": 50257,
-    }, "causal"),
     "olmoe_1b_7b": ({  # not yet a real file (none in the index)
         "architectures": ["OlmoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
         "clip_qkv": None, "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 2048,
@@ -190,24 +208,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
         "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True,
         "vocab_size": 262144,
-    }, "causal"),
-    "gpt_oss_20b": ({  # not yet a real file (the indexed copy lacks quantization_config: a re-save)
-        "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-        "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
-        "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02,
-        "intermediate_size": 2880, "layer_types": _GPT_OSS_LAYERS, "max_position_embeddings": 131072,
-        "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
-        "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False,
-        "pad_token_id": 199999,
-        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                           "model.embed_tokens", "lm_head"],
-                                "quant_method": "mxfp4"},
-        "rms_norm_eps": 1e-05,
-        "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
-                         "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
-        "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
-        "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True,
-        "vocab_size": 201088,
     }, "causal"),
     "deepseek_v2_lite": ({  # not yet a real file (none in the index)
         "architectures": ["DeepseekV2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
@@ -236,25 +236,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
         "router_aux_loss_coef": 0.001,
     }, "causal"),
-    "qwen3_vl_8b": ({  # not yet a real file (the published one is in a fetched aiconfigurator snapshot only)
-        "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 151655, "model_type": "qwen3_vl",
-        "text_config": {
-            "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "dtype": "bfloat16",
-            "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
-            "initializer_range": 0.02, "intermediate_size": 12288, "max_position_embeddings": 262144,
-            "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_hidden_layers": 36,
-            "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
-            "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
-            "rope_theta": 5000000, "use_cache": True, "vocab_size": 151936,
-        },
-        "tie_word_embeddings": False, "transformers_version": "4.57.0.dev0", "video_token_id": 151656,
-        "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh",
-                          "hidden_size": 1152, "in_channels": 3, "initializer_range": 0.02,
-                          "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
-                          "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
-                          "spatial_merge_size": 2, "temporal_patch_size": 2},
-        "vision_end_token_id": 151653, "vision_start_token_id": 151652,
-    }, "vl"),
 }
 """NOT real files: configs as their model cards give them, kept until a published file is found."""
 
@@ -305,7 +286,7 @@ NEMOTRON_H_8B = {
     "use_mamba_kernels": True, "vocab_size": 131072,
 }
 HAND_WRITTEN["nemotron_h_8b"] = (NEMOTRON_H_8B, "causal")
-"""Not yet a real file (none in the index).
+"""Not yet a real file: the published nemotron_h file found (FILES nemotron_h_56b_base_8k) is refused today.
 Nemotron-H-8B-Base-8K as published (nvidia/Nemotron-H-8B-Base-8K config.json): 52 layers of one block
 each from hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu² MLP layers), hidden 4096, 128 Mamba
 heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 131072, untied.
