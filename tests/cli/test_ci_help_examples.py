@@ -90,8 +90,9 @@ def test_the_parser_finds_every_commands_examples() -> None:
 def _folder(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     shutil.copytree(EXAMPLES, work / "examples")
-    # Qwen3-8B's published config.json, byte for byte (tests/data/hf/SOURCES.md).
-    (work / "config.json").write_bytes(config_bytes("qwen3_8b"))
+    # Llama-3.2-1B-Instruct's published config.json, byte for byte (tests/data/hf/SOURCES.md): a llama, as
+    # the `--profile llama2` example needs.
+    (work / "config.json").write_bytes(config_bytes("llama_3_2_1b_instruct"))
     (tmp_path / "home" / ".config" / "fish" / "completions").mkdir(parents=True)
     return work
 
