@@ -11,6 +11,9 @@ transformers' count of the same config on the meta device.
 HAND_WRITTEN holds the configs for which no published file has been found yet: Python dicts as the
 model cards give them (abridged only of tokenizer-side `task_specific_params` and `auto_map`), NOT
 real files; each is to be replaced by its published config.json once one is found.
+
+shrunk(name, drop=..., **dims) is how a test gets a small model: a published file loaded and a few
+keys overridden or dropped, the transformation stated where it is called.
 """
 
 from __future__ import annotations
