@@ -256,27 +256,6 @@ Bamba-9B (Mamba-2 and three attention layers): the model card's 32 layers, hidde
 8 kv heads, untied; state size 128 and attention at layers 9, 18, 27, the rest BambaConfig's
 defaults. transformers counts 9,778,138,240 parameters: the card's 9.78B."""
 
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2,
-    "expand": 2, "hidden_dropout": 0.0, "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-    "initializer_range": 0.02, "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
-    "mamba_hidden_act": "silu", "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192,
-    "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8,
-    "num_attention_heads": 32, "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1,
-    "pad_token_id": 0, "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05,
-    "ssm_state_size": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "transformers_version": "4.48.0.dev0", "use_bias": False, "use_cache": True, "use_conv_bias": True,
-    "use_mamba_kernels": True, "vocab_size": 131072,
-}
-HAND_WRITTEN["nemotron_h_8b"] = (NEMOTRON_H_8B, "causal")
-"""Not yet a real file: the published nemotron_h file found (FILES nemotron_h_56b_base_8k) is refused today.
-Nemotron-H-8B-Base-8K as published (nvidia/Nemotron-H-8B-Base-8K config.json): 52 layers of one block
-each from hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu² MLP layers), hidden 4096, 128 Mamba
-heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 131072, untied.
-transformers counts 8,100,852,736 parameters."""
-
 
 DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     # Qwen3.5 with tied embeddings: no tied Qwen3.5 file has been found, so the published 9B made small
@@ -284,6 +263,9 @@ DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     "qwen3_5_tied": (shrunk("qwen3_5_9b", tie_word_embeddings=True, hidden_size=1024, intermediate_size=3584,
                             num_hidden_layers=4, layer_types=["linear_attention"] * 3 + ["full_attention"],
                             num_attention_heads=8, num_key_value_heads=2, linear_num_value_heads=16), "vl"),
+    # Nemotron-H-56B-Base-8K's published file less time_step_limit ([0.0, Infinity], which the importer
+    # refuses: REFUSED_TODAY): every dim as published; the limit is a forward-pass clamp, no parameter.
+    "nemotron_h_56b_finite": (shrunk("nemotron_h_56b_base_8k", drop=("time_step_limit",)), "causal"),
 }
 """Configs derived from a published file by a stated transformation (shrunk), for a case no file shows."""
 
