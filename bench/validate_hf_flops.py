@@ -42,18 +42,19 @@ from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/ is importable
-from tests.importers.hf_configs import shrunk  # noqa: E402
-
-GPT_OSS = shrunk(
-    "gpt_oss_20b", drop=("quantization_config",), experts_per_token=2, head_dim=16, hidden_size=64,
-    intermediate_size=32, layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=256,
-    num_attention_heads=4, num_experts_per_tok=2, num_hidden_layers=4, num_key_value_heads=2,
-    num_local_experts=4, eos_token_id=1, pad_token_id=0, rope_scaling=None, sliding_window=16, vocab_size=128,
-)
-"""gpt-oss-20b's published config.json (tests/data/hf/) scaled: sinks, biases, 4 experts top-2,
-alternating sliding (window 16) and full layers; its token ids brought inside the 128-token vocabulary,
-no yarn scaling, and quantization_config (MXFP4 storage) dropped."""
+GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 1, "experts_per_token": 2, "head_dim": 16, "hidden_act": "silu",
+    "hidden_size": 64, "initial_context_length": 4096, "initializer_range": 0.02,
+    "intermediate_size": 32, "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "max_position_embeddings": 256, "model_type": "gpt_oss", "num_attention_heads": 4,
+    "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "output_router_logits": False, "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 16, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "use_cache": True, "vocab_size": 128,
+}
+"""gpt-oss-20b's config.json (tests/importers/hf_configs.py) scaled: sinks, biases, 4 experts top-2,
+alternating sliding (window 16) and full layers."""
 
 GEMMA3 = {
     "architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,

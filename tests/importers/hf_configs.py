@@ -77,24 +77,29 @@ For the importer's engineer: each is a gap of issue 21, and a change shows here 
 
 # --- Published files that replaced HAND_WRITTEN dicts (tests/data/hf/SOURCES.md has each row) ---
 FILES.update({
-    # The aiconfigurator rows: ai-dynamo/aiconfigurator (a fetched snapshot, commit 095f58a51c4c), under
-    # aic-core/src/aiconfigurator_core/model_configs/.
-    # .../Qwen--Qwen3-0.6B_config.json
-    "qwen3_0_6b": ("qwen3_0_6b.json", "causal"),
-    # .../openai--gpt-oss-20b_config.json (quantization_config included, as published)
-    "gpt_oss_20b": ("gpt_oss_20b.json", "causal"),
-    # .../Qwen--Qwen3-VL-32B-Instruct_config.json: model_type qwen3_vl, in place of the 8B dict (the
-    # snapshot's 8B file is a trimmed re-write: no rope_scaling, no transformers_version)
-    "qwen3_vl_32b_instruct": ("qwen3_vl_32b_instruct.json", "vl"),
-    # .../nvidia--Nemotron-H-56B-Base-8K_config.json: model_type nemotron_h
-    "nemotron_h_56b_base_8k": ("nemotron_h_56b_base_8k.json", "causal"),
     # xu737/PeFAD gpt2/config.json @518d68f00f40: gpt2-large's published file (36 layers, 1280 wide), in
     # place of the gpt2 dict (the index's other gpt2/config.json files are save_pretrained re-writes)
     "gpt2_large": ("gpt2_large.json", "causal"),
 })
+
+# --- Published files of issue 21's families (GLM-4.x, GLM-5, DeepSeek-V4, Qwen3.5-MoE) ---
+FILES.update({
+    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json @19d098add98a
+    # (the vendor's trimmed file: dims and model_type glm4_moe_lite, no transformers_version)
+    "glm_4_7_flash": ("glm_4_7_flash.json", "causal"),
+    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-5-FP8_config.json @691ec908814b
+    # (the vendor's trimmed file: model_type glm_moe_dsa, no indexer dims stated)
+    "glm_5_fp8": ("glm_5_fp8.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--DeepSeek-V4-Flash-NVFP4_config.json @7b359652cc60 (no final newline, as the vendor holds it)
+    "deepseek_v4_flash": ("deepseek_v4_flash.json", "causal"),
+    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json @87fe4b0c7ef0
+    "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
+})
 REFUSED_TODAY.update({
-    # time_step_limit [0.0, Infinity]: Python's json writes and reads Infinity; the importer refuses it.
-    "nemotron_h_56b_base_8k": "Infinity",
+    "glm_4_7_flash": "no profile prices model_type 'glm4_moe_lite'",
+    "glm_5_fp8": "no profile prices model_type 'glm_moe_dsa'",
+    "deepseek_v4_flash": "compress_ratios, compress_rope_theta, expert_dtype",
 })
 # --- end of the HAND_WRITTEN replacements ---
 
@@ -127,7 +132,19 @@ def config_bytes(name: str) -> bytes:
     return json.dumps(CONFIGS[name][0]).encode()
 
 
+_GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
+
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
+    "qwen3_0_6b": ({  # not yet a real file (published copy: fetched snapshot only)
+        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+        "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+        "layer_types": ["full_attention"] * 28, "max_position_embeddings": 40960, "max_window_layers": 28,
+        "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
+        "sliding_window": None, "tie_word_embeddings": True, "dtype": "bfloat16",
+        "transformers_version": "5.0.0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+    }, "causal"),
     "t5_small": ({  # not yet a real file (the indexed copies are save_pretrained re-writes)
         "architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
         "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
@@ -194,6 +211,24 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True,
         "vocab_size": 262144,
     }, "causal"),
+    "gpt_oss_20b": ({  # not yet a real file (the indexed copy lacks quantization_config: a re-save)
+        "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+        "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
+        "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02,
+        "intermediate_size": 2880, "layer_types": _GPT_OSS_LAYERS, "max_position_embeddings": 131072,
+        "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+        "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False,
+        "pad_token_id": 199999,
+        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                           "model.embed_tokens", "lm_head"],
+                                "quant_method": "mxfp4"},
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                         "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+        "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+        "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True,
+        "vocab_size": 201088,
+    }, "causal"),
     "deepseek_v2_lite": ({  # not yet a real file (none in the index)
         "architectures": ["DeepseekV2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
         "aux_loss_alpha": 0.001, "bos_token_id": 100000, "eos_token_id": 100001, "first_k_dense_replace": 1,
@@ -221,6 +256,25 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
         "router_aux_loss_coef": 0.001,
     }, "causal"),
+    "qwen3_vl_8b": ({  # not yet a real file (the published one is in a fetched aiconfigurator snapshot only)
+        "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 151655, "model_type": "qwen3_vl",
+        "text_config": {
+            "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "dtype": "bfloat16",
+            "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+            "initializer_range": 0.02, "intermediate_size": 12288, "max_position_embeddings": 262144,
+            "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_hidden_layers": 36,
+            "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+            "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+            "rope_theta": 5000000, "use_cache": True, "vocab_size": 151936,
+        },
+        "tie_word_embeddings": False, "transformers_version": "4.57.0.dev0", "video_token_id": 151656,
+        "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh",
+                          "hidden_size": 1152, "in_channels": 3, "initializer_range": 0.02,
+                          "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
+                          "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
+                          "spatial_merge_size": 2, "temporal_patch_size": 2},
+        "vision_end_token_id": 151653, "vision_start_token_id": 151652,
+    }, "vl"),
 }
 """NOT real files: configs as their model cards give them, kept until a published file is found."""
 
@@ -256,6 +310,27 @@ Bamba-9B (Mamba-2 and three attention layers): the model card's 32 layers, hidde
 8 kv heads, untied; state size 128 and attention at layers 9, 18, 27, the rest BambaConfig's
 defaults. transformers counts 9,778,138,240 parameters: the card's 9.78B."""
 
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2,
+    "expand": 2, "hidden_dropout": 0.0, "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "initializer_range": 0.02, "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
+    "mamba_hidden_act": "silu", "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192,
+    "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8,
+    "num_attention_heads": 32, "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1,
+    "pad_token_id": 0, "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05,
+    "ssm_state_size": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.48.0.dev0", "use_bias": False, "use_cache": True, "use_conv_bias": True,
+    "use_mamba_kernels": True, "vocab_size": 131072,
+}
+HAND_WRITTEN["nemotron_h_8b"] = (NEMOTRON_H_8B, "causal")
+"""Not yet a real file (none in the index).
+Nemotron-H-8B-Base-8K as published (nvidia/Nemotron-H-8B-Base-8K config.json): 52 layers of one block
+each from hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu² MLP layers), hidden 4096, 128 Mamba
+heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 131072, untied.
+transformers counts 8,100,852,736 parameters."""
+
 
 DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     # Qwen3.5 with tied embeddings: no tied Qwen3.5 file has been found, so the published 9B made small
@@ -263,9 +338,6 @@ DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     "qwen3_5_tied": (shrunk("qwen3_5_9b", tie_word_embeddings=True, hidden_size=1024, intermediate_size=3584,
                             num_hidden_layers=4, layer_types=["linear_attention"] * 3 + ["full_attention"],
                             num_attention_heads=8, num_key_value_heads=2, linear_num_value_heads=16), "vl"),
-    # Nemotron-H-56B-Base-8K's published file less time_step_limit ([0.0, Infinity], which the importer
-    # refuses: REFUSED_TODAY): every dim as published; the limit is a forward-pass clamp, no parameter.
-    "nemotron_h_56b_finite": (shrunk("nemotron_h_56b_base_8k", drop=("time_step_limit",)), "causal"),
 }
 """Configs derived from a published file by a stated transformation (shrunk), for a case no file shows."""
 

@@ -12,14 +12,12 @@ from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, import_hf_config
 from tests.importers.hf_configs import shrunk
 
-SMALL: dict[str, Any] = shrunk(
-    "nemotron_h_56b_base_8k", drop=("time_step_limit",), hidden_size=64, hybrid_override_pattern="MM--*-M",
-    num_hidden_layers=7, num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_head_dim=16,
-    vocab_size=128, intermediate_size=96, mamba_num_heads=8, mamba_head_dim=16, n_groups=2, ssm_state_size=8,
-    chunk_size=8,
-)
-"""Nemotron-H-56B-Base-8K's published config.json (tests/data/hf/) made small: seven layers of every block
-kind, the dims above; time_step_limit dropped (its Infinity is refused today, FILES' REFUSED_TODAY)."""
+SMALL: dict[str, Any] = {
+    "model_type": "nemotron_h", "hidden_size": 64, "hybrid_override_pattern": "MM--*-M", "num_hidden_layers": 7,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
+    "intermediate_size": 96, "mamba_num_heads": 8, "mamba_head_dim": 16, "n_groups": 2, "ssm_state_size": 8,
+    "conv_kernel": 4, "chunk_size": 8, "rms_norm_eps": 1e-5,
+}
 
 
 @pytest.fixture(scope="module")

@@ -26,17 +26,13 @@ from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.modules import Mamba2  # noqa: E402
-from tests.importers.hf_configs import shrunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, SEQ = 2, 16
-HF_SMALL = shrunk("nemotron_h_56b_base_8k", drop=("time_step_limit",), hidden_size=64,
-                  hybrid_override_pattern="M-M*-M", num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
-                  head_dim=16, attention_head_dim=16, vocab_size=128, intermediate_size=96, mamba_num_heads=8,
-                  mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=8)
-"""Nemotron-H-56B-Base-8K's published config.json (tests/data/hf/) made small: the dims above, its every
-other key as published (relu2 MLP, untied, conv 4); time_step_limit dropped (its Infinity is refused today,
-and transformers' default is the same [0, inf])."""
+HF_SMALL = dict(model_type="nemotron_h", hidden_size=64, hybrid_override_pattern="M-M*-M", num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, vocab_size=128, intermediate_size=96, mamba_num_heads=8,
+                mamba_head_dim=16, n_groups=2, ssm_state_size=8, conv_kernel=4, chunk_size=8,
+                mlp_hidden_act="relu2", tie_word_embeddings=False, rms_norm_eps=1e-5)
 
 
 @pytest.fixture(scope="module")
