@@ -101,6 +101,7 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     run); a sliding window becomes `window` tokens when given. A state-space
     mixer keeps its expansion and form (Mamba-1's time-step rank, Mamba-2's
     heads and groups) at small sizes: Mamba-2's heads still split d_inner evenly.
+    A partial rotary (Phi) turns half of each small head.
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
     blocks: dict[str, object] = {}
@@ -115,6 +116,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
                       q_lora_rank=128 if model.q_lora_rank else 0)
     if block_stated(model, "ssm"):
         blocks.update(_small_ssm(model, hidden))
+    if model.rotary_fraction is not None and model.rotary_fraction < 1:
+        blocks["rotary_fraction"] = 0.5  # partial rotary kept, an even share of the small head dim
     groups = _few_groups(model.groups, per_group)
     dense = sum(g.count for g in groups if g.kind == "dense")
     return evolve(
@@ -128,7 +131,7 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
 
 def _small_ssm(model: ModelIR, hidden: int) -> dict[str, object]:
     """Return small ssm dims: state 16, chunks of 8 (a short sequence spans several), 8 heads in ≤ 2 groups."""
-    dims: dict[str, object] = {"ssm_state": 16, "ssm_chunk": 8}
+    dims: dict[str, object] = {"ssm_state": 16 if model.ssm_state else 0, "ssm_chunk": 8}  # 0: a short conv
     if model.ssm_dt_rank is not None:
         dims["ssm_dt_rank"] = hidden // 16  # HF's "auto" rank, ⌈hidden / 16⌉
     if model.ssm_heads is not None:

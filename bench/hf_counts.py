@@ -4,8 +4,11 @@ For each file tests/importers/hf_configs.py FILES names, transformers builds the
 config (AutoConfig.for_model; `quantization_config` left out, it changes no count) on the meta
 device and counts its language model: every parameter for a causal or seq2seq model; for a
 vision-language one ("vl") those under `model.language_model.` and the output head, the vision
-tower and projector left out (hpdsl prices a composite config as its text model). For MoE the
-active count is the total less the routed experts' share not chosen per token (top-k of n).
+tower and projector left out (hpdsl prices a composite config as its text model). A "vl" file
+also gets `text_total`/`text_active`: the count of transformers' text model class alone
+(AutoModelForCausalLM of its text_config, the head tied as the outer config ties it, as the
+composite model does), which the importer's estimate is held to. For MoE the active count is
+the total less the routed experts' share not chosen per token (top-k of n).
 A model_type the installed transformers lacks is skipped and said so. Prints a table and writes
 tests/data/hf/counts.json (the transformers version in it), which
 tests/importers/test_published_architectures.py compares `hpdsl estimate --json` with.
@@ -48,9 +51,28 @@ def hf_model(config: dict[str, Any], how: str) -> Any:
         return auto.from_config(hf_config)
 
 
-def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
-    """Return (total, active) parameters of the language model; active is None for a dense model."""
-    params = _language_params(hf_model(config, how), how)
+def hf_text_model(config: dict[str, Any]) -> Any:
+    """Return transformers' text model class built from a composite config's text_config, on the meta device.
+
+    The head is tied as the outer config says (its stated flag, else its config class's
+    default), as the composite model ties it, whatever text_config says.
+    """
+    import torch
+    import transformers
+
+    values = {k: v for k, v in config.items() if k not in STORAGE_ONLY}
+    outer = transformers.AutoConfig.for_model(**values)
+    text = outer.get_text_config()
+    text.tie_word_embeddings = getattr(outer, "tie_word_embeddings", text.tie_word_embeddings)
+    causal = transformers.AutoModelForCausalLM
+    # Mllama maps its outer config to its text model class (MllamaForCausalLM), not its text config.
+    chosen = text if type(text) in causal._model_mapping else outer
+    with torch.device("meta"):
+        return causal.from_config(chosen)
+
+
+def _counts(params: dict[str, Any], config: dict[str, Any]) -> tuple[int, int | None]:
+    """Return (total, active) of named parameters; active is None for a dense model."""
     total = sum(p.numel() for p in params.values())
     text = config.get("text_config", config)
     experts = text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")
@@ -60,6 +82,16 @@ def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
     # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
     routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
     return total, total - routed + routed * top_k // experts
+
+
+def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
+    """Return (total, active) parameters of the language model; active is None for a dense model."""
+    return _counts(_language_params(hf_model(config, how), how), config)
+
+
+def hf_text_counts(config: dict[str, Any]) -> tuple[int, int | None]:
+    """Return (total, active) parameters of a composite config's text model class alone."""
+    return _counts(dict(hf_text_model(config).named_parameters()), config)
 
 
 def count_all() -> dict[str, Any]:
@@ -78,6 +110,9 @@ def count_all() -> dict[str, Any]:
             continue
         total, active = hf_counts(config, how)
         counts[name] = {"total": total, "active": total if active is None else active}
+        if how == "vl":
+            text_total, text_active = hf_text_counts(config)
+            counts[name].update(text_total=text_total, text_active=text_total if text_active is None else text_active)
     return {"transformers": transformers.__version__, "counts": counts}
 
 
@@ -93,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in row:
             print(f"{name:<26} {'skipped: ' + row['skipped']}")
         else:
-            print(f"{name:<26} {row['total']:>16,} {row['active']:>16,}")
+            text = f"  text {row['text_total']:,} / {row['text_active']:,}" if "text_total" in row else ""
+            print(f"{name:<26} {row['total']:>16,} {row['active']:>16,}{text}")
     if args.check:
         stored = json.loads(COUNTS.read_text(encoding="utf-8"))
         same = stored["counts"] == result["counts"]

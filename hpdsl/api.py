@@ -257,11 +257,15 @@ __all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources
 
 
 def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None, *,
-               stdlib: bool = True, sets: Mapping[str, Any] | None = None) -> CostModel:
-    """Compile `paths`, pick `model` (or the only model in scope), apply `sets` and bind it to its profile."""
+               stdlib: bool = True, sets: Mapping[str, Any] | None = None, pairs: Sequence[str] = ()) -> CostModel:
+    """Compile `paths`, pick `model` (or the only model in scope), apply `sets` and bind it to its profile.
+
+    `pairs` are `FIELD=VALUE` overrides as `--set` takes them, parsed against the
+    standard fields and the author fields the model's profile and the families declare.
+    """
     from hpdsl.bound.bind import bind
     from hpdsl.diagnostics import did_you_mean
-    from hpdsl.ir.overrides import apply_sets
+    from hpdsl.ir.overrides import apply_sets, declared_fields, parse_sets
 
     registry = compile_paths(paths, stdlib=stdlib)
     models = registry.models
@@ -272,6 +276,8 @@ def bind_model(paths: Sequence[str | os.PathLike[str]], model: str | None = None
         model = next(iter(models))
     if model not in models:
         raise InputError(f"no model '{model}' in scope; {did_you_mean(model, models)}")
-    spec = apply_sets(models[model], sets or {})
-    return bind(spec, registry.profiles[spec.profile], families=registry.families)
+    profile = registry.profiles[models[model].profile]
+    parsed = parse_sets(pairs, declared_fields(profile, registry.families)) if pairs else {}
+    spec = apply_sets(models[model], {**(sets or {}), **parsed})
+    return bind(spec, profile, families=registry.families)
 

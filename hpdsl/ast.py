@@ -151,7 +151,15 @@ class FfnFlavour:
     span: Span = _span()
 
 
-KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, SlotsBlock]
+@attrs.frozen
+class KindWiring:
+    """`wiring pre_norm|sandwich|sublayer_post_norm|post_norm|parallel|parallel_two_norms`."""
+
+    value: Name
+    span: Span = _span()
+
+
+KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, KindWiring, SlotsBlock]
 
 
 @attrs.frozen
@@ -281,7 +289,7 @@ class ImportRules:
     span: Span = _span()
 
 
-ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock, SlotsBlock, ImportRules]
+ProfileItem = Union[Kind, DefaultKind, ModelTypes, SettingsBlock, SlotsBlock, ImportRules, "FieldDecl"]
 
 
 @attrs.frozen
@@ -499,13 +507,14 @@ class Placement:
 
 @attrs.frozen
 class LayoutEntry:
-    """`PATH (DIMS) PLACEMENT [by UNIT] [for a, b]`: where one parameter lives on the tp axis."""
+    """`PATH (DIMS) PLACEMENT [by UNIT] [for a, b] [if COND]`: where one parameter lives on the tp axis."""
 
     path: ParamPath
     dims: tuple[DimExpr, ...]
     placement: Placement
     unit: DimExpr | None = None
     variants: tuple[Name, ...] = ()
+    condition: Expr | None = None
     span: Span = _span()
 
 
@@ -517,7 +526,7 @@ class Layout:
     span: Span = _span()
 
 
-FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant, Layout]
+FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant, Layout, "FieldDecl"]
 
 
 @attrs.frozen
@@ -526,6 +535,49 @@ class Family:
 
     name: Name
     items: tuple[FamilyItem, ...]
+    span: Span = _span()
+
+
+# --------------------------------------------------------------------------
+# Model field declarations
+# --------------------------------------------------------------------------
+
+
+ScalarKind = TypingLiteral["int", "float", "string"]
+
+
+@attrs.frozen
+class ScalarType:
+    """`int`, `float` or `string`: a field's type that is neither a flag nor an enum."""
+
+    kind: ScalarKind
+    span: Span = _span()
+
+
+FieldType = Union[BoolType, ScalarType, EnumType]
+
+
+@attrs.frozen
+class FieldBound:
+    """`>= 1` or `<= 1048576`: a bound of an int field."""
+
+    op: str
+    value: Literal
+    span: Span = _span()
+
+
+@attrs.frozen
+class FieldDecl:
+    """`field NAME: TYPE [BOUNDS] [in BLOCK] [= DEFAULT | required] [hf(KEYS)] "MEANING"`: one model field."""
+
+    name: Name
+    type: FieldType
+    bounds: tuple[FieldBound, ...]
+    block: Name | None
+    default: Literal | Name | None
+    required: bool
+    hf: tuple[Name, ...]
+    meaning: Literal
     span: Span = _span()
 
 
@@ -664,7 +716,7 @@ class Cluster:
     span: Span = _span()
 
 
-Declaration = Union[ImportDecl, Vocabulary, SlotsBlock, Profile, Family, Model, Device, Cluster]
+Declaration = Union[ImportDecl, Vocabulary, SlotsBlock, Profile, Family, Model, Device, Cluster, FieldDecl]
 
 
 @attrs.frozen

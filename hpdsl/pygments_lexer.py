@@ -14,10 +14,10 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 KEYWORDS = (
     "import", "vocabulary", "slots", "profile", "family", "model", "kind", "from", "default",
     "run", "facts", "model_types", "ops", "attention", "ffn", "factory", "parallel", "selector",
-    "require", "variant", "when", "accepts", "params", "layout", "by", "for", "stack",
-    "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation",
+    "require", "variant", "when", "accepts", "params", "layout", "by", "for", "if", "stack",
+    "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation", "wiring",
     "hf", "map", "read", "ignore", "pattern", "derive", "unset",
-    "device", "cluster", "curve", "tier",
+    "device", "cluster", "curve", "tier", "field", "float", "string", "required",
 )
 """Every keyword of grammar/hpdsl.lark (tests/test_editors.py keeps the two in step)."""
 

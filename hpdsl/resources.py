@@ -1,4 +1,4 @@
-"""Where the shipped data lives: grammar, standard profiles, families and devices.
+"""Where the shipped data lives: grammar, standard fields, profiles, families and devices.
 
 In a wheel they are inside the package (hpdsl/_data/...); in a source checkout
 or an editable install they are the top-level folders beside the package.
@@ -15,14 +15,14 @@ _PACKAGE = Path(__file__).resolve().parent
 
 @cache
 def data_dir(name: str) -> Path:
-    """Return the folder of shipped data `name` (grammar, profiles, families or devices)."""
+    """Return the folder of shipped data `name` (grammar, fields, profiles, families or devices)."""
     for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"hpdsl's shipped folder {name!r} is missing from the installation")
 
 
-STDLIB_FOLDERS = ("profiles", "families", "devices")
+STDLIB_FOLDERS = ("fields", "profiles", "families", "devices")
 STDLIB_PREFIX = "<hpdsl>"
 
 

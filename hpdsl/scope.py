@@ -103,6 +103,15 @@ def kind_flavours(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> tuple[str, str 
     return attention or "full", ffn
 
 
+def kind_wiring(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> str | None:
+    """Return the wiring a kind or its nearest base states (None: the model's)."""
+    for ancestor in kind_lineage(kind, kinds):
+        for item in ancestor.items:
+            if isinstance(item, ast.KindWiring):
+                return item.value.value
+    return None
+
+
 def kind_vector(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.OpCount]:
     """Return the op counts a kind has: its bases' overlaid by its own, by op name."""
     vector: dict[str, ast.OpCount] = {}

@@ -129,7 +129,7 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         head_dim = model.v_head_dim or profile.v_head_dim or head_dim
     return LayerConfig(**{
         **stated,
-        "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim,
+        "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim, "extra": dict(model.extra),
         "kv_heads": model.kv_heads or model.heads,
         "ffn_width": model.expert_width if moe else (model.ffn_width or 0),
         "experts": model.experts if moe else 1, "top_k": model.top_k if moe else 1,
@@ -137,7 +137,15 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         "shared_width": (model.shared_width or model.expert_width) if moe and model.shared_experts else 0,
         "ep": None if moe else 1, "gated": (model.mlp or "gated") == "gated",
         "rope": not model.position_buckets,
+        "wiring": _wiring(model, profile.kinds.get(default or "")),
     })
+
+
+def _wiring(model: ModelIR, kind: KindIR | None) -> str:
+    """Return a layer's wiring: the model's when it states one (as layer_norms beats normOp), else the kind's."""
+    if model.wiring is not None:
+        return str(model.wiring)
+    return kind.wiring if kind is not None and kind.wiring is not None else str(FIELDS["wiring"].default)
 
 
 def linear_attention_fields(model: ModelIR) -> dict[str, Any]:
@@ -208,6 +216,9 @@ def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
             fields["window"] = model.sliding_window or 0
     if any(profile.kinds[k].ffn is not None for k in used):
         fields.update(_ffn_fields(base, model, kind.ffn))
+    wiring = _wiring(model, kind)
+    if wiring != base.wiring:  # the base holds the default kind's (and the model's) wiring
+        fields["wiring"] = wiring
     return BoundKind(name, kind.attention, kind.ffn, fields)
 
 

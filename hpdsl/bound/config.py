@@ -7,7 +7,9 @@ model but follow from its profile and kind (the op vector, the attention
 flavour, the expert-parallel degree, ...) or from the slot a module fills (the
 slot's feed-forward width, causality). A module is built from the config of its
 slot, so `ModuleConfig` is the same record. A family's layout dims read these
-names (DIM_NAMES).
+names (DIM_NAMES) and the author fields `extra` holds (the class is made once,
+at import, from the standard fields; a profile's or family's own fields ride in
+that mapping).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),
     Bound("norm_eps", float, 1e-6, "the normalisations' epsilon"),
+    Bound("extra", dict, None, "the author fields (declared in a profile or family) and their values"),
 )}
 """What binding and building add to the model's fields."""
 
@@ -96,7 +99,7 @@ else:
     LayerConfig = attrs.make_class("LayerConfig", {
         "hidden": attrs.field(type=int, kw_only=True),
         **{name: _attribute(field) for name, field in FIELDS.items() if name != "hidden"},
-        **{b.name: attrs.field(default=b.default, type=b.type, kw_only=True) if b.name != "ops"
+        **{b.name: attrs.field(default=b.default, type=b.type, kw_only=True) if b.type is not dict
            else attrs.field(factory=dict, type=dict, kw_only=True) for b in BOUND.values()},
     }, bases=(_Derived,), frozen=True, slots=True, kw_only=True)
     LayerConfig.__doc__ = "One layer's config: every model field and every BOUND value, by name."
@@ -108,19 +111,29 @@ DIM_NAMES: tuple[str, ...] = (
     *(name for name, field in FIELDS.items() if field.type in ("int", "bool")),
     *(b.name for b in BOUND.values() if b.type in (int, bool)),
 )
-"""The config names a layout's dims may read: ints as they are, flags as 1 (set) or 0."""
+"""The config names a layout's dims and entry conditions may read: ints as they are, flags as 1 (set) or 0."""
+
+FLAG_NAMES: frozenset[str] = frozenset((
+    *(name for name, field in FIELDS.items() if field.type == "bool"),
+    *(b.name for b in BOUND.values() if b.type is bool),
+))
+"""The DIM_NAMES that are flags: what a layout entry's `if` may name alone (the rest compare as ints)."""
 
 
 def dim_environment(config: object) -> dict[str, int]:
-    """Return the DIM_NAMES values `config` has (a LayerConfig or any object with those attributes)."""
+    """Return the DIM_NAMES values `config` has (a LayerConfig or any object with those attributes).
+
+    The author fields it holds in `extra` (int or bool ones) are dims too: a
+    layout may read them by name (hpdsl/check/layouts.py allows the declared ones).
+    Flags stay bools (an int to a dims expression, a truth value to an entry's `if`).
+    """
     env: dict[str, int] = {}
-    for name in DIM_NAMES:
-        value = getattr(config, name, None)
-        if isinstance(value, bool):
-            env[name] = int(value)
-        elif isinstance(value, int):
+    values = [(name, getattr(config, name, None)) for name in DIM_NAMES]
+    extra = getattr(config, "extra", None)
+    for name, value in [*(extra.items() if isinstance(extra, dict) else ()), *values]:
+        if isinstance(value, int):
             env[name] = value
     return env
 
 
-__all__ = ["BOUND", "DIM_NAMES", "Bound", "LayerConfig", "ModuleConfig", "dim_environment"]
+__all__ = ["BOUND", "DIM_NAMES", "FLAG_NAMES", "Bound", "LayerConfig", "ModuleConfig", "dim_environment"]

@@ -17,13 +17,16 @@ from fractions import Fraction
 
 import attrs
 
+from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel
-from hpdsl.bound.config import LayerConfig
-from hpdsl.bound.slots import buildable, layer_shape, mixer_role
-from hpdsl.ir.layouts import dim_names
+from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
+from hpdsl.bound.slots import Slot, buildable, end_slots, kind_bindings, layer_shape, layer_slots, mixer_role
+from hpdsl.bound.tally import WHOLE_AXES, priced_variant
+from hpdsl.ir.layouts import dim_names, entry_numel, entry_present, layout_for, render_dims
 from hpdsl.ir.nodes import ModelIR, block_stated
 from hpdsl.model import ops
 from hpdsl.model.fields import BLOCKS, FIELDS, required
+from hpdsl.model.layouts import LAYOUT_AXES
 
 ENCODER, DECODER = "encoder", "decoder"
 """The kinds whose layers make an encoder-decoder: two towers, the decoder's layers with cross-attention."""
@@ -57,6 +60,7 @@ def layer_problems(cost: CostModel) -> tuple[LayerProblem, ...]:
     found = [*_field_problems(model), *_stack_problems(cost)]
     for kind in built_kinds(cost):
         found.extend(_kind_problems(cost, kind))
+    found.extend(_pricing_problems(cost))
     return tuple(dict.fromkeys(found))
 
 
@@ -89,11 +93,33 @@ def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
         if field.minimum is not None and isinstance(value, int) and value < field.minimum:
             yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
                                f"'{name}' is the {field.meaning}", field=name)
+    yield from _rotary_problems(model)
     for block in BLOCKS:
         missing = [name for name in required(block) if getattr(model, name) is None]
         if block_stated(model, block) and missing:
             yield LayerProblem("incomplete-block", f"the {block} block lacks {_quoted(missing)}",
                                f"a {block} block states {_quoted(required(block))}", field=block)
+
+
+def _rotary_problems(model: ModelIR) -> Iterator[LayerProblem]:
+    """Yield a rotary fraction that turns no dims, more than a head, or an odd count (rotation turns pairs)."""
+    fraction = model.rotary_fraction
+    if fraction is None or fraction == 1:
+        return
+    head_dim = model.head_dim or model.hidden // model.heads
+    dims = int(head_dim * fraction)
+    if 0 < fraction <= 1 and dims > 0 and dims % 2 == 0:
+        return
+    yield LayerProblem("rotary-dims",
+                       f"rotary_fraction {fraction} of head_dim {head_dim} turns ⌊{head_dim} × {fraction}⌋ = "
+                       f"{dims} dims of each head, but a rotary embedding turns a positive, even number of them, "
+                       "at most the head dim",
+                       f"state a rotary_fraction in (0, 1] whose share of {head_dim} is even, e.g. "
+                       f"`rotary_fraction {_even_share(head_dim)}`", field="rotary_fraction")
+
+
+def _even_share(head_dim: int) -> str:
+    return "0.5" if head_dim % 4 == 0 else "1.0"
 
 
 def _stack_problems(cost: CostModel) -> Iterator[LayerProblem]:
@@ -183,22 +209,37 @@ def _ffn_count(model: ModelIR, kind: str, layer: LayerConfig, matrices: int) -> 
 
 
 def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> Iterator[LayerProblem]:
-    """Yield a norm count other than one before each attention and one before the feed-forward."""
-    expected = (attentions + int(ffn)) * (2 if layer.sandwich_norms else 1)
+    """Yield a wiring the layer's blocks cannot have, and a norm count other than the one its wiring holds."""
+    if layer.wiring in wiring.PARALLEL and not wiring.parallel_fits(attentions, ffn):
+        held = {0: "no attention", 1: "one attention", 2: "two attentions"}[attentions]
+        yield LayerProblem("wiring-mismatch",
+                           f"'{kind}' layers are wired {layer.wiring} (the attention and feed-forward side by "
+                           f"side), but they hold {held}{' and a feed-forward' if ffn else ' and no feed-forward'}",
+                           "wire them in sequence (`wiring pre_norm`), or price one attention and a "
+                           "feed-forward (attMM 4, ffMM 2 or 3)", kind=kind, field="wiring")
+        return
+    expected = len(wiring.norm_paths(layer.wiring, attentions, ffn))
     stated = layer.layer_norms is not None
     count = layer.layer_norms if stated else ops.norms(layer.ops)
     if count == expected:
         return
-    parts = {0: "", 1: "one before the attention", 2: "one before each of its two attentions"}[attentions]
-    parts += (" and " if parts else "") + "one before the feed-forward" if ffn else ""
-    parts += ", and one after each (sandwich_norms)" if layer.sandwich_norms else ""
     where = f"layer_norms {count}" if stated else f"normOp {count}"
-    hint = (f"remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` if every "
-            f"layer has {expected}" if stated else
-            f"state `layer_norms {expected}`: the norms a layer has, where the kind's normOp counts others")
     yield LayerProblem("norm-count-mismatch",
-                       f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: {parts}",
-                       hint, kind=kind, field="layer_norms", op=None if stated else ops.NORM)
+                       f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: "
+                       f"{wiring.describe(layer.wiring, attentions, ffn)}",
+                       _norm_hint(layer, count, expected, attentions, ffn), kind=kind, field="layer_norms",
+                       op=None if stated else ops.NORM)
+
+
+def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, ffn: bool) -> str:
+    """Return the fix of a norm count: the wiring that holds that many norms, else the count to state."""
+    others = [w for w in wiring.wiring_for_count(count, attentions, ffn) if w != layer.wiring]
+    rewire = (f"if the layers are wired otherwise, state it: {' or '.join(f'`wiring {w}`' for w in others)} "
+              "in the kind (or the model); else " if others else "")
+    if layer.layer_norms is not None:
+        return (f"{rewire}remove `layer_norms` to price the kinds' normOp, or state `layer_norms {expected}` "
+                f"if every layer has {expected}")
+    return f"{rewire}state `layer_norms {expected}`: the norms a layer has, where the kind's normOp counts others"
 
 
 def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
@@ -235,13 +276,75 @@ def _ssm_layout(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            "bind `ssm` to a family with a `layout { }` (families/mamba.hpf)", kind=kind, field="ssm")
         return
     read = sorted({name for entry in family.layout for dim in entry.dims for name in dim_names(dim)})
-    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int"
-                and (FIELDS[name].minimum or 0) >= 1 and getattr(model, name) is None and name != "hidden"]
+    env = dim_environment(kind_layer(cost, kind))  # a derived dim (head_dim) is stated by its config
+    unstated = [name for name in read if name in FIELDS and FIELDS[name].type == "int" and _unknown(name, env)]
+    # An author field (a profile's or family's) the model neither states nor has a default for.
+    unstated += [name for name in read if name not in FIELDS and name not in DIM_NAMES
+                 and name not in LAYOUT_AXES and name not in env]
     if unstated:
         yield LayerProblem("missing-field",
                            f"kind '{kind}' is built by family '{family.name}', whose layout reads "
                            f"{', '.join(unstated)}, which model '{model.name}' does not state",
-                           f"state `{unstated[0]}` in the model's ssm block", kind=kind, field=unstated[0])
+                           f"state `{unstated[0]}` in the model" + ("'s ssm block" if unstated[0] in FIELDS else ""),
+                           kind=kind, field=unstated[0])
+    if "ssm_state" in read and model.ssm_state == 0:  # 0 is a stateless mixer's (families/short_conv.hpf)
+        yield LayerProblem("missing-field",
+                           f"kind '{kind}' is built by family '{family.name}', whose layout reads a state of "
+                           f"ssm_state per channel, but model '{model.name}' states ssm_state 0 (no state)",
+                           "state `ssm_state N` with N ≥ 1, or bind `ssm` to a stateless family "
+                           "(families/short_conv.hpf)", kind=kind, field="ssm_state")
+
+
+def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:
+    """Yield every slot whose family's layout cannot price it: no layout, or an entry unknown on the model's dims.
+
+    The estimator prices each slot from its family's layout (hpdsl/cost/facts/params.py),
+    so a slot it cannot derive is refused here rather than priced 0. Without
+    families (a model bound without its registry) nothing is judged; an ssm
+    slot is judged by `_ssm_layout`, a binding to a family not in scope by
+    hpdsl/check/slots.py.
+    """
+    if not cost.families:
+        return
+    seen: set[tuple[str | None, str]] = set()
+    uses = [(kind, slot) for kind in built_kinds(cost)
+            for slot in layer_slots(kind_layer(cost, kind), kind_bindings(cost, kind))]
+    for kind, slot in [*uses, *((None, s) for s in end_slots(cost))]:
+        if slot.role != "ssm" and slot.family in cost.families and (kind, slot.role) not in seen:
+            seen.add((kind, slot.role))
+            yield from _slot_pricing(cost, kind, slot)
+
+
+def _slot_pricing(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:
+    family = cost.families[slot.family]
+    where = f"the {slot.role} slot of kind '{kind}'" if kind else f"model '{cost.model.name}''s {slot.role} slot"
+    if not family.layout:
+        yield LayerProblem("unpriced-slot",
+                           f"{where} is bound to family '{family.name}', which declares no layout, so the "
+                           "estimator cannot price its parameters",
+                           f"give family '{family.name}' a `layout {{ }}` with an entry for every parameter its "
+                           "module creates (docs/language.md, \"Layouts\")", kind=kind)
+        return
+    env = {**dim_environment(slot.config), **WHOLE_AXES}
+    for path, entry in layout_for(family, priced_variant(family, slot.config)).items():
+        numel = entry_numel(entry, env)
+        read = sorted(name for d in entry.dims for name in dim_names(d) if _unknown(name, env))
+        if numel is None or (numel == 0 and read and entry_present(entry, env)):
+            why = f"it reads {_quoted(read)}, which the model does not state" if read else \
+                "its size is not a whole number"
+            yield LayerProblem("unpriced-slot",
+                               f"{where} is bound to family '{family.name}', whose layout entry '{path}' "
+                               f"{render_dims(entry.dims)} the estimator cannot evaluate on model "
+                               f"'{cost.model.name}': {why}",
+                               "state the dims it reads in the model, or write the entry over names the slot "
+                               "config has (hpdsl/bound/config.py DIM_NAMES)", kind=kind)
+            return
+
+
+def _unknown(name: str, env: dict[str, int]) -> bool:
+    """Whether a dim the config holds is unstated: absent, or 0 where its field must be positive."""
+    field = FIELDS.get(name)
+    return name not in env or (env[name] == 0 and field is not None and (field.minimum or 0) >= 1)
 
 
 def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:

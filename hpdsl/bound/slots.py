@@ -3,7 +3,9 @@
 A built layer holds a mixer (full attention, a Gated DeltaNet for a linear
 kind, or MLA when the model has an `mla` block), a cross-attention in an
 encoder-decoder's decoder, a feed-forward block (a dense MLP, or routed experts
-plus shared experts) and a norm before each; a Megatron-style hybrid's layer
+plus shared experts) and the norms its wiring places (hpdsl/bound/wiring.py:
+before each block, after it, both, or one shared by a parallel mixer and
+feed-forward); a Megatron-style hybrid's layer
 (Nemotron-H) holds only the mixer (ffMM 0) or only the feed-forward (attMM 0); the model holds an embedding, a
 final norm per tower and, unless tied, an output head. The family filling each
 slot is the kind's (or the profile's) binding from `.hpf` `slots { ... }`
@@ -23,6 +25,7 @@ from fractions import Fraction
 
 import attrs
 
+from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import LayerConfig, ModuleConfig
 from hpdsl.ir.nodes import evolve
@@ -93,25 +96,22 @@ def buildable(attentions: Fraction, matrices: int) -> bool:
 
 
 def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool = True) -> tuple[Slot, ...]:
-    """Return every slot of a layer priced with `layer`; () when its op vector prices no buildable layer."""
+    """Return every slot of a layer priced with `layer`; () when its op vector prices no buildable layer.
+
+    Its norms are those its wiring holds (hpdsl/bound/wiring.py), each listed
+    beside the block it serves: before it when it runs first, after it otherwise.
+    """
     attentions, matrices = layer_shape(layer)
     if not buildable(attentions, matrices):
         return ()
     config = layer_config(layer, causal=causal)
-    slots: list[Slot] = []
-    if attentions:
-        slots += [_slot("norm", "mixer_norm", config, bindings), _slot(mixer_role(config), "mixer", config, bindings)]
-    if attentions and config.sandwich_norms:
-        slots.append(_slot("norm", "mixer_post_norm", config, bindings))
-    if attentions == 2:
-        slots += [_slot("norm", "cross_norm", config, bindings),
-                  _slot("attention", "cross_attention", cross_attention_config(config), bindings)]
-    if matrices:
-        slots += [_slot("norm", "ffn_norm", config, bindings), *ffn_slots(config, bindings)]
-        if config.sandwich_norms:
-            slots.append(_slot("norm", "ffn_post_norm", config, bindings))
-    return tuple(slots)
-
+    modules = {"mixer": [_slot(mixer_role(config), "mixer", config, bindings)],
+               "cross": [_slot("attention", "cross_attention", cross_attention_config(config), bindings)],
+               "ffn": list(ffn_slots(config, bindings))}
+    for block, path in wiring.norm_paths(config.wiring, int(attentions), matrices > 0):
+        norm = _slot("norm", path, config, bindings)
+        modules[block] = [norm, *modules[block]] if path == f"{block}_norm" else [*modules[block], norm]
+    return tuple(slot for block in wiring.blocks(int(attentions), matrices > 0) for slot in modules[block])
 
 
 def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:

@@ -1,6 +1,6 @@
 """AST into diagnostics, then the IR of what checked clean into more: one collector, ordered passes.
 
-1. AST passes, in a fixed order: names (the scope), profiles, families, slot
+1. AST passes, in a fixed order: names (the scope), field declarations, profiles, families, slot
    bindings (which name families), models, layouts on their own, devices and clusters. Each owns one
    concern and never raises.
 2. The declarations without errors are lowered and bound (clean.py); nothing
@@ -22,6 +22,7 @@ from hpdsl.acyclic import acyclic_allocations
 from hpdsl.check.clean import Clean, lower_clean
 from hpdsl.check.divisibility import check_divisibility
 from hpdsl.check.families import check_families
+from hpdsl.check.fields import check_fields
 from hpdsl.check.layouts import check_layouts
 from hpdsl.check.machines import check_machines
 from hpdsl.check.models import check_models
@@ -33,7 +34,7 @@ from hpdsl.diagnostics import Collector, Diagnostic
 from hpdsl.scope import Scope
 
 AST_PASSES: tuple[Callable[[Scope, Collector], None], ...] = (
-    check_profiles, check_families, check_slots, check_models, check_layouts, check_machines)
+    check_fields, check_profiles, check_families, check_slots, check_models, check_layouts, check_machines)
 """The checks of the AST, in order."""
 
 IR_PASSES: tuple[Callable[[Clean, Collector], Clean], ...] = (check_shapes, check_divisibility)

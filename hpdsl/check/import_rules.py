@@ -1,7 +1,8 @@
 """A profile's import rules (`hf ["model_type" ...] { ... }`) into diagnostics.
 
 An hf block names model_types the profile lists (or "*", every config); a map
-targets a model field or a block's field (hpdsl/model/fields.py); a read names
+targets a model field or a block's field (hpdsl/model/fields.py), or a top-level
+field the profile declares itself (`field NAME: ...`); a read names
 a key a built-in rule of the importer reads (hpdsl/importers/rules.py
 BUILTIN_READS); a pattern's symbols are single characters; no key gets two
 rules of one sort for one model_type. docs/importing.md describes the rules.
@@ -10,16 +11,21 @@ rules of one sort for one model_type. docs/importing.md describes the rules.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.importers.rules import BUILTIN_READS, EVERY_CONFIG
-from hpdsl.model.fields import FIELDS, block_fields
+from hpdsl.ir.lower_fields import lower_fields
+from hpdsl.model.fields import FIELDS, Field, block_fields
 
 
 def check_import_rules(profile: ast.Profile, listed: set[str], collector: Collector) -> None:
-    """Report every problem with the hf blocks of one profile (`listed`: its model_types)."""
+    """Report every problem with the hf blocks of one profile (`listed`: its model_types).
+
+    A map or derive may write the author fields the profile declares (top-level ones) besides FIELDS.
+    """
+    declared = {f.name: f for f in lower_fields(profile.items) if f.name not in FIELDS and f.block is None}
     seen: dict[tuple[str, str, str], ast.Name] = {}
     for block in (item for item in profile.items if isinstance(item, ast.ImportRules)):
         _check_types(profile, block, listed, collector)
@@ -35,7 +41,7 @@ def check_import_rules(profile: ast.Profile, listed: set[str], collector: Collec
             for model_type in types:
                 seen.setdefault((model_type, sort, name.value), name)
         for rule in block.rules:
-            _check_rule(rule, collector)
+            _check_rule(rule, declared, collector)
 
 
 def _keys(block: ast.ImportRules) -> Iterator[tuple[str, ast.Name]]:
@@ -66,11 +72,11 @@ def _check_types(profile: ast.Profile, block: ast.ImportRules, listed: set[str],
                         f"does not list it in its model_types", hint=hint or f'or write hf "{EVERY_CONFIG}"')
 
 
-def _check_rule(rule: ast.HfRule, collector: Collector) -> None:
+def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Collector) -> None:
     if isinstance(rule, ast.HfMap):
-        _check_map(rule, collector)
+        _check_map(rule, declared, collector)
     elif isinstance(rule, ast.HfDerive):
-        _check_derive(rule, collector)
+        _check_derive(rule, declared, collector)
     elif isinstance(rule, ast.HfRead):
         for key in rule.keys:
             if key.value not in BUILTIN_READS:
@@ -87,9 +93,9 @@ def _check_rule(rule: ast.HfRule, collector: Collector) -> None:
                                      'write one character, e.g. "M" -> linear_attention')
 
 
-def _check_map(rule: ast.HfMap, collector: Collector) -> None:
+def _check_map(rule: ast.HfMap, declared: Mapping[str, Field], collector: Collector) -> None:
     if rule.block is None:
-        fields = {name for name, field in FIELDS.items() if field.block is None}
+        fields = {name for name, field in FIELDS.items() if field.block is None} | set(declared)
         where = "a model field"
     else:
         fields = set(block_fields(rule.block.value))
@@ -106,9 +112,9 @@ def _check_map(rule: ast.HfMap, collector: Collector) -> None:
                         hint=_close(rule.field.value, fields) or "docs/language.md lists the model fields")
 
 
-def _check_derive(rule: ast.HfDerive, collector: Collector) -> None:
-    """A derived field is a top-level int field, computed from top-level int fields."""
-    ints = {name for name, field in FIELDS.items() if field.block is None and field.type == "int"}
+def _check_derive(rule: ast.HfDerive, declared: Mapping[str, Field], collector: Collector) -> None:
+    """A derived field is a top-level int field (standard or the profile's), computed from such fields."""
+    ints = {name for name, field in {**FIELDS, **declared}.items() if field.block is None and field.type == "int"}
     if rule.field.value not in ints:
         collector.error(rule.field.span, "unknown-import-field",
                         f"derive names '{rule.field.value}', which is not a model field holding a number",

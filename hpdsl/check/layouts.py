@@ -6,9 +6,10 @@ in two passes:
 1. On its own (every family declaration, here): placements are colwise, rowwise or
    replicate; a replicated parameter names no split dim or unit; the split dim
    exists among the parameter's dims; dims read only slot-config names
-   (hpdsl.bound.config.DIM_NAMES) and cp, ep, pp; a `for` names declared variants that
-   declare the path; every variant lists its params(...), and every parameter
-   a variant declares is placed exactly once for it.
+   (hpdsl.bound.config.DIM_NAMES) and cp, ep, pp; an `if` reads only slot-config
+   names, a flag standing alone and an int compared; a `for` names declared
+   variants that declare the path; every variant lists its params(...), and
+   every parameter a variant declares is placed exactly once for it.
 2. Against the models in scope: an IR pass over the families and models that
    checked clean (hpdsl/check/divisibility.py).
 """
@@ -18,20 +19,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hpdsl import ast
-from hpdsl.bound.config import DIM_NAMES
+from hpdsl.bound.config import DIM_NAMES, FLAG_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.ir.layouts import covers, dim_from_ast, render_dim, sharded_dim
+from hpdsl.ir.lower_fields import declared_dim_names
 from hpdsl.model.layouts import LAYOUT_AXES, PLACEMENTS
 from hpdsl.scope import Scope
 
 
 def check_layouts(scope: Scope, collector: Collector) -> None:
     """Report every problem with the layouts of the families in scope, each on its own."""
+    declared = declared_dim_names(scope)
     for file in scope.files:
         for item in file.items:
             if isinstance(item, ast.Family):
-                check_layout(item, collector)
+                check_layout(item, collector, declared=declared)
 
 
 # --------------------------------------------------------------------------
@@ -39,8 +42,11 @@ def check_layouts(scope: Scope, collector: Collector) -> None:
 # --------------------------------------------------------------------------
 
 
-def check_layout(family: ast.Family, collector: Collector) -> None:
-    """Report every problem with one family's params(...) lists and layout blocks."""
+def check_layout(family: ast.Family, collector: Collector, *, declared: frozenset[str] = frozenset()) -> None:
+    """Report every problem with one family's params(...) lists and layout blocks.
+
+    `declared` are the author fields (a profile's or family's) its dims may read beside DIM_NAMES.
+    """
     variants: dict[str, ast.Variant] = {}
     for variant in family_items(family, ast.Variant):
         variants.setdefault(variant.name.value, variant)
@@ -59,7 +65,7 @@ def check_layout(family: ast.Family, collector: Collector) -> None:
     all_declared = all(v.params for v in variants.values())
     applies = []
     for entry in (e for layout in layouts for e in layout.entries):
-        _check_entry(entry, collector)
+        _check_entry(entry, collector, declared)
         applies.append((entry, _entry_variants(entry, variants, all_declared, collector)))
     _check_placed(variants, applies, collector)
 
@@ -83,7 +89,7 @@ def _report_duplicate_params(variant: ast.Variant, collector: Collector) -> None
         seen.setdefault(path.text, path)
 
 
-def _check_entry(entry: ast.LayoutEntry, collector: Collector) -> None:
+def _check_entry(entry: ast.LayoutEntry, collector: Collector, declared: frozenset[str]) -> None:
     placement = entry.placement
     name = placement.name.value
     if name not in PLACEMENTS:
@@ -100,7 +106,45 @@ def _check_entry(entry: ast.LayoutEntry, collector: Collector) -> None:
         _check_split_dim(entry, collector)
     for expr in (*entry.dims, *(() if entry.unit is None else (entry.unit,))):
         for ref in _names(expr):
-            _check_dim_name(ref, collector)
+            _check_dim_name(ref, collector, declared)
+    if entry.condition is not None:
+        for ref, alone in _condition_names(entry.condition):
+            _check_condition_name(ref, alone, collector, declared)
+
+
+def _condition_names(expr: ast.Expr) -> Iterator[tuple[ast.Name, bool]]:
+    """Yield every name an entry's `if` reads, and whether it stands alone (a truth value) or is compared."""
+    if isinstance(expr, ast.Reference):
+        yield expr.name, True
+    elif isinstance(expr, (ast.Comparison, ast.Membership)):
+        yield expr.left, False  # the right side is a value
+    elif isinstance(expr, ast.Negation):
+        yield from _condition_names(expr.operand)
+    elif isinstance(expr, (ast.AllOf, ast.AnyOf)):
+        for operand in expr.operands:
+            yield from _condition_names(operand)
+    elif isinstance(expr, ast.Implies):
+        yield from _condition_names(expr.premise)
+        yield from _condition_names(expr.conclusion)
+
+
+def _check_condition_name(ref: ast.Name, alone: bool, collector: Collector, declared: frozenset[str]) -> None:
+    name = ref.value
+    if name in declared:
+        return  # an author field: its declaration's type is judged where the model states it
+    if name not in DIM_NAMES:
+        collector.error(ref.span, "unknown-dim-field",
+                        f"the entry's `if` reads '{name}', which is not a field of the slot config a module is "
+                        "built from", hint=did_you_mean(name, DIM_NAMES) or
+                        "an entry's condition reads the config (flags, ints), not selectors or axes")
+    elif alone and name not in FLAG_NAMES:
+        collector.error(ref.span, "layout-condition-type",
+                        f"'{name}' is a number, but it stands alone in the entry's `if`, where a flag is expected",
+                        hint=f"compare it: `if {name} > 0`")
+    elif not alone and name in FLAG_NAMES:
+        collector.error(ref.span, "layout-condition-type",
+                        f"'{name}' is a flag, but the entry's `if` compares it like a number",
+                        hint=f"let it stand alone: `if {name}` or `if not {name}`")
 
 
 def _check_split_dim(entry: ast.LayoutEntry, collector: Collector) -> None:
@@ -130,16 +174,19 @@ def _names(expr: ast.DimExpr) -> Iterator[ast.Name]:
             yield from _names(part)
 
 
-def _check_dim_name(ref: ast.Name, collector: Collector) -> None:
-    if ref.value in DIM_NAMES or ref.value in LAYOUT_AXES:
+def _check_dim_name(ref: ast.Name, collector: Collector, declared: frozenset[str]) -> None:
+    if ref.value in DIM_NAMES or ref.value in LAYOUT_AXES or ref.value in declared:
         return
     if ref.value == "tp":
         hint = "dims are the parameter's shape before tensor parallelism; the backend divides the split dim by tp"
     else:
-        hint = did_you_mean(ref.value, (*DIM_NAMES, *LAYOUT_AXES))
+        hint = did_you_mean(ref.value, (*DIM_NAMES, *LAYOUT_AXES, *declared))
+        if not hint.startswith("did you mean"):
+            hint = (f"declare it in the profile or family whose models state it: "
+                    f"`field {ref.value}: int >= 1 \"what it is\"`")
     collector.error(ref.span, "unknown-dim-field",
-                    f"'{ref.value}' is neither a field of the slot config a module is built from nor "
-                    "cp, ep or pp", hint=hint)
+                    f"'{ref.value}' is neither a field of the slot config a module is built from, nor a "
+                    "field a profile or family declares, nor cp, ep or pp", hint=hint)
 
 
 def _entry_variants(entry: ast.LayoutEntry, variants: dict[str, ast.Variant], all_declared: bool,

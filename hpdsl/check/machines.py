@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.diagnostics.span import Span
-from hpdsl.model.machine import CLUSTER_KEYS, CURVES, DEVICE_KEYS, SCOPES, TIER_KEYS, Key
+from hpdsl.model.machine import CLUSTER_KEYS, CURVES, DEVICE_KEYS, TIER_KEYS, Key
 from hpdsl.scope import Scope
 
 
@@ -63,10 +63,10 @@ def check_value(setting: ast.Setting, key: Key, where: str, collector: Collector
         if value.kind != "string":
             collector.error(value.span, "bad-machine-value", f"{where}: '{key.name}' must be a string",
                             hint=f'write it in quotes: {key.name} = "..."')
-        elif key.name == "scope" and value.value not in SCOPES:
+        elif key.choices and value.value not in key.choices:
             collector.error(value.span, "bad-machine-value",
-                            f"{where}: scope is '{value.value}', expected one of {', '.join(SCOPES)}",
-                            hint=did_you_mean(str(value.value), SCOPES))
+                            f"{where}: {key.name} is '{value.value}', expected one of {', '.join(key.choices)}",
+                            hint=did_you_mean(str(value.value), key.choices))
         return
     if not numeric:
         collector.error(value.span, "bad-machine-value",

@@ -1,6 +1,7 @@
 """Models into diagnostics: profile, fields, blocks, choices and the layer stack.
 
-Fields are checked against the field table (hpdsl/model/fields.py); the stack is resolved
+Fields are checked against the field table (hpdsl/model/fields.py) and the author
+fields the model's profile and the families declare; the stack is resolved
 by hpdsl/ir/stack.py, whose problems are reported here, so lowering derives the
 same groups the checks saw. Every check reports and carries on.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 from hpdsl import ast
 from hpdsl.diagnostics import NO_SPAN, Collector, Note, Span, did_you_mean
+from hpdsl.ir.lower_fields import author_fields
 from hpdsl.ir.stack import StackProblem, keyword_span, model_stack, stack_kind_names
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
@@ -57,11 +59,14 @@ def _models(scope: Scope) -> Iterator[ast.Model]:
 
 def _check_model(model: ast.Model, scope: Scope, collector: Collector) -> None:
     profile = _resolve_profile(model, scope, collector)
-    fields = _check_fields(_of(model.items, ast.Field), _TOP_FIELDS, "model", collector)
-    blocks = _check_blocks(model, collector)
+    # The author fields its profile and the families declare (hpdsl/check/fields.py checks them).
+    author = author_fields(scope, model_profile(model))
+    top = {**_TOP_FIELDS, **{n: f for n, f in author.items() if f.block is None}}
+    fields = _check_fields(_of(model.items, ast.Field), top, "model", collector)
+    blocks = _check_blocks(model, author, collector)
     _check_duplicates(model, collector)
     _check_choices(model, collector)
-    _check_required(model, collector)
+    _check_required(model, author, collector)
     _check_heads(fields, collector)
     _check_positions(fields, collector)
     _check_stack(model, profile, set(blocks), collector)
@@ -123,7 +128,7 @@ def _unknown_field(name: ast.Name, table: dict[str, Field], where: str,
     if where == "model" and value in BLOCKS:
         hint = f"'{value}' is a block: write `{value} {{ ... }}`"
     else:
-        hint = did_you_mean(value, _STATEMENTS if where == "model" else table)
+        hint = did_you_mean(value, (*_STATEMENTS, *table) if where == "model" else table)
     collector.error(name.span, "unknown-field",
                     f"{_where(where)} has no field '{value}'", hint=hint)
 
@@ -182,8 +187,9 @@ def _type_hint(name: str, field_spec: Field) -> str:
     return f"'{name}' is the {field_spec.meaning}"
 
 
-def _check_blocks(model: ast.Model, collector: Collector) -> dict[str, dict[str, ast.Field]]:
-    """Check each block's name and fields; return the sound fields of every known block."""
+def _check_blocks(model: ast.Model, author: dict[str, Field],
+                  collector: Collector) -> dict[str, dict[str, ast.Field]]:
+    """Check each block's name and fields (the standard ones and the author's); return the sound ones."""
     blocks: dict[str, dict[str, ast.Field]] = {}
     for block in _of(model.items, ast.Block):
         name = block.name.value
@@ -193,19 +199,20 @@ def _check_blocks(model: ast.Model, collector: Collector) -> dict[str, dict[str,
             collector.error(block.name.span, "unknown-field", f"a model has no block '{name}'",
                             hint=hint)
             continue
-        fields = _check_fields(block.fields, block_fields(name), name, collector)
+        declared = {**block_fields(name), **{n: f for n, f in author.items() if f.block == name}}
+        fields = _check_fields(block.fields, declared, name, collector)
         blocks.setdefault(name, fields)
-        _check_block_complete(block, collector)
+        _check_block_complete(block, author, collector)
     if "moe" in blocks:
         _check_top_k(blocks["moe"], collector)
         _check_shared(blocks["moe"], collector)
     return blocks
 
 
-def _check_block_complete(block: ast.Block, collector: Collector) -> None:
+def _check_block_complete(block: ast.Block, author: dict[str, Field], collector: Collector) -> None:
     name = block.name.value
     stated = {field.name.value for field in block.fields}
-    needed = required(name)
+    needed = (*required(name), *(n for n, f in author.items() if f.block == name and f.required))
     missing = [field for field in needed if field not in stated]
     if missing:
         collector.error(block.name.span, "incomplete-block",
@@ -293,9 +300,9 @@ def _check_choices(model: ast.Model, collector: Collector) -> None:
                             hint=did_you_mean(value, allowed))
 
 
-def _check_required(model: ast.Model, collector: Collector) -> None:
+def _check_required(model: ast.Model, author: dict[str, Field], collector: Collector) -> None:
     stated = {field.name.value for field in _of(model.items, ast.Field)}
-    needed = required(None)
+    needed = (*required(None), *(n for n, f in author.items() if f.block is None and f.required))
     missing = [name for name in needed if name not in stated]
     if missing:
         collector.error(model.name.span, "missing-field",

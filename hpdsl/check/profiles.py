@@ -18,7 +18,7 @@ from hpdsl.check.import_rules import check_import_rules
 from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
-from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, Fact, Field, block_flags, top_level
+from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, WIRINGS, Fact, Field, block_flags, top_level
 from hpdsl.model.slots import ATTENTION_FLAVOURS, FFN_FLAVOURS
 from hpdsl.scope import Scope, kind_flavours, kind_lineage, kind_vector, profile_kinds
 
@@ -95,7 +95,7 @@ def _items(items: Iterable[object], cls: type[_Item]) -> list[_Item]:
 
 _KEYWORDS: dict[type, str] = {
     ast.DefaultKind: "default", ast.ModelTypes: "model_types", ast.OpsBlock: "ops",
-    ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.SlotsBlock: "slots"}
+    ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.KindWiring: "wiring", ast.SlotsBlock: "slots"}
 
 
 def _keyword(item: object) -> str:
@@ -111,7 +111,7 @@ def _head(item: ast.ProfileItem | ast.KindItem) -> Span:
 
 
 def _statement_key(item: ast.ProfileItem) -> str | None:
-    if isinstance(item, (ast.Kind, ast.ImportRules)):  # hf blocks may repeat (check/import_rules.py)
+    if isinstance(item, (ast.Kind, ast.ImportRules, ast.FieldDecl)):  # hf blocks and fields repeat (import_rules.py, fields.py)
         return None
     if isinstance(item, ast.SettingsBlock) and item.block == "facts":
         # facts blocks may repeat, one per set of model_types
@@ -225,9 +225,15 @@ def _check_kind_items(kind: ast.Kind, ops: tuple[str, ...], collector: Collector
             _check_flavour(item, collector)
 
 
-def _check_flavour(item: ast.AttentionFlavour | ast.FfnFlavour, collector: Collector) -> None:
-    allowed = ATTENTION_FLAVOURS if isinstance(item, ast.AttentionFlavour) else FFN_FLAVOURS
+def _check_flavour(item: ast.AttentionFlavour | ast.FfnFlavour | ast.KindWiring, collector: Collector) -> None:
     value = item.value.value
+    if isinstance(item, ast.KindWiring):
+        if value not in WIRINGS:
+            collector.error(item.value.span, "unknown-choice",
+                            f"'{value}' is not a wiring; the wirings are {', '.join(repr(w) for w in WIRINGS)}",
+                            hint=did_you_mean(value, WIRINGS))
+        return
+    allowed = ATTENTION_FLAVOURS if isinstance(item, ast.AttentionFlavour) else FFN_FLAVOURS
     if value not in allowed:
         collector.error(item.value.span, "unknown-flavour",
                         f"{_keyword(item)} flavour '{value}' is not one of {_kind_list(allowed)}",

@@ -22,7 +22,7 @@ def calibrate_command(output: Path, name: str, ranks: int, threads: int | None) 
     \b
     Examples:
       hpdsl calibrate -o here.hpf
-      hpdsl estimate examples/llama3_8b.hpf --device here.hpf --mfu 0
+      hpdsl estimate examples/llama3_8b.hpf --device here.hpf
     """
     from hpdsl.api import compile_paths, write_text_atomic
 

@@ -85,7 +85,8 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
 @cluster_option
 @set_option
 @click.option("--run", "run_best", is_flag=True,
-              help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (fp32, AdamW).")
+              help="Train the fastest strategy `hpdsl train` runs, one gloo process per device (AdamW; fp32, or "
+                   "bf16-mixed when --precision says so).")
 @click.option("--steps", type=int, default=3, show_default=True, help="training steps of --run")
 @click.option("--timings", is_flag=True, help="Put the search's wall-clock `seconds` in --json.")
 @budget_options()
@@ -178,13 +179,19 @@ def search_inputs(flags: Mapping[str, Any]) -> tuple[int, float | None, dict[str
 
 
 def _runnable_flags(flags: Mapping[str, Any], shown: int) -> dict[str, Any]:
-    """Return search flags restricted to what `hpdsl train` runs: fp32 AdamW, ZeRO-3 (none where dp·cp is 1)."""
+    """Return search flags restricted to what `hpdsl train` runs: AdamW, ZeRO-3 (none where dp·cp is 1), fp32 unless
+    a precision the backend trains is asked (hpdsl/cost/facts/backend.py `KEPT`: fp32, bf16-mixed)."""
+    from hpdsl.cost.facts.backend import KEPT
+
     out = dict(flags)
-    for key, value in (("precision", "fp32"), ("optimizer", "adam")):
-        if out.get(key) is None:
-            out[key] = value
-        elif out[key] != value:
-            raise InputError(f"--run trains {key} {value} only, not {out[key]}")
+    if out.get("precision") is None:
+        out["precision"] = "fp32"  # exact against one process (--validate)
+    elif out["precision"] not in KEPT:
+        raise InputError(f"--run trains precision {' or '.join(KEPT)} only, not {out['precision']}")
+    if out.get("optimizer") is None:
+        out["optimizer"] = "adam"
+    elif out["optimizer"] != "adam":
+        raise InputError(f"--run trains optimizer adam only, not {out['optimizer']}")
     # search's canonical ZeRO makes it none where idle; the fastest may be ones train refuses
     # (pp, etp, accumulation): 200 are ranked and the first it runs is trained.
     return {**out, "zero": ("os+grad+params",), "top": max(shown, 200)}

@@ -16,9 +16,8 @@ from hpdsl.errors import InputError
 def load_cost_model(paths: Sequence[Path], model: str | None, *, stdlib: bool, sets: Sequence[str] = ()) -> Any:
     """Compile `paths`, pick one model, apply `--set` overrides and bind it (diagnostics exit 1)."""
     from hpdsl.api import bind_model
-    from hpdsl.ir.overrides import parse_sets
 
-    return bind_model(paths, model, stdlib=stdlib, sets=parse_sets(sets))
+    return bind_model(paths, model, stdlib=stdlib, pairs=sets)
 
 
 @click.command("stack")
@@ -90,7 +89,8 @@ def import_hf_command(ctx: click.Context, config: Path, name: str | None, output
         write_text_atomic(output_target(output, [config]), imported.text)
     if as_json:
         emit_json({"ok": True, "model": imported.model.name.value, "profile": imported.profile,
-                   "warnings": list(imported.warnings), "output": str(output) if output else None,
+                   "warnings": list(imported.warnings), "composite": imported.composite,
+                   "output": str(output) if output else None,
                    "text": imported.text})
     elif output is None:
         click.echo(imported.text, nl=False)

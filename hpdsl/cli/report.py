@@ -168,6 +168,22 @@ IMPL_KERNELS = {
 """The attention kernels an hf implementation's estimate assumed (docs/cost-model.md#activations-per-implementation)."""
 
 
+def describe_breakdown(parts: dict[str, float]) -> str:
+    """Return the step's time by part: the steady state (compute, each axis), the bubble, what follows."""
+    def seconds(name: str) -> str:
+        return f"{parts[name]:,.3f} s"
+
+    inner = [f"{name.removesuffix('_s')} {seconds(name)}" for name in ("compute_s", "tp_s", "cp_s", "ep_s", "pp_s")
+             if parts.get(name)]
+    out = [f"steady {seconds('steady_s')} ({', '.join(inner)})" if inner else f"steady {seconds('steady_s')}"]
+    if parts.get("bubble_s"):
+        out.append(f"bubble {seconds('bubble_s')}")
+    if parts.get("after_backward_s"):
+        tail = f" (optimizer step {seconds('optimizer_s')})" if parts.get("optimizer_s") else ""
+        out.append(f"after the last backward {seconds('after_backward_s')}{tail}")
+    return ", ".join(out)
+
+
 def render_estimate(e: Estimate) -> str:
     """Return the readable report of one estimate: summary lines and the per-stage table."""
     from rich.table import Table
@@ -185,8 +201,7 @@ def render_estimate(e: Estimate) -> str:
         f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s, MFU {e.mfu:.1%} of peak "
         + (f"(assumed {s.mfu} of peak on the executed FLOPs)" if s.mfu else
            "(the device time model: its matmul curve, memory bandwidth and links)"),
-        "where the step goes: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {seconds:,.3f} s"
-                                           for name, seconds in e.breakdown.items() if seconds),
+        "where the step goes: " + describe_breakdown(e.breakdown),
         "traffic per step on the busiest device: "
         + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
     ]

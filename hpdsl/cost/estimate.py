@@ -126,7 +126,7 @@ class Estimate:
             "model": self.model,
             "strategy": attrs.asdict(self.strategy),
             "assumed": self.assumptions(),
-            "machine": get_machine(self.strategy.device).describe(),
+            "machine": {**get_machine(self.strategy.device).describe(), **time_model(self.strategy)},
             "params": self.params.to_json(),
             "flops": {"forward": self.flops.forward, "backward": self.flops.backward,
                       "recompute": self.flops.recompute, "total": self.flops.total,
@@ -140,6 +140,11 @@ class Estimate:
             "time_breakdown": dict(self.breakdown),
             "tokens_per_s": self.tokens_per_s,
         }
+
+
+def time_model(strategy: Strategy) -> dict[str, Any]:
+    """Return how the step time was priced: the device time model (mfu 0, the default) or a constant share of peak."""
+    return {"time_model": "mfu" if strategy.mfu else "device", "assumed_mfu": strategy.mfu or None}
 
 
 def _stage_json(stage: StageMemory) -> dict[str, Any]:
@@ -204,4 +209,6 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         tokens_per_step=strategy.batch * strategy.seq_len,
         widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes),
         breakdown=step_breakdown(scalar_context(strategy, run), price.step_time_s, rows["time"],
-                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))]))
+                                 [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))],
+                                 [rows["params"][r] + rows["grads"][r] + rows["optimizer"][r]
+                                  for r in range(len(rows["time"]))]))

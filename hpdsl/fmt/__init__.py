@@ -4,14 +4,15 @@ This module lays statements and blocks out and places the comments; the inline
 forms (literals, conditions, stack lists, layout dims) are in hpdsl/fmt/inline.py.
 
 The canonical form: 2-space indentation, one statement per line, one blank line
-between top-level declarations (consecutive imports stay together); ops, run,
+between top-level declarations (consecutive imports, and field declarations, stay together); ops, run,
 model and facts blocks, slots blocks and model sub-blocks on one line
 (`ops { attMM 4  attBMM 2 }`) unless they hold a comment or pass 120 columns,
 then one entry per line; vocabulary meanings, the families of a slots block laid
 one binding per line and the trailing comments of
 consecutive lines aligned in a column; layout entries one per line, paths and
 (while they fit) dims aligned in columns; a variant past 120 columns continues
-with its params(...) on the next line, indented twice; conditions and dims
+with its params(...) on the next line, indented twice, and a field declaration with its
+meaning; conditions and dims
 expressions with the fewest parentheses that parse back to the same AST. Blank lines inside blocks are kept where the
 source had them (at most one), never just inside a brace.
 
@@ -34,8 +35,8 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.diagnostics.span import Source, Span
-from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_literal, format_operand,
-                              format_placement, format_selector_type, format_stack_list)
+from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_field_decl, format_literal,
+                              format_operand, format_placement, format_selector_type, format_stack_list)
 from hpdsl.syntax import parse_source
 from hpdsl.syntax.text import BOM
 
@@ -79,7 +80,7 @@ class _Unit:
     start: Pos
     end: Pos
     role: Role = "stmt"
-    is_import: bool = False
+    group: str = ""  # consecutive top-level units of one group (imports, fields) keep no blank line between
 
 
 def _start(span: Span) -> Pos:
@@ -102,6 +103,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.ModelTypes: lambda n: "model_types " + " ".join(format_literal(t) for t in n.types),
     ast.AttentionFlavour: lambda n: f"attention {n.value.value}",
     ast.FfnFlavour: lambda n: f"ffn {n.value.value}",
+    ast.KindWiring: lambda n: f"wiring {n.value.value}",
     ast.Factory: lambda n: f"factory {format_literal(n.path)}",
     ast.ParallelAxis: lambda n: f"parallel {n.axis.value}",
     ast.Selector: lambda n: _selector(n),
@@ -130,6 +132,7 @@ class _Layout:
             ast.SlotsBlock: self._slots, ast.ImportRules: self._import_rules, ast.HfRead: self._read,
             ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern, ast.Device: self._machine,
             ast.Cluster: self._machine, ast.Curve: self._curve, ast.Tier: self._tier,
+            ast.FieldDecl: self._field_decl,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -141,7 +144,7 @@ class _Layout:
         if render is None:
             return self._blocks[type(node)](node, depth)
         return [_Unit(depth, (render(node),), _start(node.span), _end(node.span),
-                      is_import=isinstance(node, ast.ImportDecl))]
+                      group="import" if isinstance(node, ast.ImportDecl) else "")]
 
     def _has_comment(self, after: Pos, span: Span) -> bool:
         """Whether a comment lies in the body of a block: past its header, before its end.
@@ -221,6 +224,13 @@ class _Layout:
                  for u in self._stmt(f"{path.ljust(path_width)} {dims.ljust(dims_width)} {rest}",
                                      entry.span, depth + 1)]
         return self._wrap("layout", node.span, _after(node.span, 6), inner, depth)
+
+    def _field_decl(self, node: ast.FieldDecl, depth: int) -> list[_Unit]:
+        # A declaration past 120 columns continues with its meaning, indented twice.
+        head, meaning = format_field_decl(node)
+        fits = len(INDENT * depth + head + meaning) < WIDTH
+        lines = (f"{head} {meaning}",) if fits else (head, INDENT * 2 + meaning)
+        return [_Unit(depth, lines, _start(node.span), _end(node.span), group="field")]
 
     def _named(self, node: ast.Profile | ast.Family, depth: int) -> list[_Unit]:
         keyword = "profile" if isinstance(node, ast.Profile) else "family"
@@ -362,12 +372,14 @@ def _variant(node: ast.Variant) -> str:
 
 
 def _layout_rest(entry: ast.LayoutEntry) -> str:
-    """Return what follows an entry's dims: the placement, `by UNIT`, `for VARIANTS`."""
+    """Return what follows an entry's dims: the placement, `by UNIT`, `for VARIANTS`, `if CONDITION`."""
     parts = [format_placement(entry.placement)]
     if entry.unit is not None:
         parts.append(f"by {format_dim(entry.unit)}")
     if entry.variants:
         parts.append(f"for {', '.join(v.value for v in entry.variants)}")
+    if entry.condition is not None:
+        parts.append(f"if {format_expr(entry.condition)}")
     return " ".join(parts)
 
 
@@ -450,8 +462,8 @@ def _starts_declaration(unit: _Unit | None) -> bool:
 
 
 def _imports(prev: _Unit | None, unit: _Unit | None) -> bool:
-    """Whether two units are consecutive imports, which stay together."""
-    return prev is not None and unit is not None and prev.is_import and unit.is_import
+    """Whether two units are consecutive imports (or field declarations), which stay together."""
+    return prev is not None and unit is not None and prev.group != "" and prev.group == unit.group
 
 
 def _align(lines: list[_Line]) -> list[str]:

@@ -142,3 +142,19 @@ def format_selector_type(type_: ast.SelectorType) -> str:
             return "int"
         return f"int({format_literal(type_.low)}..{format_literal(type_.high)})"
     return f"enum({', '.join(v.value for v in type_.values)})"
+
+
+def format_field_decl(node: ast.FieldDecl) -> tuple[str, str]:
+    """Return a field declaration as it is written: everything before its meaning, and the meaning."""
+    type_ = node.type.kind if isinstance(node.type, ast.ScalarType) else format_selector_type(node.type)
+    parts = [f"field {node.name.value}: {type_}"]
+    parts += [f"{bound.op} {format_literal(bound.value)}" for bound in node.bounds]
+    if node.block is not None:
+        parts.append(f"in {node.block.value}")
+    if node.required:
+        parts.append("required")
+    elif node.default is not None:
+        parts.append("= " + format_operand(node.default))
+    if node.hf:
+        parts.append(f"hf({', '.join(key.value for key in node.hf)})")
+    return " ".join(parts), format_literal(node.meaning)

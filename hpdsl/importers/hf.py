@@ -8,7 +8,9 @@ model's name), or from `profile=`; an unknown type is an error listing the
 profiles. A key the config leaves out has the value transformers' config class
 gives it (the profile's `default` rules, tying included), else the profile's
 `facts`. A composite config's language model is read from `text_config`, its
-head's tying from the top level, as transformers does, and the import says so.
+head's tying from the top level, as transformers does; its own keys are held to
+the rules of the profile listing the wrapper's model_type (its vision tower's),
+and the import says so (a warning, `composite`, a comment atop the .hpf).
 Every stated key is mapped, read by a built-in rule the profile enables, on an
 ignore list, or an error naming it (`allow_unknown` downgrades that to a loud
 warning); a forced `--profile` is held to its own rules the same way.
@@ -33,18 +35,22 @@ from hpdsl import ast
 from hpdsl.errors import SpecError
 from hpdsl.files import read_text, reason
 from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_block, stated_keys
-from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at,
+from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at, number,
                                        model_types, whole)
+from hpdsl.importers.hf_conv import adjusted_width, short_conv_block
 from hpdsl.importers.hf_layers import layer_kinds, stack
-from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without
+from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without, wrapper_rules
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.model.fields import FIELDS, block_flags
+from hpdsl.model.fields import FIELDS, Field, block_flags
 
 INT_FIELDS = tuple(name for name, field in FIELDS.items()
                    if field.block is None and field.type == "int" and name != "layers")
 """Top-level count fields the config's mapped keys state (`layers` is read on its own)."""
+
+FLOAT_FIELDS = tuple(name for name, field in FIELDS.items() if field.block is None and field.type == "float")
+"""Top-level number fields (`rotary_fraction`)."""
 
 FLAG_FIELDS = tuple(name for name, field in FIELDS.items() if field.block is None and field.type == "bool")
 """Top-level flag fields."""
@@ -69,6 +75,8 @@ class ImportedModel:
     text: str
     profile: str
     warnings: tuple[str, ...] = ()
+    composite: str | None = None
+    """The note that a composite config was priced as its language model (also a warning and a comment)."""
 
 
 def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name: str | None = None,
@@ -101,14 +109,16 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     """
     from hpdsl.fmt import format_file
 
-    model_type, outer_type = model_types(config)
+    model_type, _ = model_types(config)
     chosen, warnings = _pick_profile(config, model_type, profiles, profile, allow_unknown)
     rules = rules_for(chosen, model_type, profiles)
+    wrapper = wrapper_rules(config, profiles)
     warnings += check_keys(config, rules, chosen, model_type, forced=profile is not None,
-                           allow_unknown=allow_unknown)
-    config = without(config, unknown_keys(config, rules))  # what --allow-unknown ignores is not read
-    cfg = effective(config, model_type, rules, _outer_defaults(outer_type, model_type, profiles))
-    warnings += composite_note(config, rules, model_type)
+                           allow_unknown=allow_unknown, wrapper=wrapper)
+    config = without(config, unknown_keys(config, rules, wrapper))  # what --allow-unknown ignores is not read
+    cfg = effective(config, model_type, rules, wrapper.defaults if wrapper is not None else {})
+    composite = composite_note(config, rules, model_type, profiles)
+    warnings += composite
     facts = {**chosen.facts_for(model_type), **_stated_facts(cfg, rules)}
     block_facts = {k: facts.pop(k) for k in list(facts) if k in block_flags()}
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
@@ -116,11 +126,13 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     kinds = layer_kinds(cfg, chosen, fields["layers"])
     if kinds is None or "sliding_attention" not in kinds:
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
-    items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in FIELD_ORDER if key in fields]
+    order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
+    items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]
     items += _choices(cfg, choice_facts)
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
-    ssm = ssm_block(cfg, ssm_facts, fields["hidden"], rules) if _has_ssm(chosen) else None
+    ssm = (ssm_block(cfg, ssm_facts, fields["hidden"], rules) or short_conv_block(cfg, rules)) \
+        if _has_ssm(chosen) else None
     blocks = (moe_block(cfg, moe_facts, rules), dims_block("linear", cfg, stated_keys(cfg, rules, "linear")),
               ssm, mla_block(cfg, rules))
     items += [block for block in blocks if block is not None]
@@ -128,16 +140,22 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
         items.append(stack(kinds, chosen))
     model_name = _identifier(name or model_type or "imported")
     model = ast.Model(ast.Name(model_name), ast.Name(chosen.name), tuple(items))
-    text = format_file(ast.File("<import>", (model,)))
-    return ImportedModel(model, text, chosen.name, tuple(warnings))
+    text = _noted(format_file(ast.File("<import>", (model,))), composite)
+    return ImportedModel(model, text, chosen.name, tuple(warnings), composite[0] if composite else None)
 
 
-def _outer_defaults(outer_type: str, model_type: str, profiles: Mapping[str, ProfileIR]) -> dict[str, Any]:
-    """Return the defaults of a composite config's own model_type (its head's tying), from the profile listing it."""
-    if not outer_type or outer_type == model_type:
-        return {}
-    owner = next((p for _, p in sorted(profiles.items()) if outer_type in p.model_types), None)
-    return dict(rules_for(owner, outer_type, profiles).defaults) if owner is not None else {}
+def _noted(text: str, notes: Sequence[str]) -> str:
+    """Return the .hpf text under a comment saying each note (a composite config priced as its text model)."""
+    lines: list[str] = []
+    for note in notes:
+        line = "// hpdsl import-hf:"
+        for word in note.split():
+            if len(line) + 1 + len(word) > 100:
+                lines.append(line)
+                line = "//  "
+            line += " " + word
+        lines.append(line)
+    return "".join(f"{line}\n" for line in lines) + text
 
 
 def check_imported(imported: ImportedModel, profile_paths: Sequence[str | Path] = ()) -> None:
@@ -203,7 +221,8 @@ def _stated_facts(cfg: Config, rules: Rules) -> dict[str, Any]:
               for key in FLAG_FIELDS if key != "tie_embeddings"}
     tie = cfg.required("tie_word_embeddings")
     stated["tie_embeddings"] = None if tie is None else flag(tie, "tie_word_embeddings")
-    bias = flag_at(cfg, "attention_bias")
+    # A profile whose model ignores attention_bias (Phi) lists it on its own ignore list.
+    bias = None if "attention_bias" in rules.ignored else flag_at(cfg, "attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
     if cfg.get("qkv_bias") is not None:
@@ -236,8 +255,15 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
         if key == "kv_heads" and value == 0 and not isinstance(value, bool):
             continue  # some configs write 0 for "as many as the query heads"
         fields[key] = whole(value, source, key)
+    for key in FLOAT_FIELDS:
+        source = next((name for name in rules.keys(key) if cfg.get(name) is not None), None)
+        if source is not None:
+            fields[key] = number(cfg.get(source), source, key)
     fields["layers"] = _layers(cfg, profile, rules)
-    _derive(fields, rules)
+    fields.update(_author_values(cfg, profile, rules))
+    if "ffn_width" in fields:
+        fields["ffn_width"] = whole(adjusted_width(cfg, rules, fields["ffn_width"]), "block_ff_dim", "ffn_width")
+    _derive(fields, rules, {f.name: f for f in _author_fields(profile)})
     mla = stated_keys(cfg, rules, "mla")
     if mla and cfg.get(mla.get("kv_lora_rank", "")):
         fields.pop("head_dim", None)  # MLA prices heads with v_head_dim
@@ -255,7 +281,33 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
     return fields
 
 
-def _derive(fields: dict[str, Any], rules: Rules) -> None:
+def _author_fields(profile: ProfileIR) -> list[Field]:
+    """Return the top-level author fields the profile declares (`field NAME: ...`), which its maps may write."""
+    return [field for field in profile.fields if field.name not in FIELDS and field.block is None]
+
+
+def _author_values(cfg: Config, profile: ProfileIR, rules: Rules) -> dict[str, Any]:
+    """Return the value of each author field a mapped config key states, checked against its declaration."""
+    values: dict[str, Any] = {}
+    for field in _author_fields(profile):
+        source = next((name for name in rules.keys(field.name) if cfg.get(name) is not None), None)
+        if source is None:
+            continue
+        value = cfg.get(source)
+        if field.type == "int":
+            values[field.name] = whole(value, source, field.name, row=field)
+        elif field.type == "bool":
+            values[field.name] = flag(value, source)
+        elif field.type == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            values[field.name] = float(value)
+        elif field.type == "string" and isinstance(value, str):
+            values[field.name] = value
+        else:
+            raise HfImportError(f"{source} is {value!r}; {field.name} takes a {field.type}", source)
+    return values
+
+
+def _derive(fields: dict[str, Any], rules: Rules, author: Mapping[str, Field]) -> None:
     """Fill each field the config leaves unset that a `derive` rule computes from the stated ones."""
     for field, expr in rules.derives.items():
         if field in fields:
@@ -265,7 +317,7 @@ def _derive(fields: dict[str, Any], rules: Rules) -> None:
             continue  # a field it reads is not stated either
         if value.denominator != 1:
             raise HfImportError(f"derive {field} = {expr.text} is {value}, not a whole number", field)
-        fields[field] = whole(int(value), f"derive {field} = {expr.text}", field)
+        fields[field] = whole(int(value), f"derive {field} = {expr.text}", field, row=author.get(field))
 
 
 def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:

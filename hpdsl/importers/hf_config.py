@@ -18,7 +18,7 @@ from hpdsl import ast
 from hpdsl.errors import HpdslError
 from hpdsl.importers.hf_hybrid import PatternError, normalise
 from hpdsl.importers.rules import Rules
-from hpdsl.model.fields import FIELDS, MAX_DIMENSION
+from hpdsl.model.fields import FIELDS, MAX_DIMENSION, Field
 
 
 COMPOSITE_KEYS: frozenset[str] = frozenset({"tie_word_embeddings"})
@@ -130,13 +130,14 @@ def count(cfg: Config, key: str) -> int | None:
     return whole(value, key)
 
 
-def whole(value: Any, key: str, field: str | None = None) -> int:
-    """Return `value` as a whole number within FIELDS[field]'s bounds, else an error naming `key`.
+def whole(value: Any, key: str, field: str | None = None, *, row: Field | None = None) -> int:
+    """Return `value` as a whole number within FIELDS[field]'s bounds (or `row`'s), else an error naming `key`.
 
     `field` is the FIELDS row the value becomes (hpdsl/model/fields.py); None: a
     count that is not a field (a pattern's step), bounded like a layer count.
+    `row` is an author field's declaration, for a field FIELDS does not hold.
     """
-    row = FIELDS.get(field or "", FIELDS["layers"])
+    row = row or FIELDS.get(field or "", FIELDS["layers"])
     low = row.minimum if row.minimum is not None else 0
     high = row.maximum if row.maximum is not None else MAX_DIMENSION
     whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
@@ -148,6 +149,13 @@ def whole(value: Any, key: str, field: str | None = None) -> int:
     return int(value)
 
 
+def number(value: Any, key: str, field: str) -> float:
+    """Return `value` as a positive finite number for FIELDS[field], else an error naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise HfImportError(f"{key} is {shown(value)}; expected a positive number ({FIELDS[field].meaning})", key)
+    return float(value)
+
+
 def shown(value: Any) -> str:
     """Return a value for a message, cut short (a config may hold a 5,000-digit number)."""
     text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number past 10^30"
@@ -155,9 +163,10 @@ def shown(value: Any) -> str:
 
 
 def field_item(key: str, value: Any) -> ast.Field:
-    kind: ast.LiteralKind = "bool" if isinstance(value, bool) else "int"
-    return ast.Field(ast.Name(key), ast.Literal(value, kind))
+    """Return the model statement `key value` (an int, a flag, a number or a string)."""
+    kinds: dict[type, ast.LiteralKind] = {bool: "bool", float: "float", str: "string"}
+    return ast.Field(ast.Name(key), ast.Literal(value, kinds.get(type(value), "int")))
 
 
 __all__ = ["Config", "HfImportError", "count", "effective", "field_item", "first", "flag", "flag_at", "model_types",
-           "shown", "whole"]
+           "number", "shown", "whole"]

@@ -1,7 +1,7 @@
 """Layer patterns of a config into the per-layer kind list a stack compresses into runs.
 
 The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
-hf_hybrid.py), Bamba's `attn_layer_indices`, `full_attention_interval`,
+hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, `full_attention_interval`,
 `sliding_window_pattern` or the sliding-window rule; the feed-forward from
 `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
 period/offset rules pattern both. All lower to the same run-length stack.
@@ -82,6 +82,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     indices = cfg.get("attn_layer_indices")
     if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
         return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
+    indices = cfg.get("full_attn_idxs")
+    if isinstance(indices, list):  # LFM2 (no layer_types): attention at these layers, short convolutions elsewhere
+        return ["full_attention" if i in indices else "conv" for i in range(layers)]
     interval = count(cfg, "full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"

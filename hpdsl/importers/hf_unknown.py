@@ -13,18 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpdsl.importers.hf_config import HfImportError
-from hpdsl.importers.rules import Rules, all_rules
+from hpdsl.importers.rules import STRUCTURE_KEYS, Rules, all_rules, rules_for
 from hpdsl.ir.nodes import ProfileIR
 
 
 def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileIR | None, model_type: str, *,
-               forced: bool, allow_unknown: bool, profiles: Mapping[str, ProfileIR] | None = None) -> list[str]:
+               forced: bool, allow_unknown: bool, profiles: Mapping[str, ProfileIR] | None = None,
+               wrapper: Rules | None = None) -> list[str]:
     """Return the warning for unknown keys under allow_unknown; else raise naming every one of them.
 
     `rules` None: no profile prices the model_type, so the keys are held to what
-    every profile's rules know together (`profiles`).
+    every profile's rules know together (`profiles`). `wrapper`: the rules of a
+    composite config's own model_type (wrapper_rules), which its top-level keys may also meet.
     """
-    unknown = unknown_keys(config, rules if rules is not None else all_rules(profiles or {}))
+    unknown = unknown_keys(config, rules if rules is not None else all_rules(profiles or {}), wrapper)
     if not unknown:
         return []
     why = "which hpdsl does not understand"
@@ -35,13 +37,40 @@ def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileI
     return refuse(unknown, allow_unknown, why)
 
 
-def unknown_keys(config: Mapping[str, Any], rules: Rules) -> list[str]:
-    """Return every stated key no rule names (a composite's as `text_config.KEY`)."""
-    unknown = [key for key, value in config.items() if not rules.known(key, value)]
+def unknown_keys(config: Mapping[str, Any], rules: Rules, wrapper: Rules | None = None) -> list[str]:
+    """Return every stated key no rule names (a composite's as `text_config.KEY`).
+
+    A composite config's top-level keys are the wrapper's: known to the language
+    model's rules or to the wrapper's own (`wrapper`, its vision tower's keys).
+    """
     text = config.get("text_config")
+    outer = wrapper if wrapper is not None and isinstance(text, Mapping) else None
+    unknown = [key for key, value in config.items()
+               if not rules.known(key, value) and not (outer is not None and outer.known(key, value))]
     if isinstance(text, Mapping):
         unknown += [f"text_config.{key}" for key, value in text.items() if not rules.known(key, value)]
     return unknown
+
+
+def wrapper_profile(config: Mapping[str, Any], profiles: Mapping[str, ProfileIR]) -> ProfileIR | None:
+    """Return the profile listing a composite config's own model_type (the wrapper), if one does.
+
+    Which wrappers carry a language model in text_config, and which of their
+    keys are the vision tower's, is data: the profile that lists the wrapper's
+    model_type (gemma3 beside gemma3_text) and its `hf "WRAPPER"` block
+    (docs/importing.md, "Composite configs").
+    """
+    outer = str(config.get("model_type") or "")
+    text = config.get("text_config")
+    if not outer or not isinstance(text, Mapping) or outer == str(text.get("model_type") or ""):
+        return None
+    return next((p for _, p in sorted(profiles.items()) if outer in p.model_types), None)
+
+
+def wrapper_rules(config: Mapping[str, Any], profiles: Mapping[str, ProfileIR]) -> Rules | None:
+    """Return the import rules of a composite config's wrapper (its own and the `hf "*"` ones), if declared."""
+    owner = wrapper_profile(config, profiles)
+    return None if owner is None else rules_for(owner, str(config["model_type"]), profiles)
 
 
 def without(config: Mapping[str, Any], unknown: list[str]) -> dict[str, Any]:
@@ -64,8 +93,13 @@ def refuse(unknown: list[str], allow_unknown: bool, why: str) -> list[str]:
             "may price the model WRONG (--allow-unknown)"]
 
 
-def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str) -> list[str]:
-    """Return the note that a composite (vision-language) config is priced as its language model."""
+def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str,
+                   profiles: Mapping[str, ProfileIR] | None = None) -> list[str]:
+    """Return the note that a composite (vision-language) config is priced as its language model.
+
+    It names the towers left out and the wrapper's own keys its profile's rules
+    declare (the vision tower's and projector's, `profiles` given).
+    """
     if not isinstance(config.get("text_config"), Mapping):
         return []
     towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
@@ -76,7 +110,16 @@ def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str) -> 
     if towers:
         note += (f"; {', '.join(towers)} is not part of the model (hpdsl prices the language model; a vision "
                  "tower is a model of its own with the 'vision' profile)")
+    owner = wrapper_profile(config, profiles or {})
+    if owner is not None:
+        own = rules_for(owner, outer, {})  # the wrapper's own blocks, not the `hf "*"` ones
+        keys = sorted(k for k, v in config.items() if k not in STRUCTURE_KEYS and not k.endswith("_config")
+                      and own.irrelevant(k, v))
+        if keys:
+            note += (f"; the {outer} keys {', '.join(keys)} are the wrapper's (its vision tower and projector: "
+                     f"profile '{owner.name}' says so), not the language model's")
     return [note]
 
 
-__all__ = ["check_keys", "composite_note", "refuse", "unknown_keys", "without"]
+__all__ = ["check_keys", "composite_note", "refuse", "unknown_keys", "without", "wrapper_profile",
+           "wrapper_rules"]

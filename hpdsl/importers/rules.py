@@ -35,6 +35,8 @@ BUILTIN_READS: frozenset[str] = frozenset({
     "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "attention_bias", "qkv_bias", "use_bias",
     # T5's decoder half; MLA, MoE and Mamba block details (hf.py, hf_blocks.py)
     "num_decoder_layers", "mamba_d_head",
+    # LFM2's short convolution and adjusted feed-forward width (hf_conv.py)
+    "full_attn_idxs", "conv_L_cache", "conv_bias", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of",
     # Nemotron-H's Megatron-style keys (hf_hybrid.py)
     "layers_block_type", "mlp_hidden_act", "mamba_head_dim", "attention_head_dim", "mamba_hidden_act",
     "mtp_hybrid_override_pattern", "mtp_layers_block_type",

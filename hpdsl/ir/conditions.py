@@ -44,7 +44,7 @@ from hpdsl.ir.nodes import Condition, ConditionOp, RequireIR, Scalar, VariantIR
 _IMPLIES, _OR, _AND, _NOT, _ATOM = range(5)
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_KEYWORDS = frozenset({"true", "false", "not", "and", "or", "in"})
+_KEYWORDS = frozenset({"true", "false", "not", "and", "or", "in", "if"})
 
 _COMPARE: dict[str, Callable[[Scalar, Scalar], bool]] = {
     "<": operator.lt,

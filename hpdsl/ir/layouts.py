@@ -14,6 +14,11 @@ proves about a layout is what the build enforces.
 - A variant's parameter is declared by a params(...) path equal to it or
   naming a submodule above it; an entry applies to the variants listed in its
   `for`, else to every variant that declares its path.
+- An entry with `if C` is a parameter the module has exactly when C holds on
+  the slot config (flags as bools, ints as ints; `entry_present`); an entry
+  without one, always. The layout is exact: the torch backend refuses a module
+  with a parameter the layout does not declare present, or lacking one it
+  does, and the estimator sums the present entries (`layout_tally`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from fractions import Fraction
 import attrs
 
 from hpdsl import ast
+from hpdsl.errors import ResolutionError
+from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import DimIR, FamilyIR, LayoutEntryIR
 from hpdsl.model.layouts import PLACEMENT_DIMS
 
@@ -157,41 +164,72 @@ def declared_params(family: FamilyIR, variant: str) -> tuple[str, ...]:
     return next((v.params for v in family.variants if v.name == variant), ())
 
 
+def entry_present(entry: LayoutEntryIR, env: Mapping[str, int]) -> bool | None:
+    """Return whether a module built on `env` has the entry's parameter; None when its condition reads a name `env` lacks."""
+    if entry.condition is None:
+        return True
+    try:
+        return evaluate(entry.condition, env)
+    except ResolutionError:
+        return None
+
+
+def default_variant(family: FamilyIR) -> str:
+    """Return the family's default variant (its first when none is marked; "" without variants)."""
+    return next((v.name for v in family.variants if v.default), family.variants[0].name if family.variants else "")
+
+
 @attrs.frozen
 class LayoutTally:
-    """What a family's layout says its module holds and multiplies: parameters and per-token multiply-adds."""
+    """What a family's layout says its module holds and multiplies: parameters and per-token multiply-adds.
+
+    `by_path` holds each present entry's element count, by parameter path.
+    """
 
     params: int
     macs: int
+    by_path: tuple[tuple[str, int], ...] = ()
 
 
-def layout_tally(family: FamilyIR, env: Mapping[str, int]) -> LayoutTally | None:
-    """Return the parameters and per-token multiply-adds the default variant's layout declares on `env`.
+def entry_numel(entry: LayoutEntryIR, env: Mapping[str, int]) -> int | None:
+    """Return the elements of the entry's parameter on `env` (0 when absent); None when unknown or not whole."""
+    present = entry_present(entry, env)
+    if present is None:
+        return None
+    sizes = [whole(evaluate_dim(d, env)) for d in entry.dims]
+    if any(size is None for size in sizes):
+        return None if present else 0
+    numel = 1
+    for size in sizes:
+        numel *= int(size or 0)
+    return numel if present else 0
 
-    Parameters: every entry's dims multiplied out (a dim that evaluates to 0,
-    such as `ssm_conv_bias * d`, is a parameter the config leaves out). Per-token
-    multiply-adds: every module weight (a path ending in `.weight`) of rank ≥ 2,
-    which a Linear or a depthwise convolution applies once per token, its numel
-    each (docs/cost-model.md, "Layout-priced mixers"). None when the family has
-    no layout or a dims value is unknown or not whole.
+
+def layout_tally(family: FamilyIR, env: Mapping[str, int], variant: str | None = None) -> LayoutTally | None:
+    """Return the parameters and per-token multiply-adds `variant`'s layout declares on `env` (default variant).
+
+    Parameters: every present entry's dims multiplied out (an entry whose `if`
+    fails, or whose dims evaluate to 0, is a parameter the config leaves out).
+    Per-token multiply-adds: every module weight (a path ending in `.weight`) of
+    rank ≥ 2, which a Linear or a depthwise convolution applies once per token,
+    its numel each (docs/cost-model.md, "Layout-priced mixers"). None when the
+    family has no layout or a present entry's dims are unknown or not whole.
     """
-    default = next((v.name for v in family.variants if v.default), family.variants[0].name if family.variants else "")
-    entries = layout_for(family, default)
+    entries = layout_for(family, default_variant(family) if variant is None else variant)
     if not entries:
         return None
     params = macs = 0
+    counted: list[tuple[str, int]] = []
     for path, entry in entries.items():
-        sizes = [whole(evaluate_dim(d, env)) for d in entry.dims]
-        if any(size is None for size in sizes):
+        numel = entry_numel(entry, env)
+        if numel is None:
             return None
-        numel = 1
-        for size in sizes:
-            numel *= int(size or 0)
         params += numel
-        if path.endswith(".weight") and len(sizes) >= 2:
+        counted.append((path, numel))
+        if path.endswith(".weight") and len(entry.dims) >= 2:
             macs += numel
-    return LayoutTally(params, macs)
+    return LayoutTally(params, macs, tuple(counted))
 
 
-__all__ = ["LayoutTally", "covers", "declared_params", "dim_from_ast", "dim_names", "evaluate_dim", "layout_for",
-           "layout_tally", "render_dim", "render_dims", "sharded_dim", "split_problem", "whole"]
+__all__ = ["LayoutTally", "covers", "declared_params", "default_variant", "dim_from_ast", "dim_names",
+           "entry_numel", "entry_present", "evaluate_dim", "layout_for", "layout_tally", "render_dim", "render_dims", "sharded_dim", "split_problem", "whole"]

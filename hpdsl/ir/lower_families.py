@@ -28,6 +28,7 @@ from typing import Literal, TypeVar, cast
 from hpdsl import ast
 from hpdsl.ir.conditions import condition_from_ast
 from hpdsl.ir.layouts import covers, dim_from_ast, sharded_dim
+from hpdsl.ir.lower_fields import lower_fields
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
 from hpdsl.model.axes import CONDITION_AXES as AXES
 
@@ -78,6 +79,7 @@ def _lower_family(family: ast.Family) -> FamilyIR:
         variants=variants,
         layout=tuple(lower_layout_entry(e, variants) for layout in layouts for e in layout.entries)
         if layouts else None,
+        fields=lower_fields(items),
         source=SourceRef.from_span(family.span),
     )
 
@@ -147,5 +149,6 @@ def lower_layout_entry(entry: ast.LayoutEntry, variants: tuple[VariantIR, ...]) 
         dim=sharded_dim(placement, explicit),
         unit=None if entry.unit is None else dim_from_ast(entry.unit),
         variants=applies,
+        condition=None if entry.condition is None else condition_from_ast(entry.condition),
         source=SourceRef.from_span(entry.span),
     )

@@ -44,4 +44,5 @@ def lower_tier(tier: ast.Tier) -> TierIR:
     """Return the IR of one checked tier, every collective's efficiency filled in."""
     v = settings_of(tier.settings, TIER_KEYS)
     return TierIR(name=tier.name.value, scope=str(v["scope"]), bandwidth=float(v["bandwidth"]),
-                  latency=float(v["latency"]), efficiency={c: float(v[c]) for c in COLLECTIVES})
+                  latency=float(v["latency"]), efficiency={c: float(v[c]) for c in COLLECTIVES},
+                  algorithm=str(v["algorithm"]))

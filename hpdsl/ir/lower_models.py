@@ -2,7 +2,9 @@
 
 Lowering assumes check_models found no error. Block fields are held flat, under
 their own names (hpdsl/model/fields.py). What a model does not state stays None
-("absent is not zero"), except counts whose absence is 0 (`mtp`).
+("absent is not zero"), except counts whose absence is 0 (`mtp`). The author
+fields a model may state (its profile's and the families', hpdsl/ir/lower_fields.py)
+are held in `extra`: stated, else their defaults.
 The groups come from hpdsl/ir/stack.py, the same functions the checks ran.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hpdsl import ast
+from hpdsl.ir.lower_fields import author_fields
 from hpdsl.ir.nodes import LayerGroup, ModelIR, Scalar, SourceRef
 from hpdsl.ir.stack import model_stack
 from hpdsl.model.fields import FIELDS
@@ -25,7 +28,10 @@ def lower_models(scope: Scope) -> dict[str, ModelIR]:
 def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
     """Return the IR of one checked model."""
     profile_name = model_profile(model)
-    fields = {name: value for name, value in model_values(model).items() if name in FIELDS}
+    values = model_values(model)
+    fields = {name: value for name, value in values.items() if name in FIELDS}
+    author = author_fields(scope, profile_name)
+    extra = {name: values.get(name, field.default) for name, field in author.items()}
     layer_types = next((item for item in model.items if isinstance(item, ast.LayerTypes)), None)
     return ModelIR(
         name=model.name.value,
@@ -33,6 +39,7 @@ def lower_model(model: ast.Model, scope: Scope) -> ModelIR:
         **fields,
         layer_types=tuple(n.value for n in layer_types.names) if layer_types else None,
         stack_stated=any(isinstance(item, ast.Stack) for item in model.items),
+        extra={name: value for name, value in extra.items() if value is not None},
         groups=model_groups(model, scope),
         source=SourceRef.from_span(model.name.span),
     )

@@ -11,9 +11,10 @@ from typing import Literal, Optional, cast
 
 from hpdsl import ast
 from hpdsl.ir.layouts import dim_from_ast
+from hpdsl.ir.lower_fields import lower_fields
 from hpdsl.ir.nodes import DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
 from hpdsl.model.slots import SLOTS
-from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, profile_default,
+from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, kind_wiring, profile_default,
                          profile_kinds, profile_slots)
 
 
@@ -44,6 +45,7 @@ def lower_profile(profile: ast.Profile, scope: Scope) -> ProfileIR:
         facts=tuple(_lower_facts(block) for block in blocks if block.block == "facts"),
         slots=_families(slots),
         imports=tuple(lower_import_rules(item) for item in profile.items if isinstance(item, ast.ImportRules)),
+        fields=lower_fields(profile.items),
         source=SourceRef.from_span(profile.name.span),
     )
 
@@ -66,6 +68,7 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         attention=cast('Literal["full", "linear", "sliding", "ssm"]', attention),
         ffn=cast('Optional[Literal["dense", "moe"]]', ffn),  # noqa: UP007
         base=kind.base.value if kind.base is not None else None,
+        wiring=kind_wiring(kind, kinds),
         slots=_families(kind_slots(kind, kinds, profile_bindings)),
         source=SourceRef.from_span(kind.name.span),
     )

@@ -73,6 +73,8 @@ class KindIR:
     base: str | None = None
     slots: dict[str, str] = attrs.field(factory=dict)
     source: SourceRef | None = None
+    wiring: str | None = None
+    """How the kind's blocks meet the residual (hpdsl/bound/wiring.py); None: the model's `wiring`."""
 
 
 if TYPE_CHECKING:
@@ -128,7 +130,8 @@ class ProfileIR:
 
     `slots` maps each bound slot to its family for the profile's model-level
     slots and its layers: the top-level defaults overlaid by the profile's own
-    block (each kind's effective bindings are in its KindIR).
+    block (each kind's effective bindings are in its KindIR). `fields` are the
+    author fields it declares (`field NAME: ...`), which its models may state.
     """
 
     name: str
@@ -140,6 +143,7 @@ class ProfileIR:
     facts: tuple[FactsIR, ...] = ()
     slots: dict[str, str] = attrs.field(factory=dict)
     imports: tuple[ImportRulesIR, ...] = ()
+    fields: tuple[Field, ...] = ()
     source: SourceRef | None = None
 
     def facts_for(self, model_type: str) -> dict[str, Scalar]:
@@ -237,7 +241,9 @@ class LayoutEntryIR:
 
     `dim` is the tensor dim split over tp (None when replicated); with a `unit`,
     that dim holds `unit` blocks that stay whole; `variants` are the variants
-    that have the parameter (resolved from `for`, or from their params).
+    that have the parameter (resolved from `for`, or from their params);
+    `condition`, over the slot config's names, says when the module has it
+    (None: always; hpdsl/ir/layouts.py `entry_present`).
     """
 
     path: str
@@ -246,6 +252,7 @@ class LayoutEntryIR:
     dim: int | None = None
     unit: DimIR | None = None
     variants: tuple[str, ...] = ()
+    condition: Condition | None = None
     source: SourceRef | None = None
 
 
@@ -255,6 +262,7 @@ class FamilyIR:
 
     `layout` is None when the family declares none: the backend then leaves its
     modules as built at any tp (the module handles tp itself, or is replicated).
+    `fields` are the author fields it declares, which its layout may read.
     """
 
     name: str
@@ -264,6 +272,7 @@ class FamilyIR:
     requires: tuple[RequireIR, ...] = ()
     variants: tuple[VariantIR, ...] = ()
     layout: tuple[LayoutEntryIR, ...] | None = None
+    fields: tuple[Field, ...] = ()
     source: SourceRef | None = None
 
 
@@ -297,6 +306,8 @@ _MODEL_HEAD = {"name": attrs.field(type=str), "profile": attrs.field(type=str)}
 _MODEL_TAIL = {
     "layer_types": attrs.field(default=None, type=_optional(tuple[str, ...])),
     "stack_stated": attrs.field(default=False, type=bool),
+    # The author fields (declared in a profile or family) the model states, or their defaults.
+    "extra": attrs.field(factory=dict, type=dict[str, Scalar]),
     "groups": attrs.field(default=(), type=tuple[LayerGroup, ...]),
     "source": attrs.field(default=None, type=_optional(SourceRef)),
 }
@@ -309,6 +320,7 @@ if TYPE_CHECKING:
         profile: str
         layer_types: tuple[str, ...] | None
         stack_stated: bool
+        extra: dict[str, Scalar]
         groups: tuple[LayerGroup, ...]
         source: SourceRef | None
 
@@ -367,6 +379,7 @@ class TierIR:
     bandwidth: float
     latency: float
     efficiency: dict[str, float] = attrs.field(factory=dict)
+    algorithm: str = "ring"  # the all-reduce's: ring or tree (hpdsl/model/machine.py ALGORITHMS)
 
 
 @attrs.frozen

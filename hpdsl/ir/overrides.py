@@ -1,7 +1,8 @@
 """`--set FIELD=VALUE` overrides of a compiled model's fields (scaled-down runs of real specs).
 
 Each override names a field of hpdsl/model/fields.py (block fields by their flat
-name: `experts`, `key_heads`) and a value of its type; an unknown field, a value
+name: `experts`, `key_heads`), or an author field the model's profile or a family
+declares (held in the model's `extra`), and a value of its type; an unknown field, a value
 of the wrong type, a choice outside its choices or an int outside its bounds is an
 InputError naming it. Changing `layers` keeps the first N layers of the body's
 kind sequence (cycling it when N is larger), so a hybrid stack keeps its pattern
@@ -14,28 +15,45 @@ import difflib
 from collections.abc import Mapping, Sequence
 
 from hpdsl.errors import InputError
-from hpdsl.ir.nodes import LayerGroup, ModelIR, evolve
+from hpdsl.ir.nodes import FamilyIR, LayerGroup, ModelIR, ProfileIR, evolve
 from hpdsl.ir.stack import layer_kinds, run_length
 from hpdsl.model.fields import FIELDS, Field, Scalar
 
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 
-def parse_sets(pairs: Sequence[str]) -> dict[str, Scalar]:
-    """Return field → typed value of `FIELD=VALUE` pairs; InputError naming a bad pair."""
+def parse_sets(pairs: Sequence[str], declared: Mapping[str, Field] | None = None) -> dict[str, Scalar]:
+    """Return field → typed value of `FIELD=VALUE` pairs; InputError naming a bad pair.
+
+    `declared` are the author fields the model may state besides FIELDS (declared_fields).
+    """
+    known = {**(declared or {}), **FIELDS}
     out: dict[str, Scalar] = {}
     for pair in pairs:
         name, eq, text = pair.partition("=")
         name = name.strip().removeprefix("moe.").removeprefix("linear.").removeprefix("mla.")
+        name = name.removeprefix("ssm.")
         if not eq:
             raise InputError(f"--set takes FIELD=VALUE, got '{pair}'")
-        field = FIELDS.get(name)
+        field = known.get(name)
         if field is None:
-            close = difflib.get_close_matches(name, FIELDS, n=1)
+            close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise InputError(f"--set {pair}: '{name}' is not a model field{hint}")
         out[name] = _value(field, text.strip(), pair)
     return out
+
+
+def declared_fields(profile: ProfileIR, families: Mapping[str, FamilyIR]) -> dict[str, Field]:
+    """Return the author fields a model of `profile` may state: the profile's, then every family's.
+
+    The same fields, in the same order, as hpdsl/ir/lower_fields.py author_fields finds in a scope.
+    """
+    found: dict[str, Field] = {}
+    for field in (*profile.fields, *(f for name in sorted(families) for f in families[name].fields)):
+        if field.name not in FIELDS:
+            found.setdefault(field.name, field)
+    return found
 
 
 def _value(field: Field, text: str, pair: str) -> Scalar:
@@ -65,6 +83,10 @@ def _value(field: Field, text: str, pair: str) -> Scalar:
 
 def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
     """Return `model` with the overrides applied (its layer groups follow a new `layers`)."""
+    author = {name: value for name, value in sets.items() if name not in FIELDS}
+    if author:  # an author field (parse_sets checked it against its declaration) rides in `extra`
+        model = evolve(model, extra={**model.extra, **author})
+        sets = {name: value for name, value in sets.items() if name in FIELDS}
     if not sets:
         return model
     for name in sets:
@@ -117,4 +139,4 @@ def _mtp_groups(model: ModelIR, sets: Mapping[str, Scalar]) -> tuple[LayerGroup,
     return tuple(LayerGroup(g.kind, g.count, True) for g in run_length(kinds[i % len(kinds)] for i in range(wanted)))
 
 
-__all__ = ["apply_sets", "parse_sets"]
+__all__ = ["apply_sets", "declared_fields", "parse_sets"]

@@ -6,16 +6,24 @@ attribute of the bound layer config (hpdsl/model/layer.py) and of the config a
 module is built from, the name a family's layout dims read, and the row of the
 importer's table. The checker (hpdsl/check/models.py), the IR, the importer
 (hpdsl/importers/hf.py) and docs/language.md's field list all read FIELDS.
-Adding a field is adding a row here (docs/language.md, "Adding a field").
+The fields are declared in the standard library, fields/model.hpf; FIELDS is
+read from the table generated beside it (hpdsl/ir/lower_fields.py). Adding a
+standard field is adding a declaration there (docs/language.md, "Adding a
+field"); an author declares more in a profile or a family (AUTHOR fields: the
+checker and the IR carry them, not FIELDS).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Literal, Union
 
 import attrs
+
+from hpdsl.resources import data_dir
 
 Scalar = Union[bool, int, float, str]
 FieldType = Literal["int", "float", "bool", "string", "choice"]
@@ -62,103 +70,24 @@ MAX_SHARED_EXPERTS = 1 << 10
 MAX_COUNT = 1 << 62
 
 
-def _int(name: str, meaning: str, *, minimum: int = 1, block: str | None = None,
-         default: int | None = None, required: bool = False, hf: tuple[str, ...] = (),
-         maximum: int = MAX_DIMENSION) -> Field:
-    return Field(name, "int", meaning, block, minimum, default, required, hf, maximum=maximum)
+def table_path() -> Path:
+    """Return fields/model.fields.json: the standard declarations (fields/model.hpf) as a table."""
+    return data_dir("fields") / "model.fields.json"
 
 
-def _bool(name: str, meaning: str, *, block: str | None = None, hf: tuple[str, ...] = ()) -> Field:
-    return Field(name, "bool", meaning, block, None, False, False, hf)
+def _read_table() -> dict[str, Field]:
+    rows = json.loads(table_path().read_text(encoding="utf-8"))
+    return {row["name"]: Field(**{**row, "hf": tuple(row["hf"]), "choices": tuple(row["choices"])})
+            for row in rows}
 
 
-def _choice(name: str, meaning: str, choices: tuple[str, ...], default: str) -> Field:
-    return Field(name, "choice", meaning, None, None, default, False, (), choices)
+# Read from the generated table, not parsed from fields/model.hpf: `import hpdsl` stays fast
+# (bench/bench_startup.py), and tests/model/test_fields.py holds the table equal to the .hpf.
+FIELDS: dict[str, Field] = _read_table()
 
-
-FIELDS: dict[str, Field] = {field.name: field for field in (
-    _int("hidden", "hidden size h", required=True, hf=("hidden_size", "d_model", "n_embd")),
-    _int("layers", "body layers, MTP excluded (both towers of an encoder-decoder)", required=True,
-         hf=("num_hidden_layers", "num_layers", "n_layer"), maximum=MAX_LAYERS),
-    _int("heads", "query heads a", required=True, hf=("num_attention_heads", "num_heads", "n_head")),
-    _int("kv_heads", "key/value heads n_kv; default: heads", hf=("num_key_value_heads",)),
-    _int("head_dim", "head dim d_h; default: hidden / heads", hf=("head_dim", "d_kv")),
-    _int("vocab", "vocabulary size v", required=True, hf=("vocab_size",)),
-    _int("ffn_width", "dense feed-forward width h_ff", hf=("intermediate_size", "d_ff", "n_inner")),
-    _int("max_positions", "maximum sequence length", hf=("max_position_embeddings", "n_positions")),
-    _int("first_k_dense", "dense layers before the MoE layers", minimum=0, hf=("first_k_dense_replace",),
-         maximum=MAX_LAYERS),
-    _int("mtp", "multi-token-prediction layers after the body", minimum=0, default=0,
-         hf=("mtp_depth", "num_nextn_predict_layers", "mtp_num_hidden_layers"), maximum=MAX_LAYERS),
-    _int("layer_norms", "normalisations per layer, when not the kind's normOp count", minimum=0),
-    _int("position_buckets", "relative-position buckets, one bias table per tower (T5)",
-         hf=("relative_attention_num_buckets",)),
-    _int("sliding_window", "tokens a sliding-window layer (a kind with `attention sliding`) attends to",
-         hf=("sliding_window",)),
-    _bool("tie_embeddings", "the output head shares the embedding matrix", hf=("tie_word_embeddings",)),
-    _bool("qk_norm", "per-head RMSNorm on queries and keys", hf=("qk_norm", "use_qk_norm", "qk_layernorm")),
-    _bool("output_gate", "attention output gate (doubles the query projection)", hf=("attn_output_gate",)),
-    _bool("qkv_bias", "q, k and v projections have biases"),
-    _bool("o_bias", "the output projection has a bias"),
-    _bool("mlp_bias", "feed-forward projections have biases", hf=("mlp_bias",)),
-    _bool("norm_bias", "normalisations have a bias (LayerNorm)"),
-    _bool("qk_norm_full", "the QK-norm spans the whole q and k projections, not one head (OLMoE)"),
-    _bool("attention_sinks", "each attention has a learned sink logit per head (gpt-oss)"),
-    _bool("learned_positions", "a learned absolute position table, max_positions × hidden (GPT-2)"),
-    _bool("norm_offset", "norms scale by (1 + w) in fp32 and keep the normalised copy in fp32 (Gemma, Qwen3-Next)"),
-    _bool("sandwich_norms", "a norm after each mixer and feed-forward too, before the residual (Gemma)"),
-    _choice("norm", "the normalisation", ("rmsnorm", "layernorm"), "rmsnorm"),
-    _choice("mlp", "the feed-forward form: gated (3 matrices) or plain (2)", ("gated", "plain"), "gated"),
-    _choice("activation", "the feed-forward activation", ("silu", "gelu", "gelu_tanh", "relu", "relu2"), "silu"),
-    # moe { }: mixture of experts
-    _int("experts", "routed experts E", block="moe", required=True,
-         hf=("num_experts", "n_routed_experts", "num_local_experts")),
-    _int("top_k", "experts chosen per token k", block="moe", required=True, hf=("num_experts_per_tok", "experts_per_token")),
-    _int("expert_width", "routed expert width h_e", block="moe", required=True, hf=("moe_intermediate_size",)),
-    _int("shared_experts", "shared experts E_s", block="moe", minimum=0, default=0,
-         hf=("n_shared_experts", "num_shared_experts"), maximum=MAX_SHARED_EXPERTS),
-    _int("shared_width", "shared expert width; default: expert_width", block="moe",
-         hf=("shared_expert_intermediate_size",)),
-    _bool("shared_gate", "a sigmoid gate on the shared expert output", block="moe"),
-    _bool("router_bias", "the router projection has a bias", block="moe"),
-    # linear { }: Gated DeltaNet linear attention
-    _int("key_heads", "linear-attention key heads n_k", block="linear", required=True,
-         hf=("linear_num_key_heads",)),
-    _int("key_head_dim", "linear-attention key head dim d_k", block="linear", required=True,
-         hf=("linear_key_head_dim",)),
-    _int("value_heads", "linear-attention value heads n_v", block="linear", required=True,
-         hf=("linear_num_value_heads",)),
-    _int("value_head_dim", "linear-attention value head dim d_v", block="linear", required=True,
-         hf=("linear_value_head_dim",)),
-    _int("conv", "linear-attention short convolution kernel K", block="linear", required=True,
-         hf=("linear_conv_kernel_dim",)),
-    # ssm { }: a selective state-space (Mamba) mixer; its family's layout reads these (families/mamba.hpf)
-    _int("ssm_state", "state size N per channel", block="ssm", required=True,
-         hf=("mamba_d_state", "ssm_state_size")),
-    _int("ssm_conv", "depthwise causal convolution kernel K", block="ssm", required=True,
-         hf=("mamba_d_conv", "conv_kernel")),
-    _int("ssm_expand", "inner width over hidden: d_inner = ssm_expand × hidden", block="ssm", required=True,
-         hf=("mamba_expand", "expand")),
-    _int("ssm_dt_rank", "Mamba-1: rank of the time-step projection (HF \"auto\": ⌈hidden / 16⌉)", block="ssm",
-         hf=("mamba_dt_rank", "time_step_rank")),
-    _int("ssm_heads", "Mamba-2: heads H, each of head dim ssm_expand × hidden / H, one time step each",
-         block="ssm", hf=("mamba_n_heads", "mamba_num_heads")),
-    _int("ssm_groups", "Mamba-2: groups of heads sharing B and C", block="ssm", hf=("mamba_n_groups", "n_groups")),
-    _int("ssm_chunk", "Mamba-2: tokens per chunk of the chunked (SSD) scan", block="ssm", default=256,
-         hf=("mamba_chunk_size", "chunk_size")),
-    _bool("ssm_conv_bias", "the convolution has a bias", block="ssm", hf=("mamba_conv_bias", "use_conv_bias")),
-    _bool("ssm_proj_bias", "the in and out projections have biases", block="ssm", hf=("mamba_proj_bias",)),
-    _bool("ssm_norms", "RMSNorms on the time step, B and C (Jamba)", block="ssm"),
-    # mla { }: multi-head latent attention
-    _int("q_lora_rank", "query latent rank (0: no query latent)", block="mla", minimum=0, default=0,
-         hf=("q_lora_rank",)),
-    _int("kv_lora_rank", "key/value latent rank", block="mla", required=True, hf=("kv_lora_rank",)),
-    _int("rope_dim", "rotary part of the query/key head dim", block="mla", required=True,
-         hf=("qk_rope_head_dim",)),
-    _int("nope_dim", "non-rotary part of the query/key head dim", block="mla", required=True,
-         hf=("qk_nope_head_dim",)),
-    _int("v_head_dim", "value head dim", block="mla", required=True, hf=("v_head_dim",)),
-)}
+# .get: while `python -m hpdsl.ir.lower_fields` rewrites a table that lacks the field, the import must not fail.
+WIRINGS: tuple[str, ...] = FIELDS["wiring"].choices if "wiring" in FIELDS else ()
+"""The block wirings a layer may have (`wiring`): where its norms stand and where the residual adds go."""
 """Every model field, top-level ones first, then each block's, in the order fmt and docs list them."""
 
 BLOCKS: tuple[str, ...] = tuple(dict.fromkeys(f.block for f in FIELDS.values() if f.block is not None))
@@ -256,7 +185,7 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 }
 """The keys of a profile's `model { }` block."""
 
-__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar",
+__all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar", "WIRINGS",
            "block_fields", "block_flags", "check_names", "defaults", "required", "top_level"]
 
 

@@ -27,6 +27,7 @@ class Key:
     low: float = 0.0            # exclusive for numbers: every quantity here is positive
     high: float = float("inf")  # inclusive
     default: float | str | None = None
+    choices: tuple[str, ...] = ()  # a string key's allowed values (none: any)
 
 
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -56,13 +57,19 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"
 SCOPES = ("node", "network")
 """Where a tier sits: within a node, or across nodes."""
 
+ALGORITHMS = ("ring", "tree")
+"""How a tier's all-reduce runs: a ring of n devices takes 2(n - 1) message steps, a (double binary) tree
+2·ceil(log2 n); both move the ring's bytes (docs/cost-model.md#the-device-time-model)."""
+
 TIER_KEYS: dict[str, Key] = {k.name: k for k in (
-    Key("scope", "string", "node (within a node) or network (across nodes)", required=True),
+    Key("scope", "string", "node (within a node) or network (across nodes)", required=True, choices=SCOPES),
     Key("bandwidth", "float", "bytes/s per device and direction", required=True),
     Key("latency", "float", "seconds per message step (a ring of n devices takes n - 1 steps)", required=True,
         high=1.0),
     *(Key(c, "float", f"share of bandwidth a {c.replace('_', '-')} reaches", high=1.0, default=1.0)
       for c in COLLECTIVES),
+    Key("algorithm", "string", "ring or tree: how the all-reduce's latency grows with the group (default ring)",
+        default="ring", choices=ALGORITHMS),
 )}
 """Every key a cluster's `tier` block may set."""
 

@@ -60,8 +60,9 @@ DEVICE_ALIASES = ("a100", "h100")
 DEVICE_NAMES_HELP = ("a shipped device (a100_80gb, ascend910b, b200, cpu, h100_sxm, h200, mi300x; a100 and h100 "
                      "for short) or a .hpf file declaring one")
 CLUSTER_HELP = "a shipped cluster (dgx_a100, dgx_h100) or a .hpf file declaring one: its tiers price communication"
-MFU_HELP = ("fraction of peak FLOP/s reached (default 0.4); 0: the device's matmul curve, memory bandwidth and "
-            "links price every op (docs/cost-model.md)")
+MFU_HELP = ("price every executed FLOP at this fraction of peak FLOP/s (the constant-efficiency model, e.g. 0.4); "
+            "default 0: the device time model, its matmul curve, memory bandwidth and links price every op "
+            "(docs/cost-model.md#the-device-time-model)")
 IMPL_HELP = ("what saves the activations: fused (default: flash attention, fused norms and SwiGLU), hf-sdpa "
              "(transformers' modules, SDPA on a GPU), hf-eager or hf-sdpa-cpu (SDPA's CPU kernels)")
 
@@ -119,7 +120,7 @@ class Strategy:
                                    help="flash attention (no score tensors saved)")
     impl: str = _field("fused", "recipe", "choice", flag="--impl", choices=IMPLS, help=IMPL_HELP)
     device: str = _field("h100", "recipe", "device", flag="--device", column="device_id", help=DEVICE_NAMES_HELP)
-    mfu: float = _field(0.4, "recipe", "float", flag="--mfu",  # fraction of peak FLOP/s on the executed FLOPs
+    mfu: float = _field(0.0, "recipe", "float", flag="--mfu",  # 0: the device time model; else peak share
                         help=MFU_HELP)
     num_devices: int | None = _field(None, "degree", flag="--devices",  # the job's device count, when stated
                                      help="the job's device count (checked against dp·tp·pp·cp)")

@@ -26,7 +26,7 @@ from hpdsl.syntax.fast_rules import ImportRuleRules
 from hpdsl.syntax.fast_tokens import Defer
 from hpdsl.syntax.text import without_bom
 
-_CHOICES = frozenset({"norm", "mlp", "activation"})
+_CHOICES = frozenset({"norm", "mlp", "activation", "wiring"})
 
 
 def fast_parse(name: str, text: str, max_chars: int, max_line: int) -> ast.File | None:
@@ -77,6 +77,8 @@ class _Parser(ImportRuleRules):
         if word == "cluster":
             name = self.name()
             return ast.Cluster(name, self.braced(self.cluster_item), span=self.span(start, self.i - 1))
+        if word == "field":
+            return self.field_decl(start)
         raise Defer
 
     def braced(self, item: Any) -> tuple[Any, ...]:
@@ -170,10 +172,12 @@ class _Parser(ImportRuleRules):
             return self.slots_block(start)
         if word == "hf":
             return self.import_rules(start)
+        if word == "field":
+            return self.field_decl(start)
         raise Defer
 
     def setting(self) -> ast.Setting:
-        """setting: (NAME | NORM | MLP | ACTIVATION) = literal"""
+        """setting: (NAME | NORM | MLP | ACTIVATION | WIRING) = literal"""
         start = self.i
         key = self.name(_CHOICES)
         self.expect("=")
@@ -191,7 +195,7 @@ class _Parser(ImportRuleRules):
         return ast.Kind(name, base, items, span=self.span(start, self.i - 1))
 
     def kind_item(self) -> ast.KindItem:
-        """_kind_item: ops_block | attention_flavour | ffn_flavour | slots_block"""
+        """_kind_item: ops_block | attention_flavour | ffn_flavour | kind_wiring | slots_block"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "ops":
@@ -201,6 +205,8 @@ class _Parser(ImportRuleRules):
             return ast.AttentionFlavour(self.name(), span=self.span(start, start + 1))
         if word == "ffn":
             return ast.FfnFlavour(self.name(), span=self.span(start, start + 1))
+        if word == "wiring":
+            return ast.KindWiring(self.name(), span=self.span(start, start + 1))
         if word == "slots":
             return self.slots_block(start)
         raise Defer

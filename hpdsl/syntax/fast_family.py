@@ -11,6 +11,7 @@ from hpdsl import ast
 from hpdsl.syntax.fast_tokens import Defer, Tokens
 
 _COMPARE = frozenset({"==", "!=", "<=", ">=", "<", ">"})
+_SCALARS: dict[str, ast.ScalarKind] = {"int": "int", "float": "float", "string": "string"}
 
 
 class FamilyRules(Tokens):
@@ -32,6 +33,8 @@ class FamilyRules(Tokens):
             return ast.Require(condition, message, span=self.span(start, self.i - 1))
         if word == "variant":
             return self.variant(start)
+        if word == "field":
+            return self.field_decl(start)
         if word == "layout":
             self.expect("{")
             entries = []
@@ -72,6 +75,49 @@ class FamilyRules(Tokens):
             values = self.comma_list(self.name, ")")
             return ast.EnumType(tuple(values), span=self.span(start, self.i - 1))
         raise Defer
+
+    def field_decl(self, start: int) -> ast.FieldDecl:
+        """field_decl: "field" NAME : field_type field_bound* field_block? field_default? field_hf? STRING"""
+        name = self.name()
+        self.expect(":")
+        type_ = self.field_type()
+        bounds = []
+        while self.kinds[self.i] in _COMPARE:
+            first = self.i
+            self.i += 1
+            bounds.append(ast.FieldBound(self.kinds[first], self.int(), span=self.span(first, self.i - 1)))
+        block = None
+        if self.word() == "in":
+            self.i += 1
+            block = self.name()
+        default: ast.Literal | ast.Name | None = None
+        required = self.word() == "required"
+        self.i += required
+        if not required and self.kinds[self.i] == "=":
+            self.i += 1
+            default = self.literal() if self.at_literal() else self.name()
+        keys: tuple[ast.Name, ...] = ()
+        if self.word() == "hf":
+            self.i += 1
+            self.expect("(")
+            keys = tuple(self.comma_list(self.name, ")"))
+        meaning = self.string()
+        return ast.FieldDecl(name, type_, tuple(bounds), block, default, required, keys, meaning,
+                             span=self.span(start, self.i - 1))
+
+    def field_type(self) -> ast.FieldType:
+        """field_type: bool_type | enum_type | int | float | string"""
+        start, word = self.i, self.word()
+        scalar = _SCALARS.get(word)
+        if scalar is not None:
+            self.i += 1
+            return ast.ScalarType(scalar, span=self.span(start, start))
+        if word not in ("bool", "enum"):
+            raise Defer
+        chosen = self.selector_type()
+        if isinstance(chosen, ast.IntType):  # not reached: the word is bool or enum
+            raise Defer
+        return chosen
 
     def variant(self, start: int) -> ast.Variant:
         """variant: "variant" NAME STRING default_mark? when_clause? accepts? params?"""
@@ -171,7 +217,7 @@ class FamilyRules(Tokens):
     # --- layouts ---------------------------------------------------------
 
     def layout_entry(self) -> ast.LayoutEntry:
-        """layout_entry: param_path dims placement shard_unit? variant_scope?"""
+        """layout_entry: param_path dims placement shard_unit? variant_scope? entry_condition?"""
         start = self.i
         path = self.param_path()
         self.expect("(")
@@ -196,7 +242,12 @@ class FamilyRules(Tokens):
                 self.i += 1
                 names.append(self.name())
             variants = tuple(names)
-        return ast.LayoutEntry(path, dims, placement, unit, variants, span=self.span(start, self.i - 1))
+        condition = None
+        if self.word() == "if":
+            self.i += 1
+            condition = self.expr()
+        return ast.LayoutEntry(path, dims, placement, unit, variants, condition,
+                               span=self.span(start, self.i - 1))
 
     def param_path(self) -> ast.ParamPath:
         """param_path: NAME (. NAME)*"""

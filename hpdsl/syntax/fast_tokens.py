@@ -35,9 +35,10 @@ _TOKEN = re.compile(r"""([ \t\f\r]*)(
 _FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(string.digits, "d"),
           **dict.fromkeys("<>{}[]():,=*+.!", "p"), '"': "s", "#": "c", "/": "/", "-": "-"}
 
-_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "curve", "default", "derive", "factory", "ignore",
-                            "layer_types", "layout", "map", "mlp", "norm", "or", "parallel", "params",
-                            "pattern", "read", "require", "selector", "stack", "tier", "variant"})
+_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "curve", "default", "derive", "factory", "field",
+                            "hf", "ignore", "layer_types", "layout", "map", "mlp", "norm", "or", "parallel", "params",
+                            "pattern", "read", "require", "selector", "stack", "tier", "variant",
+                            "wiring"})
 _LITERAL_KINDS = frozenset({"i", "f", "s"})
 
 # Below parser.MAX_NESTING with room to spare: one level here is at most a few tree levels there.

@@ -450,7 +450,7 @@ def _expected_hint(expected: set[str]) -> str:
     words = sorted({_word(name) for name in expected}, key=_word_order)
     if not words:
         return "check the statement before this point"
-    if len(words) > 9:  # nine words read better in full than eight and "one of 1 more"
+    if len(words) > 10:  # a profile's or file's ten statement words read better in full than "one of 2 more"
         return "expected " + ", ".join(words[:8]) + f" or one of {len(words) - 8} more"
     if len(words) == 1:
         return "expected " + words[0]

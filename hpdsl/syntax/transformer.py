@@ -14,10 +14,11 @@ from lark.tree import Meta
 from hpdsl import ast
 from hpdsl.diagnostics.span import Span
 from hpdsl.syntax.text import unquote
+from hpdsl.syntax.transformer_fields import FieldDeclRules
 
 
 @v_args(meta=True)
-class ToAst(Transformer):
+class ToAst(FieldDeclRules):
     """Builds an ast.File from the tree of one source file."""
 
     def __init__(self, file: str) -> None:
@@ -196,6 +197,9 @@ class ToAst(Transformer):
     def ffn_flavour(self, meta: Meta, children: list[Token]) -> ast.FfnFlavour:
         return ast.FfnFlavour(self._name(children[0]), span=self._span(meta))
 
+    def kind_wiring(self, meta: Meta, children: list[Token]) -> ast.KindWiring:
+        return ast.KindWiring(self._name(children[1]), span=self._span(meta))
+
     def ops_block(self, meta: Meta, children: list[ast.OpCount]) -> ast.OpsBlock:
         return ast.OpsBlock(tuple(children), span=self._span(meta))
 
@@ -273,7 +277,8 @@ class ToAst(Transformer):
         path, dims, placement, *rest = children
         unit = next((part.expr for part in rest if isinstance(part, _Unit)), None)
         variants = next((part for part in rest if isinstance(part, tuple)), ())
-        return ast.LayoutEntry(path, dims, placement, unit, variants, span=self._span(meta))
+        condition = next((part.expr for part in rest if isinstance(part, _When)), None)
+        return ast.LayoutEntry(path, dims, placement, unit, variants, condition, span=self._span(meta))
 
     def param_path(self, meta: Meta, children: list[Token]) -> ast.ParamPath:
         return ast.ParamPath(tuple(self._name(t) for t in children), span=self._span(meta))
@@ -290,6 +295,9 @@ class ToAst(Transformer):
 
     def variant_scope(self, meta: Meta, children: list[Token]) -> tuple[ast.Name, ...]:
         return tuple(self._name(t) for t in children)
+
+    def entry_condition(self, meta: Meta, children: list[Any]) -> _When:
+        return _When(children[0])
 
     def dim_sum(self, meta: Meta, children: list[Any]) -> ast.DimSum:
         return ast.DimSum(tuple(children), span=self._span(meta))
@@ -378,7 +386,7 @@ class ToAst(Transformer):
 
 
 class _When:
-    """Marks a `when` clause among a variant's optional parts."""
+    """Marks a `when` clause among a variant's optional parts (a layout entry's `if` alike)."""
 
     def __init__(self, expr: Any) -> None:
         self.expr = expr

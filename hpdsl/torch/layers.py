@@ -8,7 +8,7 @@ model.py decides that through the families.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -17,36 +17,63 @@ from torch.distributed.tensor import DTensor, Replicate
 from hpdsl.errors import BuildError
 
 
-class DecoderLayer(nn.Module):
-    """Pre-norm residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
+NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
+"""Every norm a layer may hold (hpdsl/bound/wiring.py says which its wiring holds)."""
 
-    A Megatron-style hybrid (Nemotron-H) holds a mixer or a feed-forward per layer, never both.
+
+class DecoderLayer(nn.Module):
+    """Residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
+
+    `wiring` (hpdsl/bound/wiring.py) says where the norms it holds stand and
+    where the residual adds go; a norm the wiring does not hold is None. A
+    Megatron-style hybrid (Nemotron-H) holds a mixer or a feed-forward per layer, never both.
     """
 
-    def __init__(self, *, mixer_norm: nn.Module | None = None, mixer: nn.Module | None = None, ffn_norm: nn.Module | None = None,
-                 ffn: nn.Module | None = None, cross_norm: nn.Module | None = None,
-                 cross_attention: nn.Module | None = None, mixer_post_norm: nn.Module | None = None,
-                 ffn_post_norm: nn.Module | None = None) -> None:
+    mixer_norm: nn.Module | None
+    mixer_post_norm: nn.Module | None
+    cross_norm: nn.Module | None
+    cross_post_norm: nn.Module | None
+    ffn_norm: nn.Module | None
+    ffn_post_norm: nn.Module | None
+
+    def __init__(self, *, mixer: nn.Module | None = None, ffn: nn.Module | None = None,
+                 cross_attention: nn.Module | None = None, wiring: str = "pre_norm",
+                 norms: Mapping[str, nn.Module] | None = None) -> None:
         super().__init__()
-        self.mixer_norm, self.mixer = mixer_norm, mixer
-        # Sandwich norms (Gemma): each block's output is normalised before the residual add.
-        self.mixer_post_norm, self.ffn_post_norm = mixer_post_norm, ffn_post_norm
-        self.cross_norm, self.cross_attention = cross_norm, cross_attention
-        self.ffn_norm, self.ffn = ffn_norm, ffn
+        unknown = sorted(set(norms or {}) - set(NORM_PATHS))
+        if unknown:
+            raise BuildError(f"a layer holds no norms {unknown}; its norms are {list(NORM_PATHS)}")
+        self.wiring = wiring
+        for path in NORM_PATHS:  # each at its own attribute: the parameter names are the slot paths
+            setattr(self, path, (norms or {}).get(path))
+        self.mixer, self.cross_attention, self.ffn = mixer, cross_attention, ffn
 
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
-        if self.mixer is not None and self.mixer_norm is not None:
-            x = x + _post(self.mixer_post_norm, self.mixer(self.mixer_norm(x), positions=positions, bias=bias))
-        if self.cross_attention is not None and self.cross_norm is not None:
-            x = x + self.cross_attention(self.cross_norm(x), positions=positions, memory=memory)
-        if self.ffn is not None and self.ffn_norm is not None:
-            x = x + _post(self.ffn_post_norm, self.ffn(self.ffn_norm(x)))
+        mixer, cross, ffn = self.mixer, self.cross_attention, self.ffn
+        if self.wiring in ("parallel", "parallel_two_norms") and mixer is not None and ffn is not None:
+            normed = _apply(self.mixer_norm, x)
+            ffn_input = normed if self.ffn_norm is None else self.ffn_norm(x)
+            return x + mixer(normed, positions=positions, bias=bias) + ffn(ffn_input)
+        if mixer is not None:
+            x = self._block("mixer", x, lambda y: mixer(y, positions=positions, bias=bias))
+        if cross is not None:
+            x = self._block("cross", x, lambda y: cross(y, positions=positions, memory=memory))
+        if ffn is not None:
+            x = self._block("ffn", x, ffn)
         return x
 
+    def _block(self, name: str, x: Tensor, block: Callable[[Tensor], Tensor]) -> Tensor:
+        """Run one block with its norms: before it, after it (before or after the residual add)."""
+        pre, post = getattr(self, f"{name}_norm"), getattr(self, f"{name}_post_norm")
+        out = block(_apply(pre, x))
+        if post is None:
+            return x + out
+        return post(x + out) if self.wiring == "post_norm" else x + post(out)
 
-def _post(norm: nn.Module | None, x: Tensor) -> Tensor:
+
+def _apply(norm: nn.Module | None, x: Tensor) -> Tensor:
     return x if norm is None else norm(x)
 
 
@@ -190,4 +217,4 @@ def output_logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) ->
     return x @ weight.t()
 
 
-__all__ = ["CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]
+__all__ = ["NORM_PATHS", "CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]

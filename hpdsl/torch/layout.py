@@ -3,9 +3,12 @@
 `apply_layout` runs inside construct_family, right after the variant's
 constructor and before anyone uses the module, in this order:
 
-1. every parameter of the module has a layout entry for the chosen variant and
-   is declared by its params(...) (families without a layout are left alone:
-   such a module handles tp itself or is replicated);
+1. the module's parameters are exactly the layout's present entries for the
+   chosen variant (hpdsl.ir.layouts.entry_present, on the build config): each
+   is declared by its params(...) and has an entry whose `if` holds, and each
+   present entry of non-zero size is a parameter of the module (families
+   without a layout are left alone: such a module handles tp itself or is
+   replicated);
 2. each entry's dims, evaluated on the build config and the job's cp/ep/pp
    (hpdsl/ir/layouts.py), equal the parameter's shape, wherever the config has
    every name they read (a replacement built without a config is not checked);
@@ -42,7 +45,9 @@ from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from hpdsl.errors import BuildError
-from hpdsl.ir.layouts import covers, declared_params, evaluate_dim, layout_for, render_dims, split_problem, whole
+from hpdsl.ir.conditions import render_condition
+from hpdsl.ir.layouts import (covers, declared_params, entry_numel, entry_present, evaluate_dim, layout_for,
+                              render_dims, split_problem, whole)
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
 from hpdsl.bound.config import dim_environment
 from hpdsl.model.layouts import LAYOUT_AXES
@@ -114,6 +119,7 @@ def apply_layout(module: nn.Module, family: FamilyIR, variant: str, *, config: A
     _check_coverage(params, entries, declared_params(family, variant), where, variant)
     job = job_context(None, context, where=where)
     env = {**dim_environment(config), **job.sizes.as_dict(LAYOUT_AXES)}
+    _check_exact(params, entries, env, where, variant)
     for name, param in params.items():
         _check_shape(name, tuple(param.shape), entries[name], env, where)
     tp = job.size("tp")
@@ -146,6 +152,30 @@ def _check_coverage(params: Mapping[str, nn.Parameter], entries: Mapping[str, La
             placed = ", ".join(sorted(entries)) or "none"
             raise BuildError(f"{where}: parameter '{name}' of variant '{variant}' has no layout entry "
                              f"(the layout places {placed}); add `{name} (DIMS) colwise|rowwise|replicate`")
+
+
+def _check_exact(params: Mapping[str, nn.Parameter], entries: Mapping[str, LayoutEntryIR], env: Mapping[str, int],
+                 where: str, variant: str) -> None:
+    """Raise unless the module has exactly the entries whose condition holds (unknown conditions pass)."""
+    for name in params:
+        if entry_present(entries[name], env) is False:
+            raise BuildError(f"{where}: variant '{variant}' creates parameter '{name}', but its layout entry "
+                             f"'{name}' is present only if {_condition(entries[name])}, which this config "
+                             "does not meet; create it exactly when the condition holds, or correct the `if`")
+    for path, entry in entries.items():
+        if path not in params and entry_present(entry, env) and (entry_numel(entry, env) or 0) > 0:
+            raise BuildError(f"{where}: the layout declares parameter '{path}' {render_dims(entry.dims)} for "
+                             f"variant '{variant}'{_when(entry)}, but the module has no '{path}' (it has "
+                             f"{', '.join(sorted(params)) or 'no parameters'}); create it, or give the entry "
+                             "an `if` saying when it exists")
+
+
+def _condition(entry: LayoutEntryIR) -> str:
+    return "always" if entry.condition is None else render_condition(entry.condition)
+
+
+def _when(entry: LayoutEntryIR) -> str:
+    return "" if entry.condition is None else f" (if {render_condition(entry.condition)}, which holds)"
 
 
 def _check_shape(name: str, shape: tuple[int, ...], entry: LayoutEntryIR, env: Mapping[str, int],

@@ -1,14 +1,17 @@
 """A compiled model (ModelIR) into a torch model, layer by layer, each slot built through its family.
 
 The model is bound to its profile first (hpdsl.bound.bind): every layer is built
-from the very LayerConfig the estimator prices, so the parameters of the built
-model equal `parameters(bind(model, profile)).total` exactly. A layer's kind
+from the very LayerConfig the estimator prices, each slot through the family whose
+layout the estimator sums (hpdsl/torch/layout.py holds the module to it), so the
+parameters of the built model equal `parameters(bind(model, profile, families=...)).total`
+exactly. A layer's kind
 decides its flavours: the attention slot (`mixer`) holds full attention, a
 Gated DeltaNet for a linear kind, or MLA when the model has an `mla` block;
 the feed-forward slot (`ffn`) holds a dense MLP, or a MoE whose routed experts
 and shared experts are families of their own. The kind's op counts fix the
 rest: attMM/4 attentions (two: self and cross, in an encoder-decoder's decoder),
-ffMM matrices (3 gated, 2 plain) and normOp norms; a model whose layers these
+ffMM matrices (3 gated, 2 plain) and normOp norms, placed by the model's
+wiring (hpdsl/bound/wiring.py); a model whose layers these
 cannot hold is refused up front from hpdsl/bound/shape.py's `layer_problems`,
 the very list the checker reports at compile time. Which role each slot fills
 and the config it is built from come from hpdsl/bound/slots.py, which the layout
@@ -38,7 +41,7 @@ from hpdsl.model.axes import config_selectors as model_selectors
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
-from hpdsl.torch.layers import CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
+from hpdsl.torch.layers import NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
@@ -68,10 +71,9 @@ class _Builder:
                  if slot.role not in _FFN_ROLES}  # the feed-forward is assembled by ffn()
         cfg = layer_config(bound, causal=causal)
         return DecoderLayer(
-            mixer_norm=built.get("mixer_norm"), mixer=built.get("mixer"),
-            cross_norm=built.get("cross_norm"), cross_attention=built.get("cross_attention"),
-            ffn_norm=built.get("ffn_norm"), ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None,
-            mixer_post_norm=built.get("mixer_post_norm"), ffn_post_norm=built.get("ffn_post_norm"),
+            mixer=built.get("mixer"), cross_attention=built.get("cross_attention"),
+            ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None, wiring=cfg.wiring,
+            norms={path: module for path, module in built.items() if path in NORM_PATHS},
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:

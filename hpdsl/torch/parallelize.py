@@ -54,6 +54,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 from torch.utils.checkpoint import checkpoint
 
+from hpdsl.cost.facts.backend import KEPT
 from hpdsl.errors import BuildError
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, MTPLayer
@@ -68,8 +69,9 @@ STAGE_AXES = MESH_AXES[1:]
 
 _FSDP_ZERO = ("os+grad+params",)
 """The ZeRO levels FSDP2 expresses."""
-PRECISIONS = ("fp32", "bf16-mixed")
-"""The precisions this backend trains: fp32, and bf16 compute over fp32 parameters, gradients and moments."""
+PRECISIONS = tuple(KEPT)
+"""The precisions this backend trains: fp32, and bf16 compute over fp32 parameters, gradients and moments (the
+estimate reads what each keeps from the same table, hpdsl/cost/facts/backend.py `KEPT`)."""
 
 Init = Callable[[nn.Module], None]
 """Materialises what of a module is still on the meta device (hpdsl/torch/init.py `shard_init`)."""
@@ -97,9 +99,6 @@ def refusals(strategy: Strategy) -> tuple[str, ...]:
                        "(keys and values gathered, Gated DeltaNet's state handed on), not Ulysses's all-to-all")
     if strategy.precision not in PRECISIONS:
         reasons.append(f"precision={strategy.precision}: this backend trains fp32 or bf16-mixed")
-    elif strategy.precision == "bf16-mixed" and strategy.zero not in _FSDP_ZERO:
-        reasons.append(f"precision=bf16-mixed with zero={strategy.zero}: bf16 compute over fp32 master weights runs "
-                       "on FSDP2's MixedPrecisionPolicy, so it needs zero os+grad+params (one rank is fine)")
     if strategy.recompute not in ("none", "selective", "full"):
         reasons.append(f"recompute={strategy.recompute}: takes none, selective or full")
     return tuple(reasons)
@@ -175,7 +174,7 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     _recompute(model, strategy)
     data = strategy.dp * strategy.cp
     mixed = strategy.precision == "bf16-mixed"
-    if strategy.zero not in _FSDP_ZERO or (data * strategy.tp == 1 and not mixed):
+    if not mixed and (strategy.zero not in _FSDP_ZERO or data * strategy.tp == 1):
         if init is not None:
             init(model)
         return model  # zero none at dp·cp 1 (refusals): nothing to shard
@@ -183,6 +182,16 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
         raise BuildError(f"dp·cp·tp={data * strategy.tp}{' at bf16-mixed' if mixed else ''} needs the job's mesh "
                          f"with axes {MESH_AXES} (train_mesh makes it) or a stage's {STAGE_AXES}")
     shard = functools.partial(_shard, reshard=reshard_params, init=init, mixed=mixed)
+    if strategy.zero not in _FSDP_ZERO:
+        # bf16-mixed over one data-parallel rank (refusals): FSDP2 over that one-rank mesh shards nothing and
+        # reduces nothing, it only casts the bf16 copies; each unit's fp32 weights are the master the optimizer updates.
+        alone = mesh["dp_shard", "ep", "etp", "cp"]._flatten("fsdp")
+        for experts_unit in [m for m in model.modules() if isinstance(m, GroupedExperts)]:
+            shard(experts_unit, alone)  # their own unit, as under ZeRO-3: tp-replicated, beside tp's DTensors
+        for layer in _layers(model):
+            shard(layer, alone)
+        shard(model, alone)
+        return model
     experts = mesh["dp_shard", "cp", "tp"]._flatten("efsdp")
     for moe in model.modules():
         for module in moe.children():

@@ -23,12 +23,14 @@ from torch.distributed.tensor.parallel import loss_parallel
 from hpdsl.model.strategy import Strategy
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.registry import Registry
+from hpdsl.torch import optim
 from hpdsl.torch.data import Tokens
 from hpdsl.torch.init import shard_init
 from hpdsl.torch.measure import (held_grad_bytes, local_bytes, optimizer_bytes, saved_activation_peak,
                                  saved_activations, shard_like_params)
 from hpdsl.torch.mesh import JobMesh
 from hpdsl.torch.model import build_model, materialize
+from hpdsl.torch.modules import ExpertParallelExperts
 from hpdsl.torch.objective import mtp_depth, objective
 from hpdsl.torch.parallelize import coordinates, data_rank, gradient_sync, parallelize, stage_mesh, train_mesh
 from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
@@ -39,16 +41,25 @@ class Job:
     """This rank's part of the model, its step, and what it measured."""
 
     def __init__(self, module: nn.Module, coords: dict[str, int], step: Callable[[int], torch.Tensor], *,
-                 pp_group: dist.ProcessGroup | None = None) -> None:
+                 pp_group: dist.ProcessGroup | None = None, mesh: DeviceMesh | None = None) -> None:
         self.module, self.coords, self._step, self.pp_group = module, coords, step, pp_group
+        # The ep·etp experts: each rank of the (ep, etp) group holds other parts (their norms add over it).
+        self.parts = {id(p) for m in module.modules() if isinstance(m, ExpertParallelExperts) for p in m.parameters()}
+        split = mesh is not None and mesh["ep"].size() * mesh["etp"].size() > 1
+        self.parts_group = mesh["ep", "etp"]._flatten("norm_parts").get_group() if split and mesh else None
         self.measured: dict[str, Any] = {"params_bytes": local_bytes(module.parameters())}
         self.expected: Mapping[str, torch.Tensor] | None = None  # the reference's step-0 gradients (validate)
-        self.reference: Callable[[], list[float]] | None = None  # trains the reference alone (rank 0, validate)
+        # Trains the reference alone (rank 0, validate): its losses and gradient norms.
+        self.reference: Callable[[], tuple[list[float], list[float]]] | None = None
         self.gap_parts: list[nn.Module] = [module]
 
     def params(self) -> Iterator[nn.Parameter]:
         """Return this rank's parameters."""
         return self.module.parameters()
+
+    def grad_norm(self) -> float:
+        """Return the global gradient norm over every rank's parameters (hpdsl/torch/optim.py)."""
+        return optim.grad_norm(self.params(), self.pp_group, self.parts, self.parts_group)
 
     def step(self, step: int) -> torch.Tensor:
         """Run step `step`'s forward and backward; return this rank's part of the mean loss."""
@@ -119,13 +130,14 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
                 job.measured["held_grads_bytes"] = held[0]
         return total / (micro * world)  # tp ranks share data: their losses agree
 
-    job = Job(model, coords, step)
+    job = Job(model, coords, step, mesh=mesh)
     if init is not None:
         job.measured["materialize_peak_bytes"] = init.peak_bytes
     if reference is not None:
         job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)
         job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, model_ir.vocab,
-                                                depth, device)
+                                                depth, device, config["optim"].get("clip"),
+                                                float(config["optim"]["lr"]))
     return job
 
 
@@ -199,12 +211,13 @@ def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config
         mean = torch.stack(micro).mean().detach() if micro else torch.zeros((), device=device)
         return mean * strategy.pp / dist.get_world_size()
 
-    job = Job(held, coords, step, pp_group=mesh["pp"].get_group())
+    job = Job(held, coords, step, pp_group=mesh["pp"].get_group(), mesh=mesh)
     if reference is None:
         job.measured["materialize_peak_bytes"] = peak
     job.gap_parts = list(chunks.values())  # chunks keep the model's names
     if reference is not None:
         job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)
         job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, model_ir.vocab,
-                                                depth, device)
+                                                depth, device, config["optim"].get("clip"),
+                                                float(config["optim"]["lr"]))
     return job

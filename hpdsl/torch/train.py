@@ -113,7 +113,7 @@ def run(config: Mapping[str, Any], out_dir: Path) -> None:
     out = {"rank": dist.get_rank(), "coords": job.coords, "loss": losses, "grad_norm": norms,
            "measured": job.measured}
     if dist.get_rank() == 0 and job.reference is not None:
-        out["reference_loss"] = job.reference()
+        out["reference_loss"], out["reference_grad_norm"] = job.reference()
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.gather_object(out, gathered if dist.get_rank() == 0 else None, dst=0)
     if dist.get_rank() == 0:
@@ -131,7 +131,7 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
     saving = config.get("checkpoint")
     names = checkpoint.expert_names(job.module, job.coords,
                                     int(config["strategy"]["ep"]) * int(config["strategy"]["etp"]) > 1)
-    start = 0
+    start, record = 0, checkpoint.run_record(config)
     if saving and saving.get("resume"):
         where = checkpoint.newest(saving["dir"])
         if where is None:
@@ -144,7 +144,7 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
         loss = job.step(step)
         if step == start:
             job.measure_grads()
-        norm = optim.grad_norm(job.params(), job.pp_group)
+        norm = job.grad_norm()
         if settings.get("clip") is not None:
             optim.clip(job.params(), float(settings["clip"]), norm)
         opt.step()
@@ -152,7 +152,7 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
         opt.zero_grad()
         if step == start:
             job.measure_optimizer(opt)
-        mean = loss.detach().to(device)
+        mean = loss.detach().to(device, torch.float32)  # bf16-mixed: a bf16 loss on the last stage, zeros elsewhere
         dist.all_reduce(mean)
         losses.append(mean.item())
         norms.append(norm)
@@ -163,9 +163,9 @@ def train(job: Job, config: Mapping[str, Any], device: torch.device
             log_line(metrics[-1], steps)
         every = (saving or {}).get("every")
         if saving and every and (step + 1) % int(every) == 0:
-            checkpoint.save(saving["dir"], step + 1, job.module, opt, schedule, {"step": step + 1}, names)
+            checkpoint.save(saving["dir"], step + 1, job.module, opt, schedule, {"step": step + 1}, names, record)
     if saving and start < steps and not (saving.get("every") and steps % int(saving["every"]) == 0):
-        checkpoint.save(saving["dir"], steps, job.module, opt, schedule, {"step": steps}, names)  # the end, once
+        checkpoint.save(saving["dir"], steps, job.module, opt, schedule, {"step": steps}, names, record)  # the end
     return losses, norms, metrics
 
 

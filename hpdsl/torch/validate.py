@@ -20,7 +20,7 @@ from hpdsl.torch.modules import ExpertParallelExperts
 from hpdsl.torch.objective import batch, objective
 
 LEARNING_RATE = 1e-3
-"""The reference's constant learning rate (the trainer's default --lr; --validate takes no schedule)."""
+"""The reference's default constant learning rate (the trainer's default --lr; --validate takes no schedule)."""
 
 
 def reference_name(name: str) -> str:
@@ -56,18 +56,25 @@ def load_reference(model: nn.Module, reference: nn.Module) -> None:
 
 
 def train_reference(model: nn.Module, steps: int, seed: int, rows: int, seq: int, vocab: int,
-                    depth: int = 0, device: torch.device | str = "cpu") -> list[float]:
-    """Train the unsharded model alone on the whole batches; return its step losses."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-    losses = []
+                    depth: int = 0, device: torch.device | str = "cpu", clip: float | None = None,
+                    lr: float = LEARNING_RATE) -> tuple[list[float], list[float]]:
+    """Train the unsharded model alone on the whole batches at `lr` (its norm clipped to `clip`); return losses, norms."""
+    from hpdsl.torch.optim import clip as clip_to
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses, norms = [], []
     for step in range(steps):
         ids, targets = (t.to(device) for t in batch(step, seed, rows, seq, vocab, depth))
         loss = objective(model(ids), targets)
         loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norms.append(float(torch.nn.utils.get_total_norm(grads, 2.0, foreach=False).double()))
+        if clip is not None:
+            clip_to(model.parameters(), clip, norms[-1])
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
-    return losses
+    return losses, norms
 
 
 def reference_grads(model: nn.Module, seed: int, rows: int, seq: int, vocab: int,

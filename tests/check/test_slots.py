@@ -11,7 +11,9 @@ from hpdsl.ir.convert import registry_from_data, registry_to_json
 from hpdsl.model.slots import SLOTS
 from hpdsl.syntax import parse_text
 
-FAMILY = 'family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }\n'
+# Every slot bound to `f` is priced from its layout (a slot whose family declares none is unpriced-slot).
+FAMILY = ('family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default params(weight)'
+          '  layout { weight (hidden) replicate } }\n')
 ALL = "slots { " + "  ".join(f"{slot} f" for slot in SLOTS) + " }\n"
 MODEL = "model m : p { ffn_width 64  hidden 64  layers 1  heads 4  vocab 10  layer_norms 1 }\n"
 PROFILE = 'vocabulary { attMM "projections" }\nprofile p { kind k { ops { attMM 4 } } }\n'

@@ -49,6 +49,8 @@ def test_the_wheel_carries_py_typed_and_the_schemas(tmp_path: Path) -> None:
     for schema in SCHEMAS.glob("*.schema.json"):
         assert f"hpdsl/_data/schemas/{schema.name}" in names
     assert "hpdsl/_data/grammar/hpdsl.lark" in names
+    # The standard fields and the table hpdsl.model.fields reads at import (fields/).
+    assert {"hpdsl/_data/fields/model.hpf", "hpdsl/_data/fields/model.fields.json"} <= names
 
 
 def test_py_typed_is_in_the_package() -> None:

@@ -31,6 +31,28 @@ def test_backend_facts_follow_the_strategy() -> None:
     assert not backend_facts(run, TP_SP).deferred_grad_accumulation
 
 
+def test_what_the_backend_keeps_per_precision_prices_16_bytes_a_parameter_at_bf16_mixed() -> None:
+    from hpdsl.cost.facts.backend import KEPT, backend_strategy
+
+    mixed = Strategy(precision="bf16-mixed", zero="os+grad+params", dp=2, seq_len=32)
+    assert set(KEPT) == {"fp32", "bf16-mixed"}
+    assert backend_facts(RunFacts(), mixed).main_param_bytes == 0
+    assert backend_strategy(mixed).param_bytes == 4
+    assert backend_facts(RunFacts(), mixed).cpu_attention and not backend_facts(RunFacts(), mixed, "cuda").cpu_attention
+    cost_model = example("llama3_8b")
+    megatron = estimate(cost_model, mixed)
+    backend = estimate(_with_run(cost_model, backend_facts(cost_model.profile.run, mixed)), backend_strategy(mixed))
+    params = megatron.memory.per_stage[0].params_bytes / 2  # bf16 weights, ZeRO-3 over dp 2: the shard's count
+    # Megatron's recipe: 2 + 4 + 4 + 8 = 18 bytes a parameter; FSDP2's: the fp32 shard is weight and master, 16.
+    def static(priced: object) -> float:
+        stage = priced.memory.per_stage[0]  # type: ignore[attr-defined]
+        return float(stage.params_bytes + stage.grads_bytes + stage.optimizer_bytes)
+
+    assert static(megatron) == pytest.approx(18 * params)
+    assert static(backend) == pytest.approx(16 * params)
+    assert backend_strategy(Strategy(precision="fp8-mixed")).param_bytes is None  # not the backend's: unchanged
+
+
 def _mixtral_layer_bytes(run: RunFacts, strategy: Strategy) -> float:
     from hpdsl.cost.facts.columns import model_columns
 

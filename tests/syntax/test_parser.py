@@ -228,12 +228,12 @@ def test_keywords_are_names_where_no_keyword_can_stand() -> None:
 
 @pytest.mark.parametrize(("text", "message", "hint"), [
     ("profilefull_attention{}", "found the name 'profilefull_attention' at the top level",
-     "expected the end of the file, 'cluster', 'device', 'family', 'import', 'model', 'profile', 'slots' or "
-     "'vocabulary'"),
+     "expected the end of the file, 'cluster', 'device', 'family', 'field', 'import', 'model', 'profile', "
+     "'slots' or 'vocabulary'"),
     ("profile p { kinds k { } }", "found the name 'kinds' in profile 'p'",
-     "expected 'default', 'facts', 'hf', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
+     "expected 'default', 'facts', 'field', 'hf', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
     ("profile p { kindx { } }", "found the name 'kindx' in profile 'p'",
-     "expected 'default', 'facts', 'hf', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
+     "expected 'default', 'facts', 'field', 'hf', 'kind', 'model', 'model_types', 'run', 'slots' or '}'"),
     ("profile p { run { a = truex = 1 } }", "found the name 'truex' in the run block of profile 'p'",
      "expected a number, a string, an integer, 'false' or 'true'"),
 ])

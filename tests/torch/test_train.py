@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import attrs
@@ -203,8 +204,24 @@ def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank()
 
 
 def test_search_run_refuses_a_precision_train_does_not_run() -> None:
-    code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "bf16-mixed", "--run")
-    assert code == 2 and "--run trains precision fp32 only, not bf16-mixed" in output
+    code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "4", "--precision", "fp8-mixed", "--run")
+    assert code == 2 and "--run trains precision fp32 or bf16-mixed only, not fp8-mixed" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_search_run_trains_the_bf16_mixed_strategy_it_picks() -> None:
+    # On 2 devices the fastest is pp 2 at zero none: one data-parallel rank, FSDP2 over a one-rank mesh casting.
+    code, output = hpdsl("search", MIXTRAL, *SMALL, "--devices", "2", "--global-batch", "2", "--seq-len", "32",
+                         "--micro-batches", "1", "--precision", "bf16-mixed", "--top", "3", "--run", "--json")
+    assert code == 0, output
+    result = json.loads(output)
+    trained, strategy = result["train"], result["trained"]["strategy"]
+    assert strategy["precision"] == "bf16-mixed" and strategy["dp"] * strategy["cp"] == 1
+    assert result["trained"]["place"] == 1  # nothing the search ranks first is refused
+    assert len(trained["loss"]) == 3 and all(math.isfinite(loss) for loss in trained["loss"])
+    assert "reference_loss" not in trained  # one process would train fp32: no --validate at bf16-mixed
+    static_bytes_equal(trained)  # fp32 weights (the master), gradients and moments: 16 bytes a parameter
 
 
 @pytest.mark.slow

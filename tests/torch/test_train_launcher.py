@@ -29,7 +29,8 @@ DP2 = ("--dp", "2", "--zero", "os+grad+params", "--nproc", "2")
     (("--nnodes", "2"), "needs --rdzv-endpoint"), (("--rdzv-endpoint", "a b:1"), "--rdzv-endpoint"),
     (("--checkpoint-every", "2"), "--checkpoint-every needs --checkpoint"), (("--resume",), "--resume needs"),
     (("--warmup", "3", "--schedule", "cosine"), "--warmup 3 leaves none of the 3 steps"),
-    (("--validate", "--clip", "1"), "--validate compares against one process"),
+    (("--validate", "--warmup", "1"), "--validate compares against one process"),
+    (("--tokenizer", "gpt2"), "--tokenizer needs --data"), (("--data", "hf:"), "expected hf:NAME"),
     (("--pp", "0"), "pp must be at least 1"),  # once a ZeroDivisionError (bench/fuzz_train.py input 6447)
 ])
 def test_every_bad_flag_is_a_usage_error_before_anything_runs(flags: tuple[str, ...], named: str) -> None:

@@ -17,7 +17,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_support import (activations_within_ten_percent, hpdsl, matches_one_process,
+from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
                            matches_one_process_and_the_estimate, static_bytes_equal, train_json)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,12 +124,14 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str,
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--dp", "2"), ("--dp", "2", "--ep", "2"), ("--cp", "2")],
-                         ids=["dp2", "dp2-ep2", "cp2"])
+@pytest.mark.parametrize("flags", [("--dp", "2", "--clip", "0.5"), ("--dp", "2", "--ep", "2", "--clip", "0.5"),
+                                   ("--cp", "2")], ids=["dp2-clipped", "dp2-ep2-clipped", "cp2"])
 def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tuple[str, ...]) -> None:
     # dp2·ep2 puts each expert on a one-rank FSDP mesh: its gradient must be divided once (parallelize._divide).
     result = _train(MIXTRAL, MIXTRAL_SMALL, 4, *flags, "--pp", "2", "--zero", "os+grad+params")
     matches_one_process(result)
+    if "--clip" in flags:  # the stages' norms summed over pp (and ep's experts over ep): one process's norm
+        clipped_norms_match(result, 0.5)
     for rank in result["ranks"]:
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
             assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from train_support import MIXTRAL, MIXTRAL_SMALL, ROOT, static_bytes_equal, train_json
+from train_support import MIXTRAL, MIXTRAL_SMALL, ROOT, hpdsl, static_bytes_equal, train_json
 
 LLAMA3_8B = str(ROOT / "examples" / "llama3_8b.hpf")
 LLAMA_SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
@@ -59,20 +59,29 @@ def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: P
                          validate=False)
     assert resumed["loss"] == pytest.approx(whole["loss"][2:], rel=1e-6)
     assert resumed["grad_norm"] == pytest.approx(whole["grad_norm"][2:], rel=1e-5)
+    # A save written for another strategy or model is refused before anything runs, both named (exit 1).
+    dense = ("--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "4")
+    code, output = hpdsl("train", MIXTRAL, *MIXTRAL_SMALL, *dense, "--checkpoint", str(tmp_path / "a"), "--resume")
+    assert code == 1 and "step-4 was saved for model mixtral_8x7b" in output, output
+    assert "ep 2 saved, 1 now" in output and "Traceback" not in output
+    code, output = hpdsl("train", LLAMA3_8B, *LLAMA_SMALL, *dense, "--checkpoint", str(tmp_path / "a"), "--resume")
+    assert code == 1 and "'mixtral_8x7b' saved, 'llama3_8b' now" in output, output
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("suffix", [".bin", ".npy"])
-def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str) -> None:
+@pytest.mark.parametrize(("suffix", "mesh"), [(".bin", "--dp"), (".npy", "--cp")], ids=["bin-dp2", "npy-cp2"])
+def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str, mesh: str) -> None:
+    # Under cp 2 each rank reads its half of the same sequences (tests/torch/test_train_data.py holds the chunks).
     tokens = (np.arange(40_000) * 7 % 16).astype(np.uint16)  # period 16: each token tells the next
     path = tmp_path / f"tokens{suffix}"
     if suffix == ".npy":
         np.save(path, tokens)
     else:
         tokens.tofile(path)
-    result = train_json(LLAMA3_8B, *LLAMA_SMALL, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2",
+    result = train_json(LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2",
                         "--data", str(path), "--steps", "30", "--lr", "1e-2", validate=False)
+    assert {r["coords"]["cp" if mesh == "--cp" else "dp_shard"] for r in result["ranks"]} == {0, 1}
     losses = result["loss"]
     assert losses[0] > 4.0 and losses[-1] < 0.5 * losses[0], losses
 
@@ -101,13 +110,16 @@ def test_parallelize_never_trains_fp32_when_the_strategy_says_bf16_mixed() -> No
     from hpdsl.torch.parallelize import refusals
     from torch_support import examples_registry
 
-    assert any("MixedPrecisionPolicy" in r for r in refusals(Strategy(precision="bf16-mixed", zero="none")))
+    # One data-parallel rank at zero none: FSDP2 over a one-rank mesh casts (search --run picks such strategies).
+    assert refusals(Strategy(precision="bf16-mixed", zero="none")) == ()
+    assert any("FSDP2 always shards" in r for r in refusals(Strategy(precision="bf16-mixed", zero="none", dp=2)))
     assert any("trains fp32 or bf16-mixed" in r for r in refusals(Strategy(precision="fp8-mixed",
                                                                           zero="os+grad+params")))
     registry = examples_registry()
     small = apply_sets(registry.models["llama3_8b"], {"layers": 1, "hidden": 64, "heads": 4, "kv_heads": 2,
                                                       "vocab": 128, "ffn_width": 96})
     model = build_model(small, registry=registry)
-    with pytest.raises(BuildError, match="at bf16-mixed needs the job's mesh"):
-        parallelize(model, Strategy(precision="bf16-mixed", zero="os+grad+params"))
+    for zero in ("os+grad+params", "none"):
+        with pytest.raises(BuildError, match="at bf16-mixed needs the job's mesh"):
+            parallelize(model, Strategy(precision="bf16-mixed", zero=zero))
     assert parallelize(model, Strategy(precision="fp32")) is model  # one process, fp32: nothing to shard

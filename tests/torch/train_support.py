@@ -48,6 +48,14 @@ def matches_one_process(result: dict) -> None:
     gradients_match(result)
 
 
+def clipped_norms_match(result: dict, clip: float) -> None:
+    """Assert the run's global gradient norms are one process's (step 0 to 1e-6, later to 1e-5) and clipping bit."""
+    norms, reference = result["grad_norm"], result["reference_grad_norm"]
+    assert norms[0] == pytest.approx(reference[0], rel=1e-6)
+    assert norms == pytest.approx(reference, rel=1e-5)
+    assert norms[0] > clip  # the norm is the one before clipping, as torch reports it: the clip scaled step 0
+
+
 def static_bytes_equal(result: dict, parts: tuple[str, ...] = STATIC) -> None:
     """Assert every rank holds exactly the parameter, gradient and optimizer bytes the estimator prices."""
     for rank in result["ranks"]:

@@ -24,7 +24,14 @@ hpdsl/torch/parallelize.py and hpdsl/torch/sequence.py apply it
   (hpdsl/torch/modules/attention.py `RingAttention`) and SDPA keeps them and the
   [s/cp, s] mask that offsets the causal rows (`cp_gathered_kv`);
 - on CPU, SDPA runs its math kernel where CPU flash cannot (`cpu_attention`:
-  hpdsl/cost/facts/impl_terms.py `_cpu_math_attentions` says which attentions).
+  hpdsl/cost/facts/impl_terms.py `_cpu_math_attentions` says which attentions);
+  on CUDA it picks its flash kernel, which keeps no scores;
+- per precision, what the backend keeps per parameter (`KEPT`): at bf16-mixed
+  FSDP2's MixedPrecisionPolicy keeps the fp32 shard as both the weight and the
+  copy the optimizer updates (no separate master: `main_param_bytes` 0, and the
+  strategy priced with `param_bytes` 4, `backend_strategy`), reduces and keeps
+  fp32 gradients, and casts a transient bf16 copy for each forward
+  (docs/trainer.md, "What is measured").
 
 `gathered_moves` derives the moved terms from a layer's op counts and config,
 never from a model's name.
@@ -44,12 +51,36 @@ ZERO3 = "os+grad+params"
 """The ZeRO level under which the backend's MoE routes each tp rank's chunk (FSDP2 sums its experts over tp)."""
 
 
-def backend_facts(run: RunFacts, strategy: Strategy) -> RunFacts:
-    """Return the profile's run facts with what hpdsl's torch backend does on CPU under `strategy`."""
+DEVICES = ("cpu", "cuda")
+"""Where the backend runs: gloo on the CPU, NCCL on CUDA GPUs."""
+
+
+@attrs.frozen
+class Kept:
+    """Bytes per parameter the backend keeps under a precision: the weight the optimizer updates, a master copy."""
+
+    param: int
+    master: int
+
+
+KEPT: dict[str, Kept] = {"fp32": Kept(param=4, master=0), "bf16-mixed": Kept(param=4, master=0)}
+"""The precisions the backend trains and what each keeps (bf16-mixed: FSDP2's fp32 shard is weight and master)."""
+
+
+def backend_facts(run: RunFacts, strategy: Strategy, device: str = "cpu") -> RunFacts:
+    """Return the profile's run facts with what hpdsl's torch backend does on `device` under `strategy`."""
     deferred = strategy.pp > 1 or run.deferred_grad_accumulation
-    return evolve(run, grad_accumulation=True, deferred_grad_accumulation=deferred, loss_parallel=True,
-                  gathered_tp_input=True, routed_tokens_split=strategy.zero == ZERO3, cp_gathered_kv=True,
-                  cpu_attention=True)
+    facts = evolve(run, grad_accumulation=True, deferred_grad_accumulation=deferred, loss_parallel=True,
+                   gathered_tp_input=True, routed_tokens_split=strategy.zero == ZERO3, cp_gathered_kv=True,
+                   cpu_attention=device != "cuda")
+    kept = KEPT.get(strategy.precision)
+    return facts if kept is None else evolve(facts, main_param_bytes=kept.master)
+
+
+def backend_strategy(strategy: Strategy) -> Strategy:
+    """Return `strategy` as the estimator prices the backend's run of it: the weight width the backend keeps."""
+    kept = KEPT.get(strategy.precision)
+    return strategy if kept is None else strategy.with_(param_bytes=kept.param)
 
 
 @attrs.frozen
@@ -99,4 +130,4 @@ def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: flo
     return Moves(sp_c=sp_c, sp_b=sp_b, t_c=t_c, routed_in=into, sp_copy_c=copy, cp_kv_c=kv, cp_masks=masks)
 
 
-__all__ = ["Moves", "backend_facts", "gathered_moves"]
+__all__ = ["DEVICES", "KEPT", "Kept", "Moves", "backend_facts", "backend_strategy", "gathered_moves"]

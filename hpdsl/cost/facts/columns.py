@@ -16,7 +16,8 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
-from hpdsl.cost.facts.params import LayerParams, ParamReport, layer_params, parameters
+from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
+                                     pricing_families)
 from hpdsl.cost.facts.replication import replicated_roles
 
 
@@ -86,6 +87,7 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
     body_runs, mtp_runs = _split(cost_model.groups, total - n_mtp)
     columns: list[Column] = []
     index: dict[tuple[str, str | None], int] = {}
+    families = pricing_families(cost_model)
     for role, runs in (("layer", body_runs), ("mtp", mtp_runs)):
         for kind in dict.fromkeys(kind for kind, _ in runs):  # each distinct kind once, in first-seen order
             if (role, kind) not in index:
@@ -93,7 +95,7 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 config = cost_model.kind_config(kind)
                 label = kind or "layer"
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
-                                      config, layer_params(config),
+                                      config, layer_params(config, pricing_bindings(cost_model, kind), families),
                                       replicated_roles(cost_model, config, kind)))
     columns += [Column("embedding", "embedding"), Column("output", "output")]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),

@@ -16,6 +16,7 @@ import attrs
 
 from hpdsl.cost.facts.machines import ALIASES, CATALOG, Machine, UnknownMachineError, normal, unknown_message
 from hpdsl.errors import InputError
+from hpdsl.model.machine import COLLECTIVES, SCOPES
 
 GIB = 1024**3
 GB = 1000**3
@@ -71,6 +72,22 @@ def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
     """Return what the device time model reads of machine `name`: bandwidth·efficiency and the matmul curve."""
     d = get_machine(name).device
     return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
+
+
+def link_facts(name: str) -> dict[str, float]:
+    """Return what the device time model reads of machine `name`'s links, per scope (node, network).
+
+    `{scope}_{collective}`: bytes/s each collective reaches (the tier's bandwidth times its
+    efficiency; without a cluster the device's link, every collective alike); `{scope}_latency`:
+    seconds per message step (0 without a cluster); `{scope}_tree`: 1 where the all-reduce is a tree.
+    """
+    machine = get_machine(name)
+    out: dict[str, float] = {}
+    for scope in SCOPES:
+        out.update({f"{scope}_{c}": machine.link_bandwidth(scope, c) for c in COLLECTIVES})
+        out[f"{scope}_latency"] = machine.latency(scope)
+        out[f"{scope}_tree"] = float(machine.tree_all_reduce(scope))
+    return out
 
 
 def get_device(name: str) -> Device:

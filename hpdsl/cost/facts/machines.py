@@ -19,7 +19,7 @@ import attrs
 
 import difflib
 from hpdsl.errors import InputError
-from hpdsl.ir.nodes import ClusterIR, DeviceIR
+from hpdsl.ir.nodes import ClusterIR, DeviceIR, TierIR
 from hpdsl.resources import STDLIB_PREFIX, data_dir
 
 
@@ -60,6 +60,20 @@ class Machine:
                 if tier.scope == scope:
                     return tier.bandwidth * tier.efficiency.get(collective, 1.0)
         return self.device.intra_node_bandwidth if scope == "node" else self.device.inter_node_bandwidth
+
+    def latency(self, scope: str) -> float:
+        """Return the seconds per message step at `scope`: the cluster tier's (0 without a cluster)."""
+        tier = self._tier(scope)
+        return tier.latency if tier is not None else 0.0
+
+    def tree_all_reduce(self, scope: str) -> bool:
+        """Return whether the all-reduce at `scope` runs as a tree (the tier's `algorithm`), not a ring."""
+        tier = self._tier(scope)
+        return tier is not None and tier.algorithm == "tree"
+
+    def _tier(self, scope: str) -> TierIR | None:
+        tiers = self.cluster.tiers if self.cluster is not None else ()
+        return next((tier for tier in tiers if tier.scope == scope), None)
 
     def describe(self) -> dict[str, object]:
         """Return what was assumed, for --json: the device, the cluster and their sources."""

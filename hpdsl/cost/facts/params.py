@@ -1,25 +1,45 @@
-"""The bound cost IR into exact parameter counts: per layer, per kind, per group, per model.
+"""The bound cost IR and its module families into exact parameter counts: per layer, per kind, per group, per model.
 
-The counts are exact against the HuggingFace `transformers` implementation of the
-same config (tests/cost/test_params_hf.py builds each on the meta device). They
-follow docs/reference.md#parameter-formulas, scaled by the kind's op counts
-(attMM/4 attentions, ffMM matrices per MLP, normOp norms), with three corrections
-documented in docs/cost-model.md: an unstated bias is no bias (not upstream's width-h legacy
-bias), the output head has no bias, and a shared expert is priced at its own width.
+Every slot's parameters are the sum of the layout entries of the family bound
+to it (hpdsl/bound/tally.py): the mixer (attention, mla, gated_delta_net, an ssm
+family), the feed-forward (mlp, the routed experts, each shared expert), every
+norm, the embedding, a learned position table and the head. No slot is priced
+by a formula here; the torch backend builds each slot through the same family
+and refuses a module that differs from its layout, so the estimate equals the
+built count by construction. What no family builds is priced beside the slots,
+as hpdsl/torch/ builds it: the MoE router (and its bias), the shared experts'
+sigmoid gate, an MTP layer's 2h→h projection and T5's relative-position bias
+tables (docs/cost-model.md, "Parameters"). A model bound without families is
+priced with the standard ones (families/*.hpf).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
+from functools import cache
 from typing import Any
 
 import attrs
 
 from hpdsl.bound.bind import CostModel, LayerConfig
-from hpdsl.model import ops as OP
-from hpdsl.model.ops import count as op_count
+from hpdsl.bound.slots import Slot, end_slots, kind_bindings, layer_slots
+from hpdsl.bound.tally import slot_tally
+from hpdsl.errors import HpdslError
+from hpdsl.ir.nodes import FamilyIR
 
 Number = int | float
+
+MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
+"""The slot roles a layer's mixer (and an encoder-decoder's cross-attention) fills: the report's `attention`."""
+
+NORM_SUBMODULES = ("q_norm", "k_norm")
+"""A mixer's per-head QK norms: replicated on every tp rank like the layer's norms, so reported with them."""
+
+
+@attrs.frozen(auto_exc=True)
+class UnpricedSlotError(HpdslError):
+    """A slot's family has no layout, or its layout cannot be evaluated on the model's dims."""
 
 
 @attrs.frozen
@@ -66,7 +86,10 @@ class GroupParams:
 
 @attrs.frozen
 class ParamReport:
-    """A model's parameter counts; `total` and `active` exclude MTP layers."""
+    """A model's parameter counts; `total` and `active` exclude MTP layers.
+
+    `mtp_extra` is what one MTP layer adds to its decoder layer (its three norms and projection).
+    """
 
     total: Number
     active: Number
@@ -78,6 +101,7 @@ class ParamReport:
     mtp: Number
     per_kind: dict[str, LayerParams]
     groups: tuple[GroupParams, ...]
+    mtp_extra: Number = 0
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as `hpdsl estimate --json` prints it under "params"."""
@@ -91,23 +115,23 @@ class ParamReport:
 
 
 def parameters(cost_model: CostModel) -> ParamReport:
-    """Count a bound model's parameters exactly: embeddings, body, final norms, head, MTP."""
+    """Count a bound model's parameters exactly, slot by slot from the families' layouts."""
     model, base = cost_model.model, cost_model.base
-    h = model.hidden
-    per_kind = {name: layer_params(cost_model.kind_config(name)) for name in cost_model.kinds}
+    families = pricing_families(cost_model)
+    per_kind = {name: layer_params(cost_model.kind_config(name), pricing_bindings(cost_model, name), families)
+                for name in cost_model.kinds}
+    extra = mtp_extra(cost_model, families) if any(g.mtp for g in model.groups) else 0
     groups = []
     for group in model.groups:
-        layer = per_kind.get(group.kind) or layer_params(cost_model.kind_config(None))
-        per_layer = layer.total + (mtp_extra(base) if group.mtp else 0)
+        layer = per_kind.get(group.kind) or layer_params(base, pricing_bindings(cost_model, None), families)
+        per_layer = layer.total + (extra if group.mtp else 0)
         groups.append(GroupParams(group.kind, group.count, group.mtp, _exact(per_layer),
                                   _exact(per_layer * group.count), _exact(layer.active * group.count)))
     towers = 2 if {"encoder", "decoder"} <= {g.kind for g in model.groups} else 1
-    embedding = model.vocab * h
-    output = 0 if model.tie_embeddings else model.vocab * h
-    final_norms = towers * h * _norm_factor(base)
-    positions = towers * (model.position_buckets or 0) * model.heads
-    if model.learned_positions:
-        positions += (model.max_positions or 0) * h
+    ends = {slot.path: slot_params(slot, families) for slot in _end_slots(cost_model)}
+    embedding, output = ends["embed"], ends.get("head", 0)
+    final_norms = towers * ends["norm"]
+    positions = towers * (model.position_buckets or 0) * model.heads + ends.get("positions", 0)
     body = sum(g.total for g in groups if not g.mtp)
     static = embedding + output + final_norms + positions
     return ParamReport(
@@ -115,73 +139,88 @@ def parameters(cost_model: CostModel) -> ParamReport:
         active=_exact(static + sum(g.active for g in groups if not g.mtp)),
         embedding=embedding, output=output, final_norms=final_norms, positions=positions,
         body=_exact(body), mtp=_exact(sum(g.total for g in groups if g.mtp)),
-        per_kind=per_kind, groups=tuple(groups))
+        per_kind=per_kind, groups=tuple(groups), mtp_extra=extra)
 
 
-def layer_params(cfg: LayerConfig) -> LayerParams:
-    """Return the exact parameters of one layer priced with `cfg`."""
-    attention = Fraction(op_count(cfg.ops, OP.ATT_MM), 4) * _projections(cfg) + cfg.attn_extra_params
-    n_ff = op_count(cfg.ops, OP.FF_MM)
-    if cfg.experts > 1:
-        per_expert = _mlp(n_ff, cfg.hidden, cfg.ffn_width, cfg.mlp_bias)
-        router = cfg.hidden * cfg.experts + (cfg.experts if cfg.router_bias else 0)
-        shared = cfg.shared_experts * _mlp(n_ff, cfg.hidden, cfg.shared_width, cfg.mlp_bias)
-        shared += cfg.hidden if cfg.shared_experts and cfg.shared_gate else 0
-        return LayerParams(_exact(attention), _norms(cfg), 0, router, cfg.experts * per_expert,
-                           shared, per_expert, cfg.experts, cfg.top_k)
-    dense = _mlp(n_ff, cfg.hidden, cfg.ffn_width, cfg.mlp_bias)
-    return LayerParams(_exact(attention), _norms(cfg), dense, 0, 0, 0, 0, 1, 1)
+def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]) -> LayerParams:
+    """Return the exact parameters of one layer priced with `cfg`: its slots' layouts, the router and gate beside."""
+    parts = dict.fromkeys(("attention", "norms", "dense_ffn", "routed", "shared"), 0)
+    for slot in layer_slots(cfg, bindings):
+        for part, count in _slot_parts(slot, families):
+            parts[part] += count
+    if cfg.experts <= 1:
+        return LayerParams(parts["attention"], parts["norms"], parts["dense_ffn"], 0, 0, 0, 0, 1, 1)
+    router = cfg.hidden * cfg.experts + (cfg.experts if cfg.router_bias else 0)  # MoE's nn.Linear (hpdsl/torch/modules/moe.py)
+    gate = cfg.hidden if cfg.shared_experts and cfg.shared_gate else 0
+    routed = parts["routed"]
+    return LayerParams(parts["attention"], parts["norms"], parts["dense_ffn"], router, routed,
+                       parts["shared"] + gate, _exact(Fraction(routed, cfg.experts)), cfg.experts, cfg.top_k)
 
 
-def mtp_extra(cfg: LayerConfig) -> int:
-    """Return what an MTP layer adds to its decoder layer: two input norms, the 2h→h projection, a head norm."""
-    return 2 * cfg.hidden * cfg.hidden + 3 * cfg.hidden * _norm_factor(cfg)
+def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = None) -> int:
+    """Return what an MTP layer adds to its decoder layer: its two input norms and head norm, and the 2h→h projection."""
+    norm = next(s for s in _end_slots(cost_model) if s.path == "norm")
+    h = cost_model.base.hidden
+    return 3 * slot_params(norm, families or pricing_families(cost_model)) + 2 * h * h  # MTPLayer's eh_proj
 
 
-def _projections(cfg: LayerConfig) -> Fraction:
-    """Return one attention's projection weights and biases (q, k, v, o or MLA's latents)."""
-    h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
-    if cfg.attn_kind == "ssm":
-        return Fraction(0)  # the whole mixer is attn_extra_params, summed from its family's layout
-    if cfg.attn_kind == "mla":
-        d_qk = cfg.nope_dim or d_h
-        heads_q = a * (d_qk + cfg.rope_dim)
-        dcq, dckv = cfg.q_lora_rank, cfg.kv_lora_rank
-        query = h * dcq + dcq + dcq * heads_q if dcq else h * heads_q
-        kv = h * (dckv + cfg.rope_dim) + dckv + dckv * cfg.kv_heads * (d_qk + d_h)
-        out = a * d_h * h + (h if cfg.o_bias else 0)
-        return Fraction(query + kv + out)
-    biased = cfg.qkv_bias and cfg.attn_kind != "linear"
-    gate = 2 if cfg.output_gate else 1
-    d_q = a * d_h
-    d_kv = Fraction(cfg.kv_heads) * d_h
-    q = gate * h * d_q + (gate * d_q if biased else 0)
-    kv = 2 * (h * d_kv + (d_kv if biased else 0))
-    out = d_q * h + (h if cfg.o_bias and cfg.attn_kind != "linear" else 0)
-    sinks = a if cfg.attention_sinks and cfg.attn_kind != "linear" else 0
-    return Fraction(q) + kv + out + sinks
+def slot_params(slot: Slot, families: Mapping[str, FamilyIR]) -> int:
+    """Return the parameters the layout of the family bound to `slot` declares on the slot's config."""
+    tally = slot_tally(slot, families)
+    if tally is not None:
+        return tally.params
+    if slot.family not in families:
+        raise UnpricedSlotError(f"{slot.path}: the {slot.role} slot is bound to family '{slot.family}', which is "
+                                "not among the families the model is priced with; bind it with its registry's: "
+                                "bind(model, profile, families=registry.families)")
+    raise UnpricedSlotError(f"{slot.path}: the {slot.role} slot's family '{slot.family}' has no layout that "
+                            "prices it on this model's dims; give the family a `layout { }` over the "
+                            "slot config's names (docs/language.md, \"Layouts\")")
 
 
-def _mlp(n_ff: int, h: int, width: int, bias: bool) -> int:
-    """Return one MLP of `n_ff` matrices between h and `width` (biases: width each, h on the last)."""
-    return n_ff * h * width + ((n_ff - 1) * width + h if bias and n_ff else 0)
+def pricing_families(cost_model: CostModel) -> Mapping[str, FamilyIR]:
+    """Return the families a model's slots are priced with: its registry's, else the standard ones."""
+    return cost_model.families or _standard()[0]
 
 
-def _norm_factor(cfg: LayerConfig) -> int:
-    return 2 if cfg.norm_bias else 1
+def pricing_bindings(cost_model: CostModel, kind: str | None) -> Mapping[str, str]:
+    """Return which family fills each slot of `kind`'s layers: the model's bindings (over the standard ones without a registry)."""
+    if cost_model.families:
+        return kind_bindings(cost_model, kind)
+    return {**_standard()[1], **kind_bindings(cost_model, kind)}
 
 
-def _norms(cfg: LayerConfig) -> int:
-    count = cfg.layer_norms if cfg.layer_norms is not None else op_count(cfg.ops, OP.NORM)
-    qk_norm = cfg.qk_norm and op_count(cfg.ops, OP.ATT_MM) > 0  # a feed-forward-only layer has no q, k
-    return (count * cfg.hidden + int(qk_norm) * qk_norm_width(cfg)) * _norm_factor(cfg)
+def _end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
+    if cost_model.families:
+        return end_slots(cost_model)
+    standard = _standard()[1]
+    return tuple(attrs.evolve(s, family=s.family or standard.get(s.role, "")) for s in end_slots(cost_model))
 
 
-def qk_norm_width(cfg: LayerConfig) -> int:
-    """Return the elements the q and k norms scale: a head each, or the whole projections (qk_norm_full)."""
-    if cfg.qk_norm_full:
-        return int((cfg.heads + cfg.kv_heads) * cfg.head_dim)
-    return 2 * cfg.head_dim
+@cache
+def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
+    """Return the shipped families (families/*.hpf) and slot bindings (profiles/slots.hpf), compiled once."""
+    from hpdsl.api import compile_sources  # the compiler sits above the estimator: imported when first needed
+
+    registry = compile_sources([])
+    # every standard profile carries the standard bindings at its top level (profiles/slots.hpf)
+    bindings = next(iter(registry.profiles.values())).slots
+    return dict(registry.families), dict(bindings)
+
+
+_PART = {"norm": "norms", "mlp": "dense_ffn", "experts": "routed", "shared_experts": "shared"}
+
+
+def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:
+    """Return (report part, parameters) of one slot: a mixer's QK norms go to `norms`, the rest to its role's part."""
+    tally = slot_tally(slot, families)
+    if tally is None:
+        slot_params(slot, families)  # raises, naming the slot
+        return []
+    if slot.role not in MIXER_ROLES:
+        return [(_PART[slot.role], tally.params)]
+    norms = sum(n for path, n in tally.by_path if path.split(".")[0] in NORM_SUBMODULES)
+    return [("attention", tally.params - norms), ("norms", norms)]
 
 
 def _exact(value: Number | Fraction) -> Number:

@@ -14,15 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hpdsl.cost.formulas.context import Ctx
+from hpdsl.cost.formulas.kernels import optimizer_seconds
 
 AXIS_BANDWIDTH = {"tp": "bw_tp", "cp": "bw_cp", "ep": "bw_ep", "pp": "bw_pp"}
 
 
 def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
-                   rank_traffic: Sequence[Mapping[str, float]]) -> dict[str, float]:
+                   rank_traffic: Sequence[Mapping[str, float]], rank_static: Sequence[float] = ()
+                   ) -> dict[str, float]:
     """Return the step's seconds by part: compute, each axis's traffic, the bubble, what follows the backward.
 
-    `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch.
+    `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch;
+    `rank_static` its weights, gradients and optimizer states, whose optimizer step (the device time
+    model's) is the `optimizer_s` share of `after_backward_s` on the rank that takes longest over it.
     """
     m, vpp = float(x.micro_batches), float(x.vpp)
     slowest = max(range(len(rank_times)), key=lambda r: rank_times[r])
@@ -34,4 +38,6 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
     scale = min(1.0, steady / sum(moved.values())) if sum(moved.values()) > 0 else 1.0  # a ring hides behind scores
     out.update({f"{axis}_s": seconds * scale for axis, seconds in moved.items()})
     out["compute_s"] = max(steady - sum(out[f"{axis}_s"] for axis in AXIS_BANDWIDTH), 0.0)
+    if x.device_model is True and rank_static:
+        out["optimizer_s"] = min(max(optimizer_seconds(s, x.mem_bw) for s in rank_static), out["after_backward_s"])
     return out

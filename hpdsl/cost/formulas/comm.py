@@ -39,6 +39,9 @@ class CommCoeffs:
     ep: float = 0.0          # tokens dispatched to and combined from experts (2·k·h), each way
     whole: bool = False      # the mixer runs whole on every tp rank: its cp traffic is not divided by t
     window: int = 0          # a sliding-window layer's window: the ring passes only the chunks within it
+    tp_calls: float = 0.0    # tp collectives per forward pass (each gather: n − 1 message steps)
+    tp_sp_calls: float = 0.0  # those only under sequence parallelism (a whole mixer's input gather)
+    a2a_calls: float = 0.0   # Ulysses all-to-alls per forward pass (q, k, v and the output of each attention)
 
 
 def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> CommCoeffs:
@@ -58,7 +61,8 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
     return CommCoeffs(
         tp=(gathers - mixer) * cfg.hidden, tp_sp=mixer / 2 * cfg.hidden, ring=pairs * (k + v),
         a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), handoff=op_count(ops, OP.LINREC) * linear_handoff(cfg),
-        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window)
+        ep=2 * cfg.top_k * cfg.hidden if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window,
+        tp_calls=gathers - mixer, tp_sp_calls=mixer / 2, a2a_calls=4 * pairs)
 
 
 def linear_handoff(cfg: LayerConfig) -> float:
@@ -77,10 +81,10 @@ def column_comm_coeffs(column: Column, columns: ModelColumns) -> CommCoeffs:
     """Return any column's coefficients: the embedding and output reduce once per pass."""
     h = columns.cost_model.model.hidden
     if column.role in ("embedding", "output"):
-        return CommCoeffs(tp=h)
+        return CommCoeffs(tp=h, tp_calls=1.0)
     assert column.config is not None
     layer = layer_comm_coeffs(column.config, column.whole)
-    return attrs.evolve(layer, tp=layer.tp + h) if column.role == "mtp" else layer
+    return attrs.evolve(layer, tp=layer.tp + h, tp_calls=layer.tp_calls + 1) if column.role == "mtp" else layer
 
 
 @attrs.frozen(eq=False)
@@ -125,16 +129,48 @@ def layer_comm(c: CommCoeffs, x: Ctx, core_seconds: Val, rec_core_seconds: Val
     # forward + backward: the backward repeats the gathers and all-to-alls, and a ring
     # passes keys and values again plus their gradients.
     moved = _seconds(((tp, x.bw_tp), (ep, x.bw_ep), (cp_moved, x.bw_cp)), zero)
+    if x.latency_on:  # each collective's message steps at its tier's latency (a cluster's tiers)
+        moved = _plus(moved, latency_seconds(c, x), zero)
     time = moved if moved is zero else 2 * moved
     rec_tp, rec_ep, rec_a2a = (v if v is zero else xp.where(full, v, 0.0) for v in (tp, ep, cp_moved))
     rec_time = _seconds(((rec_tp, x.bw_tp), (rec_ep, x.bw_ep), (rec_a2a, x.bw_cp)), zero)
+    if x.latency_on:
+        rec_time = _plus(rec_time, xp.where(full, latency_seconds(c, x), 0.0), zero)
     rec_ring = zero
     if c.ring:
         rec_ring = xp.where(x.recompute >= 1, ring, 0.0)
-        time = time + xp.maximum(0.0, 3 * ring / x.bw_cp - core_seconds)
-        rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp - rec_core_seconds)
+        ring_lat = xp.where(x.ring, ring_steps(x, c.window) * x.lat_cp, 0.0) if x.latency_on else 0.0
+        time = time + xp.maximum(0.0, 3 * (ring / x.bw_cp + ring_lat) - core_seconds)
+        rec_time = rec_time + xp.maximum(0.0, rec_ring / x.bw_cp + xp.where(x.recompute >= 1, ring_lat, 0.0)
+                                         - rec_core_seconds)
     return LayerComm(_times(2, tp, zero), _plus(_times(3, ring, zero), _times(2, cp_moved, zero), zero),
                      _times(2, ep, zero), time, rec_tp, _plus(rec_ring, rec_a2a, zero), rec_ep, rec_time)
+
+
+def latency_seconds(c: CommCoeffs, x: Ctx) -> Val:
+    """Return the seconds one forward pass of a column waits on message steps: its tp, ep and Ulysses collectives.
+
+    A ring all-gather or reduce-scatter of n devices takes n − 1 steps; an all-reduce (tp without
+    sequence parallelism: two gathers) 2(n − 1) as a ring, 2·ceil(log2 n) as a tree; an all-to-all
+    n − 1 (pairwise exchange). Each step waits the tier's latency.
+    """
+    per_gather = xp.where(x.tree_tp & (x.sp_shards == 1), ceil_log2(x.tp), x.tp - 1)
+    out = (c.tp_calls * per_gather + c.tp_sp_calls * xp.where(x.sp_shards > 1, x.tp - 1, 0.0)) * x.lat_tp
+    if c.ep:  # dispatch and combine over ep; the routed tokens' all-gather and reduce-scatter over etp
+        out = out + 2 * (x.ep - 1 + x.etp - 1) * x.lat_ep
+    if c.a2a:
+        out = out + xp.where(x.ring, 0.0, c.a2a_calls * (x.cp - 1) * x.lat_cp)
+    if c.handoff:
+        out = out + xp.where(x.cp > 1, x.lat_cp, 0.0)
+    return out
+
+
+def ceil_log2(n: Val, bits: int = 24) -> Val:
+    """Return ceil(log2 n) for 1 <= n <= 2^bits, in the operators floats, arrays and traces share."""
+    out = n * 0.0
+    for k in range(bits):
+        out = out + xp.where(n > 2.0**k, 1.0, 0.0)
+    return out
 
 
 def _plus(a: Val, b: Val, zero: Val) -> Val:

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import device_facts, get_device
+from hpdsl.cost.facts.devices import device_facts, get_device, link_facts
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -65,12 +65,20 @@ class Ctx:
     peak: F           # dense peak FLOP/s of the device (the device time model, hpdsl/cost/formulas/device_time.py)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
     curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
-    device_model: Any  # mfu 0: price with the device's matmul curve and bandwidth, not peak·mfu
+    device_model: Any  # mfu 0 (the default): price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
     bw_cp: F
     bw_ep: F
     bw_dp: F
     bw_pp: F
+    lat_tp: F         # seconds per message step on each axis' tier (device model; 0 without a cluster)
+    lat_cp: F
+    lat_ep: F
+    lat_dp: F
+    lat_pp: F
+    tree_tp: Any      # the axis' all-reduce runs as a tree (2·ceil(log2 n) steps), not a ring (2(n − 1))
+    tree_dp: Any
+    latency_on: bool  # some candidate's machine states a latency (a cluster): latency terms are priced
 
     def take(self, part: slice) -> Ctx:
         """Return this context's candidates at `part` (views of every array)."""
@@ -93,6 +101,8 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     link: dict[str, Any] = {key: np.array([getattr(d, key) for d in table])[dev]
                             for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
                                         "devices_per_node")}
+    links = [link_facts(name) for name in grid.devices]
+    link.update({key: np.array([facts[key] for facts in links])[dev] for key in links[0]})
     facts = [device_facts(name) for name in grid.devices]
     link["mem_bw"] = np.array([f[0] for f in facts])[dev]
     used = np.unique(dev)
@@ -111,7 +121,7 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     mem_bw, curve = device_facts(s.device)
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
-            "mem_bw": mem_bw, "curves": ((True, curve),)}
+            "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
 
@@ -127,6 +137,21 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
 
     def bandwidth(span: Val) -> Val:
         return xp.where(span <= per_node, intra, inter)
+
+    def tier(span: Val, fact: str) -> Val:
+        return xp.where(span <= per_node, link[f"node_{fact}"], link[f"network_{fact}"])
+
+    def collective(span: Val, *kinds: str) -> Val:
+        """Return the device model's bandwidth of `kinds` run in equal volume (harmonic mean), else the old one."""
+        reached = tier(span, kinds[0]) if len(kinds) == 1 else len(kinds) / sum(1.0 / tier(span, k) for k in kinds)
+        return xp.where(device_model, reached, bandwidth(span))
+
+    def latency(span: Val) -> Val:
+        return xp.where(device_model, tier(span, "latency"), 0.0)
+
+    device_model = g["mfu"] == 0
+    zero_none = g["zero"] == 0
+    dp_span = t * cp * dp
 
     ep, etp = f["ep"], f["etp"]
     # Eager attention keeps the score matrix whatever --flash says
@@ -146,9 +171,19 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         optimizer_bytes=widths["optimizer"],
         overlapped_grad_reduce=run.overlapped_grad_reduce,
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak_flops"] * 1.0,
-        mem_bw=link["mem_bw"], curves=link["curves"], device_model=g["mfu"] == 0,
-        bw_tp=bandwidth(t), bw_cp=bandwidth(t * cp), bw_ep=bandwidth(ep * etp),
-        bw_dp=bandwidth(t * cp * dp), bw_pp=bandwidth(2 * t * cp * dp))
+        mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
+        # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers
+        # and reduce-scatters under sp, else all-reduces; cp's ring sends p2p, Ulysses swaps all-to-all; the
+        # MoE dispatch is all-to-all on the ep axis' tier; dp all-reduces, or reduce-scatters and all-gathers.
+        bw_tp=xp.where(sp_on, collective(t, "all_gather", "reduce_scatter"), collective(t, "all_reduce")),
+        bw_cp=xp.where(g["cp_kind"] == 0, collective(t * cp, "p2p"), collective(t * cp, "all_to_all")),
+        bw_ep=collective(ep * etp, "all_to_all"),
+        bw_dp=xp.where(zero_none, collective(dp_span, "all_reduce"),
+                       collective(dp_span, "reduce_scatter", "all_gather")),
+        bw_pp=collective(2 * t * cp * dp, "p2p"),
+        lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
+        lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
+        latency_on=bool(np.any(link["node_latency"]) or np.any(link["network_latency"])))
 
 
 def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:

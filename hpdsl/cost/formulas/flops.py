@@ -137,9 +137,11 @@ def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
     ssm_chunk): per head, the chunk's scores C·Bᵀ (2·L·N), the scores times Δ·x
     (2·L·P), the chunk's state Bᵀ·Δ·x (2·P·N) and the read-out of the state
     entering the chunk (2·P·N); the decays and the chunk-to-chunk state
-    update are elementwise. Linear in the sequence either way: no s² term.
+    update are elementwise. Linear in the sequence either way: no s² term. A
+    short convolution (ssm_state 0, families/short_conv.hpf) has no state and no
+    scan: its taps are module weights, priced with its projections (mixer_macs).
     """
-    if cfg.attn_kind != "ssm":
+    if cfg.attn_kind != "ssm" or not cfg.ssm_state:
         return 0.0, 0.0
     inner, n = cfg.ssm_expand * cfg.hidden, cfg.ssm_state
     if not cfg.ssm_heads:

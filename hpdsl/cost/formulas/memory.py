@@ -23,7 +23,7 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
-from hpdsl.cost.facts.params import LayerParams, mtp_extra
+from hpdsl.cost.facts.params import LayerParams
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, scalar_context
@@ -108,7 +108,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
     d_q = _ssm_saved(cfg) if cfg.attn_kind == "ssm" else a * cfg.head_dim
-    sp_c, t_c = att * h, att * d_q
+    sp_c, t_c = att * h - _shared_input(cfg, att), att * d_q
     sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
     if cfg.attn_kind == "mla":
         latents = cfg.q_lora_rank + cfg.kv_lora_rank
@@ -141,13 +141,29 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
                         cp_masks=moves.cp_masks, cp_carry=carried(cfg))
 
 
+def _shared_input(cfg: LayerConfig, att: float) -> float:
+    """Return the elements a parallel block (wiring parallel: GPT-J, Phi) saves once, not twice, per token.
+
+    Its mixer and feed-forward read one norm's output: the tensor the q, k, v
+    projections keep is the one the feed-forward's first matrices keep
+    (hpdsl/bound/wiring.py).
+    """
+    shared = cfg.wiring == "parallel" and att == 1 and op_count(cfg.ops, OP.FF_MM) > 0 and cfg.experts <= 1
+    return float(cfg.hidden) if shared else 0.0
+
+
 def _ssm_saved(cfg: LayerConfig) -> float:
     """Return what a selective-scan mixer saves per token beside its input, as a fused kernel does.
 
     The in-projection's two halves, the convolution's output, x_proj's Δ/B/C,
     the time step Δ and the scan's output (the out-projection's input): the
-    d_inner × N states are recomputed in backward, not kept.
+    d_inner × N states are recomputed in backward, not kept. A short
+    convolution (ssm_state 0, families/short_conv.hpf) keeps six hidden-wide tensors: the
+    in-projection's B, C and x (3·hidden), the convolution's input B·x, its output
+    and the out-projection's input C·conv (hidden each).
     """
+    if not cfg.ssm_state:
+        return float(6 * cfg.hidden)
     inner = cfg.ssm_expand * cfg.hidden
     return float(5 * inner + cfg.ssm_dt_rank + 2 * cfg.ssm_state)
 
@@ -233,7 +249,7 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
                        rep=lp.norms + lp.router + down + whole, expert=lp.routed)
     if column.role == "mtp":
-        extra = mtp_extra(cfg)
+        extra = report.mtp_extra
         eh_proj = 2 * cfg.hidden * cfg.hidden
         split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
     return split

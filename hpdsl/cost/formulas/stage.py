@@ -14,6 +14,7 @@ from typing import Any
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.device_time import uses_device_model
+from hpdsl.cost.formulas.comm import ceil_log2
 from hpdsl.cost.formulas.kernels import optimizer_seconds
 
 
@@ -47,16 +48,37 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
     bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py).
     """
     t_rank = tau + pp_bytes / x.bw_pp
+    micro_s, once_s = dp_micro / x.bw_dp, once / x.bw_dp
+    if x.latency_on:  # message steps at the tiers' latency (docs/cost-model.md#the-device-time-model)
+        t_rank = t_rank + xp.where(x.pp > 1, 2 * x.vpp * x.lat_pp, 0.0)
+        micro_s, once_s = micro_s + dp_latency(x, dp_micro, once=False), once_s + dp_latency(x, once, once=True)
     if compute is not None:
         # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
-        t_rank = t_rank + xp.maximum(0.0, dp_micro / x.bw_dp - compute)
-    once_s = once / x.bw_dp
+        t_rank = t_rank + xp.maximum(0.0, micro_s - compute)
     if compute is not None and x.overlapped_grad_reduce:
         once_s = xp.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
     once_s = once_s + tp_once / x.bw_tp  # tp: after the backward, before the step: not overlapped
+    if x.latency_on:
+        once_s = once_s + xp.where(tp_once > 0, 2 * (x.tp - 1) * x.lat_tp, 0.0)
     if uses_device_model(x):
         once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.mem_bw), 0.0)
     return t_rank, once_s
+
+
+def dp_latency(x: Ctx, moved: Any, *, once: bool) -> Any:
+    """Return the message steps' seconds of a data-parallel reduction that moves `moved` bytes (0: none).
+
+    Per step (`once`): an all-reduce, 2(n − 1) ring steps or 2·ceil(log2 n) as a tree, or a
+    reduce-scatter and an all-gather, 2(n − 1); per micro-batch under ZeRO-2/3: a reduce-scatter
+    (n − 1), and ZeRO-3's two all-gathers. Each is one collective (gradient buckets are not counted).
+    """
+    n = x.dp * x.cp
+    ring = 2 * (n - 1)
+    if once:
+        steps = xp.where((x.zero == 0) & x.tree_dp, 2 * ceil_log2(n), ring)
+    else:
+        steps = (n - 1) * xp.where(x.zero == 3, 3.0, 1.0)
+    return xp.where(moved > 0, steps * x.lat_dp, 0.0)
 
 
 def step_time(x: Ctx, sum_time: Any, max_time: Any, max_once: Any, vpp: int) -> Any:

@@ -2,7 +2,8 @@
 
 `Attention` projects queries, keys and values (grouped-query: fewer key/value
 heads than query heads), optionally normalises queries and keys per head
-(QK-norm) and gates the output (the query projection is twice as wide and its
+(QK-norm), rotates each head's first rotary_fraction of dims (all, unless
+partial rotary) and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
 or the eager reference; a sliding-window layer's eager reference computes only
 its band of w keys per query (common.banded_attention). Under tensor parallelism (families/attention.hpf's
@@ -55,6 +56,8 @@ class Attention(nn.Module):
         self.q_norm = make_norm(config, q_width) if config.qk_norm else None
         self.k_norm = make_norm(config, k_width) if config.qk_norm else None
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
+        # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers'.
+        self.rotary_dims = int(d * config.rotary_fraction)
         self.tp: TensorParallel | None = None
         self.reset_parameters()  # a model built on a real device has no uninitialised sink logits
 
@@ -129,7 +132,7 @@ class Attention(nn.Module):
             q = self._norm(self.q_norm, q.flatten(2)).view_as(q) if self.config.qk_norm_full \
                 else self._norm(self.q_norm, q)
         if positions is not None:
-            q = rotate(q, positions, self.config.rope_theta)
+            q = rotate(q, positions, self.config.rope_theta, self.rotary_dims)
         return q, gate
 
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -140,7 +143,7 @@ class Attention(nn.Module):
             k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
                 else self._norm(self.k_norm, k)
         if positions is not None:
-            k = rotate(k, positions, self.config.rope_theta)
+            k = rotate(k, positions, self.config.rope_theta, self.rotary_dims)
         return k, v
 
     def _norm(self, norm: nn.Module, x: Tensor) -> Tensor:

@@ -1,7 +1,7 @@
 """Reference modules for the `embedding` and `output_head` families: the model's two vocabulary ends.
 
 The embedding maps each token to a row of `hidden`; the head projects hidden
-states onto the vocabulary, without a bias. They subclass torch's Embedding
+states onto the vocabulary, with a bias only where the model states head_bias. They subclass torch's Embedding
 and Linear, so their parameters are torch's (`weight`, [vocab, hidden] both)
 and whatever initialises those initialises these.
 """
@@ -32,14 +32,14 @@ class Embedding(nn.Embedding):
 
 
 class OutputHead(nn.Linear):
-    """The output head: hidden states onto the config's vocab, no bias."""
+    """The output head: hidden states onto the config's vocab, biased when the config states head_bias (Phi)."""
 
     local_output = False
     """Under tp its logits stay a DTensor split over the vocabulary (for torch's loss_parallel)."""
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
-        super().__init__(config.hidden, _vocab(config), bias=False)
+        super().__init__(config.hidden, _vocab(config), bias=bool(getattr(config, "head_bias", False)))
 
 
 __all__ = ["Embedding", "OutputHead"]

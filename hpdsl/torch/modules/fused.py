@@ -99,9 +99,17 @@ class _Rotation(torch.autograd.Function):
         return _rotated(grad, positions, ctx.theta, -1.0), None, None
 
 
-def rotate(x: Tensor, positions: Tensor, theta: float) -> Tensor:
-    """Apply rotary position embeddings to `x` [batch, seq, heads, dim] at `positions` [seq]."""
-    return _Rotation.apply(x, positions, theta)
+def rotate(x: Tensor, positions: Tensor, theta: float, dims: int | None = None) -> Tensor:
+    """Apply rotary position embeddings to `x` [batch, seq, heads, dim] at `positions` [seq].
+
+    `dims` below the head dim rotates only each head's first `dims` (partial
+    rotary, transformers' Phi): their frequencies are those of a `dims`-wide
+    head, and the other dims pass through unchanged.
+    """
+    if dims is None or dims >= x.shape[-1]:
+        return _Rotation.apply(x, positions, theta)
+    turned, kept = x[..., :dims], x[..., dims:]
+    return torch.cat([_Rotation.apply(turned, positions, theta), kept], dim=-1)
 
 
 __all__ = ["fused", "fused_pair", "rotate"]

@@ -1,0 +1,143 @@
+"""The device time model against measured `hpdsl train` steps on this machine's CPUs (issue 22).
+
+1. `hpdsl calibrate --threads 1` writes a device .hpf of this machine (one torch
+   thread per process, what `hpdsl train` runs each rank with: OMP_NUM_THREADS=1).
+2. For dp 2 (ZeRO-3, FSDP2's only mode), tp 2 and pp 2 on 2 gloo processes, a
+   scaled Llama-3 (examples/llama3_8b.hpf with --set, fp32) runs `hpdsl train
+   --json` for --steps steps; the measured step time is the median of the steps
+   after the first (step 0 warms up: allocation, pipelining's shape inference).
+3. `hpdsl estimate --device <calibrated.hpf> --json` prices the same strategy
+   with the device time model (the default); its time breakdown says where the
+   estimate puts the step's time.
+
+Prints measured, estimated and their ratio per row, the breakdown, and the
+machine's load (uptime) before and after: on a shared machine the measurement
+is noisy. The target: every ratio within 25 % (0.75 to 1.25). Beside each row,
+the CPU share two sustained one-thread matmul probes reach just before and after
+the run, against the calibrated speed (calibration keeps best times, which a
+loaded machine still reaches in one time slice), and the ratio divided by it.
+
+    .venv/bin/python bench/bench_step_time.py [--steps 6] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / "examples" / "llama3_8b.hpf"
+SCALE = ("layers=4", "hidden=256", "heads=4", "kv_heads=2", "vocab=1024", "ffn_width=768")
+"""A Llama-3 of 4.6 M parameters: large enough that matmuls, not Python, take most of a CPU step."""
+
+COMMON = ("--seq-len", "256", "--precision", "fp32")
+STRATEGIES = {
+    "dp2": ("--dp", "2", "--zero", "os+grad+params"),
+    "tp2": ("--tp", "2"),
+    "pp2": ("--pp", "2", "--global-batch", "4"),
+}
+"""The three strategies, as flags both `train` and `estimate` take."""
+
+TARGET = 0.25
+
+PROBE = """
+import sys, time, torch
+torch.set_num_threads(1)
+a, b = torch.randn(256, 256), torch.randn(256, 256)
+calls, start = 0, time.perf_counter()
+while time.perf_counter() - start < float(sys.argv[1]):
+    torch.matmul(a, b)
+    calls += 1
+print(2 * 256**3 * calls / (time.perf_counter() - start))
+"""
+"""A sustained 256-cubed fp32 matmul loop on one thread: FLOP/s over the whole window, contention included."""
+
+
+def hpdsl(*args: str, timeout: int = 1800) -> dict[str, object]:
+    """Run the hpdsl CLI in a child process; return its --json object (exit non-zero: print stderr and stop)."""
+    run = subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout, check=False)
+    if run.returncode != 0:
+        sys.exit(f"hpdsl {' '.join(args[:2])} failed (exit {run.returncode}):\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout) if "--json" in args else {"stdout": run.stdout}
+
+
+def load() -> str:
+    """Return the 1, 5 and 15 minute load averages and the core count."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def cpu_share(device: Path, seconds: float = 3.0) -> float:
+    """Return the share of the calibrated speed two concurrent one-thread processes sustain now (the load's toll).
+
+    Calibration keeps each size's best time (a short matmul fits in one time slice); a training step
+    runs for seconds and shares the cores with whatever else runs. Two probes run at once, as the two
+    ranks do; their mean sustained FLOP/s over the calibrated FLOP/s at size 256 is the share.
+    """
+    from hpdsl.cost.facts.devices import device_facts, get_device
+
+    key = str(device)
+    calibrated = get_device(key).peak_flops * dict(device_facts(key)[1])[256.0]
+    probes = [subprocess.Popen([sys.executable, "-c", PROBE, str(seconds)], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    rates = [float(probe.communicate(timeout=120)[0]) for probe in probes]
+    return statistics.mean(rates) / calibrated
+
+
+def measure(flags: tuple[str, ...], steps: int) -> float:
+    """Return the median measured step time of `hpdsl train` after its first step."""
+    sets = [arg for field in SCALE for arg in ("--set", field)]
+    out = hpdsl("train", str(MODEL), *flags, *COMMON, *sets, "--nproc", "2", "--steps", str(steps), "--json")
+    metrics = out["metrics"]
+    assert isinstance(metrics, list)
+    return statistics.median(float(m["step_time_s"]) for m in metrics[1:])
+
+
+def priced(flags: tuple[str, ...], device: Path) -> dict[str, object]:
+    """Return `hpdsl estimate --json` of the strategy on the calibrated device."""
+    sets = [arg for field in SCALE for arg in ("--set", field)]
+    return hpdsl("estimate", str(MODEL), *flags, *COMMON, *sets, "--device", str(device), "--json")
+
+
+def main() -> None:
+    """Calibrate, train and estimate each strategy, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6, help="training steps per strategy (the first is dropped)")
+    parser.add_argument("--keep", type=Path, default=None, help="write the calibrated device here (else a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hpdsl-steptime-") as tmp:
+        device = args.keep or Path(tmp) / "calibrated.hpf"
+        print(f"before: {load()}")
+        print(hpdsl("calibrate", "-o", str(device), "--threads", "1", "--ranks", "2")["stdout"], end="")
+        rows = []
+        for name, flags in STRATEGIES.items():
+            before = cpu_share(device)
+            measured = measure(flags, args.steps)
+            share = (before + cpu_share(device)) / 2
+            out = priced(flags, device)
+            rows.append((name, measured, float(out["step_time_s"]), share, out["time_breakdown"]))
+            print(f"{name}: measured {measured:.3f} s, estimated {rows[-1][2]:.3f} s, cpu share {share:.2f} "
+                  f"({load()})", flush=True)
+        print(f"after: {load()}")
+    print(f"\n{'strategy':<9}{'measured s':>12}{'estimated s':>13}{'ratio':>8}  within {TARGET:.0%}"
+          f"{'cpu share':>11}{'ratio / share':>15}")
+    for name, measured, estimated, share, _ in rows:
+        ratio = estimated / measured
+        within = "yes" if abs(ratio - 1) <= TARGET else "NO"
+        print(f"{name:<9}{measured:>12.3f}{estimated:>13.3f}{ratio:>8.2f}  {within:<10}{share:>11.2f}{ratio / share:>15.2f}")
+    print("\nratio / share: the estimate at the speed the probes sustained beside the run (the load's toll removed)")
+    print("\nwhere the estimate puts each step (s):")
+    for name, _, _, _, parts in rows:
+        assert isinstance(parts, dict)
+        print(f"  {name}: " + ", ".join(f"{k.removesuffix('_s')} {v:.3f}" for k, v in parts.items() if v))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""LFM2's short convolution (families/short_conv.hpf) is priced by its own terms, not Mamba's.
+
+Parameters: the layout's sum. Matmuls: its rank ≥ 2 weights, the taps among them (ssm_conv
+multiply-adds per channel and token). No state: no scan FLOPs. Activations: six hidden-wide
+tensors per token (in_proj's B, C, x; B·x; the convolution's output; C·conv).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from hpdsl.api import compile_sources
+from hpdsl.cost import bind, parameters
+from hpdsl.cost.formulas.flops import layer_flop_terms, selective_scan_flops
+from hpdsl.cost.formulas.memory import layer_act_coeffs
+from hpdsl.diagnostics import Source
+
+H, TAPS = 64, 3
+SMALL = f"""
+model lfm2_small : lfm2 {{
+  hidden {H}  layers 2  heads 4  kv_heads 2  vocab 96  ffn_width 128
+  ssm {{ ssm_state 0  ssm_conv {TAPS}  ssm_expand 1  ssm_conv_bias }}
+  stack [conv, full_attention]
+}}
+"""
+
+
+def _cost():
+    registry = compile_sources([Source("lfm2_small.hpf", SMALL)])
+    return bind(registry.models["lfm2_small"], registry.profile("lfm2"), families=registry.families)
+
+
+def test_the_mixer_is_its_layout() -> None:
+    per_kind = parameters(_cost()).per_kind
+    assert per_kind["conv"].attention == 3 * H * H + 3 * H + H * TAPS + H + H * H + H == 16_896
+
+
+def test_no_state_no_scan_and_the_taps_are_matmuls() -> None:
+    conv = _cost().kind_config("conv")
+    assert selective_scan_flops(conv) == (0.0, 0.0)
+    assert conv.mixer_macs == 3 * H * H + H * TAPS + H * H
+    assert layer_flop_terms(conv)["attMM"].t == 2 * conv.mixer_macs
+
+
+def test_it_saves_six_hidden_wide_tensors_per_token() -> None:
+    cost = _cost()
+    conv, run = cost.kind_config("conv"), cost.profile.run
+    without_mixer = attrs.evolve(conv, ops={**conv.ops, "attMM": 0})
+    assert layer_act_coeffs(conv, run).t_c - layer_act_coeffs(without_mixer, run).t_c == 6 * H

@@ -1,0 +1,133 @@
+"""The device time model as the default, `--mfu X` as the override, and each term it prices (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpdsl.api import bind_model
+from hpdsl.cost.estimate import estimate, grid_estimate
+from hpdsl.model.strategy import Strategy
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA = ROOT / "examples" / "llama3_8b.hpf"
+
+
+@pytest.fixture(scope="module")
+def llama() -> object:
+    """Return Llama-3-8B bound to its profile."""
+    return bind_model([LLAMA], "llama3_8b")
+
+
+def _hpdsl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=False, env=dict(os.environ))
+
+
+def test_the_library_prices_with_the_device_by_default(llama: object) -> None:
+    strategy = Strategy(tp=2, dp=4, global_batch=32)
+    default = estimate(llama, strategy)  # type: ignore[arg-type]
+    assert strategy.mfu == 0.0
+    assert default.step_time_s == estimate(llama, strategy.with_(mfu=0.0)).step_time_s  # type: ignore[arg-type]
+    assert default.step_time_s != estimate(llama, strategy.with_(mfu=0.4)).step_time_s  # type: ignore[arg-type]
+    assert default.to_json()["machine"]["time_model"] == "device"
+
+
+def test_an_explicit_mfu_keeps_the_constant_efficiency_model(llama: object) -> None:
+    strategy = Strategy(tp=2, dp=4, global_batch=32, mfu=0.4)
+    priced = estimate(llama, strategy)  # type: ignore[arg-type]
+    # Every executed FLOP of the busiest device at 0.4 of the H100's 989 TFLOP/s bounds the step from below.
+    assert priced.step_time_s >= priced.flops.per_device / (0.4 * 9.89e14)
+    machine = priced.to_json()["machine"]
+    assert machine["time_model"] == "mfu" and machine["assumed_mfu"] == 0.4
+
+
+def test_the_cli_says_which_time_model_it_assumed() -> None:
+    flags = ("estimate", str(LLAMA), "--tp", "2", "--dp", "4", "--global-batch", "32")
+    default, override = _hpdsl(*flags, "--json"), _hpdsl(*flags, "--mfu", "0.4", "--json")
+    assert default.returncode == 0 and override.returncode == 0, default.stderr + override.stderr
+    first, second = json.loads(default.stdout), json.loads(override.stdout)
+    assert first["machine"]["time_model"] == "device" and first["machine"]["assumed_mfu"] is None
+    assert second["machine"]["time_model"] == "mfu" and second["step_time_s"] != first["step_time_s"]
+    text = _hpdsl(*flags).stdout
+    assert "the device time model" in text and "where the step goes: steady" in text
+    assert "after the last backward" in text and "(optimizer step" in text
+
+
+def _cluster(path: Path, *, node: str = "", network: str = "", per_node: int = 8, latency: float = 1e-6) -> str:
+    """Write a two-tier cluster of H100s to `path` (extra tier keys in `node`, `network`); return its key."""
+    path.write_text(f"""cluster rack {{
+  device = "h100_sxm"
+  devices_per_node = {per_node}
+  source = "a test rack"
+  tier fast {{ scope = "node" bandwidth = 4.0e+11 latency = {latency:e} {node} }}
+  tier slow {{ scope = "network" bandwidth = 4.0e+10 latency = {latency:e} {network} }}
+}}
+""")
+    return f"@{path}"
+
+
+def _parts(llama: object, strategy: Strategy) -> tuple[dict[str, float], dict[str, float]]:
+    priced = estimate(llama, strategy)  # type: ignore[arg-type]
+    return priced.breakdown, priced.communication
+
+
+def test_tp_runs_at_all_gather_and_reduce_scatter_under_sp_and_all_reduce_without(llama: object,
+                                                                                   tmp_path: Path) -> None:
+    rack = _cluster(tmp_path / "rack.hpf", node="all_reduce = 0.9 all_gather = 0.5 reduce_scatter = 0.25",
+                    latency=1e-30)
+    for sp, share in ((True, 2 / (1 / 0.5 + 1 / 0.25)), (False, 0.9)):
+        parts, moved = _parts(llama, Strategy(tp=8, sequence_parallel=sp, device=rack))
+        assert parts["tp_s"] == pytest.approx(moved["tp"] / (4.0e11 * share), rel=1e-12)
+
+
+def test_the_moe_dispatch_is_an_all_to_all_on_the_ep_axis_tier(tmp_path: Path) -> None:
+    mixtral = bind_model([ROOT / "examples" / "mixtral_8x7b.hpf"], "mixtral_8x7b")
+    rack = _cluster(tmp_path / "rack.hpf", per_node=4, network="all_reduce = 0.9 all_to_all = 0.3", latency=1e-30)
+    # ep 8 spans two nodes of 4: the dispatch and combine cross the network tier at its all-to-all share.
+    priced = estimate(mixtral, Strategy(dp=8, ep=8, device=rack))
+    assert priced.breakdown["ep_s"] == pytest.approx(priced.communication["ep"] / (4.0e10 * 0.3), rel=1e-12)
+
+
+def test_pipeline_sends_run_at_the_p2p_share(llama: object, tmp_path: Path) -> None:
+    rack = _cluster(tmp_path / "rack.hpf", node="all_reduce = 0.9 p2p = 0.4", latency=1e-30)
+    parts, moved = _parts(llama, Strategy(pp=2, global_batch=8, device=rack))
+    assert parts["pp_s"] == pytest.approx(moved["pp"] / (4.0e11 * 0.4), rel=1e-12)
+
+
+def test_every_collective_step_waits_the_tier_latency(llama: object, tmp_path: Path) -> None:
+    # tp 2 without sp, one device group, one micro-batch: 32 layers x 4 gathers + the embedding's and the
+    # output's = 130 gathers a pass, each one ring step (n - 1), forward and backward: 260 steps.
+    slow, fast = (_cluster(tmp_path / f"{name}.hpf", latency=lat) for name, lat in (("slow", 1e-3), ("fast", 1e-9)))
+    one = Strategy(tp=2, sequence_parallel=False, global_batch=1)
+    gap = estimate(llama, one.with_(device=slow)).step_time_s - estimate(llama, one.with_(device=fast)).step_time_s
+    assert gap == pytest.approx(260 * (1e-3 - 1e-9), rel=1e-9)
+
+
+def test_a_tree_all_reduce_takes_log_steps(llama: object, tmp_path: Path) -> None:
+    # tp 8 without sp: a ring all-reduce takes 2 x 7 steps, a tree 2 x ceil(log2 8) = 6; 130 all-reduce halves
+    # a pass, forward and backward.
+    ring = _cluster(tmp_path / "ring.hpf", latency=1e-3)
+    tree = _cluster(tmp_path / "tree.hpf", node='algorithm = "tree"', latency=1e-3)
+    one = Strategy(tp=8, sequence_parallel=False, global_batch=1)
+    gap = estimate(llama, one.with_(device=ring)).step_time_s - estimate(llama, one.with_(device=tree)).step_time_s
+    assert gap == pytest.approx(260 * (7 - 3) * 1e-3, rel=1e-9)
+    assert grid_estimate(llama, one.with_(device=tree)).step_time_s == estimate(llama, one.with_(device=tree)).step_time_s
+
+
+def test_the_optimizer_step_reads_and_writes_the_ranks_shard_at_bandwidth(llama: object) -> None:
+    # What follows the last backward is the dp reduction (none on one device; ZeRO-1 over 8 within the
+    # node: its bytes at 450 GB/s) and the optimizer step, 2 passes over the rank's weights, gradients and
+    # (sharded) states at the H100's 3.35 TB/s x 0.9.
+    for zero, dp in (("none", 1), ("os", 8)):
+        priced = estimate(llama, Strategy(dp=dp, zero=zero, global_batch=dp))  # type: ignore[arg-type]
+        stage = priced.memory.per_stage[0]
+        static = stage.params_bytes + stage.grads_bytes + stage.optimizer_bytes
+        expected = priced.communication["dp"] / 4.5e11 + 2 * static / (3.35e12 * 0.9)
+        assert priced.breakdown["after_backward_s"] == pytest.approx(expected, rel=1e-12)
+        assert priced.breakdown["optimizer_s"] == pytest.approx(2 * static / (3.35e12 * 0.9), rel=1e-12)
