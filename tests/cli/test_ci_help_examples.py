@@ -10,7 +10,6 @@ per command, so one example may use what an earlier one wrote (registry.json).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import shutil
@@ -22,7 +21,7 @@ import pytest
 
 from ci_support import EXAMPLES, hpdsl
 from hpdsl.cli.app import COMMANDS
-from tests.importers.hf_configs import CONFIGS
+from tests.importers.hf_configs import config_bytes
 
 SLOW = ("hpdsl train", "--run")
 """Examples that train on several processes: run with the slow tests (unless they only print the command)."""
@@ -91,8 +90,9 @@ def test_the_parser_finds_every_commands_examples() -> None:
 def _folder(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     shutil.copytree(EXAMPLES, work / "examples")
-    config, _ = CONFIGS["mistral_7b_v0_1"]
-    (work / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    # Llama-3.2-1B-Instruct's published config.json, byte for byte (tests/data/hf/SOURCES.md): a llama, as
+    # the `--profile llama2` example needs.
+    (work / "config.json").write_bytes(config_bytes("llama_3_2_1b_instruct"))
     (tmp_path / "home" / ".config" / "fish" / "completions").mkdir(parents=True)
     return work
 

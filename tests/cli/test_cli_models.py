@@ -53,9 +53,12 @@ def test_estimate_reports_exact_parameters_and_active() -> None:
 
 
 def test_import_hf_errors_name_the_field(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "vocab_size": 10, "linear_num_key_heads": 2}))
+    # Qwen3-Next-80B-A3B's published config.json (tests/importers/configs/) with one key of its linear
+    # block removed: deliberately malformed input.
+    published = ROOT / "tests" / "importers" / "configs" / "qwen3_next_80b_a3b_thinking.json"
+    config = json.loads(published.read_text(encoding="utf-8"))
+    del config["linear_key_head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
     run = hpdsl("import-hf", "config.json", cwd=tmp_path)
     assert run.returncode == 1
     assert "linear_key_head_dim" in run.stderr and "Traceback" not in run.stderr

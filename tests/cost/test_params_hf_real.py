@@ -1,10 +1,14 @@
-"""Published configs of current models: `hpdsl import-hf` + `hpdsl estimate --json` equal transformers.
+"""Configs of current models: `hpdsl import-hf` + `hpdsl estimate --json` + build_model equal transformers.
 
-Each config of tests/importers/hf_configs.py is written as a config.json (a published file's own
-bytes; a hand-written one's JSON), imported and
-estimated through the CLI, and its params.total (and params.active for MoE) compared with
-the transformers model built from the same config on the meta device; build_model of the
-imported model (meta device) must have the same parameter count.
+Each config of tests/importers/hf_configs.py that is no file (HAND_WRITTEN, DERIVED) is written as a
+config.json, imported, checked by `hpdsl fmt --check` and estimated through the CLI, and its
+params.total (and params.active for MoE) compared with the transformers model built from the same config on the meta
+device; build_model of the imported model (meta device) must have the same parameter count.
+
+A published file (FILES) runs that CLI path in tests/importers/test_published_architectures.py, against
+tests/data/hf/counts.json, which its slow test recounts with transformers (bench/hf_counts.py --check);
+here its import is formatted canonically and built on the meta device with counts.json's count, in
+process: the same chain of equalities without a second round of subprocesses and transformers builds.
 """
 
 from __future__ import annotations
@@ -23,7 +27,17 @@ transformers = pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
 
-from tests.importers.hf_configs import CONFIGS, JAMBA_V0_1, config_bytes  # noqa: E402
+from hpdsl.api import check_sources, compile_paths  # noqa: E402
+from hpdsl.diagnostics import Source  # noqa: E402
+from hpdsl.fmt import format_source  # noqa: E402
+from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.torch import build_model  # noqa: E402
+from tests.importers.hf_configs import (  # noqa: E402
+    CONFIGS, DATA, FILES, JAMBA_V0_1, REFUSED_TODAY, config_bytes, published,
+)
+
+COUNTS: dict[str, Any] = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))["counts"]
+PRICED_FILES = sorted(set(FILES) - set(REFUSED_TODAY))
 
 
 def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -42,27 +56,37 @@ def import_and_estimate(name: str, tmp_path: Path) -> dict[str, Any]:
     return dict(json.loads(estimate.stdout)["params"])
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_published_config_is_exact(name: str, tmp_path: Path) -> None:
+def _built_count(path: Path, name: str) -> int:
+    registry = compile_paths([path])
+    built = build_model(registry.models[name], registry=registry, device="meta")
+    return sum(p.numel() for p in built.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - set(FILES)))
+def test_config_is_exact_and_builds_with_its_count(name: str, tmp_path: Path) -> None:
     config, how = CONFIGS[name]
     params = import_and_estimate(name, tmp_path)
     total, active = hf_counts(config, how)
     assert params["total"] == total
     if active is not None:
         assert params["active"] == active
+    assert _built_count(tmp_path / f"{name}.hpf", name) == total
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_build_model_has_the_same_count(name: str, tmp_path: Path) -> None:
-    from hpdsl.api import compile_paths
-    from hpdsl.torch import build_model
+@pytest.fixture(scope="module")
+def stdlib_profiles():
+    registry = check_sources([], stdlib=True).registry
+    assert registry is not None
+    return registry.profiles
 
-    config, how = CONFIGS[name]
-    (tmp_path / "config.json").write_bytes(config_bytes(name))
-    assert _hpdsl("import-hf", "config.json", "--name", name, "-o", f"{name}.hpf", cwd=tmp_path).returncode == 0
-    registry = compile_paths([tmp_path / f"{name}.hpf"])
-    built = build_model(registry.models[name], registry=registry, device="meta")
-    assert sum(p.numel() for p in built.parameters()) == hf_counts(config, how)[0]
+
+@pytest.mark.parametrize("name", PRICED_FILES)
+def test_published_file_imports_canonically_and_builds_with_its_count(name: str, tmp_path: Path,
+                                                                      stdlib_profiles) -> None:
+    imported = import_hf_config(published(name), profiles=stdlib_profiles, name=name)
+    assert format_source(Source(f"{name}.hpf", imported.text)) == imported.text  # what `fmt --check` holds
+    (tmp_path / f"{name}.hpf").write_text(imported.text, encoding="utf-8")
+    assert _built_count(tmp_path / f"{name}.hpf", name) == COUNTS[name]["total"]
 
 
 def test_jamba_imports_its_period_rules_as_runs(tmp_path: Path) -> None:

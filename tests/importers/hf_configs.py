@@ -11,6 +11,9 @@ transformers' count of the same config on the meta device.
 HAND_WRITTEN holds the configs for which no published file has been found yet: Python dicts as the
 model cards give them (abridged only of tokenizer-side `task_specific_params` and `auto_map`), NOT
 real files; each is to be replaced by its published config.json once one is found.
+
+shrunk(name, drop=..., **dims) is how a test gets a small model: a published file loaded and a few
+keys overridden or dropped, the transformation stated where it is called.
 """
 
 from __future__ import annotations
@@ -72,11 +75,46 @@ REFUSED_TODAY: dict[str, str] = {
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""
 
+# --- Published files that replaced HAND_WRITTEN dicts (tests/data/hf/SOURCES.md has each row) ---
+FILES.update({
+    # xu737/PeFAD gpt2/config.json @518d68f00f40: gpt2-large's published file (36 layers, 1280 wide), in
+    # place of the gpt2 dict (the index's other gpt2/config.json files are save_pretrained re-writes)
+    "gpt2_large": ("gpt2_large.json", "causal"),
+})
+
+# --- Published files of issue 21's families (DeepSeek-V4, Qwen3.5-MoE) ---
+FILES.update({
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--DeepSeek-V4-Flash-NVFP4_config.json @7b359652cc60 (no final newline, as the vendor holds it)
+    "deepseek_v4_flash": ("deepseek_v4_flash.json", "causal"),
+    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json @87fe4b0c7ef0
+    "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
+})
+REFUSED_TODAY.update({
+    "deepseek_v4_flash": "compress_ratios, compress_rope_theta, expert_dtype",
+})
+# --- end of the HAND_WRITTEN replacements ---
+
 
 def published(name: str) -> dict[str, Any]:
     """Return the published config FILES names, parsed from its file under tests/data/hf/."""
     parsed: dict[str, Any] = json.loads((DATA / FILES[name][0]).read_text(encoding="utf-8"))
     return parsed
+
+
+def shrunk(name: str, *, drop: tuple[str, ...] = (), **dims: Any) -> dict[str, Any]:
+    """Return the published config FILES names made small: `drop` keys removed, `dims` keys set.
+
+    The derivation is the visible transformation a test states (the file's every other key as
+    published); a key the file holds under text_config is set or dropped there.
+    """
+    config = published(name)
+    text = config.get("text_config", config)
+    for key in drop:
+        del (text if key in text else config)[key]
+    for key, value in dims.items():
+        (text if key in text else config)[key] = value
+    return config
 
 
 def config_bytes(name: str) -> bytes:
@@ -113,25 +151,7 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_heads": 12, "num_layers": 12, "output_past": True, "pad_token_id": 0,
         "relative_attention_num_buckets": 32, "vocab_size": 32128,
     }, "seq2seq"),
-    "qwen3_5_tied": ({  # not yet a real file: a cut-down Qwen3.5 (4 layers), no tied Qwen3.5 found
-        "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 248056,
-        "model_type": "qwen3_5", "tie_word_embeddings": True, "transformers_version": "5.2.0",
-        "video_token_id": 248057, "vision_start_token_id": 248053, "vision_end_token_id": 248054,
-        "text_config": {
-            "model_type": "qwen3_5_text", "attention_bias": False, "attention_dropout": 0.0,
-            "attn_output_gate": True, "dtype": "bfloat16", "eos_token_id": 248044, "head_dim": 256,
-            "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3584,
-            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-            "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
-            "linear_num_value_heads": 16, "linear_value_head_dim": 128, "max_position_embeddings": 262144,
-            "num_attention_heads": 8, "num_hidden_layers": 4, "num_key_value_heads": 2,
-            "rms_norm_eps": 1e-06, "vocab_size": 248320,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
-                                "mrope_interleaved": True, "mrope_section": [11, 11, 10]},
-        },
-        "vision_config": {"model_type": "qwen3_5", "depth": 12, "hidden_size": 768},
-    }, "vl"),
-    "mistral_7b_v0_1": ({  # not yet a real file (none in the index)
+    "mistral_7b_v0_1": ({  # not yet a real file: tt-metal's Mistral-7B-Instruct-v0.3 is a to_dict() dump
         "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
         "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
         "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
@@ -159,14 +179,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_key_value_heads": 2, "rope_theta": 999999.4420358813, "sliding_window": 4096,
         "torch_dtype": "bfloat16", "transformers_version": "4.37.0.dev0", "use_bias": True,
         "use_cache": True, "vocab_size": 49152,
-    }, "causal"),
-    "gpt2": ({  # not yet a real file (the indexed gpt2/config.json files are other programs')
-        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
-        "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
-        "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
-        "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
-        "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
-        "summary_use_proj": True, "vocab_size": 50257,
     }, "causal"),
     "olmoe_1b_7b": ({  # not yet a real file (none in the index)
         "architectures": ["OlmoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
@@ -312,8 +324,18 @@ heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 1
 transformers counts 8,100,852,736 parameters."""
 
 
+DERIVED: dict[str, tuple[dict[str, Any], str]] = {
+    # Qwen3.5 with tied embeddings: no tied Qwen3.5 file has been found, so the published 9B made small
+    # (4 layers of its pattern, hidden 1024) with tie_word_embeddings set true.
+    "qwen3_5_tied": (shrunk("qwen3_5_9b", tie_word_embeddings=True, hidden_size=1024, intermediate_size=3584,
+                            num_hidden_layers=4, layer_types=["linear_attention"] * 3 + ["full_attention"],
+                            num_attention_heads=8, num_key_value_heads=2, linear_num_value_heads=16), "vl"),
+}
+"""Configs derived from a published file by a stated transformation (shrunk), for a case no file shows."""
+
 CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
     **HAND_WRITTEN,
+    **DERIVED,
     **{name: (published(name), how) for name, (_, how) in FILES.items() if name not in REFUSED_TODAY},
 }
 """Every config the importer prices today, by name: (config.json mapping, how); each is a test."""

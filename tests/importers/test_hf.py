@@ -12,10 +12,13 @@ from hpdsl.diagnostics import Source
 from hpdsl.fmt import format_source
 from hpdsl.importers.hf import HfImportError, import_hf_config, import_hf_file
 from hpdsl.ir.stack import compress_kinds
+from tests.importers.hf_configs import shrunk
 
-LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128, "rms_norm_eps": 1e-6,
-         "hidden_act": "silu", "tie_word_embeddings": False}
+LLAMA = shrunk("llama_3_2_1b_instruct", drop=("attention_bias",), hidden_size=64, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=100, intermediate_size=128,
+               tie_word_embeddings=False)
+"""Llama-3.2-1B-Instruct's published config.json (tests/data/hf/) made small; attention_bias dropped so a
+profile's own fact shows where a test swaps the model_type."""
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +79,7 @@ def test_hybrid_layer_types_become_a_compact_stack(profiles) -> None:
     assert [(g.kind, g.count) for g in model.groups][:2] == [("linear_attention", 3), ("full_attention", 1)]
 
 
+# Hand-written: no published jamba config.json is in the index yet (tests/importers/hf_configs.py JAMBA_V0_1).
 JAMBA_SMALL = {"model_type": "jamba", "hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4,
                "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 96, "num_experts": 4,
                "attn_layer_period": 3, "attn_layer_offset": 2, "expert_layer_period": 2, "expert_layer_offset": 0,
@@ -118,6 +122,7 @@ def test_dense_layers_in_a_single_kind_profile_are_an_error(profiles) -> None:
 
 
 def test_t5_counts_both_towers(profiles) -> None:
+    # Hand-written: the index holds no published t5 config.json, only save_pretrained re-writes.
     config = {"model_type": "t5", "d_model": 64, "num_layers": 2, "num_decoder_layers": 2,
               "num_heads": 4, "d_kv": 16, "d_ff": 128, "vocab_size": 100,
               "feed_forward_proj": "relu", "tie_word_embeddings": True,

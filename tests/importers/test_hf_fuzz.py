@@ -25,7 +25,7 @@ from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, check_imported, import_hf_config, import_hf_file
 from hpdsl.fmt import format_stack_list
 from hpdsl.ir.stack import compress_kinds, expand_stack, layer_kinds
-from tests.importers.hf_configs import CONFIGS
+from tests.importers.hf_configs import CONFIGS, shrunk
 
 NAMES = sorted(CONFIGS)
 
@@ -91,8 +91,9 @@ def test_a_mutated_config_imports_to_a_compiling_model_or_an_hf_error(
     _assert_contract(_mutate(CONFIGS[name][0], mutations), allow_unknown)
 
 
-LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "vocab_size": 100, "intermediate_size": 128}
+LLAMA = shrunk("llama_3_2_1b_instruct", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=16, vocab_size=100, intermediate_size=128)
+"""Llama-3.2-1B-Instruct's published config.json made small: the valid base each malformed value below edits."""
 
 
 @pytest.mark.parametrize(("key", "value"), [

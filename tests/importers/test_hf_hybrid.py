@@ -10,6 +10,7 @@ from hpdsl.api import check_sources
 from hpdsl.cost import bind, parameters
 from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, import_hf_config
+from tests.importers.hf_configs import shrunk
 
 SMALL: dict[str, Any] = {
     "model_type": "nemotron_h", "hidden_size": 64, "hybrid_override_pattern": "MM--*-M", "num_hidden_layers": 7,
@@ -77,8 +78,9 @@ def test_what_hpdsl_cannot_build_is_refused_naming_the_key(profiles, change, fie
 
 
 def test_a_hybrid_key_in_another_models_config_is_refused(profiles) -> None:
-    llama = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "vocab_size": 100, "intermediate_size": 128, "hybrid_override_pattern": "M-"}
+    llama = shrunk("llama_3_2_1b_instruct", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, vocab_size=100, intermediate_size=128,
+                   hybrid_override_pattern="M-")
     with pytest.raises(HfImportError) as error:
         import_hf_config(llama, profiles=profiles)
     assert error.value.field == "hybrid_override_pattern"

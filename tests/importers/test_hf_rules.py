@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
-from tests.importers.hf_configs import CONFIGS
+from tests.importers.hf_configs import CONFIGS, config_bytes
 
 OPS = "ops { attMM 4  attBMM 2  ffMM 2  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }"
 
@@ -60,8 +60,8 @@ def _total(cwd: Path, *paths: str) -> int:
 
 
 def test_a_profile_file_alone_makes_a_new_model_type_importable(tmp_path: Path) -> None:
-    gpt2, _ = CONFIGS["gpt2"]
-    (tmp_path / "gpt2.json").write_text(json.dumps(gpt2))
+    gpt2, _ = CONFIGS["gpt2_large"]  # gpt2-large's published file (tests/data/hf/SOURCES.md)
+    (tmp_path / "gpt2.json").write_bytes(config_bytes("gpt2_large"))
     assert _hpdsl("import-hf", "gpt2.json", "--name", "g", "-o", "g.hpf", cwd=tmp_path).returncode == 0
     (tmp_path / "config.json").write_text(json.dumps({**gpt2, "model_type": "acme_gpt"}))
     refused = _hpdsl("import-hf", "config.json", cwd=tmp_path)
@@ -72,8 +72,8 @@ def test_a_profile_file_alone_makes_a_new_model_type_importable(tmp_path: Path) 
                       cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
     text = (tmp_path / "a.hpf").read_text()
-    assert "model a : acme" in text and "ffn_width 3072" in text  # derived: 4 × n_embd
-    assert _total(tmp_path, "acme.hpf", "a.hpf") == _total(tmp_path, "g.hpf") == 124_439_808
+    assert "model a : acme" in text and "ffn_width 5120" in text  # derived: 4 × n_embd (1280)
+    assert _total(tmp_path, "acme.hpf", "a.hpf") == _total(tmp_path, "g.hpf") == 774_030_080
 
 
 def test_a_rule_for_a_model_type_the_profile_does_not_list_is_a_located_error() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
@@ -11,47 +13,12 @@ from hpdsl.importers.hf import import_hf_config
 
 MODELS_DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
-QWEN3_NEXT_80B_A3B = {
-    "architectures": ["Qwen3NextForCausalLM"],
-    "attention_dropout": 0.0,
-    "bos_token_id": 151643,
-    "decoder_sparse_step": 1,
-    "eos_token_id": 151645,
-    "full_attention_interval": 4,
-    "head_dim": 256,
-    "hidden_act": "silu",
-    "hidden_size": 2048,
-    "initializer_range": 0.02,
-    "intermediate_size": 5120,
-    "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32,
-    "linear_value_head_dim": 128,
-    "max_position_embeddings": 262144,
-    "mlp_only_layers": [],
-    "model_type": "qwen3_next",
-    "moe_intermediate_size": 512,
-    "norm_topk_prob": True,
-    "num_attention_heads": 16,
-    "num_experts": 512,
-    "num_experts_per_tok": 10,
-    "num_hidden_layers": 48,
-    "num_key_value_heads": 2,
-    "output_router_logits": False,
-    "partial_rotary_factor": 0.25,
-    "rms_norm_eps": 1e-06,
-    "rope_scaling": None,
-    "rope_theta": 10000000,
-    "router_aux_loss_coef": 0.001,
-    "shared_expert_intermediate_size": 512,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "use_cache": True,
-    "use_sliding_window": False,
-    "vocab_size": 151936,
-}
-"""Qwen/Qwen3-Next-80B-A3B-Instruct's config.json as published (transformers writes no MTP key for it)."""
+QWEN3_NEXT_FILE = Path(__file__).resolve().parent / "configs" / "qwen3_next_80b_a3b_thinking.json"
+"""Qwen/Qwen3-Next-80B-A3B-Thinking's config.json as published, byte for byte, from ai-dynamo/aiconfigurator
+src/aiconfigurator/model_configs/Qwen--Qwen3-Next-80B-A3B-Thinking_config.json at
+1b7cfb10a6fa06880ad7911db5ddb949882ff76a. The Thinking and Instruct models share one architecture; the
+file states no MTP key (transformers writes none for it)."""
+QWEN3_NEXT_80B_A3B: dict[str, Any] = json.loads(QWEN3_NEXT_FILE.read_text(encoding="utf-8"))
 
 
 def test_the_models_doc_shows_the_published_config_imported() -> None:

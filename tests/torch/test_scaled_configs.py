@@ -13,6 +13,7 @@ tests/cost/test_params_hf_real.py's.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -41,12 +42,23 @@ FLAGS = [name for name, field in FIELDS.items() if field.type in ("bool", "choic
 
 @pytest.fixture(scope="module")
 def stdlib() -> Registry:
+    return _stdlib()
+
+
+@functools.cache
+def _stdlib() -> Registry:
     return compile_paths([ROOT / "profiles", ROOT / "families"])
 
 
 def _imported(name: str, stdlib: Registry) -> Registry:
+    """Return the config imported and compiled; once per name (a Registry is frozen: three tests share it)."""
+    return _imported_once(name)
+
+
+@functools.cache
+def _imported_once(name: str) -> Registry:
     config, _ = CONFIGS[name]
-    imported = import_hf_config(config, profiles=stdlib.profiles, name=name)
+    imported = import_hf_config(config, profiles=_stdlib().profiles, name=name)
     return compile_sources([Source(f"{name}.hpf", imported.text)])
 
 
