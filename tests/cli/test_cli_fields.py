@@ -123,7 +123,11 @@ def test_the_opt_example_of_docs_language_md_compiles_and_sets(tmp_path: Path) -
     data = json.loads((tmp_path / "registry.json").read_text())
     assert data["models"]["opt_350m"]["extra"] == {"word_embed_proj_dim": 512}
     assert [f["name"] for f in data["profiles"]["opt"]["fields"]] == ["word_embed_proj_dim"]
-    assert hpdsl("estimate", "opt.hpf", "--set", "word_embed_proj_dim=256", cwd=tmp_path).returncode == 0
+    # The embedding is priced from the author family's layout: the (vocab, 512) table plus project_in.
+    for sets, width in (((), 512), (("--set", "word_embed_proj_dim=256"), 256)):
+        estimate = hpdsl("estimate", "opt.hpf", "--json", *sets, cwd=tmp_path)
+        assert estimate.returncode == 0, estimate.stderr
+        assert json.loads(estimate.stdout)["params"]["embedding"] == 50272 * width + 1024 * width
     undeclared = block.replace("  field word_embed_proj_dim", "  // field word_embed_proj_dim")
     (tmp_path / "opt.hpf").write_text(undeclared)
     refused = hpdsl("compile", "opt.hpf", cwd=tmp_path)
