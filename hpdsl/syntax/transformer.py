@@ -8,46 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token, v_args
 from lark.tree import Meta
 
 from hpdsl import ast
-from hpdsl.diagnostics.span import Span
-from hpdsl.syntax.text import unquote
 from hpdsl.syntax.transformer_fields import FieldDeclRules
 
 
 @v_args(meta=True)
 class ToAst(FieldDeclRules):
     """Builds an ast.File from the tree of one source file."""
-
-    def __init__(self, file: str) -> None:
-        super().__init__()
-        self.file = file
-
-    # --- helpers ---------------------------------------------------------
-
-    def _span(self, meta: Meta) -> Span:
-        if getattr(meta, "empty", True):
-            return Span.point(self.file)
-        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
-
-    def _token_span(self, token: Token) -> Span:
-        if token.line is None or token.column is None or token.end_line is None or token.end_column is None:
-            return Span.point(self.file)  # lark types positions Optional; tokens it lexes have them
-        return Span(self.file, token.line, token.column, token.end_line, token.end_column)
-
-    def _name(self, token: Token) -> ast.Name:
-        return ast.Name(str(token), span=self._token_span(token))
-
-    def _literal(self, token: Token, kind: ast.LiteralKind, value: Any) -> ast.Literal:
-        return ast.Literal(value, kind, span=self._token_span(token))
-
-    def _string(self, token: Token) -> ast.Literal:
-        return self._literal(token, "string", unquote(str(token)))
-
-    def _int(self, token: Token) -> ast.Literal:
-        return self._literal(token, "int", int(token))
 
     # --- files -----------------------------------------------------------
 

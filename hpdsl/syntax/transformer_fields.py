@@ -1,18 +1,18 @@
 """The transformer's rules for `field` declarations (grammar/hpdsl.lark, "Model fields").
 
 Part of ToAst (hpdsl/syntax/transformer.py), split out to keep that module short;
-like it, these methods only build nodes.
+like it, these methods only build nodes, with NodeBuilder's helpers (transformer_base.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token, v_args
 from lark.tree import Meta
 
 from hpdsl import ast
-from hpdsl.diagnostics.span import Span
+from hpdsl.syntax.transformer_base import NodeBuilder
 
 
 class _Block:
@@ -41,20 +41,8 @@ class _DefaultName:
 
 
 @v_args(meta=True)
-class FieldDeclRules(Transformer):
+class FieldDeclRules(NodeBuilder):
     """One method per rule of a `field` declaration."""
-
-    def _span(self, meta: Meta) -> Span:
-        raise NotImplementedError  # ToAst's
-
-    def _name(self, token: Token) -> ast.Name:
-        raise NotImplementedError  # ToAst's
-
-    def _string(self, token: Token) -> ast.Literal:
-        raise NotImplementedError  # ToAst's
-
-    def _int(self, token: Token) -> ast.Literal:
-        raise NotImplementedError  # ToAst's
 
     def field_decl(self, meta: Meta, children: list[Any]) -> ast.FieldDecl:
         name, type_, *rest = children
