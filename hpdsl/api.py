@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from hpdsl.check import check_files, check_lowering
 from hpdsl.diagnostics import Collector, Diagnostic, Source
 from hpdsl.diagnostics.diagnostic import capped
 from hpdsl.errors import InputError, SpecError
+from hpdsl.files import write_text_atomic
 from hpdsl.ir.lower import lower_registry
 from hpdsl.ir.nodes import RegistryIR
 from hpdsl.loader import ImportPolicy, Loaded, load_paths, load_sources
@@ -184,28 +184,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` all at once: the old file stays whole if anything fails."""
-    temp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-        temp = None
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
-    finally:
-        if temp is not None:  # every failure path, KeyboardInterrupt included
-            Path(temp).unlink(missing_ok=True)
-    _sync_folder(path.parent)
-
-
 def rewrite_source(path: Path, text: str) -> Path:
     """Rewrite an existing source file with `text`, through a symlink, keeping its permissions and links.
 
@@ -234,21 +212,6 @@ def rewrite_source(path: Path, text: str) -> Path:
     except OSError as exc:
         raise InputError(f"cannot rewrite '{path}': {(exc.strerror or str(exc)).lower()}") from None
     return target
-
-
-def _sync_folder(folder: Path) -> None:
-    # The rename itself is durable only once the folder's entry is on disk;
-    # not every platform can open a folder, and the data is already safe.
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 __all__ = ["CompileResult", "bind_model", "check", "check_paths", "check_sources", "compile_paths",

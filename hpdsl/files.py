@@ -1,4 +1,5 @@
-"""Reading a file the way hpdsl reads every input: a regular file only, a size cap, never blocking.
+"""Reading a file the way hpdsl reads every input (a regular file only, a size cap, never blocking),
+and writing one the way every output is written (all at once, the old file whole on failure).
 
 The loader (.hpf sources) and load_registry (registry.json) both read through
 here, so a FIFO, a device, a folder or an oversized file is refused with a
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
+
+from hpdsl.errors import InputError
 
 
 class NotReadable(OSError):
@@ -70,4 +74,43 @@ def _size(limit: int) -> str:
     return f"{limit // 1024} KiB" if limit >= 1 << 16 else f"{limit:,} bytes"
 
 
-__all__ = ["NotReadable", "node_kind", "read_bytes", "read_text", "reason"]
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` all at once: the old file stays whole if anything fails."""
+    temp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+        temp = None
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    finally:
+        if temp is not None:  # every failure path, KeyboardInterrupt included
+            Path(temp).unlink(missing_ok=True)
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    # The rename itself is durable only once the folder's entry is on disk;
+    # not every platform can open a folder, and the data is already safe.
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+__all__ = ["NotReadable", "node_kind", "read_bytes", "read_text", "reason", "write_text_atomic"]

@@ -11,7 +11,6 @@ declarations that checked clean (hpdsl/check/fields.py).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from hpdsl import ast
+from hpdsl.files import write_text_atomic
 from hpdsl.model.fields import FIELDS, MAX_DIMENSION, Field, FieldType, Scalar, table_path
 from hpdsl.scope import Scope
 
@@ -133,9 +133,7 @@ def main() -> None:
     """Rewrite fields/model.fields.json from fields/model.hpf (run from a source checkout)."""
     path: Path = table_path()
     text = render_table_json([lower_field(decl) for decl in standard_declarations()])
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, text)
     print(f"wrote {path} ({len(text):,} bytes)", file=sys.stderr)
 
 

@@ -6,11 +6,11 @@ It sits above both the tables' loader (tables.py) and the parser's options
 
 from __future__ import annotations
 
-import os
 import sys
 
 from lark import Lark
 
+from hpdsl.files import write_text_atomic
 from hpdsl.syntax.parser import KEYWORD_SALT, parser_options
 from hpdsl.syntax.tables import grammar_text, tables_json, tables_key, tables_path
 
@@ -20,9 +20,7 @@ def main() -> None:
     grammar, options = grammar_text(), parser_options()
     path = tables_path()
     text = tables_json(Lark(grammar, **options), tables_key(grammar, options, KEYWORD_SALT))
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, text)
     print(f"wrote {path} ({len(text):,} bytes)", file=sys.stderr)
 
 
