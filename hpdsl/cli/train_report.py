@@ -7,6 +7,13 @@ from typing import Any
 _PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
 
 
+def percent(share: float) -> str:
+    """Return a share as a percentage with two significant digits: a CPU's MFU of 0.004 % is not "0.00 %"."""
+    if share == 0.0 or abs(share) >= 0.01:
+        return f"{share:.2%}"
+    return f"{share * 100:.2g}%"
+
+
 def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     """Return the readable report: losses per step beside the reference, then bytes per rank."""
     s = strategy
@@ -22,7 +29,7 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     metrics = result.get("metrics") or [{} for _ in result["loss"]]
     for step, (loss, m) in enumerate(zip(result["loss"], metrics)):
         row = (f"{m.get('step', step):>4} {loss:>11.6f} {m.get('grad_norm', float('nan')):>11.4g} "
-               f"{m.get('tokens_per_s', 0.0):>11,.0f}   {m.get('mfu', 0.0):.2%} ({m.get('estimated_mfu', 0.0):.2%})")
+               f"{m.get('tokens_per_s', 0.0):>11,.0f}   {percent(m.get('mfu', 0.0))} ({percent(m.get('estimated_mfu', 0.0))})")
         if reference:
             ref = reference[step]
             row += f"   {ref:>11.6f} diff {abs(loss - ref):.1e}"
