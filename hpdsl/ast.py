@@ -8,6 +8,7 @@ decide what a block may hold.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal as TypingLiteral
 from typing import Union
 
@@ -494,6 +495,18 @@ class DimProduct:
 
 DimExpr = Union[Literal, Name, DimSum, DimProduct]
 """A dims expression: an int literal, a config name, a sum or a product."""
+
+
+def dim_names(expr: DimExpr) -> Iterator[Name]:
+    """Yield every config name a dims expression reads, in source order (the checks locate each)."""
+    if isinstance(expr, Name):
+        yield expr
+    elif isinstance(expr, DimSum):
+        for term in expr.terms:
+            yield from dim_names(term)
+    elif isinstance(expr, DimProduct):
+        for part in (*expr.factors, *expr.divisors):
+            yield from dim_names(part)
 
 
 @attrs.frozen

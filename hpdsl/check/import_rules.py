@@ -119,22 +119,11 @@ def _check_derive(rule: ast.HfDerive, declared: Mapping[str, Field], collector: 
         collector.error(rule.field.span, "unknown-import-field",
                         f"derive names '{rule.field.value}', which is not a model field holding a number",
                         hint=_close(rule.field.value, ints) or "docs/language.md lists the model fields")
-    for name in _names(rule.value):
+    for name in ast.dim_names(rule.value):
         if name.value not in ints:
             collector.error(name.span, "unknown-import-field",
                             f"derive reads '{name.value}', which is not a model field holding a number",
                             hint=_close(name.value, ints) or "docs/language.md lists the model fields")
-
-
-def _names(expr: ast.DimExpr) -> Iterator[ast.Name]:
-    if isinstance(expr, ast.Name):
-        yield expr
-    elif isinstance(expr, ast.DimSum):
-        for term in expr.terms:
-            yield from _names(term)
-    elif isinstance(expr, ast.DimProduct):
-        for part in (*expr.factors, *expr.divisors):
-            yield from _names(part)
 
 
 def _close(name: str, candidates: Iterable[str]) -> str:

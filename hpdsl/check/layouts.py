@@ -105,7 +105,7 @@ def _check_entry(entry: ast.LayoutEntry, collector: Collector, declared: frozens
     else:
         _check_split_dim(entry, collector)
     for expr in (*entry.dims, *(() if entry.unit is None else (entry.unit,))):
-        for ref in _names(expr):
+        for ref in ast.dim_names(expr):
             _check_dim_name(ref, collector, declared)
     if entry.condition is not None:
         for ref, alone in _condition_names(entry.condition):
@@ -161,17 +161,6 @@ def _check_split_dim(entry: ast.LayoutEntry, collector: Collector) -> None:
                     f"'{placement.name.value}' splits dim {dim}, but '{entry.path.text}' has "
                     f"{rank} dim{'s' * (rank != 1)} ({', '.join(render_dim(dim_from_ast(d)) for d in entry.dims)})",
                     hint=hint)
-
-
-def _names(expr: ast.DimExpr) -> Iterator[ast.Name]:
-    if isinstance(expr, ast.Name):
-        yield expr
-    elif isinstance(expr, ast.DimSum):
-        for term in expr.terms:
-            yield from _names(term)
-    elif isinstance(expr, ast.DimProduct):
-        for part in (*expr.factors, *expr.divisors):
-            yield from _names(part)
 
 
 def _check_dim_name(ref: ast.Name, collector: Collector, declared: frozenset[str]) -> None:
