@@ -241,20 +241,34 @@ def is_allowed(path: str, allowed_prefixes: Sequence[str]) -> bool:
 def trusted_prefixes(allowed_prefixes: Sequence[str] = DEFAULT_PREFIXES) -> tuple[str, ...]:
     """Return `allowed_prefixes` plus what the application trusts: HPDSL_TRUSTED and its pyproject."""
     from_env = [p.strip() for p in os.environ.get(TRUSTED_VARIABLE, "").split(",") if p.strip()]
-    return (*allowed_prefixes, *from_env, *_pyproject_trusted(Path.cwd() / "pyproject.toml"))
+    return (*allowed_prefixes, *from_env, *_pyproject_trusted(Path.cwd()))
 
 
-def _pyproject_trusted(path: Path) -> tuple[str, ...]:
-    """Return `[tool.hpdsl] trusted` of the application's pyproject.toml (none if absent or unreadable)."""
+def _pyproject_trusted(start: Path) -> tuple[str, ...]:
+    """Return `[tool.hpdsl] trusted` of the application's pyproject.toml (none if absent or unreadable).
+
+    The application's is the nearest pyproject.toml with a `[tool.hpdsl]` table at or above
+    `start`, the one the CLI reads (hpdsl/cli/project.py), so a library run from a subfolder
+    of the project trusts what `hpdsl train` run there trusts.
+    """
+    for folder in (start, *start.parents):
+        table = _hpdsl_table(folder / "pyproject.toml")
+        if table is not None:
+            trusted = table.get("trusted", [])
+            return tuple(p for p in trusted if isinstance(p, str)) if isinstance(trusted, list) else ()
+    return ()
+
+
+def _hpdsl_table(path: Path) -> dict[str, Any] | None:
+    """Return the `[tool.hpdsl]` table of a pyproject.toml; None if absent, unreadable or without one."""
     try:
         toml: Any = importlib.import_module("tomllib")  # Python 3.11+; 3.10 reads no pyproject
         data = toml.loads(path.read_text(encoding="utf-8"))
     except (ImportError, OSError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
-        return ()
-    if not isinstance(data, dict):
-        return ()
-    trusted = data.get("tool", {}).get("hpdsl", {}).get("trusted", [])
-    return tuple(p for p in trusted if isinstance(p, str)) if isinstance(trusted, list) else ()
+        return None
+    tool = data.get("tool") if isinstance(data, dict) else None
+    table = tool.get("hpdsl") if isinstance(tool, dict) else None
+    return table if isinstance(table, dict) else None
 
 
 def import_variant(path: str, allowed_prefixes: Sequence[str], *, where: str) -> Callable[..., Any]:

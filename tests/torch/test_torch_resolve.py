@@ -302,3 +302,21 @@ def test_trusted_prefixes_come_from_the_environment_and_the_pyproject(
     monkeypatch.chdir(tmp_path)
     assert "torch_fixture_modules" in trusted_prefixes()
     assert resolve_family(FamilyRequest(fam)).variant.name == "v"
+
+
+def test_the_pyproject_is_found_above_the_working_directory_as_the_cli_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a project's subfolder, the library trusts what the project's pyproject lists.
+
+    A pyproject.toml without a `[tool.hpdsl]` table in between is passed over, as
+    hpdsl/cli/project.py passes it over.
+    """
+    monkeypatch.delenv("HPDSL_TRUSTED", raising=False)
+    (tmp_path / "pyproject.toml").write_text('[tool.hpdsl]\ntrusted = ["torch_fixture_modules"]\n')
+    inner = tmp_path / "pkg" / "sub"
+    inner.mkdir(parents=True)
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    monkeypatch.chdir(inner)
+    assert "torch_fixture_modules" in trusted_prefixes()
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[tool.hpdsl]\ntrusted = ["elsewhere"]\n')
+    assert "torch_fixture_modules" not in trusted_prefixes() and "elsewhere" in trusted_prefixes()
