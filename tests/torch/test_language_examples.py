@@ -1,0 +1,179 @@
+"""docs/language.md's worked examples (GPT-NeoX-20B, Falcon-7B), run the way the doc shows them.
+
+Each `.hpf` block of the doc's "Worked examples" section is written out under the name its first
+line gives, and the doc's commands run through the real CLI. The estimate is held to
+transformers' count of the same model on the meta device: transformers' config class is built
+from the compiled model's fields (no published config.json of either model is in the search
+index; the doc says so). `build_model` builds as many parameters. A scaled copy of each (the
+doc's text with its dims made small) is built by hpdsl and by transformers; transformers'
+random weights, its fused query_key_value split into q, k and v, copied into hpdsl's model give
+transformers' logits to 1e-4 in float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from hpdsl.api import compile_sources  # noqa: E402
+from hpdsl.diagnostics import Source  # noqa: E402
+from hpdsl.ir.nodes import ModelIR  # noqa: E402
+from hpdsl.torch import build_model  # noqa: E402
+from hpdsl.torch.model import materialize  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "language.md"
+SECTION = "### Worked examples: GPT-NeoX-20B and Falcon-7B"
+SMALL = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 101, "ffn_width": 256, "max_positions": 64}
+"""The scaled copies' dims (Falcon's feed-forward is 4 × hidden in transformers, so 256)."""
+
+
+def _blocks() -> dict[str, str]:
+    """Return the section's .hpf blocks by the file name their first line (`// name.hpf`) gives."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index(SECTION):]
+    section = section[: section.index("\n## ", 1)]
+    blocks = re.findall(r"```\n(// (\S+\.hpf)\n.*?)```", section, flags=re.S)
+    return {name: body for body, name in blocks}
+
+
+def _commands() -> list[list[str]]:
+    """Return the section's `hpdsl ...` command lines, comments stripped."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index(SECTION):]
+    section = section[: section.index("\n## ", 1)]
+    return [line.split("#")[0].split()[1:] for line in section.splitlines() if line.startswith("hpdsl ")]
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _model(text: str, name: str) -> tuple[ModelIR, Any]:
+    registry = compile_sources([Source(name, text)])
+    (model,) = registry.models.values()
+    return model, registry
+
+
+def _hf_config(model: ModelIR) -> Any:
+    """Return transformers' config of the model class the example writes, from the compiled model's fields."""
+    if model.profile == "gpt_neox":
+        return transformers.GPTNeoXConfig(
+            hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
+            vocab_size=model.vocab, intermediate_size=model.ffn_width, max_position_embeddings=model.max_positions,
+            rotary_pct=model.rotary_fraction, hidden_act=model.activation, use_parallel_residual=True,
+            attention_bias=bool(model.qkv_bias), tie_word_embeddings=bool(model.tie_embeddings), layer_norm_eps=1e-6)
+    assert model.profile == "falcon" and model.kv_heads == 1 and model.ffn_width == 4 * model.hidden
+    return transformers.FalconConfig(
+        hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
+        vocab_size=model.vocab, max_position_embeddings=model.max_positions, multi_query=True, parallel_attn=True,
+        new_decoder_architecture=False, bias=bool(model.qkv_bias), alibi=False, activation=model.activation,
+        tie_word_embeddings=bool(model.tie_embeddings), layer_norm_epsilon=1e-6)
+
+
+def _meta_count(config: Any) -> int:
+    with torch.device("meta"):
+        built = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in built.parameters())
+
+
+def test_the_doc_shows_both_files_and_the_commands() -> None:
+    assert sorted(_blocks()) == ["falcon.hpf", "gpt_neox.hpf"]
+    assert [c[0] for c in _commands()] == ["compile", "estimate", "estimate"]
+
+
+def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path: Path) -> None:
+    blocks = _blocks()
+    for name, body in blocks.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    totals: dict[str, int] = {}
+    for command in _commands():
+        run = _hpdsl(*command, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        if command[0] == "estimate":
+            totals[command[1]] = json.loads(run.stdout)["params"]["total"]
+        else:
+            assert (tmp_path / command[command.index("-o") + 1]).is_file()
+    for name, total in totals.items():
+        model, registry = _model(blocks[name], name)
+        assert total == _meta_count(_hf_config(model)), name
+        assert sum(p.numel() for p in build_model(model, registry=registry, device="meta").parameters()) == total
+        assert f"params.total {total:,}" in DOC.read_text(encoding="utf-8")
+
+
+def _scaled(text: str) -> str:
+    """Return the example with SMALL's dims in place of its own (its wiring, flags and kv_heads kept)."""
+    for field, value in SMALL.items():
+        text, count = re.subn(rf"^(  {field}) \d+$", rf"\1 {value}", text, flags=re.M)
+        assert count == 1, field
+    return text
+
+
+def _split_qkv(profile: str, weight: Any, heads: int, head_dim: int) -> tuple[Any, Any, Any]:
+    """Return q, k and v of a fused query_key_value weight (or bias) as transformers lays it out."""
+    if profile == "gpt_neox":  # head by head: [q_h, k_h, v_h] for each head h
+        per_head = weight.reshape(heads, 3, head_dim, *weight.shape[1:])
+        return tuple(per_head[:, i].reshape(heads * head_dim, *weight.shape[1:]) for i in range(3))
+    q, k, v = weight.split([heads * head_dim, head_dim, head_dim])  # Falcon's multi-query: the heads, k, v
+    return q, k, v
+
+
+_NAMES = {
+    "gpt_neox": [(r"embed\.", "gpt_neox.embed_in."), (r"layers\.(\d+)\.mixer_norm\.", r"gpt_neox.layers.\1.input_layernorm."),
+                 (r"layers\.(\d+)\.ffn_norm\.", r"gpt_neox.layers.\1.post_attention_layernorm."),
+                 (r"layers\.(\d+)\.mixer\.o_proj\.", r"gpt_neox.layers.\1.attention.dense."),
+                 (r"layers\.(\d+)\.mixer\.[qkv]_proj\.", r"gpt_neox.layers.\1.attention.query_key_value."),
+                 (r"layers\.(\d+)\.ffn\.up_proj\.", r"gpt_neox.layers.\1.mlp.dense_h_to_4h."),
+                 (r"layers\.(\d+)\.ffn\.down_proj\.", r"gpt_neox.layers.\1.mlp.dense_4h_to_h."),
+                 (r"norm\.", "gpt_neox.final_layer_norm."), (r"head\.", "lm_head.")],
+    "falcon": [(r"embed\.", "transformer.word_embeddings."),
+               (r"layers\.(\d+)\.mixer_norm\.", r"transformer.h.\1.input_layernorm."),
+               (r"layers\.(\d+)\.mixer\.o_proj\.", r"transformer.h.\1.self_attention.dense."),
+               (r"layers\.(\d+)\.mixer\.[qkv]_proj\.", r"transformer.h.\1.self_attention.query_key_value."),
+               (r"layers\.(\d+)\.ffn\.up_proj\.", r"transformer.h.\1.mlp.dense_h_to_4h."),
+               (r"layers\.(\d+)\.ffn\.down_proj\.", r"transformer.h.\1.mlp.dense_4h_to_h."),
+               (r"norm\.", "transformer.ln_f.")],
+}
+"""hpdsl's parameter names → transformers' (q_proj, k_proj and v_proj are parts of one fused weight)."""
+
+
+def _theirs(profile: str, name: str, state: dict[str, Any], heads: int, head_dim: int) -> Any:
+    for pattern, replacement in _NAMES[profile]:
+        if re.match(pattern, name):
+            hf = re.sub(pattern, replacement, name, count=1)
+            break
+    else:
+        raise AssertionError(f"no transformers name for {name}")
+    part = re.search(r"\.mixer\.([qkv])_proj\.", name)
+    if part is None:
+        return state[hf]
+    q, k, v = _split_qkv(profile, state[hf], heads, head_dim)
+    return {"q": q, "k": k, "v": v}[part.group(1)]
+
+
+@pytest.mark.parametrize("name", ["gpt_neox.hpf", "falcon.hpf"])
+def test_a_scaled_copy_computes_transformers_logits(name: str) -> None:
+    model, registry = _model(_scaled(_blocks()[name]), name)
+    ours = materialize(build_model(model, registry=registry, device="meta"), "cpu", seed=0).eval()
+    torch.manual_seed(0)
+    config = _hf_config(model)
+    config._attn_implementation = "eager"
+    theirs = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    state, head_dim = theirs.state_dict(), model.hidden // model.heads
+    with torch.no_grad():
+        for parameter_name, parameter in ours.named_parameters():
+            parameter.copy_(_theirs(model.profile, parameter_name, state, model.heads, head_dim))
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    ids = torch.randint(0, SMALL["vocab"], (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
