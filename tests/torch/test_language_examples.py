@@ -1,4 +1,4 @@
-"""docs/language.md's worked examples (GPT-NeoX-20B, Falcon-7B), run the way the doc shows them.
+"""docs/language.md's worked examples (GPT-NeoX-20B, Falcon-7B, an RWKV channel mix), run as the doc shows them.
 
 Each `.hpf` block of the doc's "Worked examples" section is written out under the name its first
 line gives, and the doc's commands run through the real CLI. The estimate is held to
@@ -7,7 +7,9 @@ from the compiled model's fields (no published config.json of either model is in
 index; the doc says so). `build_model` builds as many parameters. A scaled copy of each (the
 doc's text with its dims made small) is built by hpdsl and by transformers; transformers'
 random weights, its fused query_key_value split into q, k and v, copied into hpdsl's model give
-transformers' logits to 1e-4 in float32 on the CPU.
+transformers' logits to 1e-4 in float32 on the CPU. The RWKV section's family, module and
+script are written out as the doc names them: its `mlp` slot is transformers' RwkvFeedForward,
+in count and in what it computes.
 """
 
 from __future__ import annotations
@@ -37,21 +39,23 @@ SMALL = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 101, "ffn_width": 256, 
 """The scaled copies' dims (Falcon's feed-forward is 4 × hidden in transformers, so 256)."""
 
 
-def _blocks() -> dict[str, str]:
-    """Return the section's .hpf blocks by the file name their first line (`// name.hpf`) gives."""
+def _section(title: str = SECTION) -> str:
+    """Return the doc's section under `title`, up to the next heading of level 2 or 3."""
     text = DOC.read_text(encoding="utf-8")
-    section = text[text.index(SECTION):]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```\n(// (\S+\.hpf)\n.*?)```", section, flags=re.S)
+    section = text[text.index(title) + len(title):]
+    return title + re.split(r"\n##+ ", section, maxsplit=1)[0]
+
+
+def _blocks(title: str = SECTION) -> dict[str, str]:
+    """Return a section's code blocks by the file name their first line (`// name.hpf`, `# name.py`) gives."""
+    blocks = re.findall(r"```\n((?://|#) (\S+\.(?:hpf|py))\b.*?)```", _section(title), flags=re.S)
     return {name: body for body, name in blocks}
 
 
-def _commands() -> list[list[str]]:
-    """Return the section's `hpdsl ...` command lines, comments stripped."""
-    text = DOC.read_text(encoding="utf-8")
-    section = text[text.index(SECTION):]
-    section = section[: section.index("\n## ", 1)]
-    return [line.split("#")[0].split()[1:] for line in section.splitlines() if line.startswith("hpdsl ")]
+def _commands(title: str = SECTION) -> list[list[str]]:
+    """Return a section's `hpdsl ...` and `python ...` command lines, comments stripped."""
+    return [line.split("#")[0].split() for line in _section(title).splitlines()
+            if line.startswith(("hpdsl ", "python "))]
 
 
 def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -89,7 +93,7 @@ def _meta_count(config: Any) -> int:
 
 def test_the_doc_shows_both_files_and_the_commands() -> None:
     assert sorted(_blocks()) == ["falcon.hpf", "gpt_neox.hpf"]
-    assert [c[0] for c in _commands()] == ["compile", "estimate", "estimate"]
+    assert [c[1] for c in _commands()] == ["compile", "estimate", "estimate"]
 
 
 def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path: Path) -> None:
@@ -98,10 +102,10 @@ def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path:
         (tmp_path / name).write_text(body, encoding="utf-8")
     totals: dict[str, int] = {}
     for command in _commands():
-        run = _hpdsl(*command, cwd=tmp_path)
+        run = _hpdsl(*command[1:], cwd=tmp_path)
         assert run.returncode == 0, run.stderr
-        if command[0] == "estimate":
-            totals[command[1]] = json.loads(run.stdout)["params"]["total"]
+        if command[1] == "estimate":
+            totals[command[2]] = json.loads(run.stdout)["params"]["total"]
         else:
             assert (tmp_path / command[command.index("-o") + 1]).is_file()
     for name, total in totals.items():
@@ -177,3 +181,58 @@ def test_a_scaled_copy_computes_transformers_logits(name: str) -> None:
     ids = torch.randint(0, SMALL["vocab"], (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+
+
+RWKV = "### Worked example: an RWKV channel mix in the `mlp` slot"
+
+
+def test_the_rwkv_example_prices_and_builds_transformers_channel_mix(tmp_path: Path) -> None:
+    """The doc's files and commands: the slot is RwkvFeedForward's count, the build the estimate's."""
+    from transformers.models.rwkv.modeling_rwkv import RwkvFeedForward
+
+    blocks = _blocks(RWKV)
+    assert sorted(blocks) == ["acme/rwkv.py", "build_one.py", "rwkv.hpf"]
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text('[tool.hpdsl]\ntrusted = ["acme"]\n')
+    for name, body in blocks.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    estimate, build = _commands(RWKV)
+    run = _hpdsl(*estimate[1:], cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    params = json.loads(run.stdout)["params"]
+    model, _ = _model(blocks["rwkv.hpf"], "rwkv.hpf")
+    with torch.device("meta"):
+        theirs = RwkvFeedForward(transformers.RwkvConfig(hidden_size=model.hidden, intermediate_size=model.ffn_width))
+    slot = sum(p.numel() for p in theirs.parameters())
+    assert params["per_kind"]["decoder"]["dense_ffn"] == slot == 5_309_952
+    built = subprocess.run([sys.executable, *build[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == f"{params['total']:,} parameters built"
+    doc = _section(RWKV)
+    assert f"dense_ffn {slot:,}" in doc and f"{params['total']:,} parameters built" in doc
+
+
+def test_the_rwkv_module_computes_transformers_channel_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers.models.rwkv.modeling_rwkv import RwkvFeedForward
+
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "__init__.py").write_text("")
+    (tmp_path / "acme" / "rwkv.py").write_text(_blocks(RWKV)["acme/rwkv.py"], encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "acme", raising=False)
+    from acme.rwkv import ChannelMix  # type: ignore[import-not-found]
+
+    torch.manual_seed(0)
+    theirs = RwkvFeedForward(transformers.RwkvConfig(hidden_size=16, intermediate_size=40)).eval()
+    with torch.no_grad():
+        for parameter in theirs.parameters():
+            parameter.copy_(torch.rand_like(parameter) - 0.5)
+    config = type("SlotConfig", (), {"hidden": 16, "ffn_width": 40})()
+    ours = ChannelMix(config).eval()
+    state = theirs.state_dict()
+    with torch.no_grad():
+        for name, parameter in ours.named_parameters():
+            parameter.copy_(state[name].reshape(parameter.shape))
+        x = torch.randn(2, 7, 16)
+        torch.testing.assert_close(ours(x), theirs(x)[0])
