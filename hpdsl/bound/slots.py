@@ -68,13 +68,15 @@ def shared_expert_config(config: ModuleConfig) -> ModuleConfig:
 
 
 def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ffn") -> tuple[Slot, ...]:
-    """Return the feed-forward slots: one MLP, or routed experts and each shared expert."""
+    """Return the feed-forward slots: one MLP, or the router, routed experts, each shared expert and their gate."""
     if config.experts <= 1:
         return (_slot("mlp", path, config, bindings),)
     shared = shared_expert_config(config)
-    return (_slot("experts", f"{path}.experts", config, bindings),
+    gate = (_slot("shared_gate", f"{path}.shared_expert_gate", config, bindings),) \
+        if config.shared_experts and config.shared_gate else ()
+    return (_slot("router", f"{path}.router", config, bindings), _slot("experts", f"{path}.experts", config, bindings),
             *(_slot("shared_experts", f"{path}.shared_experts.{i}", shared, bindings)
-              for i in range(config.shared_experts)))
+              for i in range(config.shared_experts)), *gate)
 
 
 def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:

@@ -120,15 +120,15 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
     fix belongs in the profile (or a top-level block), and a profile no model
     uses may leave slots open, as a library of kinds priced but never built.
     """
-    users: dict[str, ast.Model] = {}
+    users: dict[str, list[ast.Model]] = {}
     for model in scope.models.values():
-        users.setdefault(model_profile(model), model)
-    for name, model in users.items():
-        profile = scope.profiles.get(name)
+        users.setdefault(model_profile(model), []).append(model)
+    for name, models in users.items():
+        profile, model = scope.profiles.get(name), models[0]
         if profile is None:
             continue  # the model check reports the unknown profile
         bound = profile_slots(profile, scope)
-        missing = [slot for slot in SLOTS if slot not in bound and _needed(slot, profile)]
+        missing = [slot for slot in SLOTS if slot not in bound and _needed(slot, profile, models)]
         if not missing:
             continue
         if not any(slot in bound for slot in SLOTS):
@@ -143,17 +143,27 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
                         notes=(Note(model.name.span, "a model using the profile"),))
 
 
-def _needed(slot: str, profile: ast.Profile) -> bool:
-    """Whether a model of `profile` may build `slot`: the ssm slot only under a kind with `attention ssm`."""
+def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
+    """Whether a model of `profile` may build `slot`.
+
+    The ssm slot only under a kind with `attention ssm`; a MoE block's router and shared
+    gate only where a kind states `ffn moe` or a model of the profile has a `moe` block.
+    """
+    kinds = profile_kinds(profile)
+    if slot in MOE_SLOTS:
+        return any(kind_flavours(kind, kinds)[1] == "moe" for kind in kinds.values()) or any(
+            block.name.value == "moe" for model in models for block in model.items if isinstance(block, ast.Block))
     if slot not in OPTIONAL_SLOTS:
         return True
-    kinds = profile_kinds(profile)
     return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
 
 
 OPTIONAL_SLOTS = {"ssm": "ssm"}
 """Slots added after the first profiles were written → the attention flavour that builds them: a
 profile without such a kind need not bind them (a --no-stdlib profile of attention layers)."""
+
+MOE_SLOTS = ("router", "shared_gate")
+"""Slots only a mixture-of-experts block builds (added after the first profiles were written)."""
 
 
 __all__ = ["check_slots"]

@@ -30,6 +30,8 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("mlp", "the dense feed-forward block", "layer"),
     SlotSpec("experts", "the routed experts of a MoE feed-forward block", "layer"),
     SlotSpec("shared_experts", "each shared expert of a MoE feed-forward block", "layer"),
+    SlotSpec("router", "the router of a MoE feed-forward block: each token's score for every routed expert", "layer"),
+    SlotSpec("shared_gate", "the sigmoid gate over a MoE block's shared experts (with `shared_gate`)", "layer"),
     SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
     SlotSpec("embedding", "the token embedding", "model"),
     SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
@@ -42,6 +44,6 @@ linear_attention, sliding the attention slot with each query seeing the model's 
 latest positions, ssm the ssm slot (its parameters and matmuls come from the bound family's layout)."""
 
 FFN_FLAVOURS = ("dense", "moe")
-"""A kind's `ffn` flavour: dense fills the mlp slot, moe the experts and shared_experts slots."""
+"""A kind's `ffn` flavour: dense fills the mlp slot, moe the router, experts, shared_experts and shared_gate slots."""
 
 __all__ = ["ATTENTION_FLAVOURS", "FFN_FLAVOURS", "SLOTS", "SlotSpec"]

@@ -47,7 +47,7 @@ from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
 
-_FFN_ROLES = ("mlp", "experts", "shared_experts")
+_FFN_ROLES = ("mlp", "router", "experts", "shared_experts", "shared_gate")
 
 
 @attrs.frozen
@@ -81,8 +81,10 @@ class _Builder:
         slots = ffn_slots(cfg, self.bindings(kind))
         if cfg.experts <= 1:
             return self.slot(slots[0], fqn)
-        experts, *shared = (self.slot(slot, f"{fqn}.{slot.path.removeprefix('ffn.')}") for slot in slots)
-        return MoE(cfg, experts, shared)
+        built = [(slot.role, self.slot(slot, f"{fqn}.{slot.path.removeprefix('ffn.')}")) for slot in slots]
+        by_role = dict(built)
+        shared = [module for role, module in built if role == "shared_experts"]
+        return MoE(cfg, by_role["router"], by_role["experts"], shared, by_role.get("shared_gate"))
 
     def bindings(self, kind: str | None) -> Mapping[str, str]:
         """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""

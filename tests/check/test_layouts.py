@@ -50,7 +50,7 @@ vocabulary {
 }
 // without the standard library, a profile a model uses must bind every slot
 slots {
-  attention mlp  linear_attention mlp  mla mlp  mlp mlp  experts mlp  shared_experts mlp
+  attention mlp  linear_attention mlp  mla mlp  mlp mlp  experts mlp  shared_experts mlp  router mlp  shared_gate mlp
   norm mlp  embedding mlp  head mlp
 }
 profile p {

@@ -191,7 +191,7 @@ def test_lower_profile_of_a_small_spec() -> None:
 
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
-                  "norm": "norm", "embedding": "embedding", "head": "output_head"}
+                  "router": "router", "shared_gate": "shared_gate", "norm": "norm", "embedding": "embedding", "head": "output_head"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -214,7 +214,7 @@ family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }
 family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
-slots { mla f  mlp f  experts f  shared_experts f }
+slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }

@@ -127,12 +127,20 @@ def test_moe_adds_gated_shared_experts() -> None:
     torch.manual_seed(5)
     cfg = ModuleConfig(hidden=16, ffn_width=8, experts=4, top_k=2, shared_experts=1, shared_width=8,
                        shared_gate=True)
-    from hpdsl.torch.modules import GatedMLP
+    from hpdsl.torch.modules import GatedMLP, Router, SharedExpertGate
 
-    moe = MoE(cfg, GroupedExperts(cfg), [GatedMLP(cfg)])
+    moe = MoE(cfg, Router(cfg), GroupedExperts(cfg), [GatedMLP(cfg)], SharedExpertGate(cfg))
     x = torch.randn(2, 3, 16)
     assert moe(x).shape == x.shape
+    assert moe.router.weight.shape == (4, 16) and moe.router.bias is None
     assert moe.shared_expert_gate is not None and moe.shared_expert_gate.weight.shape == (1, 16)
+    ungated = MoE(cfg, Router(cfg), GroupedExperts(cfg), [GatedMLP(cfg)])
+    ungated.load_state_dict(moe.state_dict(), strict=False)
+    flat = x.reshape(-1, 16)
+    shared = moe.shared_experts[0](flat)
+    gate = torch.sigmoid(moe.shared_expert_gate(flat))
+    with torch.no_grad():  # the gate scales the shared expert's output, nothing else
+        torch.testing.assert_close(moe(x) - ungated(x), ((gate - 1) * shared).reshape(x.shape), rtol=1e-5, atol=1e-6)
 
 
 def test_mxfp8_rounding_is_close_and_passes_gradients_straight_through() -> None:

@@ -2,15 +2,15 @@
 
 Every slot's parameters are the sum of the layout entries of the family bound
 to it (hpdsl/bound/tally.py): the mixer (attention, mla, gated_delta_net, an ssm
-family), the feed-forward (mlp, the routed experts, each shared expert), every
-norm, the embedding, a learned position table and the head. No slot is priced
-by a formula here; the torch backend builds each slot through the same family
-and refuses a module that differs from its layout, so the estimate equals the
-built count by construction. What no family builds is priced beside the slots,
-as hpdsl/torch/ builds it: the MoE router (and its bias), the shared experts'
-sigmoid gate, an MTP layer's 2h→h projection and T5's relative-position bias
-tables (docs/cost-model.md, "Parameters"). A model bound without families is
-priced with the standard ones (families/*.hpf).
+family), the feed-forward (mlp; a MoE block's router, routed experts, each
+shared expert and their gate), every norm, the embedding, a learned position
+table and the head. No slot is priced by a formula here; the torch backend
+builds each slot through the same family and refuses a module that differs
+from its layout, so the estimate equals the built count by construction. What
+no family builds is priced beside the slots, as hpdsl/torch/ builds it: an MTP
+layer's 2h→h projection and T5's relative-position bias tables
+(docs/cost-model.md, "Parameters"). A model bound without families is priced
+with the standard ones (families/*.hpf).
 """
 
 from __future__ import annotations
@@ -143,18 +143,16 @@ def parameters(cost_model: CostModel) -> ParamReport:
 
 
 def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]) -> LayerParams:
-    """Return the exact parameters of one layer priced with `cfg`: its slots' layouts, the router and gate beside."""
-    parts = dict.fromkeys(("attention", "norms", "dense_ffn", "routed", "shared"), 0)
+    """Return the exact parameters of one layer priced with `cfg`: the sum of its slots' layouts (router and gate among them)."""
+    parts = dict.fromkeys(("attention", "norms", "dense_ffn", "router", "routed", "shared"), 0)
     for slot in layer_slots(cfg, bindings):
         for part, count in _slot_parts(slot, families):
             parts[part] += count
     if cfg.experts <= 1:
         return LayerParams(parts["attention"], parts["norms"], parts["dense_ffn"], 0, 0, 0, 0, 1, 1)
-    router = cfg.hidden * cfg.experts + (cfg.experts if cfg.router_bias else 0)  # MoE's nn.Linear (hpdsl/torch/modules/moe.py)
-    gate = cfg.hidden if cfg.shared_experts and cfg.shared_gate else 0
     routed = parts["routed"]
-    return LayerParams(parts["attention"], parts["norms"], parts["dense_ffn"], router, routed,
-                       parts["shared"] + gate, _exact(Fraction(routed, cfg.experts)), cfg.experts, cfg.top_k)
+    return LayerParams(parts["attention"], parts["norms"], parts["dense_ffn"], parts["router"], routed,
+                       parts["shared"], _exact(Fraction(routed, cfg.experts)), cfg.experts, cfg.top_k)
 
 
 def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = None) -> int:
@@ -208,7 +206,8 @@ def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
     return dict(registry.families), dict(bindings)
 
 
-_PART = {"norm": "norms", "mlp": "dense_ffn", "experts": "routed", "shared_experts": "shared"}
+_PART = {"norm": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed", "shared_experts": "shared",
+         "shared_gate": "shared"}
 
 
 def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:

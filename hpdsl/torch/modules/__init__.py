@@ -7,10 +7,11 @@ from hpdsl.torch.modules.embedding import Embedding, OutputHead
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
 from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
-from hpdsl.torch.modules.moe import ExpertParallelExperts, GroupedExperts, MoE, MXFP8GroupedExperts
+from hpdsl.torch.modules.moe import (ExpertParallelExperts, GroupedExperts, MoE, MXFP8GroupedExperts, Router,
+                                     SharedExpertGate)
 from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "LayerNorm", "Mamba", "Mamba2", "MLAttention", "MLP", "MoE",
            "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RMSNorm", "RingAttention",
-           "RingMLAttention", "ShortConv"]
+           "RingMLAttention", "Router", "SharedExpertGate", "ShortConv"]

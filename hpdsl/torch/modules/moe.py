@@ -32,17 +32,31 @@ from hpdsl.torch.modules.fused import fused
 from hpdsl.torch.modules.grouped import expert_of_rows, grouped_applies, grouped_mm, offsets_of
 
 
-class MoE(nn.Module):
-    """Router, routed experts, optional shared experts behind an optional sigmoid gate."""
+class Router(nn.Linear):
+    """The `router` family: one score per routed expert for every token, biased with router_bias."""
 
-    def __init__(self, config: ModuleConfig, experts: nn.Module, shared: Sequence[nn.Module] = ()) -> None:
+    def __init__(self, config: ModuleConfig) -> None:
+        super().__init__(config.hidden, config.experts, bias=config.router_bias)
+
+
+class SharedExpertGate(nn.Linear):
+    """The `shared_gate` family: one sigmoid gate value per token over the shared experts' sum."""
+
+    def __init__(self, config: ModuleConfig) -> None:
+        super().__init__(config.hidden, 1, bias=False)
+
+
+class MoE(nn.Module):
+    """Router, routed experts, optional shared experts behind an optional sigmoid gate, each built from its slot."""
+
+    def __init__(self, config: ModuleConfig, router: nn.Module, experts: nn.Module,
+                 shared: Sequence[nn.Module] = (), gate: nn.Module | None = None) -> None:
         super().__init__()
         self.top_k = config.top_k
-        self.router = nn.Linear(config.hidden, config.experts, bias=config.router_bias)
+        self.router = router
         self.experts = experts
         self.shared_experts = nn.ModuleList(shared) if shared else None
-        gate = bool(shared) and config.shared_gate
-        self.shared_expert_gate = nn.Linear(config.hidden, 1, bias=False) if gate else None
+        self.shared_expert_gate = gate
         self.routes_chunk = False  # each tp rank routes its own sequence chunk (hpdsl/torch/sequence.py)
 
     def forward(self, x: Tensor) -> Tensor:
