@@ -346,3 +346,4 @@ FILES.update({
     # GlmMoeDsaConfig's defaults give the indexer: 32 heads of 128, top 2048); tests/data/hf/SOURCES.md says so
     "glm_5_fp8": ("glm_5_fp8.json", "causal"),
 })
+CONFIGS.update({"glm_5_fp8": (published("glm_5_fp8"), "causal")})  # CONFIGS is built above this block
