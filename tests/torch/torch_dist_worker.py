@@ -1,11 +1,13 @@
-"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as three 2 × 2 meshes in turn.
+"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as four 2 × 2 meshes in turn.
 
 - cp 2 × ep 2 on tiny_moe: ring attention over cp, expert parallelism over ep;
 - ep 2 × tp 2 on tiny_qwen3_next: the families' tensor-parallel layouts over tp
   (heads split with the output gate and QK norms, column/row-parallel shared
   expert, replicated Gated DeltaNet and experts), expert parallelism over ep;
 - ep 2 × tp 2 on tiny_deepseek_v3: MLA split by heads over tp (replicated
-  latent down-projections and norms), expert parallelism over ep.
+  latent down-projections and norms), expert parallelism over ep;
+- ep 2 × tp 2 on tiny_deepseek_v32: the same with DSA's replicated indexer, whose
+  KL objective's target is summed over tp.
 
 Every rank builds the unsharded reference model and the model for the mesh
 from the same spec, copies the reference weights into its shards, and runs one
@@ -46,7 +48,8 @@ class Layout:
 
 
 LAYOUTS = {"cp_ep": Layout("tiny_moe", ("cp", "ep")), "tp_ep": Layout("tiny_qwen3_next", ("ep", "tp")),
-           "mla_tp_ep": Layout("tiny_deepseek_v3", ("ep", "tp"), "kv_b_proj.weight")}
+           "mla_tp_ep": Layout("tiny_deepseek_v3", ("ep", "tp"), "kv_b_proj.weight"),
+           "dsa_tp_ep": Layout("tiny_deepseek_v32", ("ep", "tp"), "indexer.wq_b.weight")}
 
 
 def run(rank: int, world: int, store_dir: str, out_dir: str) -> None:

@@ -12,7 +12,7 @@ The top-k selection has no gradient. The indexer learns as DeepSeek-V3.2
 trains it (its paper's sparse stage): from the KL divergence between the
 main attention's distribution over the selected keys (summed over heads,
 normalised, detached) and the indexer's own softmax over them, its inputs
-detached from the model's graph. `with_aux_loss` carries that loss's
+detached from the model's graph, summed over the queries. `with_aux_loss` carries that loss's
 gradient into the backward without changing the layer's output or the
 model's loss (Megatron's MoEAuxLossAutoScaler does the same for a router).
 """
@@ -65,11 +65,15 @@ class Indexer(nn.Module):
         return torch.zeros_like(masked, dtype=torch.bool).scatter(-1, top, True) & visible
 
     def kl_loss(self, scores: Tensor, selected: Tensor, target: Tensor) -> Tensor:
-        """Return the mean over queries of KL(target ‖ softmax of the scores), both over the selected keys."""
+        """Return the sum over queries of KL(target ‖ softmax of the scores), both over the selected keys.
+
+        A sum, as DeepSeek-V3.2's paper writes the indexer's loss: the gradients of
+        ranks holding other sequences or other chunks of one add up to the whole batch's.
+        """
         log_q = scores.masked_fill(~selected, float("-inf")).log_softmax(-1)
         log_p = target.clamp_min(torch.finfo(target.dtype).tiny).log()
         terms = torch.where(selected, target * (log_p - log_q), torch.zeros_like(target))
-        return terms.sum(-1).mean()
+        return terms.sum()
 
     def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         rope = self.config.rope_dim
