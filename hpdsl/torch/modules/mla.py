@@ -178,7 +178,8 @@ class RingMLAttention(MLAttention):
 
     def gather_index_keys(self, keys: Tensor) -> Tensor:
         """Return the indexer's keys of the whole sequence, gathered over cp."""
-        return gather_along(keys, self.job.group("cp"), 1) if self.cp > 1 and self.job is not None else keys
+        group = self.job.group("cp") if self.cp > 1 and self.job is not None else None
+        return keys if group is None else gather_along(keys, group, 1)
 
 
 __all__ = ["MLAttention", "RingMLAttention"]
