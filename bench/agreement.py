@@ -101,7 +101,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     run); a sliding window becomes `window` tokens when given. A state-space
     mixer keeps its expansion and form (Mamba-1's time-step rank, Mamba-2's
     heads and groups) at small sizes: Mamba-2's heads still split d_inner evenly.
-    A partial rotary (Phi) turns half of each small head.
+    A partial rotary (Phi) turns half of each small head. A DSA indexer keeps
+    4 heads choosing 4 keys per query.
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
     blocks: dict[str, object] = {}
@@ -114,6 +115,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     if block_stated(model, "mla"):
         blocks.update(kv_lora_rank=64, rope_dim=32, nope_dim=head_dim, v_head_dim=head_dim,
                       q_lora_rank=128 if model.q_lora_rank else 0)
+        if model.index_n_heads:  # DSA: a small indexer choosing 4 keys, so a short sequence's selection bites
+            blocks.update(index_n_heads=4, index_head_dim=head_dim, index_topk=4)
     if block_stated(model, "ssm"):
         blocks.update(_small_ssm(model, hidden))
     if model.rotary_fraction is not None and model.rotary_fraction < 1:

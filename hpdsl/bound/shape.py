@@ -368,6 +368,22 @@ def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerPr
                            "the model has an mla block and states qk_norm, but multi-head latent attention "
                            "normalises its latents and has no per-head QK norm",
                            "remove `qk_norm` (or write `qk_norm false`)", field="qk_norm")
+    if role == "mla" and layer.index_n_heads:
+        yield from _indexer_shapes(layer)
+
+
+def _indexer_shapes(layer: LayerConfig) -> Iterator[LayerProblem]:
+    """Yield what a DSA indexer cannot be built from: no query latent to read, a head narrower than its rotary part."""
+    if not layer.q_lora_rank:
+        yield LayerProblem("mla-indexer",
+                           f"the mla block has a DSA indexer (index_n_heads {layer.index_n_heads}) but no query "
+                           "latent (q_lora_rank 0): the indexer's queries are projected from the query latent",
+                           "state `q_lora_rank` in the mla block, or remove `index_n_heads`", field="q_lora_rank")
+    if layer.index_head_dim and layer.index_head_dim < layer.rope_dim:
+        yield LayerProblem("mla-indexer",
+                           f"the DSA indexer's head dim {layer.index_head_dim} is below rope_dim {layer.rope_dim}: "
+                           "its first rope_dim dims are rotary",
+                           f"make `index_head_dim` at least {layer.rope_dim}", field="index_head_dim")
 
 
 def _divisors(n: int, most: int = 12) -> list[int]:

@@ -139,6 +139,7 @@ CODES: dict[str, str] = {
     "wiring-mismatch": "a parallel wiring on a layer that is not one attention beside a feed-forward",
     "value-heads-not-divisible": "linear attention's value heads are not a multiple of its key heads",
     "mla-qk-norm": "a model with an mla block states qk_norm, which MLA has no place for",
+    "mla-indexer": "an mla block's DSA indexer has no query latent to read, or a head narrower than rope_dim",
     "encoder-decoder-stack": "an encoder-decoder has layers neither tower holds (other kinds, MTP)",
     # --- devices and clusters ---------------------------------------------
     "duplicate-device": "two devices share a name",

@@ -108,11 +108,19 @@ def mla_block(cfg: Config, rules: Rules) -> ast.Block | None:
     table = stated_keys(cfg, rules, "mla")
     if not table or not cfg.get(table.get("kv_lora_rank", "")):
         return None
+    fields = block_fields("mla")
     values = {key: cfg.get(source) for key, source in table.items()}
     values["q_lora_rank"] = values["q_lora_rank"] or 0
-    missing = [table[k] for k, v in values.items() if v is None]
+    if not values.get("index_n_heads"):  # no DSA indexer: its dims are moot, and left out
+        values = {k: v for k, v in values.items() if not k.startswith("index_")}
+    missing = [table[k] for k, v in values.items() if v is None and fields[k].required]
+    if values.get("index_n_heads"):
+        missing += [table[k] for k in ("index_head_dim", "index_topk") if values.get(k) is None]
+    values = {k: v for k, v in values.items() if v is not None}
     if missing:
-        raise HfImportError(f"an MLA config (kv_lora_rank set) must state {missing[0]}", missing[0])
+        what = "an MLA config with a DSA indexer (index_n_heads set)" if values.get("index_n_heads") else \
+            "an MLA config (kv_lora_rank set)"
+        raise HfImportError(f"{what} must state {missing[0]}", missing[0])
     return ast.Block(ast.Name("mla"), tuple(field_item(k, whole(v, table[k], k)) for k, v in values.items()))
 
 

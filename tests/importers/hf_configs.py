@@ -68,7 +68,6 @@ FILES: dict[str, tuple[str, str]] = {
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
     "llama_3_2_90b_vision": "text_config.cross_attention_layers",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
 }
@@ -339,3 +338,4 @@ CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
     **{name: (published(name), how) for name, (_, how) in FILES.items() if name not in REFUSED_TODAY},
 }
 """Every config the importer prices today, by name: (config.json mapping, how); each is a test."""
+

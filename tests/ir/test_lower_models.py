@@ -65,7 +65,7 @@ def test_deepseek_v3_fields_and_blocks() -> None:
         7168, 61, 128, 128, 129280)
     assert (model.ffn_width, model.first_k_dense, model.mtp) == (18432, 3, 1)
     assert _block(model, "mla") == dict(kv_lora_rank=512, rope_dim=64, nope_dim=128, v_head_dim=128,
-                                        q_lora_rank=1536)
+                                        q_lora_rank=1536, index_n_heads=0, index_head_dim=None, index_topk=None)
     assert _block(model, "moe") == dict(experts=256, top_k=8, expert_width=2048, shared_experts=1,
                                         shared_width=None, shared_gate=False, router_bias=False)
     assert not block_stated(model, "linear") and model.head_dim is None

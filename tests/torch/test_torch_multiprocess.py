@@ -1,5 +1,5 @@
-"""A real 4-rank gloo job, run as cp 2 × ep 2 and then ep 2 × tp 2 (twice: gated attention, then MLA): loss and
-gradients equal the unsharded model's."""
+"""A real 4-rank gloo job, run as cp 2 × ep 2 and then ep 2 × tp 2 (three times: gated attention, MLA, then MLA
+with DSA's indexer), and DSA again over cp 2 × ep 2: loss and gradients equal the unsharded model's."""
 
 from __future__ import annotations
 
@@ -55,3 +55,20 @@ def test_mla_split_by_heads_over_tp_matches_the_unsharded_one(results) -> None:
     _check_matches_reference(runs)
     # kv_b_proj: 4 kv heads of 16 no-position key + 16 value dims from a 16-wide latent; 2 heads on each tp rank.
     assert all(r["probe"] == [[128, 16], [64, 16]] and r["dtensors"] > 0 for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_dsa_over_tp_matches_the_unsharded_one(results) -> None:
+    runs = [r["dsa_tp_ep"] for r in results]
+    _check_matches_reference(runs)  # the indexer's gradients too: its KL target summed over the tp ranks' heads
+    # wq_b: 2 index heads of 16 from the 32-wide query latent, replicated: whole on each tp rank.
+    assert all(r["probe"] == [[32, 32], [32, 32]] for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_dsa_over_cp_matches_the_unsharded_one(results) -> None:
+    runs = [r["dsa_cp_ep"] for r in results]
+    _check_matches_reference(runs)  # each cp rank's queries select among the gathered keys of the whole sequence
+    assert all(r["ring"] and r["dtensors"] == 0 for r in runs)

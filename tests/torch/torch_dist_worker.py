@@ -1,11 +1,14 @@
-"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as three 2 × 2 meshes in turn.
+"""The worker of the multi-process test: one rank of a 4-rank gloo job, run as five 2 × 2 meshes in turn.
 
 - cp 2 × ep 2 on tiny_moe: ring attention over cp, expert parallelism over ep;
 - ep 2 × tp 2 on tiny_qwen3_next: the families' tensor-parallel layouts over tp
   (heads split with the output gate and QK norms, column/row-parallel shared
   expert, replicated Gated DeltaNet and experts), expert parallelism over ep;
 - ep 2 × tp 2 on tiny_deepseek_v3: MLA split by heads over tp (replicated
-  latent down-projections and norms), expert parallelism over ep.
+  latent down-projections and norms), expert parallelism over ep;
+- ep 2 × tp 2 on tiny_deepseek_v32: the same with DSA's replicated indexer, whose
+  KL objective's target is summed over tp; and cp 2 × ep 2, its index keys
+  all-gathered over cp with the ring's keys and values.
 
 Every rank builds the unsharded reference model and the model for the mesh
 from the same spec, copies the reference weights into its shards, and runs one
@@ -31,7 +34,7 @@ from torch.distributed.tensor.parallel import loss_parallel
 from torch_support import process_group, small_registry
 
 from hpdsl.torch import build_model, get_family_build_info, materialize, validate_family_context
-from hpdsl.torch.modules import ExpertParallelExperts, RingAttention
+from hpdsl.torch.modules import ExpertParallelExperts, RingAttention, RingMLAttention
 
 BATCH, SEQ, VOCAB = 4, 16, 96
 
@@ -46,7 +49,9 @@ class Layout:
 
 
 LAYOUTS = {"cp_ep": Layout("tiny_moe", ("cp", "ep")), "tp_ep": Layout("tiny_qwen3_next", ("ep", "tp")),
-           "mla_tp_ep": Layout("tiny_deepseek_v3", ("ep", "tp"), "kv_b_proj.weight")}
+           "mla_tp_ep": Layout("tiny_deepseek_v3", ("ep", "tp"), "kv_b_proj.weight"),
+           "dsa_tp_ep": Layout("tiny_deepseek_v32", ("ep", "tp"), "indexer.wq_b.weight"),
+           "dsa_cp_ep": Layout("tiny_deepseek_v32", ("cp", "ep"), "indexer.wq_b.weight")}
 
 
 def run(rank: int, world: int, store_dir: str, out_dir: str) -> None:
@@ -84,7 +89,7 @@ def _run_layout(layout: Layout, mesh: DeviceMesh) -> dict[str, object]:
     last = len(sharded.layers) - 1  # a full-attention MoE layer in both models
     return {"loss": loss.item(), "expected": expected.item(), "worst_grad_error": worst,
             "local_experts": sharded.layers[last].ffn.experts.local,
-            "ring": isinstance(sharded.layers[last].mixer, RingAttention),
+            "ring": isinstance(sharded.layers[last].mixer, (RingAttention, RingMLAttention)),
             "dtensors": sum(isinstance(p, DTensor) for p in sharded.parameters()),
             "probe": _shapes(sharded, f"layers.{last}.mixer", layout.probe)}
 

@@ -43,6 +43,18 @@ model tiny_deepseek_v3 : deepseek {
   mla { q_lora_rank 32  kv_lora_rank 16  rope_dim 8  nope_dim 16  v_head_dim 16 }
   moe { experts 8  top_k 2  expert_width 32  shared_experts 1  shared_gate false  router_bias false }
 }
+// DeepSeek-V3.2-shaped: tiny_deepseek_v3 with DSA's lightning indexer, 2 heads choosing 4 keys.
+model tiny_deepseek_v32 : deepseek {
+  hidden 64  layers 3  heads 4  kv_heads 4  vocab 96  ffn_width 96
+  first_k_dense 1  mtp 1  tie_embeddings false
+  qkv_bias false  o_bias false  mlp_bias false  qk_norm false  output_gate false
+  norm rmsnorm  norm_bias false  mlp gated  activation silu
+  mla {
+    q_lora_rank 32  kv_lora_rank 16  rope_dim 8  nope_dim 16  v_head_dim 16
+    index_n_heads 2  index_head_dim 16  index_topk 4
+  }
+  moe { experts 8  top_k 2  expert_width 32  shared_experts 1  shared_gate false  router_bias false }
+}
 // Full attention with QK-norm and MoE in every layer: runs under cp and ep.
 model tiny_moe : qwen {
   hidden 64  layers 2  heads 4  kv_heads 2  head_dim 16  vocab 96  ffn_width 96

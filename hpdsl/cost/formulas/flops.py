@@ -46,7 +46,7 @@ BACKWARD = 2.0       # backward FLOPs per forward FLOP
 LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
 SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
 
-MATMUL_TERMS = ("attMM", "attBMM", "linrec", "conv", "scan", "ffMM", "router", "output")
+MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
 
 
@@ -79,7 +79,8 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
     """Return one attention's projection multiply-adds per token: (TP-split, replicated).
 
     MLA's latent down-projections are replicated over TP (Megatron builds them
-    duplicated); gated DeltaNet adds its two per-head gate projections (β, decay).
+    duplicated), and so is a DSA indexer's projections (index_query_macs);
+    gated DeltaNet adds its two per-head gate projections (β, decay).
     """
     h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
     if cfg.attn_kind == "ssm":
@@ -89,13 +90,28 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
         dcq, dckv = cfg.q_lora_rank, cfg.kv_lora_rank
         query_up = dcq * a * d_qk if dcq else h * a * d_qk
         split = query_up + dckv * cfg.kv_heads * ((cfg.nope_dim or d_h) + d_h) + a * d_h * h
-        return split, h * dcq + h * (dckv + cfg.rope_dim)
+        return split, h * dcq + h * (dckv + cfg.rope_dim) + index_projection_macs(cfg)
     gate = 2 if cfg.output_gate else 1
     d_q = a * d_h
     split = gate * h * d_q + 2 * h * cfg.kv_heads * d_h + d_q * h
     if cfg.attn_kind == "linear":
         split += 2 * h * cfg.value_heads
     return split, 0.0
+
+
+def index_projection_macs(cfg: LayerConfig) -> float:
+    """Return a DSA indexer's projection multiply-adds per token: wq_b from the query latent, wk, weights_proj."""
+    if cfg.attn_kind != "mla" or not cfg.index_n_heads:
+        return 0.0
+    heads, dim = cfg.index_n_heads, cfg.index_head_dim
+    return cfg.q_lora_rank * heads * dim + cfg.hidden * (dim + heads)
+
+
+def index_score_flops(cfg: LayerConfig) -> float:
+    """Return a DSA indexer's forward FLOPs per query and key: each head's q·k, then the heads' weighted sum."""
+    if cfg.attn_kind != "mla" or not cfg.index_n_heads:
+        return 0.0
+    return 2.0 * cfg.index_n_heads * (cfg.index_head_dim + 1)
 
 
 def delta_rule_flops(cfg: LayerConfig) -> float:
@@ -155,8 +171,9 @@ def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
 def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     """Return one layer's forward FLOP coefficients term by term; they sum to layer_flop_coeffs.
 
-    attMM the q/k/v/o projections (MLA's latent down-projections replicated, on
-    sp); attBMM QKᵀ and A·V; softmax and headCast the score elementwise work;
+    attMM the q/k/v/o projections (MLA's latent down-projections and a DSA
+    indexer's projections replicated, on sp); attBMM QKᵀ and A·V; indexer a DSA
+    indexer's scores over every key, replicated over tp (w_ts); softmax and headCast the score elementwise work;
     qkNorm the per-head norms; linrec, linrecSolve and conv the delta rule's
     products, its triangular inverses and the short convolution; normOp, dropout;
     ffMM the MLP or the experts' matrices, ffAct their activations; router the
@@ -174,6 +191,7 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     return {
         "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
         "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
+        "indexer": FlopCoeffs(w_ts=att * index_score_flops(cfg)),
         "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
         "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
         "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
@@ -190,7 +208,7 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     }
 
 
-MIXER_TERMS = ("attMM", "attBMM", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv", "scan",
+MIXER_TERMS = ("attMM", "attBMM", "indexer", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv", "scan",
                "scanUpdate")
 """The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
 
@@ -399,9 +417,10 @@ def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
 
     PaLM's convention (Chowdhery et al. 2022, appendix B): 6N + 12·L·a·d_h·s per
     token with the backward; elementwise work, the delta rule's state products
-    and the flash backward's recompute are executed work, not model FLOPs.
-    per_key is priced over s keys per query, min(s, w) for a sliding-window
-    layer (model_keys): the keys its queries can attend to.
+    and the flash backward's recompute are executed work, not model FLOPs; a DSA
+    indexer's score matmuls are score work (per_key) like QKᵀ. per_key is priced
+    over s keys per query, min(s, w) for a sliding-window layer (model_keys): the
+    keys its queries can attend to.
     """
     model = columns.cost_model.model
     if column.role == "embedding":
@@ -414,7 +433,7 @@ def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
     per_token = sum(terms[name].t + terms[name].sp for name in MODEL_TERMS if name in terms)
     if column.role == "mtp":
         per_token += 2 * 2 * model.hidden * model.hidden + out
-    return ModelFlops(per_token=per_token, per_key=terms["attBMM"].ts)
+    return ModelFlops(per_token=per_token, per_key=terms["attBMM"].ts + terms["indexer"].w_ts)
 
 
 def causal_share(column: Column, columns: ModelColumns) -> float:

@@ -306,12 +306,14 @@ def shared_gate_params(cfg: LayerConfig, whole: frozenset[str] = frozenset()) ->
 
 
 def mla_down_params(cfg: LayerConfig) -> float:
-    """Return MLA's latent down-projections and their norms, which every TP rank holds whole."""
+    """Return MLA's latent down-projections and their norms, and a DSA indexer, which every TP rank holds whole."""
     if cfg.attn_kind != "mla":
         return 0.0
     h, dcq, dckv = cfg.hidden, cfg.q_lora_rank, cfg.kv_lora_rank
     query = h * dcq + dcq if dcq else 0
-    return op_count(cfg.ops, OP.ATT_MM) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv)
+    heads, dim = cfg.index_n_heads, cfg.index_head_dim
+    indexer = dcq * heads * dim + h * dim + 2 * dim + h * heads if heads else 0  # families/mla.hpf's indexer.*
+    return op_count(cfg.ops, OP.ATT_MM) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv + indexer)
 
 
 def output_copy(columns: ModelColumns) -> float:

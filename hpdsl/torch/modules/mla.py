@@ -10,6 +10,13 @@ their outputs and sums the shared rotary key's gradient over tp (each rank uses
 it for its heads only). The latents need nothing: the column-parallel
 up-projections already sum their input gradients over tp.
 
+With index_n_heads > 0 the layer is DeepSeek Sparse Attention (DeepSeek-V3.2,
+GLM-5): a lightning indexer (hpdsl/torch/modules/indexer.py), replicated on
+every tp rank, picks each query's index_topk keys among those it may see, and
+the attention runs over those alone. The indexer learns from its KL objective,
+whose target, the attention's distribution summed over heads, is summed over
+tp (each rank holds some of the heads) so every rank's replica steps alike.
+
 `RingMLAttention` is the cp > 1 variant: after the up-projections MLA is
 ordinary attention whose query/key heads (nope + rope) are wider than its value
 heads, so it does what `RingAttention` does: every cp rank holds one contiguous
@@ -28,9 +35,10 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
-from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
+from hpdsl.torch.modules.collectives import gather_along, gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis,
                                         rotate)
+from hpdsl.torch.modules.indexer import Indexer, with_aux_loss
 
 
 class MLAttention(nn.Module):
@@ -68,6 +76,7 @@ class MLAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
+        self.indexer = Indexer(config) if config.index_n_heads else None
         self.tp: TensorParallel | None = None
 
     def tensor_parallel_applied(self, tp: TensorParallel) -> None:
@@ -81,14 +90,12 @@ class MLAttention(nn.Module):
         batch, seq, _ = x.shape
         if positions is None:
             positions = torch.arange(seq, device=x.device)
-        if c.q_lora_rank:
-            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
-        else:
-            q = self.q_proj(x)
+        latent = self.q_a_layernorm(self.q_a_proj(x)) if c.q_lora_rank else None
+        q = self.q_b_proj(latent) if latent is not None else self.q_proj(x)
         # -1 heads: under tp this rank's up-projections hold heads / tp and kv_heads / tp of them.
         q_nope, q_rope = q.view(batch, seq, -1, c.q_head_dim).split([self.nope, c.rope_dim], dim=-1)
-        latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
-        kv = self.kv_b_proj(self.kv_a_layernorm(latent)).view(batch, seq, -1, self.nope + c.head_dim)
+        kv_latent, k_rope = self.kv_a_proj_with_mqa(x).split([c.kv_lora_rank, c.rope_dim], dim=-1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(kv_latent)).view(batch, seq, -1, self.nope + c.head_dim)
         k_nope, v = kv.split([self.nope, c.head_dim], dim=-1)
         # Its own storage: attention saves v for the backward, and a view of kv would keep k_nope alive beside
         # it (s·heads·nope elements a layer the estimator does not price: docs/validation.md, "MTP layers").
@@ -103,7 +110,9 @@ class MLAttention(nn.Module):
         k = torch.cat([k_nope, k_rope], dim=-1)
         k, v, k_positions = self.gather_sequence(k, v, positions)
         scale = c.q_head_dim ** -0.5
-        if k_positions is positions or not c.causal:
+        if self.indexer is not None and latent is not None:
+            out = self.sparse_attention(x, latent, (q, k, v), positions, k_positions, scale)
+        elif k_positions is positions or not c.causal:
             out = core_attention(self.recompute_core, attend, q, k, v, None, backend=self.backend, scale=scale,
                                  causal=c.causal)
         else:
@@ -111,9 +120,45 @@ class MLAttention(nn.Module):
                                  backend=self.backend, scale=scale)
         return self.o_proj(out.reshape(batch, seq, -1))
 
+    def sparse_attention(self, x: Tensor, latent: Tensor, qkv: tuple[Tensor, Tensor, Tensor], positions: Tensor,
+                         k_positions: Tensor, scale: float) -> Tensor:
+        """Return attention over each query's index_topk keys, as the indexer selects them (DSA).
+
+        The indexer reads the layer's input and query latent detached (its
+        paper's sparse stage); while training, its KL objective's gradient
+        rides on the output (with_aux_loss).
+        """
+        indexer, (q, k, v) = self.indexer, qkv
+        assert indexer is not None
+        visible = (causal_mask(positions, k_positions) if self.config.causal else
+                   torch.ones(len(positions), len(k_positions), dtype=torch.bool, device=x.device))
+        x, latent = x.detach(), latent.detach()
+        scores = indexer.scores(x, latent, self.gather_index_keys(indexer.keys(x, positions)), positions)
+        selected = indexer.select(scores, visible)
+        out = core_attention(self.recompute_core, attend, q, k, v, selected[:, None], backend=self.backend,
+                             scale=scale)
+        if not torch.is_grad_enabled():
+            return out
+        return with_aux_loss(out, indexer.kl_loss(scores, selected, self.attention_target(q, k, selected, scale)))
+
+    @torch.no_grad()
+    def attention_target(self, q: Tensor, k: Tensor, selected: Tensor, scale: float) -> Tensor:
+        """Return the attention's distribution over the selected keys [b, s, t], summed over every head and normalised."""
+        groups = q.shape[2] // k.shape[2]
+        keys = k.repeat_interleave(groups, dim=2) if groups > 1 else k
+        logits = torch.einsum("bshd,bthd->bhst", q.float(), keys.float()) * scale
+        summed = logits.masked_fill(~selected[:, None], float("-inf")).softmax(-1).sum(1)
+        if self.tp is not None:  # this rank's heads only: the whole sum is over tp
+            torch.distributed.all_reduce(summed, group=self.tp.group)
+        return summed / self.config.heads
+
     def gather_sequence(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Return the keys, values and key positions every query of this rank sees."""
         return k, v, positions
+
+    def gather_index_keys(self, keys: Tensor) -> Tensor:
+        """Return the indexer's keys [b, t, d] of every position this rank's queries see."""
+        return keys
 
 
 class RingMLAttention(MLAttention):
@@ -130,6 +175,11 @@ class RingMLAttention(MLAttention):
         """Return the keys, values and positions of the whole sequence, gathered over cp."""
         return gather_sequence(self.job.group("cp") if self.cp > 1 and self.job is not None else None,
                                k, v, positions)
+
+    def gather_index_keys(self, keys: Tensor) -> Tensor:
+        """Return the indexer's keys of the whole sequence, gathered over cp."""
+        group = self.job.group("cp") if self.cp > 1 and self.job is not None else None
+        return keys if group is None else gather_along(keys, group, 1)
 
 
 __all__ = ["MLAttention", "RingMLAttention"]
