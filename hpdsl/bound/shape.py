@@ -119,12 +119,12 @@ def _rotary_problems(model: ModelIR) -> Iterator[LayerProblem]:
                        f"`rotary_fraction {_even_share(head_dim)}`", field="rotary_fraction")
 
 
-MODIFIERS = ("attn_softcap", "final_softcap", "attn_scale_dim")
-"""The attention modifiers (docs/language.md#attention-modifiers): 0 is none, a negative value is no cap or scale."""
+MODIFIERS = ("attn_softcap", "final_softcap")
+"""The soft-caps (docs/language.md#attention-modifiers): 0 is none, a negative value is no cap."""
 
 
 def _modifier_problems(model: ModelIR) -> Iterator[LayerProblem]:
-    """Yield a negative soft-cap or score scale (a cap of c·tanh(x / c) and 1/√s need c, s > 0; 0 turns one off)."""
+    """Yield a negative soft-cap (c·tanh(x / c) needs c > 0; 0 turns it off; attn_scale_dim is an int >= 0)."""
     for name in MODIFIERS:
         value = getattr(model, name)
         if value is not None and value < 0:

@@ -52,7 +52,7 @@ def test_fmt_and_compile(spec: Path) -> None:
     models = json.loads((spec / "registry.json").read_text())["models"]
     assert set(models) == {"gemma2_2b", "gemma2_tiny"}
     big = models["gemma2_2b"]
-    assert (big["attn_softcap"], big["final_softcap"], big["attn_scale_dim"]) == (50.0, 30.0, 256.0)
+    assert (big["attn_softcap"], big["final_softcap"], big["attn_scale_dim"]) == (50.0, 30.0, 256)
     assert big["embed_scale"] is True and big["norm_offset"] is True
 
 
@@ -68,11 +68,15 @@ def test_the_estimate_counts_transformers_and_the_caps_cost_the_docs_flops(spec:
     assert capped["flops"]["model_total"] == plain["flops"]["model_total"]  # no model (MFU) FLOP
 
 
-def test_a_negative_scale_is_a_located_diagnostic(spec: Path) -> None:
-    (spec / "gemma2.hpf").write_text(doc_model().replace("attn_scale_dim 24.0", "attn_scale_dim -24.0"))
+def test_a_negative_cap_or_scale_is_a_located_diagnostic(spec: Path) -> None:
+    (spec / "gemma2.hpf").write_text(doc_model().replace("attn_softcap 1.0", "attn_softcap -1.0"))
     run = hpdsl("compile", "gemma2.hpf", cwd=spec)
     assert run.returncode == 1 and "Traceback" not in run.stderr
-    assert "gemma2.hpf:22:7: error[non-positive-field]: 'attn_scale_dim' must be at least 0" in run.stderr
+    assert "gemma2.hpf:22:7: error[non-positive-field]: 'attn_softcap' must be at least 0" in run.stderr
+    assert "hint:" in run.stderr
+    (spec / "gemma2.hpf").write_text(doc_model().replace("attn_scale_dim 24", "attn_scale_dim -24"))
+    run = hpdsl("compile", "gemma2.hpf", cwd=spec)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and "attn_scale_dim" in run.stderr
     assert "hint:" in run.stderr
 
 
