@@ -9,7 +9,9 @@ are copied into hpdsl's model under the name map below. In
 float32 on the CPU both give the same logits to 1e-4: soft-capped scores and
 logits, 1/√query_pre_attn_scalar, √hidden embeddings, (1 + w) RMSNorms,
 sandwich norms and alternating sliding/full layers. Each modifier, turned off,
-changes the logits, so the comparison would catch its absence.
+changes the logits, so the comparison would catch its absence. Google's published
+Gemma-3-4B-it config (tests/data/hf/SOURCES.md), its text_config scaled down,
+gives Gemma3ForCausalLM's logits the same way (its (1 + w) QK-norms too).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from hpdsl.api import compile_sources  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
+from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from tests.importers.hf_configs import published  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEQ = 12
@@ -66,6 +70,19 @@ def _hf_name(name: str) -> str:
     raise AssertionError(f"no transformers name for {name}")
 
 
+def _load(ours: Any, theirs: Any) -> None:
+    """Copy transformers' weights into hpdsl's model: random (1 + w) norms, q and k scaled up."""
+    state = theirs.state_dict()
+    with torch.no_grad():
+        for name, tensor in state.items():
+            if name.endswith("norm.weight"):  # Gemma's zeros would hide a missing (1 + w)
+                tensor.copy_(torch.randn_like(tensor) * 0.2)
+            if re.search(r"\.(q|k)_proj\.weight$", name):  # scores of order 1, where the cap of 1.0 bites
+                tensor.mul_(8.0)
+        for name, parameter in ours.named_parameters():
+            parameter.copy_(state[_hf_name(name)])
+
+
 @pytest.fixture(scope="module")
 def pair() -> tuple[Any, Any]:
     """Return (hpdsl's gemma2_tiny, transformers' Gemma2ForCausalLM) holding the same random weights."""
@@ -76,15 +93,7 @@ def pair() -> tuple[Any, Any]:
     torch.manual_seed(0)
     theirs = transformers.Gemma2ForCausalLM(_hf_config(model)).float().eval()
     assert theirs.config.layer_types[:2] == ["sliding_attention", "full_attention"]
-    state = theirs.state_dict()
-    with torch.no_grad():
-        for name, tensor in state.items():
-            if name.endswith("norm.weight"):  # Gemma's zeros would hide a missing (1 + w)
-                tensor.copy_(torch.randn_like(tensor) * 0.2)
-            if re.search(r"\.(q|k)_proj\.weight$", name):  # scores of order 1, where the cap of 1.0 bites
-                tensor.mul_(8.0)
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)])
+    _load(ours, theirs)
     count = sum(p.numel() for p in ours.parameters())
     assert count == sum(p.numel() for p in theirs.parameters()) == parameters(bind(model, registry.profile("gemma2"))).total
     return ours.eval(), theirs
@@ -131,3 +140,27 @@ def test_soft_capped_attention_trains(pair: tuple[Any, Any]) -> None:
     ours(_ids(3)).logsumexp(-1).mean().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in ours.parameters())
     ours.zero_grad()
+
+
+def test_gemma_3_logits_equal_transformers() -> None:
+    """The published Gemma-3-4B-it text_config at small dims, one rotary base on both kinds (hpdsl has one)."""
+    config = {**published("gemma_3_4b_it")["text_config"], "hidden_size": 64, "intermediate_size": 96,
+              "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+              "vocab_size": 101, "max_position_embeddings": 64, "query_pre_attn_scalar": 24, "sliding_window": 5,
+              "rms_norm_eps": 1e-6, "rope_scaling": None,
+              "rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
+                                  for kind in ("sliding_attention", "full_attention")}}
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "rope_theta", "rope_local_base_freq"):
+        config.pop(key, None)
+    imported = import_hf_config(config, profiles=compile_sources([]).profiles, name="scaled")
+    assert "attn_scale_dim 24" in imported.text and "embed_scale" in imported.text
+    registry = compile_sources([Source("scaled.hpf", imported.text)])
+    ours = materialize(build_model(registry.models["scaled"], registry=registry, device="meta"), "cpu", seed=0)
+    torch.manual_seed(0)
+    hf_config = transformers.AutoConfig.for_model(**config)
+    hf_config._attn_implementation = "eager"
+    theirs = transformers.AutoModelForCausalLM.from_config(hf_config).float().eval()
+    _load(ours, theirs)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(ours.eval()(_ids()), theirs(input_ids=_ids()).logits, atol=1e-4, rtol=1e-4)

@@ -51,7 +51,10 @@ class RMSNorm(nn.Module):
 
     def reset_parameters(self) -> None:
         """Set the scale to one (the weight to ones, or zeros under offset) and the bias to zeros."""
-        nn.init.zeros_(self.weight) if self.offset else nn.init.ones_(self.weight)
+        if self.offset:  # (1 + w): a unit scale is w = 0
+            nn.init.zeros_(self.weight)
+        else:
+            nn.init.ones_(self.weight)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
