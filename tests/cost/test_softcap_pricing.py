@@ -48,6 +48,7 @@ def test_the_logit_cap_is_three_flops_per_logit_vocab_parallel() -> None:
 def test_the_query_scale_and_the_caps_change_no_parameter_and_no_flop_term() -> None:
     plain = _cost("")
     scaled = _cost("attn_scale_dim 24")
-    assert layer_flop_terms(scaled.kind_config("full_attention")) == layer_flop_terms(plain.kind_config("full_attention"))
+    for kind in ("full_attention", "sliding_attention"):
+        assert layer_flop_terms(scaled.kind_config(kind)) == layer_flop_terms(plain.kind_config(kind))
     everything = _cost("attn_softcap 1.0  final_softcap 0.5  attn_scale_dim 24")
     assert parameters(everything).total == parameters(plain).total
