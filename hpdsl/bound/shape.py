@@ -94,6 +94,7 @@ def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
             yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
                                f"'{name}' is the {field.meaning}", field=name)
     yield from _rotary_problems(model)
+    yield from _modifier_problems(model)
     for block in BLOCKS:
         missing = [name for name in required(block) if getattr(model, name) is None]
         if block_stated(model, block) and missing:
@@ -116,6 +117,20 @@ def _rotary_problems(model: ModelIR) -> Iterator[LayerProblem]:
                        "at most the head dim",
                        f"state a rotary_fraction in (0, 1] whose share of {head_dim} is even, e.g. "
                        f"`rotary_fraction {_even_share(head_dim)}`", field="rotary_fraction")
+
+
+MODIFIERS = ("attn_softcap", "final_softcap")
+"""The soft-caps (docs/language.md#attention-modifiers): 0 is none, a negative value is no cap."""
+
+
+def _modifier_problems(model: ModelIR) -> Iterator[LayerProblem]:
+    """Yield a negative soft-cap (c·tanh(x / c) needs c > 0; 0 turns it off; attn_scale_dim is an int >= 0)."""
+    for name in MODIFIERS:
+        value = getattr(model, name)
+        if value is not None and value < 0:
+            yield LayerProblem("non-positive-field", f"'{name}' must be at least 0, found {value}",
+                               f"'{name}' is the {FIELDS[name].meaning}; state a positive value, or 0 for none",
+                               field=name)
 
 
 def _even_share(head_dim: int) -> str:

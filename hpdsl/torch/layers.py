@@ -148,8 +148,9 @@ class CausalLM(nn.Module):
     def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
                  head: nn.Module | None, position_bias: RelativePositionBias | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0,
-                 positions: nn.Module | None = None) -> None:
+                 positions: nn.Module | None = None, logit_softcap: float = 0.0) -> None:
         super().__init__()
+        self.logit_softcap = logit_softcap  # final_softcap (Gemma 2): every logit c·tanh(logit / c)
         self.embed = embed
         self.positions = positions  # a learned absolute position table (GPT-2), added to the tokens
         self.layers = nn.ModuleList(layers)
@@ -177,13 +178,13 @@ class CausalLM(nn.Module):
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
             x = layer(x, positions=positions, bias=bias)
-        logits = output_logits(self.norm(x), self.head, self.embed)
+        logits = output_logits(self.norm(x), self.head, self.embed, softcap=self.logit_softcap)
         if input_ids.ndim == 2 or self.mtp is None:
             return logits
         every = [logits]
         for depth, mtp in enumerate(self.mtp, start=1):
             x = mtp(x, self.embed(input_ids[..., depth]), positions=positions)
-            every.append(output_logits(x, self.head, self.embed))
+            every.append(output_logits(x, self.head, self.embed, softcap=self.logit_softcap))
         return torch.cat(every, dim=1)
 
 
@@ -203,10 +204,19 @@ class Seq2SeqLM(nn.Module):
         return output_logits(out, self.head, self.embed)
 
 
-def output_logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) -> Tensor:
-    """Return the logits of hidden states `x`: the head's, or a tied head's product with the embedding table."""
+def output_logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None, *, softcap: float = 0.0) -> Tensor:
+    """Return the logits of hidden states `x`: the head's, or a tied head's product with the embedding table.
+
+    `softcap` c > 0 soft-caps them to c·tanh(logit / c) (final_softcap, Gemma 2).
+    """
+    logits = _logits(x, head, embed)
+    return torch.tanh(logits / softcap) * softcap if softcap else logits
+
+
+def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) -> Tensor:
     if head is not None:
-        return head(x)
+        out: Tensor = head(x)
+        return out
     if embed is None:
         raise BuildError("a tied head needs the embedding table (a pipeline chunk's copy)")
     weight = embed.get_parameter("weight")  # a tied head reads the embedding family's table

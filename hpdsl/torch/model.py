@@ -165,7 +165,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
         if model.learned_positions else None
     return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
                     position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank,
-                    positions=positions)
+                    positions=positions, logit_softcap=float(model.final_softcap or 0.0))
 
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:

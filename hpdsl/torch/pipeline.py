@@ -87,6 +87,7 @@ class StageChunk(nn.Module):
         self.norm = model.norm if last else None
         self.head = model.head if last else None
         self.cp_rank = model.cp_rank
+        self.logit_softcap = model.logit_softcap
         self.sequence_shards = 1  # tp under sequence parallelism: a later chunk receives its sequence chunk
 
     def forward(self, x: Tensor) -> Tensor:
@@ -103,7 +104,7 @@ class StageChunk(nn.Module):
             return x
         # The embedding or its copy: the last chunk holds one where a tied head or MTP reads it.
         table = self.embed_copy if self.embed_copy is not None else self.embed
-        logits = output_logits(self.norm(x), self.head, table)
+        logits = output_logits(self.norm(x), self.head, table, softcap=self.logit_softcap)
         if self.mtp is None:
             return logits
         ids = self.mtp_ids[self.micro_batch]
@@ -111,7 +112,7 @@ class StageChunk(nn.Module):
         every = [logits]
         for depth, mtp in enumerate(self.mtp, start=1):
             x = mtp(x, table(ids[..., depth]), positions=positions)
-            every.append(output_logits(x, self.head, table))
+            every.append(output_logits(x, self.head, table, softcap=self.logit_softcap))
         return torch.cat(every, dim=1)
 
 

@@ -44,6 +44,15 @@ CONFIG_CLASS_OF = {"kimi_k2": "deepseek_v3"}
 as a DeepseekV3Config (transformers/models/kimi_k25/configuration_kimi_k25.py)."""
 
 
+def _pattern_of(layer_types: list[str]) -> int | None:
+    """Return p where layer i attends fully iff (i + 1) % p == 0 (Gemma's sliding_window_pattern), else None."""
+    for period in range(1, len(layer_types) + 1):
+        if layer_types == ["full_attention" if (i + 1) % period == 0 else "sliding_attention"
+                           for i in range(len(layer_types))]:
+            return period
+    return None
+
+
 def _class_default(model_type: str, key: str) -> object:
     config_class = transformers.CONFIG_MAPPING[CONFIG_CLASS_OF.get(model_type, model_type)]
     if model_type == "t5" and key == "num_decoder_layers":
@@ -56,6 +65,8 @@ def _class_default(model_type: str, key: str) -> object:
         value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
+    if key == "_sliding_window_pattern" and value is None and getattr(config, "layer_types", None):
+        return _pattern_of(config.layer_types)  # Gemma2Config has no such key; its layer_types None is one
     if model_type == "jamba" and key == "mamba_dt_rank" and value == -(-config.hidden_size // 16):
         return "auto"  # JambaConfig resolves "auto" to ⌈hidden_size / 16⌉ on construction; so does the importer
     if model_type == "bamba" and key == "mamba_d_head" and value == config.mamba_expand * config.hidden_size \

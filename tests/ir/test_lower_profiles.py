@@ -62,6 +62,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
                    "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
                    "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
+    # Gemma 2 (issue 21's attention modifiers): Gemma 3's sandwich layers without the QK-norm.
+    "gemma2": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -83,6 +85,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "nemotron_h": ("full_attention", {}, None),
     "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
     "lfm2": ("full_attention", {}, None),
+    "gemma2": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -95,6 +98,7 @@ MODEL_TYPES = {
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text", "gemma3"), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
     "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
+    "gemma2": ("gemma2",),
 }
 
 
@@ -272,4 +276,5 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("olmo3", "sliding_attention"): "sublayer_post_norm",
                        ("exaone4", "full_attention"): "sublayer_post_norm",
                        ("exaone4", "sliding_attention"): "sublayer_post_norm",
-                       ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich"}
+                       ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
+                       ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich"}

@@ -45,6 +45,7 @@ FF_ACT = 7.0         # per element of the activation's input (upstream: 21)
 BACKWARD = 2.0       # backward FLOPs per forward FLOP
 LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
 SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
+SOFT_CAP = 3.0       # per capped element: c·tanh(x / c), a divide, a tanh and a multiply (Gemma 2)
 
 MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
@@ -174,7 +175,9 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     attMM the q/k/v/o projections (MLA's latent down-projections and a DSA
     indexer's projections replicated, on sp); attBMM QKᵀ and A·V; indexer a DSA
     indexer's scores over every key, replicated over tp (w_ts); softmax and headCast the score elementwise work;
-    qkNorm the per-head norms; linrec, linrecSolve and conv the delta rule's
+    softcap the scores' soft-capping (attn_softcap: each score divided, tanh'd and
+    multiplied, before the softmax, once per softmax op); qkNorm the per-head norms;
+    linrec, linrecSolve and conv the delta rule's
     products, its triangular inverses and the short convolution; normOp, dropout;
     ffMM the MLP or the experts' matrices, ffAct their activations; router the
     router (and a shared expert's gate).
@@ -186,6 +189,8 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
     softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
     cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
+    # Only the reference attention caps its scores (hpdsl/torch/modules/attention.py), once per softmax.
+    cap = op_count(ops, OP.SOFTMAX) * SOFT_CAP * a if cfg.attn_softcap and cfg.attn_kind == "full" else 0.0
     ffn, act, router = _ffn_flops(cfg)
     scan, update = selective_scan_flops(cfg)
     return {
@@ -194,6 +199,7 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
         "indexer": FlopCoeffs(w_ts=att * index_score_flops(cfg)),
         "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
         "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
+        "softcap": FlopCoeffs(ts=cap, sel_ts=cap),
         "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
         "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
         "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
@@ -208,8 +214,8 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
     }
 
 
-MIXER_TERMS = ("attMM", "attBMM", "indexer", "softmax", "headCast", "qkNorm", "linrec", "linrecSolve", "conv", "scan",
-               "scanUpdate")
+MIXER_TERMS = ("attMM", "attBMM", "indexer", "softmax", "headCast", "softcap", "qkNorm", "linrec", "linrecSolve",
+               "conv", "scan", "scanUpdate")
 """The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
 
 
@@ -237,14 +243,21 @@ def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
     return n_ff * 2 * h * widths, acts * FF_ACT * widths, router
 
 
-def output_flop_terms(hidden: int, vocab: int) -> dict[str, FlopCoeffs]:
-    """Return the output layer's terms: the projection to the vocabulary (vocab-parallel), the final norm."""
-    return {"output": FlopCoeffs(t=2 * hidden * vocab), "normOp": FlopCoeffs(sp=NORM * hidden)}
+def output_flop_terms(hidden: int, vocab: int, *, softcap: bool = False) -> dict[str, FlopCoeffs]:
+    """Return the output layer's terms: the projection to the vocabulary (vocab-parallel), the final norm.
+
+    `softcap` (the model's final_softcap) adds the logits' soft-capping, SOFT_CAP per
+    logit, vocab-parallel like the projection.
+    """
+    terms = {"output": FlopCoeffs(t=2 * hidden * vocab), "normOp": FlopCoeffs(sp=NORM * hidden)}
+    if softcap:
+        terms["logitCap"] = FlopCoeffs(t=SOFT_CAP * vocab)
+    return terms
 
 
-def output_flop_coeffs(hidden: int, vocab: int) -> FlopCoeffs:
-    """Return the final norm and the output projection (vocab-parallel)."""
-    return _sum(output_flop_terms(hidden, vocab).values())
+def output_flop_coeffs(hidden: int, vocab: int, *, softcap: bool = False) -> FlopCoeffs:
+    """Return the final norm and the output projection (vocab-parallel), its soft-capping with `softcap`."""
+    return _sum(output_flop_terms(hidden, vocab, softcap=softcap).values())
 
 
 def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, windowed: bool = False
@@ -269,7 +282,8 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, wi
             if windowed:
                 keys = float(attended_keys(float(seq_len), column.config.window))
         elif column.role == "output":
-            terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab)
+            terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab,
+                                      softcap=bool(cost_model.model.final_softcap))
         else:
             continue
         out[column.name] = {name: batch * seq_len * (c.per_token(0.0) + (c.ts + c.w_ts) * keys)
@@ -295,13 +309,13 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
     if column.role == "embedding":
         return FlopCoeffs()
     if column.role == "output":
-        return output_flop_coeffs(model.hidden, model.vocab)
+        return output_flop_coeffs(model.hidden, model.vocab, softcap=bool(model.final_softcap))
     assert column.config is not None
     layer = layer_flop_coeffs(column.config, column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
-    out = output_flop_coeffs(h, model.vocab)
+    out = output_flop_coeffs(h, model.vocab, softcap=bool(model.final_softcap))
     # MTP: two input norms, the 2h→h projection, then its own final norm and output head.
     return attrs.evolve(layer, t=layer.t + 2 * 2 * h * h + out.t, sp=layer.sp + 2 * NORM * h + out.sp)
 

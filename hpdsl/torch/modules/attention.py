@@ -5,7 +5,9 @@ heads than query heads), optionally normalises queries and keys per head
 (QK-norm), rotates each head's first rotary_fraction of dims (all, unless
 partial rotary) and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
-or the eager reference; a sliding-window layer's eager reference computes only
+or the eager reference (soft-capped scores, Gemma 2's attn_softcap, run it: SDPA
+cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
+a sliding-window layer's eager reference computes only
 its band of w keys per query (common.banded_attention). Under tensor parallelism (families/attention.hpf's
 layout) each rank holds whole heads: the module reads the head count from its
 projections' outputs, takes its heads' share of a position bias, and sums its
@@ -58,6 +60,9 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
         # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers'.
         self.rotary_dims = int(d * config.rotary_fraction)
+        # Gemma's query_pre_attn_scalar: scores scaled by 1/√attn_scale_dim, not 1/√head_dim.
+        self.scale = config.attn_scale_dim ** -0.5 if config.attn_scale_dim else None
+        self.softcap = float(config.attn_softcap)
         self.tp: TensorParallel | None = None
         self.reset_parameters()  # a model built on a real device has no uninitialised sink logits
 
@@ -94,14 +99,15 @@ class Attention(nn.Module):
         window = self.config.window if memory is None else 0
         window = window if window < k.shape[1] else 0  # a window past the keys is no window
         aligned = causal and bias is None and k_positions is positions
+        modifiers = {"sinks": sinks, "scale": self.scale, "softcap": self.softcap}
         if aligned and not window:  # no mask tensor
             out = core_attention(self.recompute_core, attend, q, k, v, None, backend=self.backend, causal=True,
-                                 sinks=sinks)
-        elif aligned and (self.backend == "eager" or sinks is not None):  # the eager path: only the band
-            out = core_attention(self.recompute_core, banded_attention, q, k, v, window, sinks=sinks)
+                                 **modifiers)
+        elif aligned and (self.backend == "eager" or sinks is not None or self.softcap):  # eager: only the band
+            out = core_attention(self.recompute_core, banded_attention, q, k, v, window, **modifiers)
         else:
             mask = self._mask(positions, k_positions, bias, causal=causal, window=window)
-            out = core_attention(self.recompute_core, attend, q, k, v, mask, backend=self.backend, sinks=sinks)
+            out = core_attention(self.recompute_core, attend, q, k, v, mask, backend=self.backend, **modifiers)
         if gate is not None:
             out = out * torch.sigmoid(gate)
         return self.o_proj(out.reshape(batch, seq, -1))

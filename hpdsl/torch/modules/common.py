@@ -35,21 +35,26 @@ class RMSNorm(nn.Module):
     """Root-mean-square normalisation over the last dim, with an optional bias.
 
     Built as `RMSNorm(dim, eps, bias=...)`, or by the `norm` family from a
-    config (`config=`: over `hidden`, with the model's eps and bias).
+    config (`config=`: over `hidden`, with the model's eps and bias). `offset`
+    (the config's norm_offset: Gemma) scales by (1 + w) in float32, w from zeros.
     """
 
     def __init__(self, dim: int | None = None, eps: float | None = None, *, bias: bool | None = None,
                  config: ModuleConfig | None = None, context: Mapping[str, Any] | None = None,
-                 module_fqn: str = "") -> None:
+                 module_fqn: str = "", offset: bool | None = None) -> None:
         super().__init__()
         dim, self.eps, bias = norm_arguments(config, dim, eps, bias, (1e-6, False))
+        self.offset = bool(getattr(config, "norm_offset", False)) if offset is None else offset
         self.weight = nn.Parameter(torch.empty(dim))
         self.bias = nn.Parameter(torch.empty(dim)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Set the weight to ones and the bias to zeros."""
-        nn.init.ones_(self.weight)
+        """Set the scale to one (the weight to ones, or zeros under offset) and the bias to zeros."""
+        if self.offset:  # (1 + w): a unit scale is w = 0
+            nn.init.zeros_(self.weight)
+        else:
+            nn.init.ones_(self.weight)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
@@ -62,7 +67,8 @@ class RMSNorm(nn.Module):
     def normalise(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """Return x·rsqrt(mean(x²) + eps)·weight (+ bias), computed in float32."""
         normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        out = normed.to(x.dtype) * weight
+        # Gemma's (1 + w) multiplies in float32 and rounds once, after (transformers' Gemma2RMSNorm).
+        out = (normed * (1.0 + weight.float())).to(x.dtype) if self.offset else normed.to(x.dtype) * weight
         return out if bias is None else out + bias
 
 
@@ -84,7 +90,7 @@ def make_norm(config: ModuleConfig, dim: int) -> nn.Module:
     """Return the model's norm over `dim`: RMSNorm or LayerNorm, biased iff the model says so."""
     if config.norm == "layernorm":
         return nn.LayerNorm(dim, eps=config.norm_eps, bias=config.norm_bias)
-    return RMSNorm(dim, config.norm_eps, bias=config.norm_bias)
+    return RMSNorm(dim, config.norm_eps, bias=config.norm_bias, offset=bool(config.norm_offset))
 
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -117,7 +123,8 @@ def causal_mask(q_positions: Tensor, k_positions: Tensor) -> Tensor:
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, backend: str = "sdpa",
-           scale: float | None = None, causal: bool = False, sinks: Tensor | None = None) -> Tensor:
+           scale: float | None = None, causal: bool = False, sinks: Tensor | None = None,
+           softcap: float = 0.0) -> Tensor:
     """Return attention of q [b, s, h, d] over k, v [b, t, h_kv, d]: grouped heads, SDPA or eager.
 
     `causal` lets query i see keys 0..i of an aligned sequence without a mask
@@ -125,21 +132,23 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, backend: str
     Keys and values stay h_kv heads wide: SDPA groups the query heads itself.
     `sinks` [h] adds one learned logit per head to each softmax that no value
     follows (gpt-oss); SDPA has no such input, so sinks run the eager path.
+    `softcap` c > 0 soft-caps the scaled scores to c·tanh(score / c) before the
+    mask (Gemma 2, as transformers' eager attention); SDPA has no such input either.
     """
     if causal and mask is not None:
         raise ValueError("attend takes a mask or causal=True, not both")
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    if backend == "sdpa" and sinks is None:
+    if backend == "sdpa" and sinks is None and not softcap:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale,
                                              enable_gqa=q.shape[1] != k.shape[1])
     else:
-        out = _eager_attention(q, k, v, mask, scale=scale, causal=causal, sinks=sinks)
+        out = _eager_attention(q, k, v, mask, scale=scale, causal=causal, sinks=sinks, softcap=softcap)
     return out.transpose(1, 2)
 
 
 def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float,
-                     causal: bool, sinks: Tensor | None = None) -> Tensor:
+                     causal: bool, sinks: Tensor | None = None, softcap: float = 0.0) -> Tensor:
     """Return softmax(q·kᵀ·scale + mask)·v in float32 for q [b, h, s, d], k, v [b, h_kv, t, d].
 
     The numerical reference: it repeats the kv heads and keeps the whole score
@@ -148,7 +157,7 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    scores = (q.float() @ k.float().transpose(-1, -2)) * scale
+    scores = soft_cap((q.float() @ k.float().transpose(-1, -2)) * scale, softcap)
     if causal:
         mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
     if mask is not None:
@@ -157,6 +166,11 @@ def _eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sc
         sink = sinks.float().view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
         return (torch.cat([scores, sink], -1).softmax(-1)[..., :-1] @ v.float()).to(q.dtype)
     return (scores.softmax(-1) @ v.float()).to(q.dtype)
+
+
+def soft_cap(x: Tensor, cap: float) -> Tensor:
+    """Return cap·tanh(x / cap), x itself where cap is 0 (no soft-capping)."""
+    return torch.tanh(x / cap) * cap if cap else x
 
 
 def core_attention(recompute: bool, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
@@ -176,7 +190,7 @@ def core_attention(recompute: bool, fn: Callable[..., Tensor], *args: Any, **kwa
 
 
 def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, *, scale: float | None = None,
-                     sinks: Tensor | None = None) -> Tensor:
+                     sinks: Tensor | None = None, softcap: float = 0.0) -> Tensor:
     """Return causal sliding-window attention of q [b, s, h, d] over aligned k, v [b, s, h_kv, d].
 
     Query i sees keys i − w + 1 .. i (transformers' sliding_window_overlay:
@@ -193,7 +207,7 @@ def banded_attention(q: Tensor, k: Tensor, v: Tensor, window: int, *, scale: flo
     seq, pad = q.shape[2], window - 1
     keys = F.pad(k.float(), (0, 0, pad, 0)).unfold(2, window, 1)    # [b, h, s, d, w]
     values = F.pad(v.float(), (0, 0, pad, 0)).unfold(2, window, 1)
-    scores = torch.einsum("bhsd,bhsdw->bhsw", q.float(), keys) * scale
+    scores = soft_cap(torch.einsum("bhsd,bhsdw->bhsw", q.float(), keys) * scale, softcap)
     first = torch.arange(seq, device=q.device)[:, None] - pad
     valid = first + torch.arange(window, device=q.device)[None, :] >= 0  # the padding is no key
     scores = scores.masked_fill(~valid, float("-inf"))

@@ -1,6 +1,7 @@
 """Reference modules for the `embedding` and `output_head` families: the model's two vocabulary ends.
 
-The embedding maps each token to a row of `hidden`; the head projects hidden
+The embedding maps each token to a row of `hidden` (times √hidden under Gemma's
+embed_scale); the head projects hidden
 states onto the vocabulary, with a bias only where the model states head_bias. They subclass torch's Embedding
 and Linear, so their parameters are torch's (`weight`, [vocab, hidden] both)
 and whatever initialises those initialises these.
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
 
@@ -24,11 +26,21 @@ def _vocab(config: ModuleConfig) -> int:
 
 
 class Embedding(nn.Embedding):
-    """The token embedding: one row of `hidden` per token of the config's vocab."""
+    """The token embedding: one row of `hidden` per token of the config's vocab, times √hidden under embed_scale."""
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
         super().__init__(_vocab(config), config.hidden)
+        # Gemma: the looked-up rows times √hidden, rounded to the table's dtype first (as transformers').
+        self.scale = float(config.hidden) ** 0.5 if getattr(config, "embed_scale", False) else 0.0
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Return the rows of `input`'s token ids, scaled where the config states embed_scale."""
+        rows: Tensor = super().forward(input)
+        if not self.scale:
+            return rows
+        # A Python number (a DTensor's rows under tp take no plain tensor), the table's dtype's rounding of √hidden.
+        return rows * float(torch.tensor(self.scale, dtype=self.weight.dtype))
 
 
 class OutputHead(nn.Linear):
