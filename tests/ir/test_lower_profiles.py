@@ -62,6 +62,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
                    "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
                    "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
+    # GLM-4.5/4.7 and GLM-4.7-Flash: dense layers first, then MoE layers, as DeepSeek's.
+    "glm4_moe": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -83,6 +85,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "nemotron_h": ("full_attention", {}, None),
     "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
     "lfm2": ("full_attention", {}, None),
+    "glm4_moe": ("moe", {}, None),
 }
 
 MODEL_TYPES = {
@@ -94,6 +97,7 @@ MODEL_TYPES = {
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text", "gemma3"), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
     "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
+    "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
 }
 
 

@@ -58,13 +58,15 @@ class MLAttention(nn.Module):
         h, a, rank = config.hidden, config.heads, config.q_lora_rank
         self.nope = config.nope_dim or config.head_dim
         if rank:
-            self.q_a_proj = nn.Linear(h, rank, bias=False)
+            # DeepSeek's and GLM-4.7-Flash's attention_bias biases the two latent down-projections
+            # and o_proj (transformers' DeepseekV3Attention): qkv_bias and o_bias (families/mla.hpf).
+            self.q_a_proj = nn.Linear(h, rank, bias=config.qkv_bias)
             self.q_a_layernorm = RMSNorm(rank, config.norm_eps)
             self.q_b_proj = nn.Linear(rank, a * config.q_head_dim, bias=False)
         else:
             self.q_proj = nn.Linear(h, a * config.q_head_dim, bias=False)
         latent = config.kv_lora_rank
-        self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=config.qkv_bias)
         self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
