@@ -7,7 +7,8 @@ states: q/k/v biases (attention_bias), a per-head QK-norm (use_qk_norm) and half
 head's dims rotated (partial_rotary_factor 0.5). It is imported with hpdsl's importer and
 built by hpdsl.torch.build_model; transformers' Glm4MoeForCausalLM of the same config, with
 random weights, lends them to hpdsl's model under the name map below, and both give the same
-logits to 1e-4 in float32 on the CPU. The MoE layers are not compared: hpdsl's router picks
+logits to 1e-4 in float32 on the CPU; so does a dense GLM-4.7-Flash (glm_4_7_flash.json:
+multi-head latent attention, its rotary pairs interleaved). The MoE layers are not compared: hpdsl's router picks
 experts by a softmax, GLM's by a sigmoid with a correction bias and a scale (same parameters,
 other routing; docs/models.md).
 """
@@ -82,6 +83,24 @@ def test_dense_glm_logits_equal_transformers(changes: dict[str, Any]) -> None:
         expected = theirs(input_ids=ids).logits
         found = ours(ids)
     torch.testing.assert_close(found, expected, atol=1e-4, rtol=1e-4)
+
+
+FLASH = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "mlp_layer_types": ["dense"] * 3,
+         "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "vocab_size": VOCAB,
+         "max_position_embeddings": 64, "n_routed_experts": 4, "num_experts_per_tok": 2,
+         "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "q_lora_rank": 24, "kv_lora_rank": 16,
+         "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 12}
+"""GLM-4.7-Flash's small dims (head_dim is Glm4MoeLiteConfig's alias of qk_rope_head_dim), every layer dense."""
+
+
+@pytest.mark.parametrize("changes", [{}, {"rope_interleave": False}, {"attention_bias": True}],
+                         ids=["interleaved_rotary_by_default", "rotary_not_interleaved", "biased_latents"])
+def test_dense_glm_flash_logits_equal_transformers(changes: dict[str, Any]) -> None:
+    """GLM-4.7-Flash's latent attention: Glm4MoeLiteConfig's rope_interleave (default true) regroups the rotary pairs."""
+    ours, theirs = _pair(shrunk("glm_4_7_flash", **FLASH, **changes))
+    ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
 
 
 def test_full_rotary_glm_weights_give_other_logits() -> None:

@@ -33,6 +33,11 @@ from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_atten
                                         rotate)
 
 
+def _deinterleaved(x: Tensor) -> Tensor:
+    """Return x [..., d] with its interleaved pairs regrouped: evens, then odds (transformers' rope_interleave)."""
+    return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
+
+
 class MLAttention(nn.Module):
     """Multi-head latent attention over the whole local sequence."""
 
@@ -99,6 +104,8 @@ class MLAttention(nn.Module):
             k_rope = sum_gradients(k_rope, self.tp.group)
         k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
         if c.rope_dim:
+            if c.rope_interleave:  # stored as (x0, y0, x1, y1, ...): regrouped to (x..., y...) first, as transformers
+                q_rope, k_rope = _deinterleaved(q_rope), _deinterleaved(k_rope)
             q_rope = rotate(q_rope, positions, c.rope_theta)
             k_rope = rotate(k_rope, positions, c.rope_theta)
         q = torch.cat([q_nope, q_rope], dim=-1)
