@@ -221,8 +221,10 @@ def _stated_facts(cfg: Config, rules: Rules) -> dict[str, Any]:
               for key in FLAG_FIELDS if key != "tie_embeddings"}
     tie = cfg.required("tie_word_embeddings")
     stated["tie_embeddings"] = None if tie is None else flag(tie, "tie_word_embeddings")
-    # A profile whose model ignores attention_bias (Phi) lists it on its own ignore list.
-    bias = None if "attention_bias" in rules.ignored else flag_at(cfg, "attention_bias")
+    # A profile whose model ignores attention_bias (Phi) lists it on its own ignore list; one whose
+    # model biases only some projections with it (GLM-4.5: q, k, v) maps it to the field it states.
+    bias = None if "attention_bias" in rules.ignored or "attention_bias" in rules.mapped \
+        else flag_at(cfg, "attention_bias")
     if bias is not None:
         stated.update(qkv_bias=bias, o_bias=bias)
     if cfg.get("qkv_bias") is not None:

@@ -3,7 +3,7 @@
 The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
 hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, `full_attention_interval`,
 `sliding_window_pattern` or the sliding-window rule; the feed-forward from
-`decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
+`mlp_layer_types`, `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
 period/offset rules pattern both. All lower to the same run-length stack.
 """
 
@@ -98,7 +98,17 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
 
 
+MLP_LAYER_TYPES = {"dense": "dense", "sparse": "moe"}
+"""`mlp_layer_types` entries (GLM-4.7-Flash, Kimi-Linear) → the profile's kind of that feed-forward."""
+
+
 def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    listed = _mlp_layer_types(cfg, layers)
+    if listed is not None:
+        if not {"dense", "moe"} <= set(profile.kinds):
+            raise HfImportError(f"mlp_layer_types makes some layers dense, but profile '{profile.name}' has "
+                                "no dense and moe kinds to say so", "mlp_layer_types")
+        return listed
     step = count(cfg, "decoder_sparse_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
@@ -116,4 +126,18 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
             for i in range(layers)]
 
 
-__all__ = ["layer_kinds", "stack"]
+def _mlp_layer_types(cfg: Config, layers: int) -> list[str] | None:
+    """Return each layer's feed-forward kind from `mlp_layer_types` ("dense" or "sparse"); None when unstated."""
+    types = cfg.get("mlp_layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or any(t not in MLP_LAYER_TYPES for t in types):
+        raise HfImportError(f"mlp_layer_types is {shown(types)}; expected a list of \"dense\" and \"sparse\", "
+                            "one per layer", "mlp_layer_types")
+    if len(types) < layers:
+        raise HfImportError(f"mlp_layer_types lists {len(types)} layers, but num_hidden_layers is {layers}",
+                            "mlp_layer_types")
+    return [MLP_LAYER_TYPES[t] for t in types[:layers]]
+
+
+__all__ = ["MLP_LAYER_TYPES", "layer_kinds", "stack"]

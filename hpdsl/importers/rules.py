@@ -28,6 +28,7 @@ BUILTIN_READS: frozenset[str] = frozenset({
     # layer patterns (hf_layers.py)
     "layer_types", "full_attention_interval", "sliding_window_pattern", "_sliding_window_pattern",
     "use_sliding_window", "max_window_layers", "decoder_sparse_step", "mlp_only_layers", "moe_layer_freq",
+    "mlp_layer_types",
     "attn_layer_indices", "attn_layer_period", "attn_layer_offset", "expert_layer_period",
     "expert_layer_offset",
     # activations, norms and biases (hf.py)

@@ -69,7 +69,8 @@ def test_deepseek_v3_mla_is_split_by_heads_as_without_families() -> None:
     sharded, replicated = replicated_numel(cost_model.families["mla"], mixer)
     # q_a_proj, kv_a_proj_with_mqa and their norms whole; q_b_proj, kv_b_proj, o_proj by heads (no q_proj).
     h, q_c, kv_c, heads, nope, rope, v = 7168, 1536, 512, 128, 128, 64, 128  # examples/deepseek_v3.hpf
-    assert replicated == q_c * h + q_c + (kv_c + rope) * h + kv_c + h  # o_proj.bias counts, as an entry
+    # o_proj.bias and the latent down-projections' biases (attention_bias) count, as entries
+    assert replicated == q_c * h + q_c + (kv_c + rope) * h + kv_c + h + q_c + (kv_c + rope)
     assert sharded == heads * (nope + rope) * (q_c + h) + heads * (nope + v) * kv_c + h * heads * v
     strategy = Strategy(tp=8, ep=8, dp=1, global_batch=8, sequence_parallel=True)
     assert prepared.params == prepare(without_families("deepseek_v3")).params

@@ -64,6 +64,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
                    "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
     # Gemma 2 (issue 21's attention modifiers): Gemma 3's sandwich layers without the QK-norm.
     "gemma2": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
+    # GLM-4.5/4.7 and GLM-4.7-Flash: dense layers first, then MoE layers, as DeepSeek's.
+    "glm4_moe": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -86,6 +88,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
     "lfm2": ("full_attention", {}, None),
     "gemma2": ("full_attention", {}, None),
+    "glm4_moe": ("moe", {}, None),
 }
 
 MODEL_TYPES = {
@@ -99,6 +102,7 @@ MODEL_TYPES = {
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
     "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
     "gemma2": ("gemma2",),
+    "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
 }
 
 

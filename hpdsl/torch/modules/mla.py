@@ -41,6 +41,11 @@ from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_atten
 from hpdsl.torch.modules.indexer import Indexer, with_aux_loss
 
 
+def _deinterleaved(x: Tensor) -> Tensor:
+    """Return x [..., d] with its interleaved pairs regrouped: evens, then odds (transformers' rope_interleave)."""
+    return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
+
+
 class MLAttention(nn.Module):
     """Multi-head latent attention over the whole local sequence."""
 
@@ -66,13 +71,15 @@ class MLAttention(nn.Module):
         h, a, rank = config.hidden, config.heads, config.q_lora_rank
         self.nope = config.nope_dim or config.head_dim
         if rank:
-            self.q_a_proj = nn.Linear(h, rank, bias=False)
+            # DeepSeek's and GLM-4.7-Flash's attention_bias biases the two latent down-projections
+            # and o_proj (transformers' DeepseekV3Attention): qkv_bias and o_bias (families/mla.hpf).
+            self.q_a_proj = nn.Linear(h, rank, bias=config.qkv_bias)
             self.q_a_layernorm = RMSNorm(rank, config.norm_eps)
             self.q_b_proj = nn.Linear(rank, a * config.q_head_dim, bias=False)
         else:
             self.q_proj = nn.Linear(h, a * config.q_head_dim, bias=False)
         latent = config.kv_lora_rank
-        self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=config.qkv_bias)
         self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
@@ -104,6 +111,8 @@ class MLAttention(nn.Module):
             k_rope = sum_gradients(k_rope, self.tp.group)
         k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
         if c.rope_dim:
+            if c.rope_interleave:  # stored as (x0, y0, x1, y1, ...): regrouped to (x..., y...) first, as transformers
+                q_rope, k_rope = _deinterleaved(q_rope), _deinterleaved(k_rope)
             q_rope = rotate(q_rope, positions, c.rope_theta)
             k_rope = rotate(k_rope, positions, c.rope_theta)
         q = torch.cat([q_nope, q_rope], dim=-1)
