@@ -24,11 +24,11 @@ def _vocab(config: ModuleConfig) -> int:
 
 
 class Embedding(nn.Embedding):
-    """The token embedding: one row of `hidden` per token of the config's vocab."""
+    """The token embedding: one row of `hidden` per token of the config's vocab, and its embed_extra_rows (Mllama's 8)."""
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
-        super().__init__(_vocab(config), config.hidden)
+        super().__init__(_vocab(config) + int(getattr(config, "embed_extra_rows", 0) or 0), config.hidden)
 
 
 class OutputHead(nn.Linear):
