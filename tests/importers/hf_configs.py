@@ -69,7 +69,6 @@ FILES: dict[str, tuple[str, str]] = {
 
 REFUSED_TODAY: dict[str, str] = {
     "deepseek_v3_2": "index_head_dim, index_n_heads, index_topk",
-    "llama_3_2_90b_vision": "text_config.cross_attention_layers",
     "gemma_4_31b_it": "text_config.attention_k_eq_v",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
