@@ -37,6 +37,7 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     periodic = _period_kinds(cfg, layers)
     if periodic is not None:
         return periodic
+    _require_cross_layers(cfg, profile)
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
@@ -100,6 +101,22 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+def _require_cross_layers(cfg: Config, profile: ProfileIR) -> None:
+    """Refuse a config priced by a profile with cross-attention kinds that does not say where they stand.
+
+    MllamaTextConfig fills an absent cross_attention_layers with [3, 8, ..., 38]
+    (its __post_init__); a `default` rule holds no list, so the config must state it.
+    """
+    if cfg.get("cross_attention_layers") is not None:
+        return
+    crossing = sorted(name for name, kind in profile.kinds.items() if kind.attention == "cross")
+    if crossing:
+        raise HfImportError(f"the config states no cross_attention_layers, which place profile "
+                            f"'{profile.name}''s {', '.join(crossing)} layers (MllamaTextConfig would take "
+                            "[3, 8, 13, 18, 23, 28, 33, 38]); state the list in the config",
+                            "cross_attention_layers")
 
 
 def _cross_layers(cfg: Config, layers: int) -> frozenset[int] | None:
