@@ -26,16 +26,16 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("attention", "full (softmax) self-attention, and an encoder-decoder's cross-attention", "layer"),
     SlotSpec("linear_attention", "the mixer of a kind with `attention linear`", "layer"),
     SlotSpec("ssm", "the mixer of a kind with `attention ssm`: a selective state-space model", "layer"),
-    SlotSpec("cross_attention", "the mixer of a kind with `attention cross`: a cross-attention to an encoder or "
-             "vision stream, the layer's only attention (Mllama)", "layer"),
     SlotSpec("mla", "the mixer of every layer of a model with an `mla` block", "layer"),
     SlotSpec("mlp", "the dense feed-forward block", "layer"),
     SlotSpec("experts", "the routed experts of a MoE feed-forward block", "layer"),
     SlotSpec("shared_experts", "each shared expert of a MoE feed-forward block", "layer"),
     SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
-    SlotSpec("gate", "a learnt scalar gate on each block's output, where the kind is `wiring gated`", "layer"),
     SlotSpec("embedding", "the token embedding", "model"),
     SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
+    SlotSpec("cross_attention", "the mixer of a kind with `attention cross`: a cross-attention to an encoder or "
+             "vision stream, the layer's only attention (Mllama)", "layer"),
+    SlotSpec("gate", "a learnt scalar gate on each block's output, where the kind is `wiring gated`", "layer"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 

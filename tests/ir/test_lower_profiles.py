@@ -62,6 +62,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
                    "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
                    "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
+    # Mllama: Llama layers, and cross-attention layers at the config's cross_attention_layers.
+    "mllama": {"full_attention": (DECODER, "full", None), "cross_attention": (DECODER, "cross", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -83,6 +85,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "nemotron_h": ("full_attention", {}, None),
     "phi": ("decoder", {}, None), "olmo3": ("full_attention", {}, None), "exaone4": ("full_attention", {}, None),
     "lfm2": ("full_attention", {}, None),
+    "mllama": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -94,6 +97,7 @@ MODEL_TYPES = {
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text", "gemma3"), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
     "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
+    "mllama": ("mllama_text_model", "mllama"),
 }
 
 
@@ -191,7 +195,8 @@ def test_lower_profile_of_a_small_spec() -> None:
 
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
-                  "norm": "norm", "embedding": "embedding", "head": "output_head"}
+                  "norm": "norm", "embedding": "embedding", "head": "output_head",
+                  "cross_attention": "cross_attention", "gate": "tanh_gate"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -215,6 +220,7 @@ family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f }
+slots { cross_attention f  gate f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }
@@ -271,4 +277,5 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("olmo3", "sliding_attention"): "sublayer_post_norm",
                        ("exaone4", "full_attention"): "sublayer_post_norm",
                        ("exaone4", "sliding_attention"): "sublayer_post_norm",
-                       ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich"}
+                       ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
+                       ("mllama", "cross_attention"): "gated"}
