@@ -234,7 +234,9 @@ def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool, cross
 
 def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, ffn: bool, cross: bool) -> str:
     """Return the fix of a norm count: the wiring that holds that many norms, else the count to state."""
-    others = [w for w in wiring.wiring_for_count(count, attentions, ffn, cross=cross) if w != layer.wiring]
+    # gated places pre_norm's norms and adds gates: never the fix of a norm count
+    others = [w for w in wiring.wiring_for_count(count, attentions, ffn, cross=cross)
+              if w not in (layer.wiring, "gated")]
     rewire = (f"if the layers are wired otherwise, state it: {' or '.join(f'`wiring {w}`' for w in others)} "
               "in the kind (or the model); else " if others else "")
     if layer.layer_norms is not None:

@@ -84,8 +84,8 @@ def describe(wiring: str, attentions: int, ffn: bool, *, cross: bool = False) ->
 
 
 def wiring_for_count(count: int, attentions: int, ffn: bool, *, cross: bool = False) -> tuple[str, ...]:
-    """Return the wirings under which a layer of these blocks holds `count` norms (gated places pre_norm's: not a fix)."""
-    fits = [w for w in WIRINGS if w != "gated" and len(norm_paths(w, attentions, ffn, cross=cross)) == count]
+    """Return the wirings under which a layer of these blocks holds `count` norms."""
+    fits = [w for w in WIRINGS if len(norm_paths(w, attentions, ffn, cross=cross)) == count]
     return tuple(w for w in fits if w not in PARALLEL or parallel_fits(attentions, ffn, cross=cross))
 
 
