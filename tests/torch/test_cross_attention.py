@@ -57,10 +57,10 @@ def stdlib() -> Registry:
     return compile_paths([ROOT / "profiles", ROOT / "families"])
 
 
-def _config() -> dict[str, Any]:
+def _config(**changes: Any) -> dict[str, Any]:
     config = published("llama_3_2_90b_vision")
     text = {k: v for k, v in config["text_config"].items() if k not in ("rope_theta",)}
-    text.update(SMALL)
+    text.update(SMALL, **changes)
     text["pad_token_id"] = None  # transformers' padding row must lie in the small vocabulary
     config["text_config"] = text
     return config
@@ -140,3 +140,45 @@ def test_without_a_stream_the_cross_layers_pass_through_as_transformers(pair: tu
         expected = theirs(input_ids=ids, use_cache=False).logits
         found = ours(ids)
     torch.testing.assert_close(found, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_tp_splits_the_cross_attention_by_heads_and_keeps_norms_and_gates_whole(stdlib: Registry) -> None:
+    """A fake 2-rank tp job: q/k/v/o split by heads, the per-head norms and the gates whole on each rank."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+
+    from hpdsl.errors import BuildError
+    from torch_support import process_group
+
+    registry = _registry(_config(vocab_size=120), stdlib)  # 128 embedding rows: tp 2 splits them
+    odd = _registry(_config(), stdlib)  # 101 + 8 = 109 rows: no tp 2 split
+    with process_group(2, rank=1, fake=True):
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+        built = build_model(registry.models["scaled"], mesh, registry=registry)
+        with pytest.raises(BuildError, match=r"embed: .*dim 0 has size 109, and 109 is not a multiple of tp=2"):
+            build_model(odd.models["scaled"], mesh, registry=odd)
+    layer = dict(built.layers[1].named_parameters())
+    split = {name: p.to_local().shape[0] for name, p in layer.items() if isinstance(p, DTensor)}
+    assert split["cross_attention.q_proj.weight"] == 4 * 16 // 2 and split["cross_attention.k_proj.weight"] == 16
+    whole = {name for name, p in layer.items() if not isinstance(p, DTensor)}
+    assert whole == {"cross_norm.weight", "ffn_norm.weight", "cross_gate.weight", "ffn_gate.weight",
+                     "cross_attention.q_norm.weight", "cross_attention.k_norm.weight"}
+
+
+def test_over_a_stream_as_long_as_the_text_the_matmul_flops_are_the_estimate(pair: tuple[Any, Any, Registry]) -> None:
+    """The estimator prices a cross layer as one attention over a stream of the sequence's length: so it runs."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
+
+    _, _, registry = pair
+    model = registry.models["scaled"]
+    cost = bind(model, registry.profile("mllama"), families=registry.families)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    eager = {"attention": {"backend": "eager"}, "cross_attention": {"backend": "eager"}}
+    built = materialize(build_model(model, registry=registry, device="meta", selectors=eager), "cpu", seed=0)
+    ids = torch.randint(0, 101, (BATCH, SEQ), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        built(ids, torch.randn(BATCH, SEQ, 64))
+    assert counter.get_total_flops() == estimate
