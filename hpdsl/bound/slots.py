@@ -166,5 +166,6 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
-           "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]
+__all__ = ["Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
+           "kind_bindings", "layer_config", "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots",
+           "shared_expert_config"]

@@ -182,3 +182,16 @@ def test_over_a_stream_as_long_as_the_text_the_matmul_flops_are_the_estimate(pai
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         built(ids, torch.randn(BATCH, SEQ, 64))
     assert counter.get_total_flops() == estimate
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_gated_blocks_under_tp2_sequence_parallel_match_one_process() -> None:
+    """`wiring gated` on a scaled Llama-3: each gate's gradient sums over the tp ranks' sequence chunks."""
+    from train_support import matches_one_process, train_json
+
+    small = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
+                                          "ffn_width=96", "wiring=gated")]
+    result = train_json(str(ROOT / "examples" / "llama3_8b.hpf"), *small, "--nproc", "2", "--steps", "2",
+                        "--tp", "2", "--sp")
+    matches_one_process(result)
