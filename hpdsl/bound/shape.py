@@ -318,9 +318,17 @@ def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:
     uses = [(kind, slot) for kind in built_kinds(cost)
             for slot in layer_slots(kind_layer(cost, kind), kind_bindings(cost, kind))]
     for kind, slot in [*uses, *((None, s) for s in end_slots(cost))]:
-        if slot.role != "ssm" and slot.family in cost.families and (kind, slot.role) not in seen:
+        if slot.role != "ssm" and (kind, slot.role) not in seen and (slot.family in cost.families or not slot.family):
             seen.add((kind, slot.role))
-            yield from _slot_pricing(cost, kind, slot)
+            yield from _slot_pricing(cost, kind, slot) if slot.family else _unbound(cost, kind, slot)
+
+
+def _unbound(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:
+    """Yield a slot a layer builds that no family fills (a model's `wiring gated` under a profile binding no gate)."""
+    where = f"the {slot.role} slot of kind '{kind}'" if kind else f"model '{cost.model.name}''s {slot.role} slot"
+    yield LayerProblem("unpriced-slot", f"{where} ({slot.path}) is bound to no family, so nothing builds or prices it",
+                       f"bind it in a `slots {{ ... }}` block, e.g. `slots {{ {slot.role} FAMILY }}` (the standard "
+                       "library binds every slot: profiles/slots.hpf)", kind=kind)
 
 
 def _slot_pricing(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:

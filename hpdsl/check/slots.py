@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from hpdsl import ast
 from hpdsl.diagnostics import did_you_mean
-from hpdsl.scope import Scope, kind_flavours, model_profile, profile_kinds, profile_slots, top_level_slots
+from hpdsl.scope import Scope, kind_flavours, kind_wiring, model_profile, profile_kinds, profile_slots, top_level_slots
 from hpdsl.diagnostics import Collector, Note
 from hpdsl.model.slots import SLOTS
 from hpdsl.resources import STDLIB_PREFIX
@@ -144,16 +144,22 @@ def _check_complete(scope: Scope, collector: Collector) -> None:
 
 
 def _needed(slot: str, profile: ast.Profile) -> bool:
-    """Whether a model of `profile` may build `slot`: the ssm slot only under a kind with `attention ssm`."""
-    if slot not in OPTIONAL_SLOTS:
-        return True
+    """Whether a model of `profile` may build `slot`: the ssm slot only under a kind with `attention ssm`, ..."""
     kinds = profile_kinds(profile)
-    return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
+    if slot in OPTIONAL_SLOTS:
+        return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
+    if slot in WIRED_SLOTS:
+        return any(kind_wiring(kind, kinds) == WIRED_SLOTS[slot] for kind in kinds.values())
+    return True
 
 
-OPTIONAL_SLOTS = {"ssm": "ssm"}
+OPTIONAL_SLOTS = {"ssm": "ssm", "cross_attention": "cross"}
 """Slots added after the first profiles were written → the attention flavour that builds them: a
 profile without such a kind need not bind them (a --no-stdlib profile of attention layers)."""
+
+WIRED_SLOTS = {"gate": "gated"}
+"""Slots a kind's wiring builds → that wiring: a profile with no kind so wired need not bind them (a model
+that states `wiring gated` itself under such a profile is refused at build: no family fills the gates)."""
 
 
 __all__ = ["check_slots"]
