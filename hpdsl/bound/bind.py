@@ -214,6 +214,8 @@ def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
             fields.update({f: getattr(base, f) for f in ATTENTION_FIELDS})
         if kind.attention == "sliding":
             fields["window"] = model.sliding_window or 0
+        if kind.attention == "cross":  # the cross_attention slot (hpdsl/bound/slots.py); heads as the model's
+            fields["attn_kind"] = "cross"
     if any(profile.kinds[k].ffn is not None for k in used):
         fields.update(_ffn_fields(base, model, kind.ffn))
     wiring = _wiring(model, kind)

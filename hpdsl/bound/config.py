@@ -33,7 +33,7 @@ class Bound:
 
 BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("ops", dict, None, "the kind's op vector (op name → count)"),
-    Bound("attn_kind", str, "full", "the mixer's attention: full, linear, mla or ssm"),
+    Bound("attn_kind", str, "full", "the mixer's attention: full, linear, mla, ssm or cross (to a given stream)"),
     Bound("attn_extra_params", int, 0, "linear attention's parameters beside its projections "
                                        "(convolution, gates, decay, output norm); an ssm mixer's all, "
                                        "from its family's layout"),

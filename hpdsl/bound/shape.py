@@ -20,7 +20,8 @@ import attrs
 from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel
 from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
-from hpdsl.bound.slots import Slot, buildable, end_slots, kind_bindings, layer_shape, layer_slots, mixer_role
+from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
+                               mixer_role)
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.ir.layouts import dim_names, entry_numel, entry_present, layout_for, render_dims
 from hpdsl.ir.nodes import ModelIR, block_stated
@@ -166,7 +167,7 @@ def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
     yield from _attention_count(cost, kind, layer, attentions)
     yield from _ffn_count(cost.model, kind, layer, matrices)
     if buildable(attentions, matrices):
-        yield from _norm_count(kind, layer, int(attentions), matrices > 0)
+        yield from _norm_count(kind, layer, int(attentions), matrices > 0, crosses(layer))
     yield from _flavour_blocks(cost, kind)
     yield from _module_shapes(layer, attentions)
 
@@ -223,9 +224,9 @@ def _ffn_count(model: ModelIR, kind: str, layer: LayerConfig, matrices: int) -> 
                            kind=kind, field="ffn_width")
 
 
-def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> Iterator[LayerProblem]:
+def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool, cross: bool) -> Iterator[LayerProblem]:
     """Yield a wiring the layer's blocks cannot have, and a norm count other than the one its wiring holds."""
-    if layer.wiring in wiring.PARALLEL and not wiring.parallel_fits(attentions, ffn):
+    if layer.wiring in wiring.PARALLEL and not wiring.parallel_fits(attentions, ffn, cross=cross):
         held = {0: "no attention", 1: "one attention", 2: "two attentions"}[attentions]
         yield LayerProblem("wiring-mismatch",
                            f"'{kind}' layers are wired {layer.wiring} (the attention and feed-forward side by "
@@ -233,7 +234,7 @@ def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> It
                            "wire them in sequence (`wiring pre_norm`), or price one attention and a "
                            "feed-forward (attMM 4, ffMM 2 or 3)", kind=kind, field="wiring")
         return
-    expected = len(wiring.norm_paths(layer.wiring, attentions, ffn))
+    expected = len(wiring.norm_paths(layer.wiring, attentions, ffn, cross=cross))
     stated = layer.layer_norms is not None
     count = layer.layer_norms if stated else ops.norms(layer.ops)
     if count == expected:
@@ -241,14 +242,16 @@ def _norm_count(kind: str, layer: LayerConfig, attentions: int, ffn: bool) -> It
     where = f"layer_norms {count}" if stated else f"normOp {count}"
     yield LayerProblem("norm-count-mismatch",
                        f"'{kind}' layers price {count} norms ({where}), but such a layer has {expected}: "
-                       f"{wiring.describe(layer.wiring, attentions, ffn)}",
-                       _norm_hint(layer, count, expected, attentions, ffn), kind=kind, field="layer_norms",
+                       f"{wiring.describe(layer.wiring, attentions, ffn, cross=cross)}",
+                       _norm_hint(layer, count, expected, attentions, ffn, cross), kind=kind, field="layer_norms",
                        op=None if stated else ops.NORM)
 
 
-def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, ffn: bool) -> str:
+def _norm_hint(layer: LayerConfig, count: int, expected: int, attentions: int, ffn: bool, cross: bool) -> str:
     """Return the fix of a norm count: the wiring that holds that many norms, else the count to state."""
-    others = [w for w in wiring.wiring_for_count(count, attentions, ffn) if w != layer.wiring]
+    # gated places pre_norm's norms and adds gates: never the fix of a norm count
+    others = [w for w in wiring.wiring_for_count(count, attentions, ffn, cross=cross)
+              if w not in (layer.wiring, "gated")]
     rewire = (f"if the layers are wired otherwise, state it: {' or '.join(f'`wiring {w}`' for w in others)} "
               "in the kind (or the model); else " if others else "")
     if layer.layer_norms is not None:
@@ -274,6 +277,11 @@ def _flavour_blocks(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
                            "declare `ssm { ssm_state  ssm_conv  ssm_expand  ssm_dt_rank }`", kind=kind, field="ssm")
     elif flavours.attention == "ssm" and cost.families:
         yield from _ssm_layout(cost, kind)
+    if flavours.attention == "cross" and ops.attentions(kind_layer(cost, kind).ops) == 2:
+        yield LayerProblem("layer-attentions",
+                           f"kind '{kind}' is a cross-attention layer (`attention cross`), whose one attention "
+                           "reads a given stream, but it prices two attentions (attMM 8)",
+                           "count attMM 4: the cross-attention's q, k, v and o projections", kind=kind, op=ops.ATT_MM)
     if flavours.ffn == "moe" and not block_stated(model, "moe"):
         yield LayerProblem("missing-moe-dims",
                            f"kind '{kind}' is MoE, but model '{model.name}' declares no moe block",
@@ -325,9 +333,17 @@ def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:
     uses = [(kind, slot) for kind in built_kinds(cost)
             for slot in layer_slots(kind_layer(cost, kind), kind_bindings(cost, kind))]
     for kind, slot in [*uses, *((None, s) for s in end_slots(cost))]:
-        if slot.role != "ssm" and slot.family in cost.families and (kind, slot.role) not in seen:
+        if slot.role != "ssm" and (kind, slot.role) not in seen and (slot.family in cost.families or not slot.family):
             seen.add((kind, slot.role))
-            yield from _slot_pricing(cost, kind, slot)
+            yield from _slot_pricing(cost, kind, slot) if slot.family else _unbound(cost, kind, slot)
+
+
+def _unbound(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:
+    """Yield a slot a layer builds that no family fills (a model's `wiring gated` under a profile binding no gate)."""
+    where = f"the {slot.role} slot of kind '{kind}'" if kind else f"model '{cost.model.name}''s {slot.role} slot"
+    yield LayerProblem("unpriced-slot", f"{where} ({slot.path}) is bound to no family, so nothing builds or prices it",
+                       f"bind it in a `slots {{ ... }}` block, e.g. `slots {{ {slot.role} FAMILY }}` (the standard "
+                       "library binds every slot: profiles/slots.hpf)", kind=kind)
 
 
 def _slot_pricing(cost: CostModel, kind: str | None, slot: Slot) -> Iterator[LayerProblem]:
@@ -365,7 +381,7 @@ def _unknown(name: str, env: dict[str, int]) -> bool:
 def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:
     """Yield what the reference modules' constructors refuse (hpdsl/torch/modules/)."""
     role = mixer_role(layer)
-    if role in ("attention", "mla") or attentions == 2:
+    if role in ("attention", "mla", "cross_attention") or attentions == 2:
         if layer.kv_heads < 1 or layer.heads % layer.kv_heads:
             yield LayerProblem("heads-not-divisible",
                                f"heads {layer.heads} is not a multiple of kv_heads {layer.kv_heads}",

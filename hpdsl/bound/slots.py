@@ -53,8 +53,21 @@ def layer_shape(layer: LayerConfig) -> tuple[Fraction, int]:
 
 
 def mixer_role(config: ModuleConfig) -> str:
-    """Return the role of a layer's mixer: linear_attention, mla, ssm or attention."""
-    return {"linear": "linear_attention", "mla": "mla", "ssm": "ssm"}.get(config.attn_kind, "attention")
+    """Return the role of a layer's mixer: linear_attention, mla, ssm, cross_attention or attention."""
+    return {"linear": "linear_attention", "mla": "mla", "ssm": "ssm",
+            "cross": "cross_attention"}.get(config.attn_kind, "attention")
+
+
+def crosses(config: ModuleConfig) -> bool:
+    """Whether a layer's one attention is a cross-attention to a given stream (a kind with `attention cross`)."""
+    return bool(config.attn_kind == "cross")
+
+
+def cross_mixer_config(config: ModuleConfig) -> ModuleConfig:
+    """Return the config of a cross kind's cross-attention: not causal, no window, per-head norms if cross_qk_norm."""
+    return evolve(config, causal=False, window=0, qk_norm=config.cross_qk_norm, qk_norm_full=False,
+                  output_gate=False, attention_sinks=False, q_norm_width=config.head_dim,
+                  k_norm_width=config.head_dim)
 
 
 def cross_attention_config(config: ModuleConfig) -> ModuleConfig:
@@ -107,13 +120,18 @@ def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool
     if not buildable(attentions, matrices):
         return ()
     config = layer_config(layer, causal=causal)
+    cross = crosses(config)
     modules = {"mixer": [_slot(mixer_role(config), "mixer", config, bindings)],
-               "cross": [_slot("attention", "cross_attention", cross_attention_config(config), bindings)],
+               "cross": [_slot("cross_attention", "cross_attention", cross_mixer_config(config), bindings)
+                         if cross else _slot("attention", "cross_attention", cross_attention_config(config), bindings)],
                "ffn": list(ffn_slots(config, bindings))}
-    for block, path in wiring.norm_paths(config.wiring, int(attentions), matrices > 0):
+    shape = (config.wiring, int(attentions), matrices > 0)
+    for block, path in wiring.norm_paths(*shape, cross=cross):
         norm = _slot("norm", path, config, bindings)
         modules[block] = [norm, *modules[block]] if path == f"{block}_norm" else [*modules[block], norm]
-    return tuple(slot for block in wiring.blocks(int(attentions), matrices > 0) for slot in modules[block])
+    for block, path in wiring.gate_paths(*shape, cross=cross):
+        modules[block].append(_slot("gate", path, config, bindings))
+    return tuple(slot for block in wiring.blocks(*shape[1:], cross=cross) for slot in modules[block])
 
 
 def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
@@ -143,12 +161,13 @@ def end_slots(cost: CostModel) -> tuple[Slot, ...]:
 
 def positions_config(cost: CostModel) -> ModuleConfig:
     """Return the config of a learned absolute position table: an embedding of max_positions rows."""
-    return evolve(cost.base, vocab=cost.model.max_positions or 0)
+    return evolve(cost.base, vocab=cost.model.max_positions or 0, embed_extra_rows=0)
 
 
 def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str]) -> Slot:
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["Slot", "buildable", "cross_attention_config", "end_slots", "ffn_slots", "kind_bindings", "layer_config",
-           "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots", "shared_expert_config"]
+__all__ = ["Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
+           "kind_bindings", "layer_config", "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots",
+           "shared_expert_config"]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from hpdsl import ast
 from hpdsl.diagnostics import did_you_mean
-from hpdsl.scope import Scope, kind_flavours, model_profile, profile_kinds, profile_slots, top_level_slots
+from hpdsl.scope import Scope, kind_flavours, kind_wiring, model_profile, profile_kinds, profile_slots, top_level_slots
 from hpdsl.diagnostics import Collector, Note
 from hpdsl.model.slots import SLOTS
 from hpdsl.resources import STDLIB_PREFIX
@@ -147,23 +147,30 @@ def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
     """Whether a model of `profile` may build `slot`.
 
     The ssm slot only under a kind with `attention ssm`; a MoE block's router and shared
-    gate only where a kind states `ffn moe` or a model of the profile has a `moe` block.
+    gate only where a kind states `ffn moe` or a model of the profile has a `moe` block; a
+    wiring's slots only under a kind so wired.
     """
     kinds = profile_kinds(profile)
     if slot in MOE_SLOTS:
         return any(kind_flavours(kind, kinds)[1] == "moe" for kind in kinds.values()) or any(
             block.name.value == "moe" for model in models for block in model.items if isinstance(block, ast.Block))
-    if slot not in OPTIONAL_SLOTS:
-        return True
-    return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
+    if slot in OPTIONAL_SLOTS:
+        return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
+    if slot in WIRED_SLOTS:
+        return any(kind_wiring(kind, kinds) == WIRED_SLOTS[slot] for kind in kinds.values())
+    return True
 
 
-OPTIONAL_SLOTS = {"ssm": "ssm"}
+OPTIONAL_SLOTS = {"ssm": "ssm", "cross_attention": "cross"}
 """Slots added after the first profiles were written → the attention flavour that builds them: a
 profile without such a kind need not bind them (a --no-stdlib profile of attention layers)."""
 
 MOE_SLOTS = ("router", "shared_gate")
 """Slots only a mixture-of-experts block builds (added after the first profiles were written)."""
+
+WIRED_SLOTS = {"gate": "gated"}
+"""Slots a kind's wiring builds → that wiring: a profile with no kind so wired need not bind them (a model
+that states `wiring gated` itself under such a profile is refused at build: no family fills the gates)."""
 
 
 __all__ = ["check_slots"]

@@ -1,7 +1,8 @@
 """Layer patterns of a config into the per-layer kind list a stack compresses into runs.
 
 The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
-hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, `full_attention_interval`,
+hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, Mllama's
+`cross_attention_layers`, `full_attention_interval`,
 `sliding_window_pattern` or the sliding-window rule; the feed-forward from
 `mlp_layer_types`, `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
 period/offset rules pattern both. All lower to the same run-length stack.
@@ -36,6 +37,7 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     periodic = _period_kinds(cfg, layers)
     if periodic is not None:
         return periodic
+    _require_cross_layers(cfg, profile)
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
@@ -85,6 +87,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     indices = cfg.get("full_attn_idxs")
     if isinstance(indices, list):  # LFM2 (no layer_types): attention at these layers, short convolutions elsewhere
         return ["full_attention" if i in indices else "conv" for i in range(layers)]
+    crossing = _cross_layers(cfg, layers)
+    if crossing is not None:  # Mllama: cross-attention layers at these, self-attention elsewhere
+        return ["cross_attention" if i in crossing else "full_attention" for i in range(layers)]
     interval = count(cfg, "full_attention_interval")
     if interval:
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
@@ -100,6 +105,37 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
 
 MLP_LAYER_TYPES = {"dense": "dense", "sparse": "moe"}
 """`mlp_layer_types` entries (GLM-4.7-Flash, Kimi-Linear) → the profile's kind of that feed-forward."""
+
+
+def _require_cross_layers(cfg: Config, profile: ProfileIR) -> None:
+    """Refuse a config priced by a profile with cross-attention kinds that does not say where they stand.
+
+    MllamaTextConfig fills an absent cross_attention_layers with [3, 8, ..., 38]
+    (its __post_init__); a `default` rule holds no list, so the config must state it.
+    """
+    if cfg.get("cross_attention_layers") is not None:
+        return
+    crossing = sorted(name for name, kind in profile.kinds.items() if kind.attention == "cross")
+    if crossing:
+        raise HfImportError(f"the config states no cross_attention_layers, which place profile "
+                            f"'{profile.name}''s {', '.join(crossing)} layers (MllamaTextConfig would take "
+                            "[3, 8, 13, 18, 23, 28, 33, 38]); state the list in the config",
+                            "cross_attention_layers")
+
+
+def _cross_layers(cfg: Config, layers: int) -> frozenset[int] | None:
+    """Return the layers `cross_attention_layers` makes cross-attention layers; None when the config lists none."""
+    indices = cfg.get("cross_attention_layers")
+    if indices is None:
+        return None
+    if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise HfImportError(f"cross_attention_layers is {shown(indices)}; expected a list of layer numbers",
+                            "cross_attention_layers")
+    outside = sorted(i for i in indices if not 0 <= i < layers)
+    if outside:
+        raise HfImportError(f"cross_attention_layers names layers {outside}, outside the model's {layers} "
+                            f"(0 to {layers - 1})", "cross_attention_layers")
+    return frozenset(indices)
 
 
 def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:

@@ -38,6 +38,8 @@ BUILTIN_READS: frozenset[str] = frozenset({
     "num_decoder_layers", "mamba_d_head",
     # LFM2's short convolution and adjusted feed-forward width (hf_conv.py)
     "full_attn_idxs", "conv_L_cache", "conv_bias", "block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of",
+    # Mllama's cross-attention layers (hf_layers.py)
+    "cross_attention_layers",
     # Nemotron-H's Megatron-style keys (hf_hybrid.py)
     "layers_block_type", "mlp_hidden_act", "mamba_head_dim", "attention_head_dim", "mamba_hidden_act",
     "mtp_hybrid_override_pattern", "mtp_layers_block_type",

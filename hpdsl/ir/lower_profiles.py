@@ -65,7 +65,7 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         ops={op: int(vector[op].count.value) for op in ops},
         # the checks admit only ATTENTION_FLAVOURS and FFN_FLAVOURS (hpdsl/model/slots.py)
         # (the types as strings: subscripting Literal at run time cost more than the rest of the kind)
-        attention=cast('Literal["full", "linear", "sliding", "ssm"]', attention),
+        attention=cast('Literal["full", "linear", "sliding", "ssm", "cross"]', attention),
         ffn=cast('Optional[Literal["dense", "moe"]]', ffn),  # noqa: UP007
         base=kind.base.value if kind.base is not None else None,
         wiring=kind_wiring(kind, kinds),

@@ -68,7 +68,7 @@ class KindIR:
 
     name: str
     ops: dict[str, int]
-    attention: Literal["full", "linear", "sliding", "ssm"] = "full"
+    attention: Literal["full", "linear", "sliding", "ssm", "cross"] = "full"
     ffn: Literal["dense", "moe"] | None = None
     base: str | None = None
     slots: dict[str, str] = attrs.field(factory=dict)

@@ -35,13 +35,17 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
     SlotSpec("embedding", "the token embedding", "model"),
     SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
+    SlotSpec("cross_attention", "the mixer of a kind with `attention cross`: a cross-attention to an encoder or "
+             "vision stream, the layer's only attention (Mllama)", "layer"),
+    SlotSpec("gate", "a learnt scalar gate on each block's output, where the kind is `wiring gated`", "layer"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
-ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm")
+ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm", "cross")
 """A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear
 linear_attention, sliding the attention slot with each query seeing the model's `sliding_window`
-latest positions, ssm the ssm slot (its parameters and matmuls come from the bound family's layout)."""
+latest positions, ssm the ssm slot (its parameters and matmuls come from the bound family's layout),
+cross the cross_attention slot: the layer attends to a given stream, not to itself (Mllama)."""
 
 FFN_FLAVOURS = ("dense", "moe")
 """A kind's `ffn` flavour: dense fills the mlp slot, moe the router, experts, shared_experts and shared_gate slots."""

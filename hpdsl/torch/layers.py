@@ -20,13 +20,20 @@ from hpdsl.errors import BuildError
 NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
 """Every norm a layer may hold (hpdsl/bound/wiring.py says which its wiring holds)."""
 
+GATE_PATHS = ("mixer_gate", "cross_gate", "ffn_gate")
+"""Every output gate a layer may hold (`wiring gated`: one after each block, before the residual add)."""
+
 
 class DecoderLayer(nn.Module):
     """Residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
 
     `wiring` (hpdsl/bound/wiring.py) says where the norms it holds stand and
-    where the residual adds go; a norm the wiring does not hold is None. A
-    Megatron-style hybrid (Nemotron-H) holds a mixer or a feed-forward per layer, never both.
+    where the residual adds go; a norm the wiring does not hold is None, and so
+    is a gate (`wiring gated` holds one per block). A Megatron-style hybrid
+    (Nemotron-H) holds a mixer or a feed-forward per layer, never both. A
+    cross-attention layer (a kind with `attention cross`) holds no mixer: given
+    no stream (`memory`) it passes its input through, as transformers' Mllama
+    skips its cross-attention layers on the text-only path.
     """
 
     mixer_norm: nn.Module | None
@@ -38,20 +45,25 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, *, mixer: nn.Module | None = None, ffn: nn.Module | None = None,
                  cross_attention: nn.Module | None = None, wiring: str = "pre_norm",
-                 norms: Mapping[str, nn.Module] | None = None) -> None:
+                 norms: Mapping[str, nn.Module] | None = None, gates: Mapping[str, nn.Module] | None = None) -> None:
         super().__init__()
-        unknown = sorted(set(norms or {}) - set(NORM_PATHS))
-        if unknown:
-            raise BuildError(f"a layer holds no norms {unknown}; its norms are {list(NORM_PATHS)}")
+        for given, paths in ((norms, NORM_PATHS), (gates, GATE_PATHS)):
+            unknown = sorted(set(given or {}) - set(paths))
+            if unknown:
+                raise BuildError(f"a layer holds no {unknown}; it may hold {list(paths)}")
         self.wiring = wiring
         for path in NORM_PATHS:  # each at its own attribute: the parameter names are the slot paths
             setattr(self, path, (norms or {}).get(path))
+        for path in GATE_PATHS:
+            setattr(self, path, (gates or {}).get(path))
         self.mixer, self.cross_attention, self.ffn = mixer, cross_attention, ffn
 
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
                 memory: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
         mixer, cross, ffn = self.mixer, self.cross_attention, self.ffn
+        if mixer is None and cross is not None and memory is None:
+            return x  # a cross-attention layer with no stream to attend to (transformers' text-only path)
         if self.wiring in ("parallel", "parallel_two_norms") and mixer is not None and ffn is not None:
             normed = _apply(self.mixer_norm, x)
             ffn_input = normed if self.ffn_norm is None else self.ffn_norm(x)
@@ -67,7 +79,7 @@ class DecoderLayer(nn.Module):
     def _block(self, name: str, x: Tensor, block: Callable[[Tensor], Tensor]) -> Tensor:
         """Run one block with its norms: before it, after it (before or after the residual add)."""
         pre, post = getattr(self, f"{name}_norm"), getattr(self, f"{name}_post_norm")
-        out = block(_apply(pre, x))
+        out = _apply(getattr(self, f"{name}_gate"), block(_apply(pre, x)))
         if post is None:
             return x + out
         return post(x + out) if self.wiring == "post_norm" else x + post(out)
@@ -160,8 +172,12 @@ class CausalLM(nn.Module):
         self.mtp = nn.ModuleList(mtp) if mtp else None
         self.cp_rank = cp_rank
 
-    def forward(self, input_ids: Tensor) -> Tensor:
+    def forward(self, input_ids: Tensor, memory: Tensor | None = None) -> Tensor:
         """Return the logits [b, s, vocab] of `input_ids` [b, s] (this rank's sequence chunk under cp).
+
+        `memory` [b, m, hidden] is the stream a cross-attention layer (a kind with
+        `attention cross`) attends to, e.g. a vision tower's projected output;
+        without it those layers pass their input through (transformers' text-only path).
 
         With MTP layers, `input_ids` [b, s, 1 + D] holds at [..., k] the ids k
         places ahead (hpdsl/torch/objective.py): the result is [b, (1 + D)·s,
@@ -177,7 +193,7 @@ class CausalLM(nn.Module):
             x = x + self.positions(positions)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
-            x = layer(x, positions=positions, bias=bias)
+            x = layer(x, positions=positions, bias=bias, memory=memory)
         logits = output_logits(self.norm(x), self.head, self.embed, softcap=self.logit_softcap)
         if input_ids.ndim == 2 or self.mtp is None:
             return logits
@@ -227,4 +243,4 @@ def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) -> Tenso
     return x @ weight.t()
 
 
-__all__ = ["NORM_PATHS", "CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]
+__all__ = ["GATE_PATHS", "NORM_PATHS", "CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]

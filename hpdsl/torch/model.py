@@ -41,7 +41,7 @@ from hpdsl.model.axes import config_selectors as model_selectors
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
-from hpdsl.torch.layers import NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
+from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
@@ -74,6 +74,7 @@ class _Builder:
             mixer=built.get("mixer"), cross_attention=built.get("cross_attention"),
             ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None, wiring=cfg.wiring,
             norms={path: module for path, module in built.items() if path in NORM_PATHS},
+            gates={path: module for path, module in built.items() if path in GATE_PATHS},
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:

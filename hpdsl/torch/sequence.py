@@ -125,9 +125,10 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = 
 
 
 def _sequence_parallel_layer(layer: nn.Module, tp: DeviceMesh, route_chunks: bool) -> None:
-    """Run a decoder layer's norms on the chunk and gather the sequence into its mixer and feed-forward."""
+    """Run a decoder layer's norms and gates on the chunk and gather the sequence into its mixer and feed-forward."""
     for name, child in layer.named_children():
-        if name.endswith("_norm"):
+        # a gate (`wiring gated`) scales a block's chunked output: its scalar's gradient sums over the chunks, as a norm's
+        if name.endswith(("_norm", "_gate")):
             parallelize_module(child, tp, SequenceParallel(use_local_output=True))
         elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
             _local_moe(child, tp)

@@ -7,6 +7,7 @@ read; these tests hold its table (docs/language.md#block-wiring) and its invaria
 from __future__ import annotations
 
 import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.slots import layer_slots
 from hpdsl.cost import bind, parameters
 from hpdsl.diagnostics import Source
+from hpdsl.errors import SpecError
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR
 from hpdsl.model.fields import FIELDS, WIRINGS
 
@@ -42,6 +44,7 @@ def test_the_norms_of_each_wiring() -> None:
         "post_norm": ["mixer_post_norm", "ffn_post_norm"],
         "parallel": ["mixer_norm"],
         "parallel_two_norms": ["mixer_norm", "ffn_norm"],
+        "gated": ["mixer_norm", "ffn_norm"],
     }
     assert FIELDS["wiring"].choices == WIRINGS and FIELDS["wiring"].default == "pre_norm"
 
@@ -124,3 +127,55 @@ def test_one_norm_on_a_sequential_layer_hints_the_parallel_wiring() -> None:
     assert "`wiring parallel`" in problems[0].hint and "such a layer has 2" in problems[0].message
     wired = attrs.evolve(profile, kinds={"decoder": attrs.evolve(profile.kinds["decoder"], wiring="parallel")})
     assert layer_problems(bind(attrs.evolve(model, wiring=None), wired)) == ()
+
+
+# --------------------------------------------------------------------------
+# Gated blocks and cross-attention layers (Mllama; profiles/mllama.hpf)
+# --------------------------------------------------------------------------
+
+CROSSED = """
+profile crossed {
+  default full
+  kind full {
+    ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }
+  }
+  kind cross from full {
+    attention cross
+    wiring gated
+  }
+}
+model m : crossed {
+  hidden 64  layers 3  heads 4  kv_heads 2  vocab 96  ffn_width 128  cross_qk_norm  stack [full, cross, full]
+}
+"""
+
+
+def test_a_gated_layer_puts_a_gate_after_each_block() -> None:
+    cost = bind(*_model("gated", 2))
+    assert [slot.path for slot in layer_slots(cost.base, {**cost.profile.slots, "gate": "tanh_gate"})] == \
+        ["mixer_norm", "mixer", "mixer_gate", "ffn_norm", "ffn", "ffn_gate"]
+    assert parameters(cost).total - parameters(bind(*_model("pre_norm", 2))).total == 2 * 2  # two scalars a layer
+    assert all(wiring.gate_paths(w, 1, True) == () for w in WIRINGS if w != "gated")
+
+
+def test_a_cross_kind_holds_a_cross_attention_in_place_of_its_mixer() -> None:
+    registry = compile_sources([Source("crossed.hpf", CROSSED)])
+    cost = bind(registry.models["m"], registry.profile("crossed"), families=registry.families)
+    slots = layer_slots(cost.kind_config("cross"), registry.profile("crossed").kinds["cross"].slots)
+    assert [(slot.role, slot.path) for slot in slots] == [
+        ("norm", "cross_norm"), ("cross_attention", "cross_attention"), ("gate", "cross_gate"),
+        ("norm", "ffn_norm"), ("mlp", "ffn"), ("gate", "ffn_gate")]
+    crossing = slots[1].config
+    assert (crossing.causal, crossing.qk_norm, crossing.q_norm_width) == (False, True, 16)
+    per_kind = parameters(cost).per_kind
+    # the same projections; two per-head norms of head_dim 16 and two gates more
+    assert per_kind["cross"].total - per_kind["full"].total == 2 * 16 + 2
+    assert layer_problems(cost) == ()
+
+
+def test_a_cross_kind_with_two_attentions_is_refused() -> None:
+    text = CROSSED.replace("attention cross\n", "attention cross\n    ops { attMM 8 }\n")
+    with pytest.raises(SpecError) as refused:
+        compile_sources([Source("crossed.hpf", text)])
+    crossing = [d for d in refused.value.diagnostics if d.code == "layer-attentions"]
+    assert crossing and "attention cross" in crossing[0].message and "attMM 4" in (crossing[0].hint or "")

@@ -134,7 +134,7 @@ def test_an_int_is_accepted_for_a_float() -> None:
     (KindIR, {"name": 3, "ops": {}}, "$.name: expected a string, found the number 3"),
     (KindIR, {"name": "k", "ops": []}, "$.ops: expected an object, found a list"),
     (KindIR, {"name": "k", "ops": {}, "attention": "ful"},
-     '$.attention: expected one of "full", "linear", "sliding", "ssm", found the string \'ful\''),
+     '$.attention: expected one of "full", "linear", "sliding", "ssm", "cross", found the string \'ful\''),
     (KindIR, {"name": "k", "ops": {}, "ffn": 1}, '$.ffn: expected one of "dense", "moe", found the number 1'),
     (KindIR, {"name": "k"}, "$.ops: the required key is missing"),
     (KindIR, {"name": "k", "ops": {}, "opz": {}}, "$.opz: unknown key in KindIR; did you mean 'ops'?"),

@@ -66,6 +66,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "gemma2": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
     # GLM-4.5/4.7 and GLM-4.7-Flash: dense layers first, then MoE layers, as DeepSeek's.
     "glm4_moe": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
+    # Mllama: Llama layers, and cross-attention layers at the config's cross_attention_layers.
+    "mllama": {"full_attention": (DECODER, "full", None), "cross_attention": (DECODER, "cross", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -89,6 +91,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "lfm2": ("full_attention", {}, None),
     "gemma2": ("full_attention", {}, None),
     "glm4_moe": ("moe", {}, None),
+    "mllama": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -103,6 +106,7 @@ MODEL_TYPES = {
     "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
     "gemma2": ("gemma2",),
     "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
+    "mllama": ("mllama_text_model", "mllama"),
 }
 
 
@@ -200,7 +204,9 @@ def test_lower_profile_of_a_small_spec() -> None:
 
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
-                  "router": "router", "shared_gate": "shared_gate", "norm": "norm", "embedding": "embedding", "head": "output_head"}
+                  "router": "router", "shared_gate": "shared_gate",
+                  "norm": "norm", "embedding": "embedding", "head": "output_head",
+                  "cross_attention": "cross_attention", "gate": "tanh_gate"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -224,6 +230,7 @@ family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
+slots { cross_attention f  gate f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }
@@ -281,4 +288,5 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("exaone4", "full_attention"): "sublayer_post_norm",
                        ("exaone4", "sliding_attention"): "sublayer_post_norm",
                        ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
-                       ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich"}
+                       ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich",
+                       ("mllama", "cross_attention"): "gated"}

@@ -36,6 +36,8 @@ from tests.importers.hf_configs import CONFIGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, SEQ, WINDOW, POSITIONS = 2, 16, 8, 32
+STREAM = 7
+"""Tokens of the random stream a cross-attention layer reads (any length: the stream is not the sequence)."""
 FLAGS = [name for name, field in FIELDS.items() if field.type in ("bool", "choice")]
 """The structural flags and choices a scaled model keeps (biases, norms, sinks, positions, ...)."""
 
@@ -77,6 +79,14 @@ def _inputs(built: torch.nn.Module, vocab: int) -> list[torch.Tensor]:
     return [torch.randint(0, vocab, (BATCH, SEQ), generator=generator) for _ in range(towers)]
 
 
+def _stream(model: ModelIR, registry: Registry) -> list[torch.Tensor]:
+    """Return the stream a model's cross-attention layers attend to (Mllama's projected vision tokens): random, hidden wide."""
+    kinds = registry.profile(model.profile).kinds
+    if not any(kinds[kind].attention == "cross" for kind in _kinds(model) if kind in kinds):
+        return []
+    return [torch.randn(BATCH, STREAM, model.hidden, generator=torch.Generator().manual_seed(2))]
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_scaled_config_keeps_its_structure(name: str, stdlib: Registry) -> None:
     full = _imported(name, stdlib).models[name]
@@ -101,7 +111,7 @@ def test_scaled_config_builds_and_trains_on_cpu(name: str, stdlib: Registry) -> 
     assert sum(p.numel() for p in built.parameters()) == parameters(cost).total
 
     inputs = _inputs(built, model.vocab)
-    logits = built(*inputs)
+    logits = built(*inputs, *_stream(model, registry))
     assert logits.shape == (BATCH, SEQ, model.vocab)
     targets = torch.randint(0, model.vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
     loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

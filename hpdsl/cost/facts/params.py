@@ -25,13 +25,12 @@ import attrs
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.bound.slots import Slot, end_slots, kind_bindings, layer_slots
 from hpdsl.bound.tally import slot_tally
+from hpdsl.cost.facts.roles import MIXER_ROLES  # the report's `attention`: a mixer's (and a cross-attention's) roles
 from hpdsl.errors import HpdslError
 from hpdsl.ir.nodes import FamilyIR
 
 Number = int | float
 
-MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
-"""The slot roles a layer's mixer (and an encoder-decoder's cross-attention) fills: the report's `attention`."""
 
 NORM_SUBMODULES = ("q_norm", "k_norm")
 """A mixer's per-head QK norms: replicated on every tp rank like the layer's norms, so reported with them."""
@@ -206,8 +205,9 @@ def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
     return dict(registry.families), dict(bindings)
 
 
-_PART = {"norm": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed", "shared_experts": "shared",
-         "shared_gate": "shared"}
+_PART = {"norm": "norms", "gate": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed",
+         "shared_experts": "shared", "shared_gate": "shared"}
+"""The report part of each non-mixer role; a gate is one replicated scalar, reported with the norms."""
 
 
 def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:

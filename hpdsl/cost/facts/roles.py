@@ -2,5 +2,5 @@
 
 from __future__ import annotations
 
-MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm"})
+MIXER_ROLES = frozenset({"attention", "linear_attention", "mla", "ssm", "cross_attention"})
 """Slot roles of a layer's mixer (hpdsl/bound/slots.py)."""

@@ -4,6 +4,7 @@ from hpdsl.torch.modules.attention import Attention, RingAttention
 from hpdsl.torch.modules.common import LayerNorm, RMSNorm
 from hpdsl.torch.modules.deltanet import ChunkedGatedDeltaNet, EagerGatedDeltaNet, GatedDeltaNet
 from hpdsl.torch.modules.embedding import Embedding, OutputHead
+from hpdsl.torch.modules.gate import TanhGate
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
 from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
@@ -14,4 +15,4 @@ from hpdsl.torch.modules.short_conv import ShortConv
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "LayerNorm", "Mamba", "Mamba2", "MLAttention", "MLP", "MoE",
            "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RMSNorm", "RingAttention",
-           "RingMLAttention", "Router", "SharedExpertGate", "ShortConv"]
+           "RingMLAttention", "Router", "SharedExpertGate", "ShortConv", "TanhGate"]

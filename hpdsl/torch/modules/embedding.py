@@ -26,11 +26,12 @@ def _vocab(config: ModuleConfig) -> int:
 
 
 class Embedding(nn.Embedding):
-    """The token embedding: one row of `hidden` per token of the config's vocab, times √hidden under embed_scale."""
+    """The token embedding: one row of `hidden` per token of the config's vocab and its embed_extra_rows
+    (Mllama's 8), times √hidden under embed_scale."""
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
-        super().__init__(_vocab(config), config.hidden)
+        super().__init__(_vocab(config) + int(getattr(config, "embed_extra_rows", 0) or 0), config.hidden)
         # Gemma: the looked-up rows times √hidden, rounded to the table's dtype first (as transformers').
         self.scale = float(config.hidden) ** 0.5 if getattr(config, "embed_scale", False) else 0.0
 
