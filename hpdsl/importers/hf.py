@@ -315,6 +315,9 @@ def _derive(fields: dict[str, Any], rules: Rules, author: Mapping[str, Field]) -
         value = evaluate_dim(expr, fields)
         if value is None:
             continue  # a field it reads is not stated either
+        if field in FLOAT_FIELDS or getattr(author.get(field), "type", None) == "float":
+            fields[field] = float(value)  # a share (rotary_fraction = rotary_dim / head_dim) need not be whole
+            continue
         if value.denominator != 1:
             raise HfImportError(f"derive {field} = {expr.text} is {value}, not a whole number", field)
         fields[field] = whole(int(value), f"derive {field} = {expr.text}", field, row=author.get(field))
