@@ -124,7 +124,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
     fields = _fields(cfg, facts, chosen, rules)
     kinds = layer_kinds(cfg, chosen, fields["layers"])
-    if kinds is None or "sliding_attention" not in kinds:
+    if kinds is None or not any(chosen.kinds[k].attention == "sliding" for k in kinds if k in chosen.kinds):
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
     items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]

@@ -39,8 +39,12 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
-        raise HfImportError("the config patterns both the mixers and the feed-forwards; hpdsl's "
-                            "kinds name one of them", "layer_types")
+        both = [f"{mixer}_{ffn}" for mixer, ffn in zip(mixers, ffns)]
+        if set(both) <= set(profile.kinds):  # MiMo-V2-Flash: full_attention_dense, sliding_attention_moe, ...
+            return both
+        raise HfImportError("the config patterns both the mixers and the feed-forwards, but profile "
+                            f"'{profile.name}' has no kinds {', '.join(sorted(set(both) - set(profile.kinds)))} "
+                            "(a kind MIXER_FFN per pair)", "layer_types")
     kinds = mixers if mixers is not None else ffns
     if kinds is not None and set(kinds) == {"full_attention"} and "full_attention" not in profile.kinds:
         return None  # every layer is the profile's plain attention layer
@@ -79,6 +83,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
+    pattern = cfg.get("hybrid_layer_pattern")
+    if isinstance(pattern, list) and pattern:  # MiMo-V2-Flash: 0 full attention, 1 sliding window
+        return _listed(pattern, layers, "hybrid_layer_pattern", {0: "full_attention", 1: "sliding_attention"})
     indices = cfg.get("attn_layer_indices")
     if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
         return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
@@ -98,7 +105,26 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
 
 
+def _listed(values: list[object], layers: int, key: str, kinds: dict[object, str]) -> list[str]:
+    """Return each layer's kind from a per-layer list of codes (`kinds`: code → kind)."""
+    if len(values) < layers:
+        raise HfImportError(f"{key} lists {len(values)} layers, but num_hidden_layers is {layers}", key)
+    unknown = sorted({shown(v) for v in values[:layers]
+                      if isinstance(v, bool) or not isinstance(v, (int, str)) or v not in kinds})
+    if unknown:
+        raise HfImportError(f"{key} holds {', '.join(unknown)}; expected one of "
+                            f"{', '.join(map(shown, kinds))} per layer", key)
+    return [kinds[v] for v in values[:layers]]
+
+
 def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    listed = next(((key, cfg.get(key)) for key in ("mlp_layer_types", "moe_layer_freq")
+                   if isinstance(cfg.get(key), list) and cfg.get(key)), None)
+    if listed is not None:  # MiMo-V2-Flash: per layer "dense"/"sparse", or 0 dense / 1 MoE
+        key, values = listed
+        codes: dict[object, str] = {"dense": "dense", "sparse": "moe"} if key == "mlp_layer_types" else \
+            {0: "dense", 1: "moe"}
+        return _listed(values, layers, key, codes)
     step = count(cfg, "decoder_sparse_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
