@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -115,3 +117,35 @@ def test_a_dense_mimo_gives_transformers_logits(stdlib: Registry) -> None:
     ids = torch.randint(0, SMALL["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+
+
+KINDS = """
+profile shapes {{
+  default full
+  kind full {{ ops {{ attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }} }}
+  kind other from full {{ dims {{ {dims} }} }}
+}}
+model m : shapes {{
+  hidden 64  layers 3  heads {heads}  kv_heads {kv}  head_dim {head_dim}  {value}vocab 50  ffn_width 96
+  stack [full, other * 2]
+}}
+"""
+
+
+@settings(max_examples=12, deadline=None)
+@given(kv=st.sampled_from([1, 2]), groups=st.sampled_from([1, 2]), factor=st.sampled_from([1, 2]),
+       head_dim=st.sampled_from([8, 16]), value_dim=st.sampled_from([None, 4, 8]), sinks=st.booleans(),
+       qk_norm=st.booleans())
+def test_a_kinds_dims_are_built_as_estimated(kv: int, groups: int, factor: int, head_dim: int,
+                                             value_dim: int | None, sinks: bool, qk_norm: bool) -> None:
+    """Whatever head shapes a kind's dims give its layers, build_model creates the estimate's parameters."""
+    heads = kv * groups * factor
+    dims = f"kv_heads = {factor} * kv_heads  head_dim = head_dim / 2  attention_sinks = {int(sinks)}  " \
+           f"qk_norm = {int(qk_norm)}"
+    text = KINDS.format(dims=dims, heads=heads, kv=kv, head_dim=head_dim,
+                        value=f"value_dim {value_dim}  " if value_dim else "")
+    registry = compile_sources([Source("shapes.hpf", text)])
+    model = registry.models["m"]
+    cost = bind(model, registry.profiles["shapes"], families=registry.families)
+    built = build_model(model, registry=registry, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == parameters(cost).total
