@@ -1,10 +1,12 @@
 """Layer patterns of a config into the per-layer kind list a stack compresses into runs.
 
 The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
-hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, `full_attention_interval`,
-`sliding_window_pattern` or the sliding-window rule; the feed-forward from
-`decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
-period/offset rules pattern both. All lower to the same run-length stack.
+hf_hybrid.py), MiMo-V2-Flash's `hybrid_layer_pattern`, Bamba's `attn_layer_indices`, LFM2's
+`full_attn_idxs`, `full_attention_interval`, `sliding_window_pattern` or the sliding-window rule;
+the feed-forward from `mlp_layer_types` or a `moe_layer_freq` list (MiMo-V2-Flash),
+`decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's period/offset rules pattern
+both, and a config patterning both otherwise names each layer's kind MIXER_FFN. All lower to the
+same run-length stack.
 """
 
 from __future__ import annotations
