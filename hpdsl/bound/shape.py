@@ -369,6 +369,12 @@ def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerPr
                                f"heads {layer.heads} is not a multiple of kv_heads {layer.kv_heads}",
                                "kv_heads must divide heads: one of " + ", ".join(map(str, _divisors(layer.heads))),
                                field="kv_heads")
+    if role == "attention" and layer.output_gate and layer.value_dim and layer.value_dim != layer.head_dim:
+        yield LayerProblem("missing-field",
+                           f"the attention's output gate is head_dim {layer.head_dim} wide per head, but its "
+                           f"value heads are value_dim {layer.value_dim} wide: the reference module gates values "
+                           "as wide as the queries", "remove `value_dim` (or state it equal to head_dim), or "
+                           "the output gate", field="value_dim")
     if role == "linear_attention" and layer.key_heads >= 1 and layer.value_heads % layer.key_heads:
         yield LayerProblem("value-heads-not-divisible",
                            f"linear value_heads {layer.value_heads} is not a multiple of key_heads "
