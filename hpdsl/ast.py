@@ -160,7 +160,24 @@ class KindWiring:
     span: Span = _span()
 
 
-KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, KindWiring, SlotsBlock]
+@attrs.frozen
+class KindDim:
+    """`FIELD = DIMS` inside a kind's `dims { }`: the field's value in the kind's layers."""
+
+    field: Name
+    value: DimExpr
+    span: Span = _span()
+
+
+@attrs.frozen
+class KindDims:
+    """`dims { FIELD = DIMS ... }`: a kind's own head shapes, over the model's fields."""
+
+    entries: tuple[KindDim, ...]
+    span: Span = _span()
+
+
+KindItem = Union[OpsBlock, AttentionFlavour, FfnFlavour, KindWiring, SlotsBlock, KindDims]
 
 
 @attrs.frozen

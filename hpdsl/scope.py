@@ -112,6 +112,16 @@ def kind_wiring(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> str | None:
     return None
 
 
+def kind_dims(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.DimExpr]:
+    """Return the fields a kind's `dims { }` set: its bases' overlaid by its own, by field name."""
+    dims: dict[str, ast.DimExpr] = {}
+    for ancestor in reversed(kind_lineage(kind, kinds)):
+        for item in ancestor.items:
+            if isinstance(item, ast.KindDims):
+                dims.update((entry.field.value, entry.value) for entry in item.entries)
+    return dims
+
+
 def kind_vector(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> dict[str, ast.OpCount]:
     """Return the op counts a kind has: its bases' overlaid by its own, by op name."""
     vector: dict[str, ast.OpCount] = {}

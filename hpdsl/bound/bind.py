@@ -21,8 +21,8 @@ import attrs
 
 from hpdsl.bound.config import LayerConfig
 from hpdsl.bound.config import dim_environment
-from hpdsl.ir.layouts import layout_tally
-from hpdsl.ir.nodes import FamilyIR, KindIR, ModelIR, ProfileIR, block_stated, evolve
+from hpdsl.ir.layouts import evaluate_dim, layout_tally
+from hpdsl.ir.nodes import DimIR, FamilyIR, KindIR, ModelIR, ProfileIR, block_stated, evolve
 from hpdsl.model.fields import FIELDS
 
 ATTENTION_FIELDS = (
@@ -221,7 +221,40 @@ def _bound_kind(name: str, used: list[str], base: LayerConfig, model: ModelIR,
     wiring = _wiring(model, kind)
     if wiring != base.wiring:  # the base holds the default kind's (and the model's) wiring
         fields["wiring"] = wiring
+    # A field one kind's dims set, every kind writes (the others the base value), as flavours do.
+    for field in dict.fromkeys(f for k in used for f in profile.kinds[k].dims):
+        fields[field] = getattr(base, field)
+    fields.update(kind_dim_values(kind, base))
     return BoundKind(name, kind.attention, kind.ffn, fields)
+
+
+def kind_dim_values(kind: KindIR, base: LayerConfig) -> dict[str, Any]:
+    """Return the fields a kind's `dims { }` set, evaluated on the model's fields (the base config).
+
+    A flag is set where its dims are not 0. A value that is not a whole number of
+    at least 1 keeps the model's, and hpdsl/bound/shape.py refuses the model.
+    """
+    env = dim_environment(base)
+    values: dict[str, Any] = {}
+    for field, expr in kind.dims.items():
+        value = evaluate_dim(expr, env)
+        if value is None:
+            continue
+        if FIELDS[field].type == "bool":
+            values[field] = value != 0
+        elif value.denominator == 1 and value >= 1:
+            values[field] = int(value)
+    return values
+
+
+def kind_dim_problem(expr: DimIR, base: LayerConfig) -> str | None:
+    """Return why a kind's dims give no value for an int field on this model (None: they do)."""
+    value = evaluate_dim(expr, dim_environment(base))
+    if value is None:
+        return f"{expr.text} reads a field the model does not state"
+    if value.denominator != 1 or value < 1:
+        return f"{expr.text} is {value}, not a whole number of at least 1"
+    return None
 
 
 def _needs_kinds(used: list[str], profile: ProfileIR) -> bool:
@@ -229,4 +262,4 @@ def _needs_kinds(used: list[str], profile: ProfileIR) -> bool:
     if len(used) != 1:
         return True
     kind = profile.kinds[used[0]]
-    return kind.attention != "full" or kind.ffn is not None or kind.name != profile.default
+    return kind.attention != "full" or kind.ffn is not None or kind.name != profile.default or bool(kind.dims)

@@ -46,6 +46,8 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
                                   "with qk_norm_full"),
     Bound("k_norm_width", int, 0, "elements the key QK-norm scales: head_dim, or kv_heads × head_dim "
                                   "with qk_norm_full"),
+    Bound("value_width", int, 0, "softmax attention's value head dim: value_dim where the model states it, "
+                                 "else head_dim"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),

@@ -18,7 +18,7 @@ from fractions import Fraction
 import attrs
 
 from hpdsl.bound import wiring
-from hpdsl.bound.bind import CostModel
+from hpdsl.bound.bind import CostModel, kind_dim_problem
 from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
 from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
                                mixer_role)
@@ -163,6 +163,7 @@ def _stack_problems(cost: CostModel) -> Iterator[LayerProblem]:
 
 def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
     layer = kind_layer(cost, kind)
+    yield from _kind_dims(cost, kind)
     attentions, matrices = layer_shape(layer)
     yield from _attention_count(cost, kind, layer, attentions)
     yield from _ffn_count(cost.model, kind, layer, matrices)
@@ -170,6 +171,18 @@ def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
         yield from _norm_count(kind, layer, int(attentions), matrices > 0, crosses(layer))
     yield from _flavour_blocks(cost, kind)
     yield from _module_shapes(layer, attentions)
+
+
+def _kind_dims(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
+    """Yield a kind's dims that give an int field no whole value of at least 1 on this model."""
+    declared = cost.profile.kinds.get(kind)
+    for field, expr in (declared.dims if declared is not None else {}).items():
+        why = None if FIELDS[field].type == "bool" else kind_dim_problem(expr, cost.base)
+        if why is not None:
+            yield LayerProblem("non-positive-field",
+                               f"kind '{kind}' sets {field} = {why} on model '{cost.model.name}'",
+                               f"'{field}' is the {FIELDS[field].meaning}: write dims that give it a whole "
+                               "number of at least 1, or state the fields they read", kind=kind, field=field)
 
 
 def _attention_count(cost: CostModel, kind: str, layer: LayerConfig, attentions: Fraction) -> Iterator[LayerProblem]:
@@ -387,6 +400,12 @@ def _module_shapes(layer: LayerConfig, attentions: Fraction) -> Iterator[LayerPr
                                f"heads {layer.heads} is not a multiple of kv_heads {layer.kv_heads}",
                                "kv_heads must divide heads: one of " + ", ".join(map(str, _divisors(layer.heads))),
                                field="kv_heads")
+    if role == "attention" and layer.output_gate and layer.value_dim and layer.value_dim != layer.head_dim:
+        yield LayerProblem("missing-field",
+                           f"the attention's output gate is head_dim {layer.head_dim} wide per head, but its "
+                           f"value heads are value_dim {layer.value_dim} wide: the reference module gates values "
+                           "as wide as the queries", "remove `value_dim` (or state it equal to head_dim), or "
+                           "the output gate", field="value_dim")
     if role == "linear_attention" and layer.key_heads >= 1 and layer.value_heads % layer.key_heads:
         yield LayerProblem("value-heads-not-divisible",
                            f"linear value_heads {layer.value_heads} is not a multiple of key_heads "

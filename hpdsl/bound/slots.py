@@ -98,7 +98,8 @@ def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
     full = layer.qk_norm_full
     return evolve(layer, gated=matrices == 3, mlp="gated" if matrices == 3 else "plain", causal=causal,
                   q_norm_width=int(layer.heads * layer.head_dim if full else layer.head_dim),
-                  k_norm_width=int(layer.kv_heads * layer.head_dim if full else layer.head_dim))
+                  k_norm_width=int(layer.kv_heads * layer.head_dim if full else layer.head_dim),
+                  value_width=int(layer.value_dim or layer.head_dim))
 
 
 def buildable(attentions: Fraction, matrices: int) -> bool:

@@ -113,9 +113,10 @@ def _check_map(rule: ast.HfMap, declared: Mapping[str, Field], collector: Collec
 
 
 def _check_derive(rule: ast.HfDerive, declared: Mapping[str, Field], collector: Collector) -> None:
-    """A derived field is a top-level int field (standard or the profile's), computed from such fields."""
-    ints = {name for name, field in {**FIELDS, **declared}.items() if field.block is None and field.type == "int"}
-    if rule.field.value not in ints:
+    """A derived field is a top-level int or float field (standard or the profile's), computed from int fields."""
+    top = {name: field for name, field in {**FIELDS, **declared}.items() if field.block is None}
+    ints = {name for name, field in top.items() if field.type == "int"}
+    if rule.field.value not in ints | {name for name, field in top.items() if field.type == "float"}:
         collector.error(rule.field.span, "unknown-import-field",
                         f"derive names '{rule.field.value}', which is not a model field holding a number",
                         hint=_close(rule.field.value, ints) or "docs/language.md lists the model fields")

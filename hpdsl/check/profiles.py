@@ -15,6 +15,7 @@ import attrs
 
 from hpdsl import ast
 from hpdsl.check.import_rules import check_import_rules
+from hpdsl.check.kind_dims import check_kind_dims
 from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
@@ -61,6 +62,7 @@ def check_profiles(scope: Scope, collector: Collector) -> None:
     for profile in profiles:
         _check_profile(profile, scope, collector)
         check_import_rules(profile, {str(t.value) for t in _listed_types(profile)}, collector)
+        check_kind_dims(profile, collector)
     _check_model_type_claims(profiles, collector)
 
 
@@ -95,7 +97,8 @@ def _items(items: Iterable[object], cls: type[_Item]) -> list[_Item]:
 
 _KEYWORDS: dict[type, str] = {
     ast.DefaultKind: "default", ast.ModelTypes: "model_types", ast.OpsBlock: "ops",
-    ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.KindWiring: "wiring", ast.SlotsBlock: "slots"}
+    ast.AttentionFlavour: "attention", ast.FfnFlavour: "ffn", ast.KindWiring: "wiring", ast.SlotsBlock: "slots",
+    ast.KindDims: "dims"}
 
 
 def _keyword(item: object) -> str:
@@ -221,7 +224,7 @@ def _check_kind_items(kind: ast.Kind, ops: tuple[str, ...], collector: Collector
             first[word] = item
         if isinstance(item, ast.OpsBlock):
             _check_ops_block(item, ops, collector)
-        elif not isinstance(item, ast.SlotsBlock):  # checked in check/slots.py
+        elif not isinstance(item, (ast.SlotsBlock, ast.KindDims)):  # check/slots.py, check/kind_dims.py
             _check_flavour(item, collector)
 
 

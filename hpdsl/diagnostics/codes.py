@@ -127,6 +127,7 @@ CODES: dict[str, str] = {
     "stack-needs-default": "a stack must be derived but the profile names no default kind",
     "odd-encoder-decoder": "an encoder/decoder stack needs an even layer count",
     "layer-types-too-short": "layer_types lists fewer layers than the model has",
+    "kind-dim-field": "a kind's dims set a field a kind may not set (only its layers' head shapes and attention flags)",
     "layer-types-unknown-kind": "layer_types names a kind the profile lacks (priced as the default)",
     # --- layers the backend builds (hpdsl/bound/shape.py) -----------------
     "layer-attentions": ("a kind prices an attention count no layer holds (attMM not 4 or 8, nor 0 with a "

@@ -132,7 +132,7 @@ class _Layout:
             ast.SlotsBlock: self._slots, ast.ImportRules: self._import_rules, ast.HfRead: self._read,
             ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern, ast.Device: self._machine,
             ast.Cluster: self._machine, ast.Curve: self._curve, ast.Tier: self._tier,
-            ast.FieldDecl: self._field_decl,
+            ast.FieldDecl: self._field_decl, ast.KindDims: self._kind_dims,
         }
 
     def declaration(self, node: ast.Declaration) -> list[_Unit]:
@@ -255,6 +255,11 @@ class _Layout:
             header += f" from {node.base.value}"
         header_end = _end((node.base or node.name).span)
         return self._block(header, node, header_end, node.items, depth)
+
+    def _kind_dims(self, node: ast.KindDims, depth: int) -> list[_Unit]:
+        # On one line while it fits, like a tier's settings; else one entry per line.
+        entries = [(f"{e.field.value} = {format_dim(e.value)}", e.span) for e in node.entries]
+        return self._inline("dims", node.span, _after(node.span, 4), entries, depth)
 
     def _settings(self, node: ast.SettingsBlock, depth: int) -> list[_Unit]:
         header = " ".join([node.block, *(format_literal(t) for t in node.types)])

@@ -124,7 +124,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
     fields = _fields(cfg, facts, chosen, rules)
     kinds = layer_kinds(cfg, chosen, fields["layers"])
-    if kinds is None or "sliding_attention" not in kinds:
+    if kinds is None or not any(chosen.kinds[k].attention == "sliding" for k in kinds if k in chosen.kinds):
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
     items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]
@@ -317,6 +317,9 @@ def _derive(fields: dict[str, Any], rules: Rules, author: Mapping[str, Field]) -
         value = evaluate_dim(expr, fields)
         if value is None:
             continue  # a field it reads is not stated either
+        if field in FLOAT_FIELDS or getattr(author.get(field), "type", None) == "float":
+            fields[field] = float(value)  # a share (rotary_fraction = rotary_dim / head_dim) need not be whole
+            continue
         if value.denominator != 1:
             raise HfImportError(f"derive {field} = {expr.text} is {value}, not a whole number", field)
         fields[field] = whole(int(value), f"derive {field} = {expr.text}", field, row=author.get(field))

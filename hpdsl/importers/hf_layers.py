@@ -1,11 +1,12 @@
 """Layer patterns of a config into the per-layer kind list a stack compresses into runs.
 
 The mixer comes from `layer_types` (Nemotron-H's pattern string arrives as one,
-hf_hybrid.py), Bamba's `attn_layer_indices`, LFM2's `full_attn_idxs`, Mllama's
-`cross_attention_layers`, `full_attention_interval`,
-`sliding_window_pattern` or the sliding-window rule; the feed-forward from
-`mlp_layer_types`, `decoder_sparse_step`, `mlp_only_layers` or `moe_layer_freq`; Jamba's
-period/offset rules pattern both. All lower to the same run-length stack.
+hf_hybrid.py), MiMo-V2-Flash's `hybrid_layer_pattern`, Bamba's `attn_layer_indices`, LFM2's
+`full_attn_idxs`, Mllama's `cross_attention_layers`, `full_attention_interval`,
+`sliding_window_pattern` or the sliding-window rule; the feed-forward from `mlp_layer_types` or a
+`moe_layer_freq` list (MiMo-V2-Flash), `decoder_sparse_step`, `mlp_only_layers` or
+`moe_layer_freq`; Jamba's period/offset rules pattern both, and a config patterning both
+otherwise names each layer's kind MIXER_FFN. All lower to the same run-length stack.
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
     if mixers is not None and ffns is not None:
-        raise HfImportError("the config patterns both the mixers and the feed-forwards; hpdsl's "
-                            "kinds name one of them", "layer_types")
+        both = [f"{mixer}_{ffn}" for mixer, ffn in zip(mixers, ffns)]
+        if set(both) <= set(profile.kinds):  # MiMo-V2-Flash: full_attention_dense, sliding_attention_moe, ...
+            return both
+        raise HfImportError("the config patterns both the mixers and the feed-forwards, but profile "
+                            f"'{profile.name}' has no kinds {', '.join(sorted(set(both) - set(profile.kinds)))} "
+                            "(a kind MIXER_FFN per pair)", "layer_types")
     kinds = mixers if mixers is not None else ffns
     if kinds is not None and set(kinds) == {"full_attention"} and "full_attention" not in profile.kinds:
         return None  # every layer is the profile's plain attention layer
@@ -81,6 +86,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")
         return [str(t) for t in types[:layers]]
+    pattern = cfg.get("hybrid_layer_pattern")
+    if isinstance(pattern, list) and pattern:  # MiMo-V2-Flash: 0 full attention, 1 sliding window
+        return _listed(pattern, layers, "hybrid_layer_pattern", {0: "full_attention", 1: "sliding_attention"})
     indices = cfg.get("attn_layer_indices")
     if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
         return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
@@ -101,10 +109,6 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
-
-
-MLP_LAYER_TYPES = {"dense": "dense", "sparse": "moe"}
-"""`mlp_layer_types` entries (GLM-4.7-Flash, Kimi-Linear) → the profile's kind of that feed-forward."""
 
 
 def _require_cross_layers(cfg: Config, profile: ProfileIR) -> None:
@@ -138,13 +142,26 @@ def _cross_layers(cfg: Config, layers: int) -> frozenset[int] | None:
     return frozenset(indices)
 
 
+def _listed(values: list[object], layers: int, key: str, kinds: dict[object, str]) -> list[str]:
+    """Return each layer's kind from a per-layer list of codes (`kinds`: code → kind)."""
+    if len(values) < layers:
+        raise HfImportError(f"{key} lists {len(values)} layers, but num_hidden_layers is {layers}", key)
+    unknown = sorted({shown(v) for v in values[:layers]
+                      if isinstance(v, bool) or not isinstance(v, (int, str)) or v not in kinds})
+    if unknown:
+        raise HfImportError(f"{key} holds {', '.join(unknown)}; expected one of "
+                            f"{', '.join(map(shown, kinds))} per layer", key)
+    return [kinds[v] for v in values[:layers]]
+
+
 def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
-    listed = _mlp_layer_types(cfg, layers)
-    if listed is not None:
-        if not {"dense", "moe"} <= set(profile.kinds):
-            raise HfImportError(f"mlp_layer_types makes some layers dense, but profile '{profile.name}' has "
-                                "no dense and moe kinds to say so", "mlp_layer_types")
-        return listed
+    listed = next(((key, cfg.get(key)) for key in ("mlp_layer_types", "moe_layer_freq")
+                   if isinstance(cfg.get(key), list) and cfg.get(key)), None)
+    if listed is not None:  # MiMo-V2-Flash: per layer "dense"/"sparse", or 0 dense / 1 MoE
+        key, values = listed
+        codes: dict[object, str] = {"dense": "dense", "sparse": "moe"} if key == "mlp_layer_types" else \
+            {0: "dense", 1: "moe"}
+        return _listed(values, layers, key, codes)
     step = count(cfg, "decoder_sparse_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
@@ -162,18 +179,4 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
             for i in range(layers)]
 
 
-def _mlp_layer_types(cfg: Config, layers: int) -> list[str] | None:
-    """Return each layer's feed-forward kind from `mlp_layer_types` ("dense" or "sparse"); None when unstated."""
-    types = cfg.get("mlp_layer_types")
-    if types is None:
-        return None
-    if not isinstance(types, list) or any(t not in MLP_LAYER_TYPES for t in types):
-        raise HfImportError(f"mlp_layer_types is {shown(types)}; expected a list of \"dense\" and \"sparse\", "
-                            "one per layer", "mlp_layer_types")
-    if len(types) < layers:
-        raise HfImportError(f"mlp_layer_types lists {len(types)} layers, but num_hidden_layers is {layers}",
-                            "mlp_layer_types")
-    return [MLP_LAYER_TYPES[t] for t in types[:layers]]
-
-
-__all__ = ["MLP_LAYER_TYPES", "layer_kinds", "stack"]
+__all__ = ["layer_kinds", "stack"]

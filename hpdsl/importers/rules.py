@@ -30,7 +30,7 @@ BUILTIN_READS: frozenset[str] = frozenset({
     "use_sliding_window", "max_window_layers", "decoder_sparse_step", "mlp_only_layers", "moe_layer_freq",
     "mlp_layer_types",
     "attn_layer_indices", "attn_layer_period", "attn_layer_offset", "expert_layer_period",
-    "expert_layer_offset",
+    "expert_layer_offset", "hybrid_layer_pattern", "mlp_layer_types",
     # activations, norms and biases (hf.py)
     "hidden_act", "hidden_activation", "activation_function", "feed_forward_proj", "rms_norm_eps",
     "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "attention_bias", "qkv_bias", "use_bias",

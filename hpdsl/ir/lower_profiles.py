@@ -14,7 +14,8 @@ from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import lower_fields
 from hpdsl.ir.nodes import DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
 from hpdsl.model.slots import SLOTS
-from hpdsl.scope import (Scope, SlotBindings, kind_flavours, kind_slots, kind_vector, kind_wiring, profile_default,
+from hpdsl.scope import (Scope, SlotBindings, kind_dims, kind_flavours, kind_slots, kind_vector, kind_wiring,
+                         profile_default,
                          profile_kinds, profile_slots)
 
 
@@ -69,6 +70,7 @@ def _lower_kind(kind: ast.Kind, kinds: dict[str, ast.Kind], ops: tuple[str, ...]
         ffn=cast('Optional[Literal["dense", "moe"]]', ffn),  # noqa: UP007
         base=kind.base.value if kind.base is not None else None,
         wiring=kind_wiring(kind, kinds),
+        dims={name: dim_from_ast(expr) for name, expr in kind_dims(kind, kinds).items()},
         slots=_families(kind_slots(kind, kinds, profile_bindings)),
         source=SourceRef.from_span(kind.name.span),
     )

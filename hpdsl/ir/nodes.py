@@ -75,6 +75,8 @@ class KindIR:
     source: SourceRef | None = None
     wiring: str | None = None
     """How the kind's blocks meet the residual (hpdsl/bound/wiring.py); None: the model's `wiring`."""
+    dims: dict[str, DimIR] = attrs.field(factory=dict)
+    """The kind's own head shapes: field → dims over the model's fields (`dims { }`, inherited through `from`)."""
 
 
 if TYPE_CHECKING:

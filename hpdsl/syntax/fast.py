@@ -195,7 +195,7 @@ class _Parser(ImportRuleRules):
         return ast.Kind(name, base, items, span=self.span(start, self.i - 1))
 
     def kind_item(self) -> ast.KindItem:
-        """_kind_item: ops_block | attention_flavour | ffn_flavour | kind_wiring | slots_block"""
+        """_kind_item: ops_block | attention_flavour | ffn_flavour | kind_wiring | slots_block | kind_dims"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "ops":
@@ -209,7 +209,18 @@ class _Parser(ImportRuleRules):
             return ast.KindWiring(self.name(), span=self.span(start, start + 1))
         if word == "slots":
             return self.slots_block(start)
+        if word == "dims":
+            entries = self.braced(self.kind_dim)
+            return ast.KindDims(entries, span=self.span(start, self.i - 1))
         raise Defer
+
+    def kind_dim(self) -> ast.KindDim:
+        """kind_dim: NAME = dim"""
+        start = self.i
+        field = self.name()
+        self.expect("=")
+        value = self.dim()
+        return ast.KindDim(field, value, span=self.span(start, self.i - 1))
 
     def op_count(self) -> ast.OpCount:
         """op_count: NAME literal"""

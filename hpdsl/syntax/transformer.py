@@ -170,6 +170,13 @@ class ToAst(FieldDeclRules):
     def kind_wiring(self, meta: Meta, children: list[Token]) -> ast.KindWiring:
         return ast.KindWiring(self._name(children[1]), span=self._span(meta))
 
+    def kind_dims(self, meta: Meta, children: list[ast.KindDim]) -> ast.KindDims:
+        return ast.KindDims(tuple(children), span=self._span(meta))
+
+    def kind_dim(self, meta: Meta, children: list[Any]) -> ast.KindDim:
+        field, value = children
+        return ast.KindDim(self._name(field), value, span=self._span(meta))
+
     def ops_block(self, meta: Meta, children: list[ast.OpCount]) -> ast.OpsBlock:
         return ast.OpsBlock(tuple(children), span=self._span(meta))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from blocks import linear, mla, moe
 from hpdsl.bound.bind import linear_attention_fields
 from hpdsl.cost import bind
-from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, evolve
+from hpdsl.ir.nodes import DimIR, KindIR, LayerGroup, ModelIR, ProfileIR, evolve
 
 OPS = dict.fromkeys(("attMM", "attBMM", "ffMM", "softmax", "dropout", "normOp", "gather",
                      "headCast", "ffAct", "linrec"), 1)
@@ -53,3 +53,30 @@ def test_one_kind_that_changes_nothing_is_one_group_of_all_layers() -> None:
     assert [(g.kind, g.count, g.mtp) for g in cost.groups] == [(None, 33, False)]
 
 
+
+
+def _sliding_dims() -> tuple[ModelIR, ProfileIR]:
+    """MiMo-V2-Flash-shaped kinds: the sliding one doubles the kv heads and has sinks (profiles/mimo_v2.hpf)."""
+    doubled = DimIR("product", operands=(DimIR("int", value=2), DimIR("name", name="kv_heads")), text="2 * kv_heads")
+    profile = ProfileIR("p", {"full": KindIR("full", OPS),
+                              "sliding": KindIR("sliding", OPS, "sliding", dims={
+                                  "kv_heads": doubled, "attention_sinks": DimIR("int", value=1, text="1")})},
+                        default="full")
+    model = ModelIR("m", "p", hidden=256, layers=3, heads=8, kv_heads=2, vocab=10, ffn_width=512, sliding_window=16,
+                    groups=(LayerGroup("full", 1), LayerGroup("sliding", 2)))
+    return model, profile
+
+
+def test_a_kinds_dims_set_its_layers_fields_and_every_kind_writes_them() -> None:
+    cost = bind(*_sliding_dims())
+    full, sliding = cost.kind_config("full"), cost.kind_config("sliding")
+    assert (full.kv_heads, full.attention_sinks) == (2, False)
+    assert (sliding.kv_heads, sliding.attention_sinks, sliding.window) == (4, True, 16)
+    assert {"kv_heads", "attention_sinks"} <= set(cost.kinds["full"].fields)  # the base values, written
+
+
+def test_a_single_kind_with_dims_is_bound_as_its_kind() -> None:
+    model, profile = _sliding_dims()
+    profile = evolve(profile, kinds={"full": evolve(profile.kinds["sliding"], name="full", attention="full")})
+    cost = bind(evolve(model, groups=(LayerGroup("full", 3),)), profile)
+    assert cost.kind_config(cost.groups[0].kind).kv_heads == 4

@@ -93,3 +93,13 @@ def test_shipped_files_are_in_canonical_form() -> None:
         for path in sorted((root / folder).rglob("*.hpf")):
             text = path.read_text()
             assert format_source(Source(str(path), text)) == text, f"{path} is not canonical"
+
+
+def test_a_kinds_dims_print_on_one_line_while_they_fit() -> None:
+    """A kind's `dims { }` (docs/language.md#kind-dims): one line, entries two spaces apart, else one a line."""
+    from hpdsl.diagnostics import Source
+    from hpdsl.fmt import format_source
+    short = "profile p { kind k { dims {kv_heads=2*kv_heads attention_sinks=1} } }\n"
+    assert "    dims { kv_heads = 2 * kv_heads  attention_sinks = 1 }\n" in format_source(Source("p.hpf", short))
+    long = "profile p { kind k { dims { " + "  ".join(f"heads = heads + {'x' * 40}{n}" for n in range(3)) + " } } }\n"
+    assert "    dims {\n      heads = heads + " in format_source(Source("p.hpf", long))

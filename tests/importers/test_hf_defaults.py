@@ -63,6 +63,9 @@ def _class_default(model_type: str, key: str) -> object:
     value = getattr(config, key, None)
     if key == "partial_rotary_factor" and value is None:
         value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters
+        per_type = {p.get(key) for p in (config.rope_parameters or {}).values() if isinstance(p, dict)}
+        if value is None and len(per_type) == 1:  # ... per layer type, alike (MiMoV2FlashConfig)
+            value = per_type.pop()
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):
         return None
     if key == "_sliding_window_pattern" and value is None and getattr(config, "layer_types", None):

@@ -83,7 +83,7 @@ def test_glm_flash_layers_follow_mlp_layer_types(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "value", "says"), [
-    ("glm_4_7_flash", ["dense", "moe"] + ["sparse"] * 45, 'expected a list of "dense" and "sparse"'),
+    ("glm_4_7_flash", ["dense", "moe"] + ["sparse"] * 45, "expected one of 'dense', 'sparse' per layer"),
     ("glm_4_7_flash", ["dense"] * 3, "mlp_layer_types lists 3 layers, but num_hidden_layers is 47"),
     # Glm4MoeConfig has no mlp_layer_types: the glm4_moe rules do not read it.
     ("glm_4_7_fp8", ["dense"] * 92, "mlp_layer_types"),

@@ -68,6 +68,11 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "glm4_moe": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
     # Mllama: Llama layers, and cross-attention layers at the config's cross_attention_layers.
     "mllama": {"full_attention": (DECODER, "full", None), "cross_attention": (DECODER, "cross", None)},
+    # Issue 21: MiniMax-M2 (one MoE kind) and MiMo-V2-Flash (full/sliding x dense/MoE, the sliding kinds' dims).
+    "minimax_m2": {"decoder": (DECODER, "full", None)},
+    "mimo_v2": {"full_attention_dense": (DECODER, "full", "dense"), "full_attention_moe": (DECODER, "full", "moe"),
+                "sliding_attention_dense": (DECODER, "sliding", "dense"),
+                "sliding_attention_moe": (DECODER, "sliding", "moe")},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -92,6 +97,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "gemma2": ("full_attention", {}, None),
     "glm4_moe": ("moe", {}, None),
     "mllama": ("full_attention", {}, None),
+    "minimax_m2": ("decoder", {}, None), "mimo_v2": ("full_attention_moe", {}, None),
 }
 
 MODEL_TYPES = {
@@ -107,6 +113,7 @@ MODEL_TYPES = {
     "gemma2": ("gemma2",),
     "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
     "mllama": ("mllama_text_model", "mllama"),
+    "minimax_m2": ("minimax_m2",), "mimo_v2": ("mimo_v2_flash",),
 }
 
 
@@ -290,3 +297,20 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
                        ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich",
                        ("mllama", "cross_attention"): "gated"}
+
+
+def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
+    """MiMo-V2-Flash's sliding kinds: twice the kv heads and sinks, the MoE one through `from`."""
+    dims = {(p, k): {name: dim.text for name, dim in kind.dims.items()}
+            for p, profile in _profiles().items() for k, kind in profile.kinds.items() if kind.dims}
+    sliding = {"kv_heads": "2 * kv_heads", "attention_sinks": "1"}
+    assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding}
+
+
+def test_a_kinds_own_dims_override_its_bases() -> None:
+    text = ('vocabulary { mm "matmuls" }\nprofile p { kind a { ops { mm 1 }  dims { heads = 2 * heads  qk_norm = 1 } }\n'
+            '  kind b from a { dims { heads = heads + 4 } } }')
+    scope, diagnostics = check_files([parse_text(text, "p.hpf")])
+    assert diagnostics == ()
+    kinds = lower_profile(scope.profiles["p"], scope).kinds
+    assert {n: d.text for n, d in kinds["b"].dims.items()} == {"heads": "heads + 4", "qk_norm": "1"}

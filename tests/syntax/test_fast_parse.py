@@ -50,6 +50,8 @@ def test_corners() -> None:
         "model m : p { hidden 1 flag norm rms moe { a 1 b } stack [[a * 2, b], c] * 3 layer_types [a, b,] }",
         "profile p { facts \"a\" \"b\" { norm = \"x\" mlp = 1 activation = 2.5e-3 } model_types \"a\" "
         "kind k from b { ops { a 1 } attention linear ffn moe slots { mlp mlp } } default k }",
+        "profile p { kind k { dims { kv_heads = 2 * kv_heads  attention_sinks = 1  head_dim = (a + 1) / 2 } dims { } } }",
+        "profile p { kind k { dims { a = } } }", "profile p { kind k { dims { dims = dims } } }",
         'vocabulary { a "x\\"y\\\\z\\n" } import "a.hpf" slots { attention attention }',
         # keywords where Lark reads them as names, and where it reads them as keywords
         "kind kind {}", "profile profile { kind from from from { } }", "model model { true 1 }",

@@ -92,9 +92,9 @@ def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
         query_up = dcq * a * d_qk if dcq else h * a * d_qk
         split = query_up + dckv * cfg.kv_heads * ((cfg.nope_dim or d_h) + d_h) + a * d_h * h
         return split, h * dcq + h * (dckv + cfg.rope_dim) + index_projection_macs(cfg)
-    gate = 2 if cfg.output_gate else 1
+    gate, d_v = (2 if cfg.output_gate else 1), cfg.value_dim or d_h  # values value_dim wide (MiMo-V2-Flash)
     d_q = a * d_h
-    split = gate * h * d_q + 2 * h * cfg.kv_heads * d_h + d_q * h
+    split = gate * h * d_q + h * cfg.kv_heads * (d_h + d_v) + a * d_v * h
     if cfg.attn_kind == "linear":
         split += 2 * h * cfg.value_heads
     return split, 0.0

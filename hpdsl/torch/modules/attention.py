@@ -50,8 +50,10 @@ class Attention(nn.Module):
         gate = 2 if config.output_gate else 1
         self.q_proj = nn.Linear(h, gate * config.heads * d, bias=config.qkv_bias)
         self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
-        self.v_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(config.heads * d, h, bias=config.o_bias)
+        # The value heads may be narrower than the query/key heads (MiMo-V2-Flash's value_dim).
+        self.v_dim = config.value_width or config.value_dim or d
+        self.v_proj = nn.Linear(h, config.kv_heads * self.v_dim, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.heads * self.v_dim, h, bias=config.o_bias)
         # qk_norm_full (OLMoE): one norm over the whole projection, not one per head.
         q_width = config.q_norm_width or (config.heads * d if config.qk_norm_full else d)
         k_width = config.k_norm_width or (config.kv_heads * d if config.qk_norm_full else d)
@@ -144,7 +146,7 @@ class Attention(nn.Module):
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
         batch, seq, _ = x.shape
         k = self.k_proj(x).view(batch, seq, -1, self.config.head_dim)
-        v = self.v_proj(x).view(batch, seq, -1, self.config.head_dim)
+        v = self.v_proj(x).view(batch, seq, -1, self.v_dim)
         if self.k_norm is not None:
             k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
                 else self._norm(self.k_norm, k)

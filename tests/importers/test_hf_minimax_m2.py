@@ -1,0 +1,91 @@
+"""MiniMax-M2 (profiles/minimax_m2.hpf) through the real CLI, held to transformers' count on the meta device.
+
+No published MiniMax-M2 config.json is in the search index byte for byte (tests/data/hf/SOURCES.md,
+"Not found"), so each config here is transformers' own: MiniMaxM2Config's defaults (the released
+model's dims: 62 layers, hidden 3072, 48 heads, 8 kv heads of 128, 256 experts of 1536, top 8,
+vocab 200064) as `to_dict()` writes them, plus the keys the released checkpoints carry that the
+config class leaves out (RELEASED_KEYS; MiniMaxM2Config reads only rotary_dim of them), with the
+stated changes. transformers builds the model from the same mapping (bench/hf_counts.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
+
+RELEASED_KEYS: dict[str, Any] = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "rotary_dim": 64, "qk_norm_type": "per_layer",
+    "use_qk_norm": True, "use_mtp": True, "num_mtp_modules": 3, "mtp_transformer_layers": 1,
+    "scoring_func": "sigmoid", "use_routing_bias": True, "shared_intermediate_size": 0,
+}
+"""The MiniMax-M2 keys beside MiniMaxM2Config's fields (attn_type_list is added per layer count)."""
+
+
+def _config(**changes: Any) -> dict[str, Any]:
+    """Return MiniMaxM2Config's defaults as to_dict writes them, the released keys and `changes`."""
+    config = {**transformers.MiniMaxM2Config().to_dict(), **RELEASED_KEYS, **changes}
+    config["attn_type_list"] = [1] * config["num_hidden_layers"]  # MiniMax-M2: softmax attention everywhere
+    return config
+
+
+def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _import(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return _hpdsl("import-hf", "config.json", "--name", "m2", "-o", "m2.hpf", cwd=tmp_path)
+
+
+def _estimate(config: dict[str, Any], tmp_path: Path) -> tuple[dict[str, Any], str]:
+    imported = _import(config, tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    estimate = _hpdsl("estimate", "m2.hpf", "--json", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    return json.loads(estimate.stdout)["params"], (tmp_path / "m2.hpf").read_text()
+
+
+@pytest.mark.parametrize("changes", [
+    {"num_hidden_layers": 2},                                        # two released layers
+    {},                                                              # the released 62 layers
+    {"num_hidden_layers": 3, "num_local_experts": 16, "num_experts_per_tok": 2, "head_dim": 64,
+     "rotary_dim": 16, "tie_word_embeddings": True},                  # smaller experts and heads, tied
+])
+def test_the_count_is_transformers(changes: dict[str, Any], tmp_path: Path) -> None:
+    config = _config(**changes)
+    params, text = _estimate(config, tmp_path)
+    total, active = hf_counts(config, "causal")
+    assert (params["total"], params["active"]) == (total, active)
+    assert params["mtp"] == 0  # MiniMaxM2ForCausalLM builds no MTP module, whatever num_mtp_modules says
+    assert "qk_norm_full true\n" in text
+    assert f"rotary_fraction {config['rotary_dim'] / config['head_dim']}\n" in text
+
+
+def test_the_released_count_is_its_checkpoints_weights(tmp_path: Path) -> None:
+    """228,689,748,992: the FP8 checkpoint's tensors less their block scales and the routers' bias buffers."""
+    params, _ = _estimate(_config(), tmp_path)
+    assert params["total"] == 228_689_748_992
+
+
+@pytest.mark.parametrize(("changes", "key"), [
+    ({"qk_norm_type": "per_head"}, "qk_norm_type"),   # a per-head norm is another parameter count
+    ({"shared_intermediate_size": 1024}, "shared_intermediate_size"),
+    ({"scoring_func": "softmax"}, "scoring_func"),
+])
+def test_a_value_the_profile_does_not_price_is_refused_by_name(changes: dict[str, Any], key: str,
+                                                               tmp_path: Path) -> None:
+    imported = _import(_config(num_hidden_layers=2, **changes), tmp_path)
+    assert imported.returncode == 1, imported.stderr
+    assert key in imported.stderr and "Traceback" not in imported.stderr
