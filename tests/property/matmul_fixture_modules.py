@@ -1,4 +1,6 @@
-"""A module that creates a drawn layout's parameters and runs each weight matmul on its tokens (tests/property/test_layout_matmul_props.py).
+"""A module that creates a drawn layout's parameters and runs each weight matmul on its tokens.
+
+For tests/property/test_layout_matmul_props.py.
 
 The spec is plain data passed as the variant's `spec` argument: per parameter,
 its name, its dims, its condition (as tests/property/layout_fixture_modules.py)

@@ -131,7 +131,8 @@ def _counted(registry: Registry, batch: int, seq: int) -> dict[str, int]:
 
 
 def test_the_weight_matmuls_are_the_layouts_and_what_the_modules_run() -> None:
-    """ffMM is the channel mix's key, receptance and value (not a plain MLP's 2·h·w); the embedding's project_in runs."""
+    """ffMM is the channel mix's key, receptance and value (not a plain MLP's 2·h·w); the embedding's
+    project_in runs."""
     registry = _registry()
     model = registry.model("small")
     batch, seq = 2, 5

@@ -138,7 +138,8 @@ def layer_matmuls(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappi
     return _summed(slot_matmuls(slot, families) for slot in layer_slots(cfg, bindings))
 
 
-def end_matmuls(cost_model: CostModel, ends: Iterable[Slot], families: Mapping[str, FamilyIR]) -> tuple[Matmuls, Matmuls]:
+def end_matmuls(cost_model: CostModel, ends: Iterable[Slot],
+                families: Mapping[str, FamilyIR]) -> tuple[Matmuls, Matmuls]:
     """Return the (embedding, output) columns' weight multiply-adds per token from the model-level slots."""
     ends = tuple(ends)
     embedding = _summed(slot_matmuls(s, families) for s in ends if s.role == "embedding")
