@@ -9,11 +9,13 @@ down-projections on every tp rank, the rest split).
 
 from __future__ import annotations
 
+import pytest
 from cost_builders import LLAMA_OPS, dense_model, example
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
 from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.params import UnpricedSlotError
 from hpdsl.cost.formulas.flops import forward_flops_by_term
 from hpdsl.diagnostics import Source
 
@@ -66,6 +68,17 @@ def test_a_tied_head_multiplies_by_the_embeddings_weight_and_its_projection_is_p
     terms = _terms("tied")
     assert terms["output"]["output"] == 2 * TOKENS * VOCAB * H   # the table, read as the head's matrix
     assert terms["embedding"]["embedding"] == 2 * TOKENS * H * H  # project; the lookup is no FLOP
+
+
+def test_a_tied_head_needs_the_embeddings_weight() -> None:
+    """hpdsl/torch/layers.py uses the embedding's `weight`: a table named otherwise is refused (not priced 0)."""
+    text = AUTHORS.replace("weight         (vocab, hidden)", "table.weight   (vocab, hidden)").replace(
+        "params(weight, project)", "params(table, project)")
+    registry = compile_sources([Source("authors.hpf", text)])
+    model = registry.model("tied")
+    cost_model = bind(model, registry.profile(model.profile), families=registry.families)
+    with pytest.raises(UnpricedSlotError, match=r"embed: the model ties its head.*declares no `weight`"):
+        model_columns(cost_model)
 
 
 def test_a_bank_runs_top_k_of_its_experts_per_token_and_a_vector_is_no_matmul() -> None:

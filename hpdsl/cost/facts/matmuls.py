@@ -38,6 +38,7 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
+from hpdsl.cost.facts.params import UnpricedSlotError
 from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.layouts import dim_names, entry_numel, layout_for
@@ -116,13 +117,21 @@ def _entry_term(slot: Slot, path: str, entry: LayoutEntryIR) -> tuple[str, Fract
 
 
 def tied_head_matmuls(slot: Slot, families: Mapping[str, FamilyIR]) -> dict[str, Macs]:
-    """Return a tied head's multiply-adds per token: the embedding family's `weight`, read as the head's matrix."""
+    """Return a tied head's multiply-adds per token: the embedding family's `weight`, read as the head's matrix.
+
+    A tied head reads the embedding module's `weight` (hpdsl/torch/layers.py
+    `output_logits`); an embedding family whose layout has none cannot be tied.
+    """
     family = families.get(slot.family)
     if family is None or not family.layout:
-        return {}
+        return {}  # unpriced: hpdsl/cost/facts/params.py refuses the slot, naming it
     entry = layout_for(family, priced_variant(family, slot.config)).get("weight")
-    numel = None if entry is None else entry_numel(entry, {**dim_environment(slot.config), **WHOLE_AXES})
-    if not numel or entry is None:
+    if entry is None:
+        raise UnpricedSlotError(f"{slot.path}: the model ties its head to the embedding, but the embedding "
+                                f"family '{slot.family}' declares no `weight` for the head to multiply by; "
+                                "name the table `weight` in its layout, or untie the head (remove tie_embeddings)")
+    numel = entry_numel(entry, {**dim_environment(slot.config), **WHOLE_AXES})
+    if not numel:
         return {}
     sharded = entry.placement in SHARDED_PLACEMENTS
     return {"output": Macs(split=Fraction(numel)) if sharded else Macs(replicated=Fraction(numel))}
