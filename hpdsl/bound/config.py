@@ -47,7 +47,7 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("k_norm_width", int, 0, "elements the key QK-norm scales: head_dim, or kv_heads × head_dim "
                                   "with qk_norm_full"),
     Bound("value_width", int, 0, "softmax attention's value head dim: value_dim where the model states it, "
-                                 "else head_dim"),
+                                 "else head_dim (0: head_dim)"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),
@@ -135,6 +135,8 @@ def dim_environment(config: object) -> dict[str, int]:
     for name, value in [*(extra.items() if isinstance(extra, dict) else ()), *values]:
         if isinstance(value, int):
             env[name] = value
+    if not env.get("value_width") and "head_dim" in env:  # a config built without layer_config: head_dim wide
+        env["value_width"] = env["head_dim"]
     return env
 
 

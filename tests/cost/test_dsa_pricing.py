@@ -18,6 +18,7 @@ from hpdsl.bound.slots import kind_bindings, layer_slots
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.params import parameters
 from hpdsl.cost.facts.replication import replicated_numel
+from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.flops import layer_flop_terms
 from hpdsl.importers.hf import import_hf_config
 from hpdsl.model.strategy import Strategy
@@ -74,7 +75,8 @@ def test_the_indexer_is_whole_on_every_tp_rank(models) -> None:
 
 def test_the_indexer_flops_are_its_projections_and_its_scores_per_key(models) -> None:
     indexed, dense = models
-    ours, bare = layer_flop_terms(indexed.kind_config("moe")), layer_flop_terms(dense.kind_config("moe"))
+    ours, bare = (layer_flop_terms(m.kind_config("moe"), model_columns(m).layer_column("moe").matmuls)
+                  for m in (indexed, dense))
     assert ours["attMM"].sp - bare["attMM"].sp == 2 * (Q_LATENT * HEADS * DIM + H * (DIM + HEADS))
     assert ours["attMM"].t == bare["attMM"].t
     assert (ours["indexer"].w_ts, ours["indexer"].ts, bare["indexer"].w_ts) == (2 * HEADS * (DIM + 1), 0.0, 0.0)

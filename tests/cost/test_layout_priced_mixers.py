@@ -20,6 +20,7 @@ import pytest
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
+from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.flops import layer_flop_terms
 from hpdsl.diagnostics import Source
 
@@ -61,7 +62,8 @@ def test_an_authors_family_prices_its_layout(own) -> None:
 
 
 def test_the_scan_is_linear_in_the_sequence(own) -> None:
-    terms = layer_flop_terms(own.kind_config("ssm_layer"))
+    column = model_columns(own).layer_column("ssm_layer")
+    terms = layer_flop_terms(column.config, column.matmuls)
     assert terms["scan"].t == 2 * 64 * 4 and terms["scan"].ts == 0
     assert terms["attMM"].t == 2 * (2 * 64 * 32 + 32 * 64)  # 2 FLOPs per multiply-add of each module weight
     assert all(term.ts == 0 for term in terms.values())  # no score work: nothing grows with s²

@@ -17,6 +17,7 @@ from hpdsl.cost.estimate import estimate
 from hpdsl.cost.facts.params import parameters
 from hpdsl.cost.facts.replication import replicated_numel
 from hpdsl.cost.feasibility.reasons import strategy_reasons
+from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.flops import MIXER_TERMS, layer_flop_terms
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.ir.nodes import evolve
@@ -105,7 +106,8 @@ def test_qwen3_next_linear_attention_runs_whole_on_every_tp_rank() -> None:
     ours = estimate(cost_model, strategy).flops
     bare = estimate(without_families("qwen3_next_80b_a3b"), strategy).flops
     assert ours.total == bare.total  # model FLOPs: the layout does not change them
-    terms = layer_flop_terms(cost_model.kind_config("linear_attention"))
+    column = model_columns(cost_model).layer_column("linear_attention")
+    terms = layer_flop_terms(column.config, column.matmuls)
     mixer = sum(terms[name].per_token(strategy.seq_len) for name in MIXER_TERMS)
     assert mixer == 67371008 + 5767168 + 65536 + 131072 / 3  # attMM, linrec, conv, linrecSolve
     # 36 linear-attention layers, forward + backward (3×), 4096 tokens: each tp rank now

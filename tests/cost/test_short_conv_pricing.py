@@ -1,7 +1,8 @@
 """LFM2's short convolution (families/short_conv.hpf) is priced by its own terms, not Mamba's.
 
-Parameters: the layout's sum. Matmuls: its rank ≥ 2 weights, the taps among them (ssm_conv
-multiply-adds per channel and token). No state: no scan FLOPs. Activations: six hidden-wide
+Parameters: the layout's sum. Matmuls: its rank ≥ 2 weights, in_proj and out_proj the attMM
+term, the taps (a convolution's weight: ssm_conv multiply-adds per channel and token) the conv
+term. No state: no scan FLOPs. Activations: six hidden-wide
 tensors per token (in_proj's B, C, x; B·x; the convolution's output; C·conv).
 """
 
@@ -11,6 +12,7 @@ import attrs
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
+from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.flops import layer_flop_terms, selective_scan_flops
 from hpdsl.cost.formulas.memory import layer_act_coeffs
 from hpdsl.diagnostics import Source
@@ -36,10 +38,12 @@ def test_the_mixer_is_its_layout() -> None:
 
 
 def test_no_state_no_scan_and_the_taps_are_matmuls() -> None:
-    conv = _cost().kind_config("conv")
+    cost = _cost()
+    conv = cost.kind_config("conv")
     assert selective_scan_flops(conv) == (0.0, 0.0)
     assert conv.mixer_macs == 3 * H * H + H * TAPS + H * H
-    assert layer_flop_terms(conv)["attMM"].t == 2 * conv.mixer_macs
+    terms = layer_flop_terms(conv, model_columns(cost).layer_column("conv").matmuls)
+    assert (terms["attMM"].t, terms["conv"].t) == (2 * (3 * H * H + H * H), 2 * H * TAPS)  # projections, taps
 
 
 def test_it_saves_six_hidden_wide_tensors_per_token() -> None:

@@ -15,10 +15,11 @@ import pytest
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
+from hpdsl.cost.formulas.flops import forward_flops_by_term
 from hpdsl.diagnostics import Source
 from hpdsl.errors import BuildError
 from hpdsl.registry import Registry
-from hpdsl.torch import build_model
+from hpdsl.torch import build_model, materialize
 from hpdsl.torch.resolve import DEFAULT_PREFIXES
 
 PREFIXES = (*DEFAULT_PREFIXES, "torch_fixture_modules.")
@@ -116,3 +117,32 @@ def test_a_parameter_created_when_its_entry_condition_fails_is_refused() -> None
     with pytest.raises(BuildError, match=r"creates parameter 'value.bias', but its layout entry 'value.bias' is "
                                          r"present only if mlp_bias"):
         _built_count(registry)
+
+
+def _counted(registry: Registry, batch: int, seq: int) -> dict[str, int]:
+    """Return FlopCounterMode's count of one forward pass of the built model, by module path."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    built = materialize(build_model("small", registry=registry, allowed_prefixes=PREFIXES), "cpu", seed=0)
+    with FlopCounterMode(display=False) as counter:
+        built(torch.randint(0, VOCAB, (batch, seq)))
+    return {name.split(".", 1)[-1]: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+
+
+def test_the_weight_matmuls_are_the_layouts_and_what_the_modules_run() -> None:
+    """ffMM is the channel mix's key, receptance and value (not a plain MLP's 2·h·w); the embedding's
+    project_in runs."""
+    registry = _registry()
+    model = registry.model("small")
+    batch, seq = 2, 5
+    terms = forward_flops_by_term(bind(model, registry.profile(model.profile), families=registry.families),
+                                  batch=batch, seq_len=seq)
+    tokens = batch * seq
+    assert terms["layer"]["ffMM"] == 2 * tokens * (WIDTH * H + H * H + H * WIDTH)
+    assert terms["embedding"]["embedding"] == 2 * tokens * H * H // 2  # project_in; the table is a lookup
+    assert terms["output"]["output"] == 2 * tokens * VOCAB * H
+    counted = _counted(registry, batch, seq)
+    assert counted["layers.0.ffn"] == counted["layers.1.ffn"] == terms["layer"]["ffMM"]
+    assert counted["embed"] == terms["embedding"]["embedding"]
+    assert counted["head"] == terms["output"]["output"]

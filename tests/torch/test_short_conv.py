@@ -18,6 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from hpdsl.api import compile_paths, compile_sources  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
+from hpdsl.cost.facts.columns import model_columns  # noqa: E402
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term, layer_flop_terms  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
@@ -86,9 +87,11 @@ def test_a_short_conv_has_no_scan_and_its_taps_are_matmuls(small: Registry) -> N
     conv = cost.kind_config("conv")
     h, taps = 64, 3
     assert conv.mixer_macs == 3 * h * h + h * taps + h * h
-    terms = layer_flop_terms(conv)
+    terms = layer_flop_terms(conv, model_columns(cost).layer_column("conv").matmuls)
     assert terms["scan"].t == terms["scanUpdate"].t == 0.0
-    assert terms["attMM"].t == 2 * conv.mixer_macs
+    # the projections are attMM, the taps (a convolution's weight) conv: 2 FLOPs per multiply-add each
+    assert (terms["attMM"].t, terms["conv"].t) == (2 * (3 * h * h + h * h), 2 * h * taps)
+    assert terms["attMM"].t + terms["conv"].t == 2 * conv.mixer_macs
 
 
 def test_the_built_models_matmul_flops_are_the_estimate(small: Registry) -> None:

@@ -16,8 +16,9 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
+from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
-                                     pricing_families)
+                                     pricing_end_slots, pricing_families)
 from hpdsl.cost.facts.replication import replicated_roles
 
 
@@ -31,6 +32,7 @@ class Column:
     config: LayerConfig | None = None
     params: LayerParams | None = None
     whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (hpdsl/cost/facts/replication.py)
+    matmuls: Matmuls = Matmuls()  # weight multiply-adds per token from the slots' layouts (hpdsl/cost/facts/matmuls.py)
 
 
 @attrs.frozen(eq=False)
@@ -68,6 +70,10 @@ class ModelColumns:
         """Return the indices of the body and MTP columns."""
         return tuple(i for i, c in enumerate(self.columns) if c.role in ("layer", "mtp"))
 
+    def layer_column(self, kind: str | None) -> Column:
+        """Return the body column of layers of `kind` (None: a model without kinds)."""
+        return next(c for c in self.columns if c.role == "layer" and c.kind == kind)
+
     @cached_property
     def names(self) -> tuple[str, ...]:
         """Return every column's name, in column order."""
@@ -93,11 +99,13 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
             if (role, kind) not in index:
                 index[role, kind] = len(columns)
                 config = cost_model.kind_config(kind)
-                label = kind or "layer"
+                label, bindings = kind or "layer", pricing_bindings(cost_model, kind)
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
-                                      config, layer_params(config, pricing_bindings(cost_model, kind), families),
-                                      replicated_roles(cost_model, config, kind)))
-    columns += [Column("embedding", "embedding"), Column("output", "output")]
+                                      config, layer_params(config, bindings, families),
+                                      replicated_roles(cost_model, config, kind),
+                                      layer_matmuls(config, bindings, families)))
+    embedding, output = end_matmuls(cost_model, pricing_end_slots(cost_model), families)
+    columns += [Column("embedding", "embedding", matmuls=embedding), Column("output", "output", matmuls=output)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),
                         tuple((index["mtp", k], n) for k, n in mtp_runs), parameters(cost_model))
 

@@ -187,6 +187,11 @@ def pricing_bindings(cost_model: CostModel, kind: str | None) -> Mapping[str, st
     return {**_standard()[1], **kind_bindings(cost_model, kind)}
 
 
+def pricing_end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
+    """Return the model-level slots (embedding, final norm, positions, head) with the families they are priced with."""
+    return _end_slots(cost_model)
+
+
 def _end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
     if cost_model.families:
         return end_slots(cost_model)

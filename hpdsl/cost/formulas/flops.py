@@ -1,7 +1,10 @@
 """Op counts of a layer kind into forward FLOPs per token, and over a grid into FLOPs per device.
 
-Each op contributes its count times a per-unit cost (docs/reference.md#flop-formulas,
-corrected as docs/cost-model.md says): matmuls at 2 FLOPs per multiply-add,
+The weight matmuls are every slot's family layout (hpdsl/cost/facts/matmuls.py,
+docs/cost-model.md "Weight matmuls from the layouts"): 2 FLOPs per multiply-add
+of the slots the op counts build. Every other op contributes its count times a
+per-unit cost (docs/reference.md#flop-formulas, corrected as docs/cost-model.md
+says): score matmuls at 2 FLOPs per multiply-add,
 elementwise ops at the upstream per-element constants divided by three
 (upstream folds the forward and a backward of twice the forward into one
 number). The backward is twice the forward; recompute adds the forward of what
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -28,6 +31,7 @@ from hpdsl.cost.formulas import xp
 
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.facts.columns import Column, ModelColumns, model_columns
+from hpdsl.cost.facts.matmuls import Macs, Matmuls
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.memory import attention_widths
@@ -47,7 +51,7 @@ LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels
 SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
 SOFT_CAP = 3.0       # per capped element: c·tanh(x / c), a divide, a tanh and a multiply (Gemma 2)
 
-MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output")
+MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output", "embedding")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
 
 
@@ -76,36 +80,9 @@ class FlopCoeffs:
                           sel_w_ts=self.sel_ts + self.sel_w_ts)
 
 
-def projection_macs(cfg: LayerConfig) -> tuple[float, float]:
-    """Return one attention's projection multiply-adds per token: (TP-split, replicated).
-
-    MLA's latent down-projections are replicated over TP (Megatron builds them
-    duplicated), and so is a DSA indexer's projections (index_query_macs);
-    gated DeltaNet adds its two per-head gate projections (β, decay).
-    """
-    h, a, d_h = cfg.hidden, cfg.heads, cfg.head_dim
-    if cfg.attn_kind == "ssm":
-        return float(cfg.mixer_macs), 0.0  # its family layout's module weights (hpdsl.ir.layouts.layout_tally)
-    if cfg.attn_kind == "mla":
-        d_qk = (cfg.nope_dim or d_h) + cfg.rope_dim
-        dcq, dckv = cfg.q_lora_rank, cfg.kv_lora_rank
-        query_up = dcq * a * d_qk if dcq else h * a * d_qk
-        split = query_up + dckv * cfg.kv_heads * ((cfg.nope_dim or d_h) + d_h) + a * d_h * h
-        return split, h * dcq + h * (dckv + cfg.rope_dim) + index_projection_macs(cfg)
-    gate, d_v = (2 if cfg.output_gate else 1), cfg.value_dim or d_h  # values value_dim wide (MiMo-V2-Flash)
-    d_q = a * d_h
-    split = gate * h * d_q + h * cfg.kv_heads * (d_h + d_v) + a * d_v * h
-    if cfg.attn_kind == "linear":
-        split += 2 * h * cfg.value_heads
-    return split, 0.0
-
-
-def index_projection_macs(cfg: LayerConfig) -> float:
-    """Return a DSA indexer's projection multiply-adds per token: wq_b from the query latent, wk, weights_proj."""
-    if cfg.attn_kind != "mla" or not cfg.index_n_heads:
-        return 0.0
-    heads, dim = cfg.index_n_heads, cfg.index_head_dim
-    return cfg.q_lora_rank * heads * dim + cfg.hidden * (dim + heads)
+def matmul_coeffs(macs: Macs) -> FlopCoeffs:
+    """Return weight multiply-adds per token as forward FLOPs: 2 per multiply-add, split over tp or on sp."""
+    return FlopCoeffs(t=float(2 * macs.split), sp=float(2 * macs.replicated))
 
 
 def index_score_flops(cfg: LayerConfig) -> float:
@@ -156,7 +133,7 @@ def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
     entering the chunk (2·P·N); the decays and the chunk-to-chunk state
     update are elementwise. Linear in the sequence either way: no s² term. A
     short convolution (ssm_state 0, families/short_conv.hpf) has no state and no
-    scan: its taps are module weights, priced with its projections (mixer_macs).
+    scan: its taps are module weights, priced from its layout (the conv term).
     """
     if cfg.attn_kind != "ssm" or not cfg.ssm_state:
         return 0.0, 0.0
@@ -169,32 +146,34 @@ def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
     return matmuls, heads * (3.0 * chunk + n + 2 * p * n / chunk)
 
 
-def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
+def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs]:
     """Return one layer's forward FLOP coefficients term by term; they sum to layer_flop_coeffs.
 
-    attMM the q/k/v/o projections (MLA's latent down-projections and a DSA
-    indexer's projections replicated, on sp); attBMM QKᵀ and A·V; indexer a DSA
-    indexer's scores over every key, replicated over tp (w_ts); softmax and headCast the score elementwise work;
-    softcap the scores' soft-capping (attn_softcap: each score divided, tanh'd and
-    multiplied, before the softmax, once per softmax op); qkNorm the per-head norms;
-    linrec, linrecSolve and conv the delta rule's
-    products, its triangular inverses and the short convolution; normOp, dropout;
-    ffMM the MLP or the experts' matrices, ffAct their activations; router the
-    router (and a shared expert's gate).
+    The weight matmuls are the layer's slots' layouts (`matmuls`,
+    hpdsl/cost/facts/matmuls.py): attMM a mixer's projections (MLA's latent
+    down-projections and a DSA indexer's projections replicated, on sp), conv
+    its convolutions' taps, ffMM the MLP's, the experts' (top_k of them per
+    token) and the shared experts' matrices. The rest are formulas over the
+    config: attBMM QKᵀ and A·V; indexer a DSA indexer's scores over every key,
+    replicated over tp (w_ts); softmax and headCast the score elementwise work;
+    softcap the scores' soft-capping (attn_softcap: each score divided, tanh'd
+    and multiplied, before the softmax, once per softmax op); qkNorm the
+    per-head norms; linrec and linrecSolve the delta rule's products and its
+    triangular inverses; scan a state-space mixer's; normOp, dropout; ffAct the
+    activations; router the router (and a shared expert's gate).
     """
     ops, a = cfg.ops, cfg.heads
     att, bmm, linrec = op_count(ops, OP.ATT_MM) / 4, op_count(ops, OP.ATT_BMM), op_count(ops, OP.LINREC)
-    split, replicated = projection_macs(cfg)
     q_w, _, v_w = attention_widths(cfg)
     qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
     softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
     cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
     # Only the reference attention caps its scores (hpdsl/torch/modules/attention.py), once per softmax.
     cap = op_count(ops, OP.SOFTMAX) * SOFT_CAP * a if cfg.attn_softcap and cfg.attn_kind == "full" else 0.0
-    ffn, act, router = _ffn_flops(cfg)
+    act, router = _ffn_flops(cfg)
     scan, update = selective_scan_flops(cfg)
     return {
-        "attMM": FlopCoeffs(t=2 * att * split, sp=2 * att * replicated),
+        "attMM": matmul_coeffs(matmuls.of("attMM")),
         "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
         "indexer": FlopCoeffs(w_ts=att * index_score_flops(cfg)),
         "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
@@ -203,12 +182,12 @@ def layer_flop_terms(cfg: LayerConfig) -> dict[str, FlopCoeffs]:
         "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
         "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
         "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
-        "conv": FlopCoeffs(t=linrec * short_conv_flops(cfg)),
+        "conv": matmul_coeffs(matmuls.of("conv")),
         "scan": FlopCoeffs(t=att * scan),
         "scanUpdate": FlopCoeffs(t=att * update),
         "normOp": FlopCoeffs(sp=op_count(ops, OP.NORM) * NORM * cfg.hidden),
         "dropout": FlopCoeffs(sp=op_count(ops, OP.DROPOUT) * DROPOUT * cfg.hidden),
-        "ffMM": FlopCoeffs(t=ffn),
+        "ffMM": matmul_coeffs(matmuls.of("ffMM")),
         "ffAct": FlopCoeffs(t=act),
         "router": FlopCoeffs(sp=router),
     }
@@ -219,45 +198,55 @@ MIXER_TERMS = ("attMM", "attBMM", "indexer", "softmax", "headCast", "softcap", "
 """The terms of a layer's mixer (attention, linear attention or MLA); the rest are norms and the FFN."""
 
 
-def layer_flop_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> FlopCoeffs:
-    """Return the forward FLOP coefficients of one layer priced with `cfg`.
+def layer_flop_coeffs(cfg: LayerConfig, matmuls: Matmuls, whole: frozenset[str] = frozenset()) -> FlopCoeffs:
+    """Return the forward FLOP coefficients of one layer priced with `cfg` and its slots' `matmuls`.
 
     When `whole` names the layer's mixer role (its family layout replicates it,
     hpdsl/cost/facts/replication.py), the mixer's terms run whole on every tp rank:
     they move to the undivided w, w_ts and sel_w_ts. Model-wide FLOPs
     (per_token, model_forward) are the same either way.
     """
-    terms = layer_flop_terms(cfg)
+    terms = layer_flop_terms(cfg, matmuls)
     if MIXER_ROLES & whole:
         terms = {name: c.whole() if name in MIXER_TERMS else c for name, c in terms.items()}
     return _sum(terms.values())
 
 
-def _ffn_flops(cfg: LayerConfig) -> tuple[float, float, float]:
-    """Return per-token feed-forward FLOPs: (matrices, activations) split by t, and the replicated router."""
-    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
+def _ffn_flops(cfg: LayerConfig) -> tuple[float, float]:
+    """Return per-token feed-forward activations (split by t) and the replicated router's FLOPs."""
+    acts, h = op_count(cfg.ops, OP.FF_ACT), cfg.hidden
     if cfg.experts <= 1:
-        return n_ff * 2 * h * cfg.ffn_width, acts * FF_ACT * cfg.ffn_width, 0.0
+        return acts * FF_ACT * cfg.ffn_width, 0.0
     widths = cfg.top_k * cfg.ffn_width + cfg.shared_experts * cfg.shared_width
     router = 2 * h * cfg.experts + (2 * h if cfg.shared_experts and cfg.shared_gate else 0)
-    return n_ff * 2 * h * widths, acts * FF_ACT * widths, router
+    return acts * FF_ACT * widths, router
 
 
-def output_flop_terms(hidden: int, vocab: int, *, softcap: bool = False) -> dict[str, FlopCoeffs]:
-    """Return the output layer's terms: the projection to the vocabulary (vocab-parallel), the final norm.
+def output_flop_terms(hidden: int, matmuls: Matmuls, *, capped_logits: int = 0) -> dict[str, FlopCoeffs]:
+    """Return the output layer's terms: the head's matrix (vocab-parallel, from its layout), the final norm.
 
-    `softcap` (the model's final_softcap) adds the logits' soft-capping, SOFT_CAP per
-    logit, vocab-parallel like the projection.
+    `capped_logits` (the vocabulary when the model states final_softcap) adds the
+    logits' soft-capping, SOFT_CAP per logit, vocab-parallel like the projection.
     """
-    terms = {"output": FlopCoeffs(t=2 * hidden * vocab), "normOp": FlopCoeffs(sp=NORM * hidden)}
-    if softcap:
-        terms["logitCap"] = FlopCoeffs(t=SOFT_CAP * vocab)
+    terms = {"output": matmul_coeffs(matmuls.of("output")), "normOp": FlopCoeffs(sp=NORM * hidden)}
+    if capped_logits:
+        terms["logitCap"] = FlopCoeffs(t=SOFT_CAP * capped_logits)
     return terms
 
 
-def output_flop_coeffs(hidden: int, vocab: int, *, softcap: bool = False) -> FlopCoeffs:
-    """Return the final norm and the output projection (vocab-parallel), its soft-capping with `softcap`."""
-    return _sum(output_flop_terms(hidden, vocab, softcap=softcap).values())
+def output_flop_coeffs(hidden: int, matmuls: Matmuls, *, capped_logits: int = 0) -> FlopCoeffs:
+    """Return the final norm and the output projection (vocab-parallel), its soft-capping with `capped_logits`."""
+    return _sum(output_flop_terms(hidden, matmuls, capped_logits=capped_logits).values())
+
+
+def _capped_logits(model: Any) -> int:
+    """Return the logits a model's final soft-capping caps per token: its vocabulary, or 0 without final_softcap."""
+    return int(model.vocab) if model.final_softcap else 0
+
+
+def embedding_flop_terms(matmuls: Matmuls) -> dict[str, FlopCoeffs]:
+    """Return the embedding's terms: a lookup is no FLOP; a projection its layout declares beside the table is."""
+    return {"embedding": matmul_coeffs(matmuls.of("embedding"))}
 
 
 def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, windowed: bool = False
@@ -278,12 +267,14 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, wi
         keys = float(seq_len)
         if column.role == "layer":
             assert column.config is not None
-            terms = layer_flop_terms(column.config)
+            terms = layer_flop_terms(column.config, column.matmuls)
             if windowed:
                 keys = float(attended_keys(float(seq_len), column.config.window))
         elif column.role == "output":
-            terms = output_flop_terms(cost_model.model.hidden, cost_model.model.vocab,
-                                      softcap=bool(cost_model.model.final_softcap))
+            terms = output_flop_terms(cost_model.model.hidden, column.matmuls,
+                                      capped_logits=_capped_logits(cost_model.model))
+        elif column.role == "embedding" and column.matmuls.of("embedding").total:
+            terms = embedding_flop_terms(column.matmuls)
         else:
             continue
         out[column.name] = {name: batch * seq_len * (c.per_token(0.0) + (c.ts + c.w_ts) * keys)
@@ -304,18 +295,18 @@ def _sum(terms: Iterable[FlopCoeffs]) -> FlopCoeffs:
 
 
 def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
-    """Return the forward FLOP coefficients of any column (the embedding is a lookup: none)."""
+    """Return the forward FLOP coefficients of any column (the embedding's lookup is none, its projections some)."""
     model = columns.cost_model.model
     if column.role == "embedding":
-        return FlopCoeffs()
+        return _sum(embedding_flop_terms(column.matmuls).values())
     if column.role == "output":
-        return output_flop_coeffs(model.hidden, model.vocab, softcap=bool(model.final_softcap))
+        return output_flop_coeffs(model.hidden, column.matmuls, capped_logits=_capped_logits(model))
     assert column.config is not None
-    layer = layer_flop_coeffs(column.config, column.whole)
+    layer = layer_flop_coeffs(column.config, column.matmuls, column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
-    out = output_flop_coeffs(h, model.vocab, softcap=bool(model.final_softcap))
+    out = output_flop_coeffs(h, columns.columns[columns.output].matmuls, capped_logits=_capped_logits(model))
     # MTP: two input norms, the 2h→h projection, then its own final norm and output head.
     return attrs.evolve(layer, t=layer.t + 2 * 2 * h * h + out.t, sp=layer.sp + 2 * NORM * h + out.sp)
 
@@ -414,7 +405,7 @@ def model_recompute(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:
 # --------------------------------------------------------------------------
 
 
-MODEL_TERMS = ("attMM", "conv", "ffMM", "router", "output")
+MODEL_TERMS = ("attMM", "conv", "ffMM", "router", "output", "embedding")
 """Matrix products with parameters: 2 FLOPs per parameter a token multiplies (PaLM's 6N with the backward)."""
 
 
@@ -438,12 +429,12 @@ def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
     """
     model = columns.cost_model.model
     if column.role == "embedding":
-        return ModelFlops()
-    out = output_flop_terms(model.hidden, model.vocab)["output"].t
+        return ModelFlops(per_token=embedding_flop_terms(column.matmuls)["embedding"].per_token(0.0))
+    out = output_flop_terms(model.hidden, columns.columns[columns.output].matmuls)["output"].per_token(0.0)
     if column.role == "output":
         return ModelFlops(per_token=out)
     assert column.config is not None
-    terms = layer_flop_terms(column.config)
+    terms = layer_flop_terms(column.config, column.matmuls)
     per_token = sum(terms[name].t + terms[name].sp for name in MODEL_TERMS if name in terms)
     if column.role == "mtp":
         per_token += 2 * 2 * model.hidden * model.hidden + out
