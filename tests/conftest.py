@@ -1,4 +1,4 @@
-"""Shared test configuration: hypothesis profiles chosen by HPDSL_HYPOTHESIS_PROFILE, xdist groups honoured."""
+"""Shared test configuration: hypothesis profiles chosen by HPDSL_HYPOTHESIS_PROFILE."""
 
 from __future__ import annotations
 
@@ -26,14 +26,3 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """Return whether this run rewrites golden files (pytest --update-golden)."""
     return bool(request.config.getoption("--update-golden"))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    """Under `pytest -n N` send the tests of one `xdist_group` to one worker (xdist's loadgroup, else as load).
-
-    The multi-process trainer tests of a file share one launch (tests/torch/train_batch.py) through a
-    module fixture; on two workers each would run that launch again.
-    """
-    if getattr(config.option, "dist", "no") == "load":
-        config.option.dist = "loadgroup"

@@ -16,7 +16,7 @@ from hpdsl.ir.stack import layer_kinds
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
-from train_batch import train_batch
+from train_batch import shared, train_batch
 from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
                            static_bytes_equal, train_json)
 from train_support import MIXTRAL_SMALL as SMALL
@@ -116,20 +116,19 @@ EIGHT = {name: [MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4", "-
 
 
 @pytest.fixture(scope="module")
-def four() -> dict[str, dict]:
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return train_batch(FOUR)
+    return shared("train-4", tmp_path_factory, lambda: train_batch(FOUR))
 
 
 @pytest.fixture(scope="module")
-def eight() -> dict[str, dict]:
+def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of EIGHT, by name."""
-    return train_batch(EIGHT)
+    return shared("train-8", tmp_path_factory, lambda: train_batch(EIGHT))
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
     result = four["mixtral-dp4-ep2"]
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
@@ -139,7 +138,6 @@ def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate(four: dict[str, d
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_estimate(four: dict[str, dict]
                                                                                         ) -> None:
     result = four["mixtral-dp4-ep2-etp2"]
@@ -150,7 +148,6 @@ def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_e
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-8")
 @pytest.mark.parametrize("name", list(EIGHT))
 def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
         eight: dict[str, dict], name: str) -> None:
@@ -163,7 +160,6 @@ def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_t
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
     result = four["mixtral-dp2-tp2-full-recompute"]
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
@@ -173,7 +169,6 @@ def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate(four: 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_dp2_tp2_zero3_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
     result = four["mixtral-dp2-tp2"]
     # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
@@ -182,7 +177,6 @@ def test_dp2_tp2_zero3_matches_one_process_and_the_estimate(four: dict[str, dict
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
     result = four["mixtral-cp2-ep2"]
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
@@ -203,7 +197,6 @@ def test_set_mtp_cuts_the_mtp_layers() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_qwen3_next_hybrid_dp4_ep2_matches_one_process(four: dict[str, dict]) -> None:
     result = four["qwen3-next-dp4-ep2"]
     # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
@@ -238,7 +231,6 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank(four: dict[str, dict]) -> None:
     result = four["qwen3-next-dp2-tp2"]
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
@@ -311,7 +303,6 @@ def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 @pytest.mark.parametrize("mesh", ["dp4-ep2", "dp2-tp2-sp"])
 def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(four: dict[str, dict], mesh: str) -> None:
     result = four[f"deepseek-v3-{mesh}"]
@@ -321,7 +312,6 @@ def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(four: dict[str,
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("train-4")
 @pytest.mark.parametrize("model", ["qwen3-next", "deepseek-v3"])
 def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(four: dict[str, dict], model: str
                                                                            ) -> None:

@@ -12,7 +12,7 @@ from hpdsl.cli.train import runnable_reasons
 from hpdsl.cost.facts.backend import backend_facts
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model.strategy import Strategy
-from train_batch import train_batch
+from train_batch import shared, train_batch
 from train_support import MIXTRAL_SMALL as SMALL
 from train_support import gradients_match
 
@@ -49,15 +49,17 @@ RUNS = {"dp2-reduce-each": (False, 1), "dp2-deferred": (True, 1), "dp2-ep2-defer
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of RUNS, by name, all in one 2-process launch (tests/torch/train_batch.py)."""
-    deferred = deferred_mixtral(tmp_path_factory.mktemp("deferred"))
-    return train_batch({name: [str(deferred if defer else MIXTRAL), *SMALL, "--dp", "2", "--ep", str(ep),
-                               "--zero", "os+grad+params", "--global-batch", "4", "--nproc", "2", "--steps", "3"]
-                        for name, (defer, ep) in RUNS.items()})
+    def make() -> dict[str, dict]:
+        deferred = deferred_mixtral(tmp_path_factory.mktemp("deferred"))
+        return train_batch({name: [str(deferred if defer else MIXTRAL), *SMALL, "--dp", "2", "--ep", str(ep),
+                                   "--zero", "os+grad+params", "--global-batch", "4", "--nproc", "2", "--steps", "3"]
+                            for name, (defer, ep) in RUNS.items()})
+
+    return shared("accumulation-2", tmp_path_factory, make)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("accumulation-2")
 @pytest.mark.parametrize("name", list(RUNS))
 def test_two_micro_batches_match_one_process_on_the_whole_batch_and_the_estimate(
         runs: dict[str, dict], name: str) -> None:

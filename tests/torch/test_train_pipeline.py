@@ -17,7 +17,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_batch import train_batch
+from train_batch import shared, train_batch
 from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
                            matches_one_process_and_the_estimate, static_bytes_equal)
 
@@ -128,15 +128,15 @@ EIGHT = {name: _args(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2
 
 
 @pytest.fixture(scope="module")
-def four() -> dict[str, dict]:
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return train_batch(FOUR)
+    return shared("pipeline-4", tmp_path_factory, lambda: train_batch(FOUR))
 
 
 @pytest.fixture(scope="module")
-def eight() -> dict[str, dict]:
+def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of EIGHT, by name."""
-    return train_batch(EIGHT)
+    return shared("pipeline-8", tmp_path_factory, lambda: train_batch(EIGHT))
 
 
 
@@ -147,7 +147,6 @@ def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-4")
 @pytest.mark.parametrize("name", list(MIXTRAL_TP2_PP2))
 def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(four: dict[str, dict], name: str) -> None:
     result = four[f"mixtral-tp2-pp2-{name}"]
@@ -162,7 +161,6 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(four: dict[str, d
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-4")
 @pytest.mark.parametrize("name", list(MIXTRAL_PP2_ZERO3))
 def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(four: dict[str, dict], name: str) -> None:
     # dp2·ep2 puts each expert on a one-rank FSDP mesh: its gradient must be divided once (parallelize._divide).
@@ -181,7 +179,6 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(four: dict
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-4")
 @pytest.mark.parametrize("vpp", ["1f1b", "interleaved"])
 def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(four: dict[str, dict], vpp: str) -> None:
     result = four[f"qwen3-next-tp2-pp2-{vpp}"]
@@ -190,7 +187,6 @@ def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(four: dict[str,
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-4")
 def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage(four: dict[str, dict]) -> None:
     """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
     result = four["qwen3-next-cp2-pp2"]
@@ -202,7 +198,6 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage(four: dict[str,
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-4")
 @pytest.mark.parametrize("name", list(DEEPSEEK_V3_PP2))
 def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(four: dict[str, dict],
                                                                                        name: str) -> None:
@@ -213,7 +208,6 @@ def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_est
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("pipeline-8")
 @pytest.mark.parametrize("model", list(EIGHT))
 def test_dp2_tp2_pp2_on_8_processes_matches_one_process_and_the_estimate(eight: dict[str, dict], model: str) -> None:
     result = eight[model]

@@ -21,7 +21,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.measure import saved_activations
-from train_batch import train_batch
+from train_batch import shared, train_batch
 from train_support import ROOT, matches_one_process_and_the_estimate
 
 SCALED = {
@@ -95,14 +95,13 @@ FOUR = {"mixtral-cp2-ep2": _args("mixtral", "--dp", "2", "--cp", "2", "--ep", "2
 
 
 @pytest.fixture(scope="module")
-def four() -> dict[str, dict]:
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return train_batch(FOUR)
+    return shared("recompute-4", tmp_path_factory, lambda: train_batch(FOUR))
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.xdist_group("recompute-4")
 @pytest.mark.parametrize("name", list(FOUR))
 def test_selective_recompute_on_four_processes_holds_the_estimate(four: dict[str, dict], name: str) -> None:
     result = four[name]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from train_batch import train_batch
+from train_batch import shared, train_batch
 from train_support import MIXTRAL, MIXTRAL_SMALL, ROOT, hpdsl, static_bytes_equal, train_json
 
 LLAMA3_8B = str(ROOT / "examples" / "llama3_8b.hpf")
@@ -39,19 +39,22 @@ def _token_file(path: Path) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the results of this file's 2-process runs without --validate, by name, from one launch
     (tests/torch/train_batch.py); "resume-whole" is the resumed test's uninterrupted run again."""
-    folder = tmp_path_factory.mktemp("trainer")
-    return train_batch({
-        "bf16-mixed": [MIXTRAL, *MIXTRAL_SMALL, *EXPERTS, "--precision", "bf16-mixed", "--clip", "0.5", "--steps", "3"],
-        "clip-tp2": [MIXTRAL, *MIXTRAL_SMALL, "--tp", "2", "--sp", "--zero", "os+grad+params", "--nproc", "2",
-                     "--clip", "0.01", "--lr", "1e-2", "--steps", "2"],
-        **{name: [LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2", "--data",
-                  str(_token_file(folder / f"tokens{suffix}")), "--steps", "30", "--lr", "1e-2"]
-           for name, (suffix, mesh) in TOKEN_FILES.items()},
-        "scaled-8b": [LLAMA3_8B, *SCALED_8B, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "1",
-                      "--seq-len", "64"],
-        "resume-whole": [MIXTRAL, *MIXTRAL_SMALL, *RESUMED, "--checkpoint", str(folder / "saves"),
-                         "--checkpoint-every", "2"],
-    }, validate=False)
+    def make() -> dict[str, dict]:
+        folder = tmp_path_factory.mktemp("trainer")
+        return train_batch({
+            "bf16-mixed": [MIXTRAL, *MIXTRAL_SMALL, *EXPERTS, "--precision", "bf16-mixed", "--clip", "0.5", "--steps", "3"],
+            "clip-tp2": [MIXTRAL, *MIXTRAL_SMALL, "--tp", "2", "--sp", "--zero", "os+grad+params", "--nproc", "2",
+                         "--clip", "0.01", "--lr", "1e-2", "--steps", "2"],
+            **{name: [LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2", "--data",
+                      str(_token_file(folder / f"tokens{suffix}")), "--steps", "30", "--lr", "1e-2"]
+               for name, (suffix, mesh) in TOKEN_FILES.items()},
+            "scaled-8b": [LLAMA3_8B, *SCALED_8B, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "1",
+                          "--seq-len", "64"],
+            "resume-whole": [MIXTRAL, *MIXTRAL_SMALL, *RESUMED, "--checkpoint", str(folder / "saves"),
+                             "--checkpoint-every", "2"],
+        }, validate=False)
+
+    return shared("trainer-2", tmp_path_factory, make)
 
 
 def _metrics_are_per_step(result: dict, steps: int) -> None:
@@ -64,7 +67,6 @@ def _metrics_are_per_step(result: dict, steps: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("trainer-2")
 def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes(runs: dict[str, dict]) -> None:
     result = runs["bf16-mixed"]
     static_bytes_equal(result)  # fp32 shards, gradients and moments: 4 + 4 + 8 bytes per parameter
@@ -75,7 +77,6 @@ def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes(ru
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("trainer-2")
 def test_clip_under_tp2_mixes_tensors_and_dtensors(runs: dict[str, dict]) -> None:
     clipped = runs["clip-tp2"]
     _metrics_are_per_step(clipped, 2)
@@ -84,7 +85,6 @@ def test_clip_under_tp2_mixes_tensors_and_dtensors(runs: dict[str, dict]) -> Non
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("trainer-2")
 def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: Path, runs: dict[str, dict]) -> None:
     flags = RESUMED
     whole = train_json(MIXTRAL, *MIXTRAL_SMALL, *flags, "--checkpoint", str(tmp_path / "a"),
@@ -112,7 +112,6 @@ def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("trainer-2")
 @pytest.mark.parametrize("name", list(TOKEN_FILES))
 def test_a_token_file_with_a_repeating_pattern_is_learned(runs: dict[str, dict], name: str) -> None:
     # Under cp 2 each rank reads its half of the same sequences (tests/torch/test_train_data.py holds the chunks).
@@ -125,7 +124,6 @@ def test_a_token_file_with_a_repeating_pattern_is_learned(runs: dict[str, dict],
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.xdist_group("trainer-2")
 def test_a_scaled_8b_model_trains_without_any_rank_holding_it_whole(runs: dict[str, dict]) -> None:
     result = runs["scaled-8b"]  # SCALED_8B: no rank holds it whole
     static_bytes_equal(result)

@@ -2,7 +2,8 @@
 code, each trained by hpdsl/torch/train.py's `run` (tests/torch/train_batch_worker.py), each result assembled as
 `hpdsl train --json` assembles it. A launch's ranks import torch and hpdsl once for all its runs; what each run
 measures is its own: tests/torch/test_trainer.py holds a batched run, after others in its launch, equal to the
-CLI's run of the same flags."""
+CLI's run of the same flags. Under `pytest -n N` the first worker to ask for a batch runs it and the others read
+its results (`shared`, xdist's recipe for a fixture that runs once)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from hpdsl.cli.train import TrainPlan, TrainOptions, plan_from_flags, train_command
+import pytest
+from filelock import FileLock  # a dependency of torch
+
+from hpdsl.cli.train import TrainOptions, TrainPlan, plan_from_flags, train_command
 
 WORKER = Path(__file__).with_name("train_batch_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +58,20 @@ def train_batch(runs: dict[str, list[str]], validate: bool = True, timeout_s: in
         assert code == 0, output[-4000:]
         return {name: _result(p, json.loads((out / str(i) / "result.json").read_text(encoding="utf-8")))
                 for i, (name, p) in enumerate(plans.items())}
+
+
+def shared(name: str, factory: pytest.TempPathFactory, make: Callable[[], dict[str, dict]]) -> dict[str, dict]:
+    """Return batch `name`'s results: `make()` on the first pytest process to ask, read back by the other workers."""
+    root = factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # every worker's base folder sits in the run's
+    path = root / f"train-batch-{name}.json"
+    with FileLock(f"{path}.lock"):
+        if path.exists():
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        results = make()
+        path.write_text(json.dumps(results), encoding="utf-8")
+        return results
 
 
 def _result(planned: TrainPlan, gathered: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sys
+import traceback
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,22 +22,47 @@ from hpdsl.torch import train
 
 
 def main(argv: list[str]) -> int:
-    """Run every config of the batch on this rank, one after the other, each over a store of its own."""
-    train.watch_parents()
+    """Run every config of the batch on this rank, one after the other, each in a fork with a store of its own.
+
+    The fork keeps what this process imported and starts torch.distributed afresh: torch keeps some
+    state of a destroyed process group's objects (a name cached by a pipeline run was once looked up
+    by the next run and not found).
+    """
     configs = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=timedelta(seconds=600))
     for index, config in enumerate(configs):
-        _own_store(agent, index)
-        train.run(config, Path(argv[1]) / str(index))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_run(index, config, Path(argv[1]) / str(index)))
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return 1
     return 0
+
+
+def _run(index: int, config: dict, out: Path) -> int:
+    """Run config `index` in this (forked) process; return its exit code, the traceback on stderr if it failed."""
+    try:
+        train.watch_parents()
+        agent = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=timedelta(seconds=600))
+        _own_store(agent, index)
+        train.run(config, out)
+        return 0
+    except BaseException:  # noqa: BLE001 - the fork must exit with a code, never return into the loop
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def _own_store(agent: dist.TCPStore, index: int) -> None:
     """Point env:// at a fresh store for run `index`, served by rank 0 on a port it tells the others.
 
-    torch names process groups by a counter it resets when the world is destroyed, or by
-    their ranks, so a second run's groups would read the first one's keys in a shared store.
+    torch names process groups by a counter (from 0 in each fork) or by their ranks, so a
+    second run's groups would read the first one's keys in the agent's store.
     """
     if os.environ["RANK"] == "0":
         with socket.socket() as probe:
