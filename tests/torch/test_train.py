@@ -16,6 +16,7 @@ from hpdsl.ir.stack import layer_kinds
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
+from train_batch import shared, train_batch
 from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
                            static_bytes_equal, train_json)
 from train_support import MIXTRAL_SMALL as SMALL
@@ -78,36 +79,79 @@ def test_train_refuses_pp_with_the_reason_and_a_wrong_process_count() -> None:
     assert code == 2 and "does not match" in output
 
 
-def _train(*flags: str) -> dict:
-    return train_json(MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", *flags)
+def _mixtral(*flags: str) -> list[str]:
+    return [MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", *flags]
+
+
+QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
+QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
+    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
+    "value_head_dim=16", "mtp=0")]
+DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
+DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
+    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
+    "v_head_dim=16")]
+"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
+ZERO3 = ("--zero", "os+grad+params")
+FOUR = {
+    "mixtral-dp4-ep2": _mixtral("--dp", "4", "--ep", "2", *ZERO3),
+    "mixtral-dp4-ep2-etp2": _mixtral("--dp", "4", "--ep", "2", "--etp", "2", *ZERO3),
+    "mixtral-dp2-tp2-full-recompute": _mixtral("--dp", "2", "--tp", "2", "--sp", *ZERO3, "--recompute", "full"),
+    "mixtral-dp2-tp2": _mixtral("--dp", "2", "--tp", "2", "--sp", *ZERO3),
+    "mixtral-cp2-ep2": _mixtral("--dp", "2", "--cp", "2", "--ep", "2", *ZERO3),
+    "qwen3-next-dp4-ep2": [QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2", *ZERO3, "--nproc", "4"],
+    "qwen3-next-dp2-tp2": [QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp", *ZERO3, "--nproc", "4"],
+    **{f"deepseek-v3-{name}": [DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, *ZERO3, "--nproc", "4"]
+       for name, flags in (("dp4-ep2", ("--dp", "4", "--ep", "2")), ("dp2-tp2-sp", ("--dp", "2", "--tp", "2", "--sp")))},
+    **{f"{name}-cp2-ep2": [spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", *ZERO3, "--nproc", "4"]
+       for name, spec, small in (("qwen3-next", QWEN3_NEXT, QWEN3_NEXT_SMALL),
+                                 ("deepseek-v3", DEEPSEEK_V3, DEEPSEEK_V3_SMALL))},
+}
+"""The 4-process runs of this file, one launch (tests/torch/train_batch.py), each checked by its own test."""
+EIGHT = {name: [MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4", "--ep", "2", "--etp", "2", *ZERO3, *flags]
+         for name, flags in (("tp2-sp", ("--tp", "2", "--sp")), ("pp2", ("--pp", "2", "--global-batch", "8")))}
+"""The 8-process runs of this file, one launch."""
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
+    return shared("train-4", tmp_path_factory, lambda: train_batch(FOUR))
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of EIGHT, by name."""
+    return shared("train-8", tmp_path_factory, lambda: train_batch(EIGHT))
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate() -> None:
-    result = _train("--dp", "4", "--ep", "2", "--zero", "os+grad+params")
+@pytest.mark.timeout(1500)
+def test_dp4_ep2_on_fsdp2_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
+    result = four["mixtral-dp4-ep2"]
     assert [r["coords"]["ep"] for r in result["ranks"]] == [0, 1, 0, 1]
     # ZeRO-3 over dp 4 (experts over the 2 ranks holding the same experts): the accounting agrees.
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_estimate() -> None:
-    result = _train("--dp", "4", "--ep", "2", "--etp", "2", "--zero", "os+grad+params")
+@pytest.mark.timeout(1500)
+def test_dp4_ep2_etp2_splits_the_experts_width_and_matches_one_process_and_the_estimate(four: dict[str, dict]
+                                                                                        ) -> None:
+    result = four["mixtral-dp4-ep2-etp2"]
     assert [(r["coords"]["ep"], r["coords"]["etp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     # Each rank holds half the experts at half their width; the experts' ZeRO group dp·cp·tp/(ep·etp) is 1.
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize("flags", [("--tp", "2", "--sp"), ("--pp", "2", "--global-batch", "8")],
-                         ids=["tp2-sp", "pp2"])
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", list(EIGHT))
 def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_the_estimate(
-        flags: tuple[str, ...]) -> None:
-    result = train_json(MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4",
-                         "--ep", "2", "--etp", "2", "--zero", "os+grad+params", *flags)
+        eight: dict[str, dict], name: str) -> None:
+    result = eight[name]
     # Under sp each tp rank routes its own chunk to its etp peers at the same tp place.
     matches_one_process_and_the_estimate(result)
 
@@ -115,26 +159,26 @@ def test_dp4_ep2_etp2_on_eight_processes_with_tp_or_pp_matches_one_process_and_t
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate() -> None:
-    result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params", "--recompute", "full")
+@pytest.mark.timeout(1500)
+def test_dp2_tp2_with_full_recompute_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
+    result = four["mixtral-dp2-tp2-full-recompute"]
     assert {r["coords"]["tp"] for r in result["ranks"]} == {0, 1}
     # Embedding and head split over the vocabulary, the experts' ZeRO over dp·tp: every rank as priced.
     matches_one_process_and_the_estimate(result)  # each layer's input chunk, the head's gathered input, the loss
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_dp2_tp2_zero3_matches_one_process_and_the_estimate() -> None:
-    result = _train("--dp", "2", "--tp", "2", "--sp", "--zero", "os+grad+params")
+@pytest.mark.timeout(1500)
+def test_dp2_tp2_zero3_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
+    result = four["mixtral-dp2-tp2"]
     # Sequence parallel: norms, residual stream and the MoE (each tp rank routes its own chunk) at 1/tp.
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate() -> None:
-    result = _train("--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params")
+@pytest.mark.timeout(1500)
+def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
+    result = four["mixtral-cp2-ep2"]
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     matches_one_process_and_the_estimate(result)
 
@@ -151,18 +195,10 @@ def test_set_mtp_cuts_the_mtp_layers() -> None:
     assert sum(g.count for g in apply_sets(model, {"mtp": 2}).groups if g.mtp) == 2
 
 
-QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
-QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
-    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
-    "value_head_dim=16", "mtp=0")]
-
-
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_qwen3_next_hybrid_dp4_ep2_matches_one_process() -> None:
-    result = train_json(QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "4", "--ep", "2",
-                         "--zero", "os+grad+params", "--nproc", "4")
+@pytest.mark.timeout(1500)
+def test_qwen3_next_hybrid_dp4_ep2_matches_one_process(four: dict[str, dict]) -> None:
+    result = four["qwen3-next-dp4-ep2"]
     # The shared-expert gate [1, hidden] splits on hidden (parallelize's even placement): every rank as priced.
     matches_one_process_and_the_estimate(result)
 
@@ -194,10 +230,9 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_less(recompute: str, l
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank() -> None:
-    result = train_json(QWEN3_NEXT, *QWEN3_NEXT_SMALL, "--dp", "2", "--tp", "2", "--sp",
-                         "--zero", "os+grad+params", "--nproc", "4")
+@pytest.mark.timeout(1500)
+def test_qwen3_next_dp2_tp2_matches_one_process_and_the_estimate_on_every_rank(four: dict[str, dict]) -> None:
+    result = four["qwen3-next-dp2-tp2"]
     # The shared-expert gate [1, hidden] splits on hidden, so FSDP2 leaves no rank more than priced.
     # Priced as the backend runs (hpdsl/cost/facts/backend.py): the gathered inputs of the tp regions kept whole.
     matches_one_process_and_the_estimate(result)
@@ -266,33 +301,22 @@ def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
     static_bytes_equal(result)
 
 
-DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
-DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
-    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16")]
-"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
-
-
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--dp", "4", "--ep", "2"), ("--dp", "2", "--tp", "2", "--sp")],
-                         ids=["dp4-ep2", "dp2-tp2-sp"])
-def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(flags: tuple[str, ...]) -> None:
-    result = train_json(DEEPSEEK_V3, *DEEPSEEK_V3_SMALL, *flags, "--zero", "os+grad+params",
-                         "--nproc", "4")
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("mesh", ["dp4-ep2", "dp2-tp2-sp"])
+def test_deepseek_v3_mla_first_k_dense_and_mtp_match_one_process(four: dict[str, dict], mesh: str) -> None:
+    result = four[f"deepseek-v3-{mesh}"]
     # MLA on CPU runs SDPA's math kernel (v narrower than q/k), priced by the cpu_attention fact.
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("spec", "small"), [(QWEN3_NEXT, QWEN3_NEXT_SMALL), (DEEPSEEK_V3, DEEPSEEK_V3_SMALL)],
-                         ids=["qwen3-next", "deepseek-v3"])
-def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(spec: str, small: list[str]) -> None:
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("model", ["qwen3-next", "deepseek-v3"])
+def test_gated_deltanet_and_mla_cp2_ep2_match_one_process_and_the_estimate(four: dict[str, dict], model: str
+                                                                           ) -> None:
     """Gated DeltaNet hands its state and convolution inputs rank to rank; MLA gathers keys and values over cp."""
-    result = train_json(spec, *small, "--dp", "2", "--cp", "2", "--ep", "2", "--zero", "os+grad+params",
-                         "--nproc", "4")
+    result = four[f"{model}-cp2-ep2"]
     assert {(r["coords"]["cp"], r["coords"]["ep"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     # Gated DeltaNet keeps the received convolution tail and state once per sequence (hpdsl/cost/formulas/handoff.py).
     matches_one_process_and_the_estimate(result)

@@ -12,8 +12,9 @@ from hpdsl.cli.train import runnable_reasons
 from hpdsl.cost.facts.backend import backend_facts
 from hpdsl.ir.nodes import RunFacts
 from hpdsl.model.strategy import Strategy
+from train_batch import shared, train_batch
 from train_support import MIXTRAL_SMALL as SMALL
-from train_support import gradients_match, train_json
+from train_support import gradients_match
 
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = ROOT / "examples" / "mixtral_8x7b.hpf"
@@ -41,15 +42,29 @@ def deferred_mixtral(folder: Path) -> Path:
     return path
 
 
+RUNS = {"dp2-reduce-each": (False, 1), "dp2-deferred": (True, 1), "dp2-ep2-deferred": (True, 2)}
+"""Each run: whether the profile defers the reduction, and ep."""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of RUNS, by name, all in one 2-process launch (tests/torch/train_batch.py)."""
+    def make() -> dict[str, dict]:
+        deferred = deferred_mixtral(tmp_path_factory.mktemp("deferred"))
+        return train_batch({name: [str(deferred if defer else MIXTRAL), *SMALL, "--dp", "2", "--ep", str(ep),
+                                   "--zero", "os+grad+params", "--global-batch", "4", "--nproc", "2", "--steps", "3"]
+                            for name, (defer, ep) in RUNS.items()})
+
+    return shared("accumulation-2", tmp_path_factory, make)
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize(("deferred", "ep"), [(False, 1), (True, 1), (True, 2)],
-                         ids=["dp2-reduce-each", "dp2-deferred", "dp2-ep2-deferred"])
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", list(RUNS))
 def test_two_micro_batches_match_one_process_on_the_whole_batch_and_the_estimate(
-        tmp_path: Path, deferred: bool, ep: int) -> None:
-    spec = deferred_mixtral(tmp_path) if deferred else MIXTRAL
-    result = train_json(str(spec), *SMALL, "--dp", "2", "--ep", str(ep), "--zero", "os+grad+params",
-                        "--global-batch", "4", "--nproc", "2", "--steps", "3")
+        runs: dict[str, dict], name: str) -> None:
+    deferred = RUNS[name][0]
+    result = runs[name]
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)
     gradients_match(result)  # summed over both micro-batches, against one process on the whole batch
     for rank in result["ranks"]:

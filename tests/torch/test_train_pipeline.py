@@ -17,8 +17,9 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
+from train_batch import shared, train_batch
 from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
-                           matches_one_process_and_the_estimate, static_bytes_equal, train_json)
+                           matches_one_process_and_the_estimate, static_bytes_equal)
 
 ROOT = Path(__file__).resolve().parents[2]
 MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
@@ -94,8 +95,48 @@ def test_models_the_pipeline_does_not_cut_are_refused_with_the_reason() -> None:
     assert code == 2 and "is an encoder-decoder" in output
 
 
-def _train(spec: str, sets: list[str], nproc: int, *flags: str) -> dict:
-    return train_json(spec, *sets, "--nproc", str(nproc), "--steps", "3", *flags)
+def _args(spec: str, sets: list[str], nproc: int, *flags: str) -> list[str]:
+    return [spec, *sets, "--nproc", str(nproc), "--steps", "3", *flags]
+
+
+MIXTRAL_TP2_PP2 = {"1f1b": ("--vpp", "1"), "interleaved": ("--vpp", "2"),
+                   "split-1-3-recompute-4-micro-batches": ("--pp-split", "1,3", "--recompute", "full",
+                                                           "--global-batch", "4"),
+                   "1f1b-zero3-the-moe-routes-its-sequence-chunk": ("--vpp", "1", "--zero", "os+grad+params")}
+MIXTRAL_PP2_ZERO3 = {"dp2-clipped": ("--dp", "2", "--clip", "0.5"), "dp2-ep2-clipped": ("--dp", "2", "--ep", "2",
+                                                                                        "--clip", "0.5"),
+                     "cp2": ("--cp", "2")}
+DEEPSEEK_V3_PP2 = {"tp2-sp-1f1b": ("--tp", "2", "--sp", "--vpp", "1"),
+                   "tp2-sp-interleaved": ("--tp", "2", "--sp", "--vpp", "2"),
+                   "dp2-zero3": ("--dp", "2", "--zero", "os+grad+params")}
+FOUR = {
+    **{f"mixtral-tp2-pp2-{name}": _args(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", *flags)
+       for name, flags in MIXTRAL_TP2_PP2.items()},
+    **{f"mixtral-pp2-zero3-{name}": _args(MIXTRAL, MIXTRAL_SMALL, 4, *flags, "--pp", "2", "--zero", "os+grad+params")
+       for name, flags in MIXTRAL_PP2_ZERO3.items()},
+    **{f"qwen3-next-tp2-pp2-{vpp}": _args(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2",
+                                          "--vpp", number) for vpp, number in (("1f1b", "1"), ("interleaved", "2"))},
+    "qwen3-next-cp2-pp2": _args(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--cp", "2", "--pp", "2", "--zero", "os+grad+params"),
+    **{f"deepseek-v3-pp2-{name}": _args(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
+       for name, flags in DEEPSEEK_V3_PP2.items()},
+}
+"""The 4-process runs of this file, one launch (tests/torch/train_batch.py), each checked by its own test."""
+EIGHT = {name: _args(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
+         for name, spec, sets in (("mixtral", MIXTRAL, MIXTRAL_SMALL), ("qwen3-next", QWEN3_NEXT, QWEN3_NEXT_SMALL),
+                                  ("deepseek-v3", DEEPSEEK_V3, DEEPSEEK_V3_SMALL))}
+"""The 8-process runs of this file, one launch."""
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
+    return shared("pipeline-4", tmp_path_factory, lambda: train_batch(FOUR))
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of EIGHT, by name."""
+    return shared("pipeline-8", tmp_path_factory, lambda: train_batch(EIGHT))
 
 
 
@@ -105,14 +146,10 @@ def _stage_bytes(result: dict, part: str) -> dict[int, tuple[int, float]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--vpp", "1"), ("--vpp", "2"),
-                                   ("--pp-split", "1,3", "--recompute", "full", "--global-batch", "4"),
-                                   ("--vpp", "1", "--zero", "os+grad+params")],
-                         ids=["1f1b", "interleaved", "split-1-3-recompute-4-micro-batches",
-                              "1f1b-zero3-the-moe-routes-its-sequence-chunk"])
-def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str, ...]) -> None:
-    result = _train(MIXTRAL, MIXTRAL_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", *flags)
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", list(MIXTRAL_TP2_PP2))
+def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(four: dict[str, dict], name: str) -> None:
+    result = four[f"mixtral-tp2-pp2-{name}"]
     matches_one_process(result)
     assert [(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for rank in result["ranks"]:  # the embedding and head split over the vocabulary, as the estimator prices them
@@ -123,12 +160,12 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(flags: tuple[str,
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--dp", "2", "--clip", "0.5"), ("--dp", "2", "--ep", "2", "--clip", "0.5"),
-                                   ("--cp", "2")], ids=["dp2-clipped", "dp2-ep2-clipped", "cp2"])
-def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tuple[str, ...]) -> None:
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", list(MIXTRAL_PP2_ZERO3))
+def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(four: dict[str, dict], name: str) -> None:
     # dp2·ep2 puts each expert on a one-rank FSDP mesh: its gradient must be divided once (parallelize._divide).
-    result = _train(MIXTRAL, MIXTRAL_SMALL, 4, *flags, "--pp", "2", "--zero", "os+grad+params")
+    flags = MIXTRAL_PP2_ZERO3[name]
+    result = four[f"mixtral-pp2-zero3-{name}"]
     matches_one_process(result)
     if "--clip" in flags:  # the stages' norms summed over pp (and ep's experts over ep): one process's norm
         clipped_norms_match(result, 0.5)
@@ -141,18 +178,18 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(flags: tup
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("vpp", ["1", "2"], ids=["1f1b", "interleaved"])
-def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(vpp: str) -> None:
-    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--tp", "2", "--sp", "--pp", "2", "--vpp", vpp)
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("vpp", ["1f1b", "interleaved"])
+def test_qwen3_next_tp2_pp2_matches_one_process_and_the_estimate(four: dict[str, dict], vpp: str) -> None:
+    result = four[f"qwen3-next-tp2-pp2-{vpp}"]
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
+@pytest.mark.timeout(1500)
+def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage(four: dict[str, dict]) -> None:
     """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
-    result = _train(QWEN3_NEXT, QWEN3_NEXT_SMALL, 4, "--cp", "2", "--pp", "2", "--zero", "os+grad+params")
+    result = four["qwen3-next-cp2-pp2"]
     matches_one_process(result)
     for rank in result["ranks"]:
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
@@ -160,23 +197,20 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("flags", [("--tp", "2", "--sp", "--vpp", "1"), ("--tp", "2", "--sp", "--vpp", "2"),
-                                   ("--dp", "2", "--zero", "os+grad+params")],
-                         ids=["tp2-sp-1f1b", "tp2-sp-interleaved", "dp2-zero3"])
-def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(flags: tuple[str, ...]) -> None:
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", list(DEEPSEEK_V3_PP2))
+def test_deepseek_v3_mla_first_k_dense_and_mtp_pp2_match_one_process_and_the_estimate(four: dict[str, dict],
+                                                                                       name: str) -> None:
     """The MTP layer and a copy of the embedding on the last stage, the two tables' gradients summed."""
-    result = _train(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
+    result = four[f"deepseek-v3-pp2-{name}"]
     matches_one_process_and_the_estimate(result)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize(("spec", "sets"), [(MIXTRAL, MIXTRAL_SMALL), (QWEN3_NEXT, QWEN3_NEXT_SMALL),
-                                           (DEEPSEEK_V3, DEEPSEEK_V3_SMALL)],
-                         ids=["mixtral", "qwen3-next", "deepseek-v3"])
-def test_dp2_tp2_pp2_on_8_processes_matches_one_process_and_the_estimate(spec: str, sets: list[str]) -> None:
-    result = _train(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("model", list(EIGHT))
+def test_dp2_tp2_pp2_on_8_processes_matches_one_process_and_the_estimate(eight: dict[str, dict], model: str) -> None:
+    result = eight[model]
     matches_one_process(result)
     assert sorted((r["coords"]["pp"], r["coords"]["dp_shard"], r["coords"]["tp"]) for r in result["ranks"]) == [
         (p, d, t) for p in range(2) for d in range(2) for t in range(2)]

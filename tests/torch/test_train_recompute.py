@@ -21,7 +21,8 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.measure import saved_activations
-from train_support import ROOT, matches_one_process_and_the_estimate, train_json
+from train_batch import shared, train_batch
+from train_support import ROOT, matches_one_process_and_the_estimate
 
 SCALED = {
     "mixtral": ("mixtral_8x7b.hpf", "layers=2 hidden=64 heads=4 kv_heads=2 vocab=128 ffn_width=96 experts=4 "
@@ -81,19 +82,27 @@ def test_recompute_keeps_the_loss_and_gradients_and_saves_what_the_estimator_pri
     assert less < plain
 
 
-def _train(name: str, *flags: str) -> dict:
+def _args(name: str, *flags: str) -> list[str]:
     sets = [f"--set={pair}" for pair in _sets(name)]
-    return train_json(str(ROOT / "examples" / SCALED[name][0]), *sets, "--nproc", "4", "--steps", "3",
-                      "--recompute", "selective", "--zero", "os+grad+params", *flags)
+    return [str(ROOT / "examples" / SCALED[name][0]), *sets, "--nproc", "4", "--steps", "3",
+            "--recompute", "selective", "--zero", "os+grad+params", *flags]
+
+
+FOUR = {"mixtral-cp2-ep2": _args("mixtral", "--dp", "2", "--cp", "2", "--ep", "2"),
+        "qwen3-next-dp2-tp2-sp": _args("qwen3-next", "--dp", "2", "--tp", "2", "--sp"),
+        "deepseek-v3-dp4-ep2": _args("deepseek-v3", "--dp", "4", "--ep", "2")}
+"""The 4-process runs under selective recompute, one launch (tests/torch/train_batch.py)."""
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
+    return shared("recompute-4", tmp_path_factory, lambda: train_batch(FOUR))
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("name", "flags"), [
-    ("mixtral", ("--dp", "2", "--cp", "2", "--ep", "2")),
-    ("qwen3-next", ("--dp", "2", "--tp", "2", "--sp")),
-    ("deepseek-v3", ("--dp", "4", "--ep", "2")),
-], ids=["mixtral-cp2-ep2", "qwen3-next-dp2-tp2-sp", "deepseek-v3-dp4-ep2"])
-def test_selective_recompute_on_four_processes_holds_the_estimate(name: str, flags: tuple[str, ...]) -> None:
-    result = _train(name, *flags)
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("name", list(FOUR))
+def test_selective_recompute_on_four_processes_holds_the_estimate(four: dict[str, dict], name: str) -> None:
+    result = four[name]
     matches_one_process_and_the_estimate(result)

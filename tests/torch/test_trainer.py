@@ -10,12 +10,51 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from train_batch import shared, train_batch
 from train_support import MIXTRAL, MIXTRAL_SMALL, ROOT, hpdsl, static_bytes_equal, train_json
 
 LLAMA3_8B = str(ROOT / "examples" / "llama3_8b.hpf")
 LLAMA_SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
                                             "ffn_width=96")]
 EXPERTS = ("--dp", "2", "--ep", "2", "--zero", "os+grad+params", "--nproc", "2")
+RESUMED = (*EXPERTS, "--steps", "4", "--warmup", "1", "--schedule", "cosine", "--lr", "3e-3")
+"""The run that is checkpointed and resumed."""
+SCALED_8B = [f"--set={pair}" for pair in ("layers=4", "hidden=1024", "heads=8", "kv_heads=2", "ffn_width=3584",
+                                          "vocab=16032")]
+"""Llama-3-8B's shape (GQA 4:1, SwiGLU at 3.5x, head_dim 128), scaled to 4 layers and a 1/4-wide stream."""
+TOKEN_FILES = {"bin-dp2": (".bin", "--dp"), "npy-cp2": (".npy", "--cp")}
+
+
+def _token_file(path: Path) -> Path:
+    """Write a token file with a repeating pattern (period 16: each token tells the next); return it."""
+    tokens = (np.arange(40_000) * 7 % 16).astype(np.uint16)
+    if path.suffix == ".npy":
+        np.save(path, tokens)
+    else:
+        tokens.tofile(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the results of this file's 2-process runs without --validate, by name, from one launch
+    (tests/torch/train_batch.py); "resume-whole" is the resumed test's uninterrupted run again."""
+    def make() -> dict[str, dict]:
+        folder = tmp_path_factory.mktemp("trainer")
+        return train_batch({
+            "bf16-mixed": [MIXTRAL, *MIXTRAL_SMALL, *EXPERTS, "--precision", "bf16-mixed", "--clip", "0.5", "--steps", "3"],
+            "clip-tp2": [MIXTRAL, *MIXTRAL_SMALL, "--tp", "2", "--sp", "--zero", "os+grad+params", "--nproc", "2",
+                         "--clip", "0.01", "--lr", "1e-2", "--steps", "2"],
+            **{name: [LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2", "--data",
+                      str(_token_file(folder / f"tokens{suffix}")), "--steps", "30", "--lr", "1e-2"]
+               for name, (suffix, mesh) in TOKEN_FILES.items()},
+            "scaled-8b": [LLAMA3_8B, *SCALED_8B, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "1",
+                          "--seq-len", "64"],
+            "resume-whole": [MIXTRAL, *MIXTRAL_SMALL, *RESUMED, "--checkpoint", str(folder / "saves"),
+                             "--checkpoint-every", "2"],
+        }, validate=False)
+
+    return shared("trainer-2", tmp_path_factory, make)
 
 
 def _metrics_are_per_step(result: dict, steps: int) -> None:
@@ -27,10 +66,9 @@ def _metrics_are_per_step(result: dict, steps: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes() -> None:
-    result = train_json(MIXTRAL, *MIXTRAL_SMALL, *EXPERTS, "--precision", "bf16-mixed", "--clip", "0.5",
-                        "--steps", "3", validate=False)
+@pytest.mark.timeout(1200)
+def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes(runs: dict[str, dict]) -> None:
+    result = runs["bf16-mixed"]
     static_bytes_equal(result)  # fp32 shards, gradients and moments: 4 + 4 + 8 bytes per parameter
     _metrics_are_per_step(result, 3)
     assert all(math.isfinite(loss) for loss in result["loss"])
@@ -38,21 +76,25 @@ def test_bf16_mixed_dp2_ep2_holds_the_bytes_priced_and_clips_over_both_meshes() 
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_clip_under_tp2_mixes_tensors_and_dtensors() -> None:
-    clipped = train_json(MIXTRAL, *MIXTRAL_SMALL, "--tp", "2", "--sp", "--zero", "os+grad+params", "--nproc", "2",
-                         "--clip", "0.01", "--lr", "1e-2", "--steps", "2", validate=False)
+@pytest.mark.timeout(1200)
+def test_clip_under_tp2_mixes_tensors_and_dtensors(runs: dict[str, dict]) -> None:
+    clipped = runs["clip-tp2"]
     _metrics_are_per_step(clipped, 2)
     assert clipped["grad_norm"][0] > 0.01  # the norm is the one before clipping, as torch reports it
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: Path) -> None:
-    flags = (*EXPERTS, "--steps", "4", "--warmup", "1", "--schedule", "cosine", "--lr", "3e-3")
+@pytest.mark.timeout(1200)
+def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: Path, runs: dict[str, dict]) -> None:
+    flags = RESUMED
     whole = train_json(MIXTRAL, *MIXTRAL_SMALL, *flags, "--checkpoint", str(tmp_path / "a"),
                        "--checkpoint-every", "2", validate=False)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["step-2", "step-4"]
+    # The same run in this file's batched launch, after five others, trained exactly as `hpdsl train` did (its
+    # timings and the JSON's schema_version aside): the batched runs of tests/torch/ stand for the command's.
+    batched, apart = runs["resume-whole"], ("metrics", "schema_version")
+    assert {k: v for k, v in batched.items() if k not in apart} == {k: v for k, v in whole.items() if k not in apart}
+    assert [sorted(m) for m in batched["metrics"]] == [sorted(m) for m in whole["metrics"]]
     (tmp_path / "b").mkdir()
     shutil.copytree(tmp_path / "a" / "step-2", tmp_path / "b" / "step-2")
     resumed = train_json(MIXTRAL, *MIXTRAL_SMALL, *flags, "--checkpoint", str(tmp_path / "b"), "--resume",
@@ -69,31 +111,21 @@ def test_a_run_resumed_from_step_2_has_the_uninterrupted_runs_losses(tmp_path: P
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize(("suffix", "mesh"), [(".bin", "--dp"), (".npy", "--cp")], ids=["bin-dp2", "npy-cp2"])
-def test_a_token_file_with_a_repeating_pattern_is_learned(tmp_path: Path, suffix: str, mesh: str) -> None:
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", list(TOKEN_FILES))
+def test_a_token_file_with_a_repeating_pattern_is_learned(runs: dict[str, dict], name: str) -> None:
     # Under cp 2 each rank reads its half of the same sequences (tests/torch/test_train_data.py holds the chunks).
-    tokens = (np.arange(40_000) * 7 % 16).astype(np.uint16)  # period 16: each token tells the next
-    path = tmp_path / f"tokens{suffix}"
-    if suffix == ".npy":
-        np.save(path, tokens)
-    else:
-        tokens.tofile(path)
-    result = train_json(LLAMA3_8B, *LLAMA_SMALL, mesh, "2", "--zero", "os+grad+params", "--nproc", "2",
-                        "--data", str(path), "--steps", "30", "--lr", "1e-2", validate=False)
+    mesh = TOKEN_FILES[name][1]
+    result = runs[name]
     assert {r["coords"]["cp" if mesh == "--cp" else "dp_shard"] for r in result["ranks"]} == {0, 1}
     losses = result["loss"]
     assert losses[0] > 4.0 and losses[-1] < 0.5 * losses[0], losses
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_a_scaled_8b_model_trains_without_any_rank_holding_it_whole() -> None:
-    # Llama-3-8B's shape (GQA 4:1, SwiGLU at 3.5x, head_dim 128), scaled to 4 layers and a 1/4-wide stream.
-    sets = [f"--set={pair}" for pair in ("layers=4", "hidden=1024", "heads=8", "kv_heads=2", "ffn_width=3584",
-                                        "vocab=16032")]
-    result = train_json(LLAMA3_8B, *sets, "--dp", "2", "--zero", "os+grad+params", "--nproc", "2", "--steps", "1",
-                        "--seq-len", "64", validate=False)
+@pytest.mark.timeout(1200)
+def test_a_scaled_8b_model_trains_without_any_rank_holding_it_whole(runs: dict[str, dict]) -> None:
+    result = runs["scaled-8b"]  # SCALED_8B: no rank holds it whole
     static_bytes_equal(result)
     whole = sum(rank["measured"]["params_bytes"] for rank in result["ranks"])  # ZeRO-3: the shards add up
     for rank in result["ranks"]:
