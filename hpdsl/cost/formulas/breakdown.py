@@ -39,5 +39,5 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
     out.update({f"{axis}_s": seconds * scale for axis, seconds in moved.items()})
     out["compute_s"] = max(steady - sum(out[f"{axis}_s"] for axis in AXIS_BANDWIDTH), 0.0)
     if x.device_model is True and rank_static:
-        out["optimizer_s"] = min(max(optimizer_seconds(s, x.mem_bw) for s in rank_static), out["after_backward_s"])
+        out["optimizer_s"] = min(max(optimizer_seconds(s, x.opt_bw) for s in rank_static), out["after_backward_s"])
     return out
