@@ -15,6 +15,7 @@ the curve's shares are relative to it.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -61,6 +62,25 @@ def sustained_seconds(run: Callable[[], object], window: float = WINDOW_S, least
     return (time.perf_counter() - start) / calls
 
 
+def collective_seconds(run: Callable[[], object], window: float = WINDOW_S, least: int = MIN_CALLS) -> float:
+    """Return the mean wall time per call of collective `run` over about `window` s, every rank calling it as often.
+
+    Each rank times `least` calls; the ranks agree (the largest) on how many calls fill the window,
+    so none waits on a collective the others never start.
+    """
+    run()
+    start = time.perf_counter()
+    for _ in range(least):
+        run()
+    per_call = (time.perf_counter() - start) / least
+    count = torch.tensor([max(least, math.ceil(window / max(per_call, 1e-9)))])
+    dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    calls, start = int(count.item()), time.perf_counter()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - start) / calls
+
+
 def measure_matmul(sizes: Sequence[int] = SIZES, window: float = WINDOW_S) -> tuple[tuple[int, float], ...]:
     """Return (size, FLOP/s) of fp32 square matmuls, each size begun by every rank at once."""
     out = []
@@ -103,10 +123,10 @@ def measure_links(ranks: int, megabytes: int = 32, window: float = WINDOW_S) -> 
     """Return the all-reduce bandwidth (ring bytes per rank over its time) and one message step's latency (s)."""
     buffer, tiny = torch.ones(megabytes * 2**20 // 4), torch.ones(1)
     _together()
-    seconds = sustained_seconds(lambda: dist.all_reduce(buffer), window)
+    seconds = collective_seconds(lambda: dist.all_reduce(buffer), window)
     bandwidth = 2.0 * (ranks - 1) / ranks * buffer.numel() * 4 / seconds
     _together()
-    latency = sustained_seconds(lambda: dist.all_reduce(tiny), window) / (2 * (ranks - 1))  # a ring's steps
+    latency = collective_seconds(lambda: dist.all_reduce(tiny), window) / (2 * (ranks - 1))  # a ring's steps
     return bandwidth, latency
 
 
@@ -115,14 +135,15 @@ def _together() -> None:
     dist.barrier()
 
 
-def _rank(rank: int, ranks: int, port: int, threads: int, out: object) -> None:
+def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], window: float, out: object) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
     try:
-        matmul = measure_matmul()
-        memory, op, optimizer = measure_memory(), measure_op_overhead(), measure_optimizer()
-        bandwidth, latency = measure_links(ranks)
+        matmul = measure_matmul(sizes, window)
+        memory, op = measure_memory(window=window), measure_op_overhead(window)
+        optimizer = measure_optimizer(window=window)
+        bandwidth, latency = measure_links(ranks, window=window)
         mine = (matmul, memory, op, optimizer, bandwidth, latency)
         everyone: list[object] = [None] * ranks
         dist.all_gather_object(everyone, mine)
@@ -138,11 +159,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def calibrate(ranks: int = 2, threads: int | None = 1) -> Measured:
+def calibrate(ranks: int = 2, threads: int | None = 1, sizes: Sequence[int] = SIZES,
+              window: float = WINDOW_S) -> Measured:
     """Measure this machine on `ranks` concurrent processes of `threads` torch threads (None: torch's default)."""
     threads = threads or torch.get_num_threads()
     queue = mp.get_context("spawn").Queue()
-    mp.start_processes(_rank, args=(ranks, _free_port(), threads, queue), nprocs=ranks, start_method="spawn")
+    mp.start_processes(_rank, args=(ranks, _free_port(), threads, tuple(sizes), window, queue), nprocs=ranks,
+                       start_method="spawn")
     rows = queue.get(timeout=60)
 
     def mean(k: int) -> float:
