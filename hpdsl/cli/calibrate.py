@@ -18,7 +18,7 @@ from hpdsl.errors import InputError
               help="gloo processes measuring at once (the ranks `hpdsl train --nproc` runs)")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="torch intra-op threads per process (hpdsl train runs each rank with 1; 0: torch's default)")
-def calibrate_command(output: Path, name: str, ranks: int, threads: int | None) -> None:
+def calibrate_command(output: Path, name: str, ranks: int, threads: int) -> None:
     """Measure this machine as `hpdsl train` runs (--ranks processes at once) and write a device .hpf.
 
     \b
