@@ -81,14 +81,20 @@ def collective_seconds(run: Callable[[], object], window: float = WINDOW_S, leas
     return (time.perf_counter() - start) / calls
 
 
+ROUNDS = 3
+"""Rounds over the matmul sizes: each size's time is its median round, so a load that moves during
+calibration moves every size alike (the curve's shares stay the machine's, not the moment's)."""
+
+
 def measure_matmul(sizes: Sequence[int] = SIZES, window: float = WINDOW_S) -> tuple[tuple[int, float], ...]:
-    """Return (size, FLOP/s) of fp32 square matmuls, each size begun by every rank at once."""
-    out = []
-    for n in sizes:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        _together()
-        out.append((n, 2.0 * n**3 / sustained_seconds(lambda: torch.matmul(a, b), window, least=2)))
-    return tuple(out)
+    """Return (size, FLOP/s) of fp32 square matmuls, each size begun by every rank at once, in ROUNDS rounds."""
+    inputs = {n: (torch.randn(n, n), torch.randn(n, n)) for n in sizes}
+    rounds: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(ROUNDS):
+        for n, (a, b) in inputs.items():
+            _together()
+            rounds[n].append(sustained_seconds(lambda: torch.matmul(a, b), window / ROUNDS, least=1))
+    return tuple((n, 2.0 * n**3 / sorted(times)[len(times) // 2]) for n, times in rounds.items())
 
 
 def measure_memory(megabytes: int = 256, window: float = WINDOW_S) -> float:
