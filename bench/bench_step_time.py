@@ -1,7 +1,10 @@
 """The device time model against measured `hpdsl train` steps on this machine's CPUs (issue 22).
 
-1. `hpdsl calibrate --threads 1` writes a device .hpf of this machine (one torch
-   thread per process, what `hpdsl train` runs each rank with: OMP_NUM_THREADS=1).
+1. `hpdsl calibrate --threads 1 --ranks 2` writes a device .hpf of this machine,
+   measured as the trainer runs: 2 processes at once, one torch thread each (what
+   `hpdsl train` runs each rank with: OMP_NUM_THREADS=1), each number sustained
+   over a window. It runs again just before each strategy's training, so the
+   estimate sees the machine's load as the run does (the machine is shared).
 2. For dp 2 (ZeRO-3, FSDP2's only mode), tp 2 and pp 2 on 2 gloo processes, a
    scaled Llama-3 (examples/llama3_8b.hpf with --set, fp32) runs `hpdsl train
    --json` for --steps steps; the measured step time is the median of the steps
@@ -14,8 +17,8 @@ Prints measured, estimated and their ratio per row, the breakdown, and the
 machine's load (uptime) before and after: on a shared machine the measurement
 is noisy. The target: every ratio within 25 % (0.75 to 1.25). Beside each row,
 the CPU share two sustained one-thread matmul probes reach just before and after
-the run, against the calibrated speed (calibration keeps best times, which a
-loaded machine still reaches in one time slice), and the ratio divided by it.
+the run, against the calibrated speed (near 1 when the load held still between
+calibration and run), and the ratio divided by it.
 
     .venv/bin/python bench/bench_step_time.py [--steps 6] [--keep DIR]
 """
@@ -77,9 +80,9 @@ def load() -> str:
 def cpu_share(device: Path, seconds: float = 3.0) -> float:
     """Return the share of the calibrated speed two concurrent one-thread processes sustain now (the load's toll).
 
-    Calibration keeps each size's best time (a short matmul fits in one time slice); a training step
-    runs for seconds and shares the cores with whatever else runs. Two probes run at once, as the two
-    ranks do; their mean sustained FLOP/s over the calibrated FLOP/s at size 256 is the share.
+    Calibration measures sustained times with its ranks at once, but the load moves between it and
+    the run. Two probes run at once, as the two ranks do; their mean sustained FLOP/s over the
+    calibrated FLOP/s at size 256 is the share (1: the machine as calibrated).
     """
     from hpdsl.cost.facts.devices import device_facts, get_device
 
@@ -110,14 +113,17 @@ def main() -> None:
     """Calibrate, train and estimate each strategy, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="training steps per strategy (the first is dropped)")
-    parser.add_argument("--keep", type=Path, default=None, help="write the calibrated device here (else a temp dir)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write the calibrated devices into this folder (else a temp dir)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hpdsl-steptime-") as tmp:
-        device = args.keep or Path(tmp) / "calibrated.hpf"
         print(f"before: {load()}")
-        print(hpdsl("calibrate", "-o", str(device), "--threads", "1", "--ranks", "2")["stdout"], end="")
         rows = []
         for name, flags in STRATEGIES.items():
+            device = (args.keep or Path(tmp)) / f"calibrated_{name}.hpf"
+            device.parent.mkdir(parents=True, exist_ok=True)
+            print(hpdsl("calibrate", "-o", str(device), "--name", f"calibrated_{name}", "--threads", "1",
+                        "--ranks", "2")["stdout"], end="")
             before = cpu_share(device)
             measured = measure(flags, args.steps)
             share = (before + cpu_share(device)) / 2

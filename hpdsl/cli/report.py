@@ -175,6 +175,8 @@ def describe_breakdown(parts: dict[str, float]) -> str:
 
     inner = [f"{name.removesuffix('_s')} {seconds(name)}" for name in ("compute_s", "tp_s", "cp_s", "ep_s", "pp_s")
              if parts.get(name)]
+    if parts.get("host_s") and inner:  # a share of the compute: the ops' host dispatch (the device's op_overhead)
+        inner[0] += f" of which op dispatch {seconds('host_s')}"
     out = [f"steady {seconds('steady_s')} ({', '.join(inner)})" if inner else f"steady {seconds('steady_s')}"]
     if parts.get("bubble_s"):
         out.append(f"bubble {seconds('bubble_s')}")

@@ -18,6 +18,7 @@ from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.feasibility.reasons import require_valid
 from hpdsl.cost.formulas.breakdown import step_breakdown
+from hpdsl.cost.formulas.device_time import column_ops
 from hpdsl.cost.formulas.comm import AXES
 from hpdsl.cost.formulas.context import scalar_context
 from hpdsl.cost.price.grid import price_grid
@@ -199,6 +200,10 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
             communication={axis: rows[axis][r] for axis in AXES})
         for r, held in enumerate(plan.rank_held))
     run = prepared.columns.cost_model.profile.run
+    x = scalar_context(strategy, run)
+    columns = prepared.columns.columns
+    host = [sum(n * column_ops(columns[j], x) for j, n in held) * x.op_overhead if x.host_on else 0.0
+            for held in plan.rank_held]
     return Estimate(
         model=prepared.columns.cost_model.model.name, strategy=strategy,
         params=prepared.columns.report,
@@ -208,7 +213,7 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         communication=price.communication, step_time_s=price.step_time_s,
         tokens_per_step=strategy.batch * strategy.seq_len,
         widths=static_widths(strategy.precision, strategy.optimizer, run, strategy.param_bytes),
-        breakdown=step_breakdown(scalar_context(strategy, run), price.step_time_s, rows["time"],
+        breakdown=step_breakdown(x, price.step_time_s, rows["time"],
                                  [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))],
                                  [rows["params"][r] + rows["grads"][r] + rows["optimizer"][r]
-                                  for r in range(len(rows["time"]))]))
+                                  for r in range(len(rows["time"]))], host))

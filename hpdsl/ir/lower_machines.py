@@ -29,7 +29,9 @@ def lower_device(device: ast.Device) -> DeviceIR:
         matmul=tuple(CurvePointIR(float(p.size.value), float(p.efficiency.value)) for p in curve.points),
         intra_node_bandwidth=float(v["intra_node_bandwidth"]), inter_node_bandwidth=float(v["inter_node_bandwidth"]),
         devices_per_node=int(v["devices_per_node"]), source_text=str(v["source"]),
-        source=SourceRef.from_span(device.name.span))
+        source=SourceRef.from_span(device.name.span), op_overhead=float(v.get("op_overhead", 0.0)),
+        link_latency=float(v.get("link_latency", 0.0)),
+        optimizer_bandwidth=float(v.get("optimizer_bandwidth", 0.0)))
 
 
 def lower_cluster(cluster: ast.Cluster) -> ClusterIR:

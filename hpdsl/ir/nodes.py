@@ -370,6 +370,9 @@ class DeviceIR:
     devices_per_node: int = 8
     source_text: str = ""
     source: SourceRef | None = None
+    op_overhead: float = 0.0          # host seconds per op, forward and backward (0: not priced)
+    link_latency: float = 0.0         # seconds per message step on the device's links without a cluster
+    optimizer_bandwidth: float = 0.0  # bytes/s of the optimizer step (0: memory_bandwidth x efficiency)
 
 
 @attrs.frozen

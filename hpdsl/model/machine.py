@@ -44,6 +44,12 @@ DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("inter_node_bandwidth", "float", "bytes/s per device and direction across nodes (one NIC per device)",
         required=True),
     Key("devices_per_node", "int", "devices in one node (default 8)", default=8),
+    Key("op_overhead", "float", "host seconds per op of a layer, forward and backward, beyond its arithmetic "
+        "(eager dispatch and autograd: a tiny op's time; default 0)", high=1.0),
+    Key("link_latency", "float", "seconds per message step on the device's own links, used without a cluster "
+        "(default 0)", high=1.0),
+    Key("optimizer_bandwidth", "float", "bytes/s the optimizer step moves (2 passes over weights, gradients "
+        "and states; default memory_bandwidth x memory_efficiency)"),
     Key("source", "string", "where the numbers come from (datasheet, measurement)", required=True),
 )}
 """Every key a `device` block may set."""

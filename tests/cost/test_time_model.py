@@ -131,3 +131,64 @@ def test_the_optimizer_step_reads_and_writes_the_ranks_shard_at_bandwidth(llama:
         expected = priced.communication["dp"] / 4.5e11 + 2 * static / (3.35e12 * 0.9)
         assert priced.breakdown["after_backward_s"] == pytest.approx(expected, rel=1e-12)
         assert priced.breakdown["optimizer_s"] == pytest.approx(2 * static / (3.35e12 * 0.9), rel=1e-12)
+
+
+def _device(path: Path, extra: str = "") -> str:
+    """Write the H100 as a device file with `extra` keys (host facts) to `path`; return its key."""
+    path.write_text(f"""device h100_host {{
+  memory_bytes = 85899345920
+  memory_bandwidth = 3.35e+12
+  memory_efficiency = 0.9
+  peak_bf16 = 9.89e+14
+  peak_fp32 = 6.7e+13
+  intra_node_bandwidth = 4.5e+11
+  inter_node_bandwidth = 5.0e+10
+  source = "the H100 of devices/h100.hpf, host facts added for a test"
+  {extra}
+  curve matmul {{ 128 0.02  256 0.08  512 0.25  1024 0.45  2048 0.62  4096 0.7  8192 0.74 }}
+}}
+""")
+    return str(path)
+
+
+def test_each_op_of_a_column_costs_the_devices_op_overhead(llama: object, tmp_path: Path) -> None:
+    # One device, one micro-batch: 32 layers of 14 ops (the default profile's vector without its 4 gathers:
+    # attMM 4, attBMM 2, ffMM 3, softmax 1, normOp 2, headCast 1, ffAct 1), the embedding's lookup and the
+    # output's norm, matmul and loss: 451 ops, each 1 ms of host time forward and backward.
+    plain, host = _device(tmp_path / "plain.hpf"), _device(tmp_path / "host.hpf", "op_overhead = 1.0e-3")
+    one = Strategy(global_batch=1)
+    gap = estimate(llama, one.with_(device=host)).step_time_s - estimate(llama, one.with_(device=plain)).step_time_s
+    assert gap == pytest.approx((32 * 14 + 1 + 3) * 1e-3, rel=1e-9)
+    parts = estimate(llama, one.with_(device=host)).breakdown  # type: ignore[arg-type]
+    assert parts["host_s"] == pytest.approx((32 * 14 + 1 + 3) * 1e-3, rel=1e-12) and parts["host_s"] < parts["compute_s"]
+    assert "host_s" not in estimate(llama, one.with_(device=plain)).breakdown  # type: ignore[arg-type]
+    # Under tp the gathers dispatch too (4 a layer, one each for the embedding and the output), and a
+    # full recompute dispatches each forward again, a third of its op's time.
+    tp = Strategy(tp=2, sequence_parallel=False, global_batch=1)
+    gap_tp = estimate(llama, tp.with_(device=host)).step_time_s - estimate(llama, tp.with_(device=plain)).step_time_s
+    assert gap_tp == pytest.approx((32 * 18 + 2 + 4) * 1e-3, rel=1e-9)
+    full = one.with_(recompute="full")
+    gap_full = (estimate(llama, full.with_(device=host)).step_time_s
+                - estimate(llama, full.with_(device=plain)).step_time_s)
+    assert gap_full == pytest.approx((32 * 14 * 4 / 3 + 1 + 3) * 1e-3, rel=1e-9)
+    assert grid_estimate(llama, tp.with_(device=host)).step_time_s == estimate(llama, tp.with_(device=host)).step_time_s
+    assert estimate(llama, one.with_(device=host)).to_json()["machine"]["op_overhead"] == 1e-3
+
+
+def test_a_device_link_latency_prices_each_message_step_without_a_cluster(llama: object, tmp_path: Path) -> None:
+    # As test_every_collective_step_waits_the_tier_latency: 260 ring steps of tp 2 without sp, one
+    # micro-batch, now at the device's own link_latency (no cluster).
+    plain, slow = _device(tmp_path / "plain.hpf"), _device(tmp_path / "slow.hpf", "link_latency = 1.0e-3")
+    one = Strategy(tp=2, sequence_parallel=False, global_batch=1)
+    gap = estimate(llama, one.with_(device=slow)).step_time_s - estimate(llama, one.with_(device=plain)).step_time_s
+    assert gap == pytest.approx(260 * 1e-3, rel=1e-9)
+    assert estimate(llama, one.with_(device=slow)).to_json()["machine"]["link_latency"] == 1e-3
+
+
+def test_the_optimizer_step_runs_at_the_devices_optimizer_bandwidth(llama: object, tmp_path: Path) -> None:
+    slow = _device(tmp_path / "slow.hpf", "optimizer_bandwidth = 1.0e+11")
+    priced = estimate(llama, Strategy(global_batch=1, device=slow))  # type: ignore[arg-type]
+    stage = priced.memory.per_stage[0]
+    static = stage.params_bytes + stage.grads_bytes + stage.optimizer_bytes
+    assert priced.breakdown["optimizer_s"] == pytest.approx(2 * static / 1.0e11, rel=1e-12)
+    assert priced.breakdown["after_backward_s"] == pytest.approx(2 * static / 1.0e11, rel=1e-12)

@@ -74,6 +74,12 @@ def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
     return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
 
 
+def host_facts(name: str) -> tuple[float, float]:
+    """Return machine `name`'s host seconds per op (0: not priced) and the bytes/s its optimizer step moves."""
+    d = get_machine(name).device
+    return d.op_overhead, d.optimizer_bandwidth or d.memory_bandwidth * d.memory_efficiency
+
+
 def link_facts(name: str) -> dict[str, float]:
     """Return what the device time model reads of machine `name`'s links, per scope (node, network).
 

@@ -62,7 +62,9 @@ class Machine:
         return self.device.intra_node_bandwidth if scope == "node" else self.device.inter_node_bandwidth
 
     def latency(self, scope: str) -> float:
-        """Return the seconds per message step at `scope`: the cluster tier's (0 without a cluster)."""
+        """Return the seconds per message step at `scope`: the cluster tier's, else the device's `link_latency`."""
+        if self.cluster is None:
+            return self.device.link_latency
         tier = self._tier(scope)
         return tier.latency if tier is not None else 0.0
 
@@ -83,7 +85,8 @@ class Machine:
                 "cluster_source": None if self.cluster is None else self.cluster.source_text,
                 "cluster_file": self.cluster_file, "devices_per_node": self.devices_per_node,
                 "intra_node_bandwidth": self.link_bandwidth("node"),
-                "inter_node_bandwidth": self.link_bandwidth("network")}
+                "inter_node_bandwidth": self.link_bandwidth("network"),
+                "op_overhead": self.device.op_overhead, "link_latency": self.latency("node")}
 
 
 def unknown_message(name: str, what: str, shipped: Iterable[str], aliases: Iterable[str] = ()) -> str:

@@ -20,13 +20,15 @@ AXIS_BANDWIDTH = {"tp": "bw_tp", "cp": "bw_cp", "ep": "bw_ep", "pp": "bw_pp"}
 
 
 def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
-                   rank_traffic: Sequence[Mapping[str, float]], rank_static: Sequence[float] = ()
-                   ) -> dict[str, float]:
+                   rank_traffic: Sequence[Mapping[str, float]], rank_static: Sequence[float] = (),
+                   rank_host: Sequence[float] = ()) -> dict[str, float]:
     """Return the step's seconds by part: compute, each axis's traffic, the bubble, what follows the backward.
 
     `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch;
     `rank_static` its weights, gradients and optimizer states, whose optimizer step (the device time
-    model's) is the `optimizer_s` share of `after_backward_s` on the rank that takes longest over it.
+    model's) is the `optimizer_s` share of `after_backward_s` on the rank that takes longest over it;
+    `rank_host` its ops' host seconds per micro-batch (the device's op_overhead), whose steady-state
+    share is the `host_s` part of `compute_s` (a full recompute's dispatches not counted).
     """
     m, vpp = float(x.micro_batches), float(x.vpp)
     slowest = max(range(len(rank_times)), key=lambda r: rank_times[r])
@@ -38,6 +40,8 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
     scale = min(1.0, steady / sum(moved.values())) if sum(moved.values()) > 0 else 1.0  # a ring hides behind scores
     out.update({f"{axis}_s": seconds * scale for axis, seconds in moved.items()})
     out["compute_s"] = max(steady - sum(out[f"{axis}_s"] for axis in AXIS_BANDWIDTH), 0.0)
+    if x.device_model is True and any(rank_host):
+        out["host_s"] = min(m * rank_host[slowest], out["compute_s"])
     if x.device_model is True and rank_static:
-        out["optimizer_s"] = min(max(optimizer_seconds(s, x.mem_bw) for s in rank_static), out["after_backward_s"])
+        out["optimizer_s"] = min(max(optimizer_seconds(s, x.opt_bw) for s in rank_static), out["after_backward_s"])
     return out

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import device_facts, get_device, link_facts
+from hpdsl.cost.facts.devices import device_facts, get_device, host_facts, link_facts
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -64,6 +64,8 @@ class Ctx:
     achieved_flops: F  # achieved FLOP/s: peak·mfu (peak where mfu is 0, the device time model)
     peak: F           # dense peak FLOP/s of the device (the device time model, hpdsl/cost/formulas/device_time.py)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
+    op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
+    opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
     curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
     device_model: Any  # mfu 0 (the default): price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
@@ -79,6 +81,7 @@ class Ctx:
     tree_tp: Any      # the axis' all-reduce runs as a tree (2·ceil(log2 n) steps), not a ring (2(n − 1))
     tree_dp: Any
     latency_on: bool  # some candidate's machine states a latency (a cluster): latency terms are priced
+    host_on: bool = False  # some candidate's device states an op_overhead: the host term is priced
 
     def take(self, part: slice) -> Ctx:
         """Return this context's candidates at `part` (views of every array)."""
@@ -105,6 +108,8 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     link.update({key: np.array([facts[key] for facts in links])[dev] for key in links[0]})
     facts = [device_facts(name) for name in grid.devices]
     link["mem_bw"] = np.array([f[0] for f in facts])[dev]
+    host = [host_facts(name) for name in grid.devices]
+    link["op_overhead"], link["opt_bw"] = (np.array([h[k] for h in host])[dev] for k in range(2))
     used = np.unique(dev)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
@@ -122,6 +127,7 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
             "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
+    link["op_overhead"], link["opt_bw"] = host_facts(s.device)
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
 
@@ -172,6 +178,7 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         overlapped_grad_reduce=run.overlapped_grad_reduce,
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak_flops"] * 1.0,
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
+        op_overhead=xp.where(device_model, link["op_overhead"], 0.0), opt_bw=link["opt_bw"],
         # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers
         # and reduce-scatters under sp, else all-reduces; cp's ring sends p2p, Ulysses swaps all-to-all; the
         # MoE dispatch is all-to-all on the ep axis' tier; dp all-reduces, or reduce-scatters and all-gathers.
@@ -183,7 +190,8 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         bw_pp=collective(2 * t * cp * dp, "p2p"),
         lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
         lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
-        latency_on=bool(np.any(link["node_latency"]) or np.any(link["network_latency"])))
+        latency_on=bool(np.any(link["node_latency"]) or np.any(link["network_latency"])),
+        host_on=bool(np.any(link["op_overhead"])))
 
 
 def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:

@@ -19,6 +19,16 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas import kernels
+from hpdsl.model import ops as OP
+
+EMBEDDING_OPS = 1.0
+"""Ops the embedding column dispatches: its lookup."""
+
+OUTPUT_OPS = 3.0
+"""Ops the output column dispatches: the final norm, the head's matmul and the loss."""
+
+RECOMPUTE_HOST_SHARE = 1.0 / 3.0
+"""The share of an op's forward-and-backward host time a recomputed forward dispatches again (one of its 3 kernels)."""
 
 
 @attrs.frozen(eq=False)
@@ -49,6 +59,22 @@ def column_width(column: Column, columns: ModelColumns) -> tuple[float, float]:
     return float(max(width, cfg.hidden)), float(cfg.head_dim or cfg.hidden // max(cfg.heads, 1))
 
 
+def column_ops(column: Column, x: Ctx) -> Any:
+    """Return the ops one micro-batch of a column dispatches: its op vector's priced counts, gathers only under tp.
+
+    Each is one host dispatch in the forward and its backward (the device's `op_overhead`,
+    docs/cost-model.md#the-device-time-model); a tensor-parallel gather runs only where tp > 1.
+    """
+    if column.role == "embedding":
+        return EMBEDDING_OPS + xp.where(x.tp > 1, 1.0, 0.0)
+    if column.role == "output":
+        return OUTPUT_OPS + xp.where(x.tp > 1, 1.0, 0.0)
+    assert column.config is not None
+    ops = column.config.ops
+    plain = float(sum(OP.count(ops, op) for op in OP.PRICED if op != OP.GATHER))
+    return plain + xp.where(x.tp > 1, float(OP.count(ops, OP.GATHER)), 0.0)
+
+
 def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, bwd: Any, rec: Any, scores: Any,
                    again: Any, keys: Any, saved: Any, kept: Any) -> ColumnSeconds:
     """Return one column's seconds per micro-batch: matmuls at their shape's share of peak, the rest at bandwidth.
@@ -73,6 +99,10 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
         score_seconds = kernels.matmul_seconds(scores, x.peak, score_share)
         seconds = seconds + kernels.matmul_seconds(score_work, x.peak, score_share)
         rec_seconds = rec_seconds + kernels.matmul_seconds(rec_scores, x.peak, score_share)
+    if x.host_on:  # eager dispatch: each op's host time, beside its arithmetic (it does not overlap on a CPU)
+        host = column_ops(column, x) * x.op_overhead
+        seconds = seconds + host
+        rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * host, 0.0)
     return ColumnSeconds(seconds, rec_seconds, score_seconds)
 
 

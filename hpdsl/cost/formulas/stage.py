@@ -61,7 +61,7 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
     if x.latency_on:
         once_s = once_s + xp.where(tp_once > 0, 2 * (x.tp - 1) * x.lat_tp, 0.0)
     if uses_device_model(x):
-        once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.mem_bw), 0.0)
+        once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.opt_bw), 0.0)
     return t_rank, once_s
 
 
