@@ -67,7 +67,7 @@ SUMMARIES: dict[str, str] = {
     "diff": "Compare two specs (.hpf files or folders) or registry.json files, model by model.",
     "lsp": "Run the .hpf language server over stdio: diagnostics, hover, definitions, completion, quick fixes.",
     "train": "Train a strategy K steps on N processes; print the losses, metrics and measured bytes beside the estimate.",
-    "calibrate": "Measure this machine (matmuls, memory, a gloo all-reduce) and write a device .hpf.",
+    "calibrate": "Measure this machine as `hpdsl train` runs (--ranks processes at once) and write a device .hpf.",
 }
 
 

@@ -104,8 +104,8 @@ def test_meta_build_on_a_large_mesh_is_cheap(mesh64, examples_registry) -> None:
     model = shrink(examples_registry.model("qwen3_30b_a3b"))
     built = build_model(model, JobMesh(mesh64), registry=examples_registry)
     assert all(p.is_meta for p in built.parameters())
-    # per layer: two norms, the mixer and the experts; then the embedding, the final norm and the head
-    assert len(collect_family_modules(built)) == 4 * len(built.layers) + 3
+    # per layer: two norms, the mixer, the router and the experts; then the embedding, the final norm and the head
+    assert len(collect_family_modules(built)) == 5 * len(built.layers) + 3
     assert built.layers[0].ffn.experts.local == 128 // 4
     assert isinstance(built.layers[0].ffn.experts.gate_up_proj, torch.nn.Parameter)
 

@@ -97,8 +97,8 @@ def test_every_family_of_a_built_model_records_its_logical_shapes(small_registry
     built = build_model("tiny_qwen3_next", registry=small_registry)
     boundaries = collect_family_modules(built)
     assert {b.info.resolved.family.name for b in boundaries} == {"attention", "gated_delta_net", "mlp",
-                                                                 "grouped_experts", "norm", "embedding",
-                                                                 "output_head"}
+                                                                 "grouped_experts", "router", "shared_gate",
+                                                                 "norm", "embedding", "output_head"}
     for boundary in boundaries:
         layout = boundary.info.layout
         assert layout is not None and layout.tp == 1

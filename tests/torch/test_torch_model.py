@@ -133,7 +133,7 @@ def test_explain_names_family_variant_clause_mesh_and_sources(small_registry) ->
     story = explain_module(built, "layers.3.mixer")
     assert story["family"] == "attention" and story["variant"] == "local" and story["clause"] == "default"
     assert story["mesh"] == {"tp": 1, "cp": 1, "ep": 1, "etp": 1, "pp": 1} and story["parallel_axis"] == "cp"
-    assert story["declared_at"]["family"].endswith("families/attention.hpf:18:1")
+    assert story["declared_at"]["family"].endswith("families/attention.hpf:19:1")
     assert story["declared_at"]["selectors"]["backend"].startswith("<hpdsl>/families/attention.hpf:")
     inner = explain_module(built, "layers.3.mixer.q_proj")  # inside a family: its enclosing one
     assert inner["family_path"] == "layers.3.mixer" and inner["path"] == "layers.3.mixer.q_proj"
