@@ -134,11 +134,16 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
     if init is not None:
         job.measured["materialize_peak_bytes"] = init.peak_bytes
     if reference is not None:
-        job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)
-        job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, model_ir.vocab,
-                                                depth, device, config["optim"].get("clip"),
-                                                float(config["optim"]["lr"]))
+        _check_against(job, reference, model_ir.vocab, config, seed, rows, seq, depth, device)
     return job
+
+
+def _check_against(job: Job, reference: nn.Module, vocab: int, config: Mapping[str, Any], seed: int, rows: int,
+                   seq: int, depth: int, device: torch.device) -> None:
+    """Give `job` the whole reference model's gradients and training run to be compared with."""
+    job.expected = reference_grads(reference, seed, rows, seq, vocab, depth, device)
+    job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, vocab, depth, device,
+                                            config["optim"].get("clip"), float(config["optim"]["lr"]))
 
 
 def accumulate(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, index: int, micro: int, *,
@@ -216,8 +221,5 @@ def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config
         job.measured["materialize_peak_bytes"] = peak
     job.gap_parts = list(chunks.values())  # chunks keep the model's names
     if reference is not None:
-        job.expected = reference_grads(reference, seed, rows, seq, model_ir.vocab, depth, device)
-        job.reference = lambda: train_reference(reference, int(config["steps"]), seed, rows, seq, model_ir.vocab,
-                                                depth, device, config["optim"].get("clip"),
-                                                float(config["optim"]["lr"]))
+        _check_against(job, reference, model_ir.vocab, config, seed, rows, seq, depth, device)
     return job
