@@ -106,6 +106,7 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     ignored_at: dict[str, Scalar] = {}
     patterns: dict[str, dict[str, str]] = {}
     derives: dict[str, DimIR] = {}
+    weights: list[tuple[str, str, bool]] = []
     for rule in block.rules:
         if isinstance(rule, ast.HfDefault):
             defaults[rule.key.value] = None if rule.value is None else rule.value.value
@@ -123,8 +124,11 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
                     ignored_at[key] = entry.value.value
         elif isinstance(rule, ast.HfPattern):
             patterns[rule.key.value] = {str(s.symbol.value): s.kind.value for s in rule.symbols}
+        elif isinstance(rule, ast.HfWeight):
+            weights.append((str(rule.source.value), str(rule.target.value), rule.transposed))
         else:
             derives[rule.field.value] = dim_from_ast(rule.value)
     return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,
                          maps=maps, reads=tuple(dict.fromkeys(reads)), ignored=ignored,
-                         ignored_at=ignored_at, patterns=patterns, derives=derives)
+                         ignored_at=ignored_at, patterns=patterns, derives=derives,
+                         weights=tuple(weights))
