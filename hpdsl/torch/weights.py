@@ -53,9 +53,9 @@ class WeightRule:
 def weight_rules(profile: ProfileIR, model_type: str,
                  profiles: Mapping[str, ProfileIR]) -> tuple[tuple[WeightRule, ...], tuple[WeightRule, ...]]:
     """Return (the profile's own rules for `model_type`, every profile's `hf "*"` rules), as stated."""
-    own = tuple(WeightRule(*rule) for block in profile.imports if EVERY_CONFIG not in block.model_types
+    own = tuple(WeightRule(rule.source, rule.target, rule.transposed) for block in profile.imports if EVERY_CONFIG not in block.model_types
                 and (not block.model_types or model_type in block.model_types) for rule in block.weights)
-    shared = tuple(WeightRule(*rule) for name in sorted(profiles) for block in profiles[name].imports
+    shared = tuple(WeightRule(rule.source, rule.target, rule.transposed) for name in sorted(profiles) for block in profiles[name].imports
                    if EVERY_CONFIG in block.model_types for rule in block.weights)
     return own, shared
 

@@ -98,6 +98,7 @@ def test_a_weight_rule_parses_lowers_and_formats() -> None:
     assert 'weight "m.{i}.experts.gate_up_proj" -> "l.{i}.ffn.experts.gate_up_proj" transposed' in once
     assert format_source(Source("rules.hpf", once)) == once
     (rules,) = _rules(text)
-    assert rules.weights == (("model.layers.{i}.self_attn.", "layers.{i}.mixer.", False),
-                             ("m.{i}.experts.gate_up_proj", "l.{i}.ffn.experts.gate_up_proj", True))
+    assert [(w.source, w.target, w.transposed) for w in rules.weights] == [
+        ("model.layers.{i}.self_attn.", "layers.{i}.mixer.", False),
+        ("m.{i}.experts.gate_up_proj", "l.{i}.ffn.experts.gate_up_proj", True)]
     assert _rules(once) == _rules(text)
