@@ -7,15 +7,16 @@ carried over; `{i}` (any `{name}`) stands for a run of digits, a layer or expert
 index; `transposed` swaps a tensor's last two dims (transformers' packed experts
 are [E, out, in], the built model's [E, in, out]). Every name matches the
 longest rule of the profile's own blocks, else the longest of the `hf "*"`
-blocks (profiles/default.hpf: transformers' Llama names). Every name left over
-on either side is an error, all reported at once.
+blocks (profiles/default.hpf: transformers' Llama names), a rule whose target
+the model holds first. Every name left over on either side is an error, all
+reported at once.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Mapping, Sequence
 
 import attrs
 import torch
@@ -60,13 +61,21 @@ def weight_rules(profile: ProfileIR, model_type: str,
     return own, shared
 
 
-def map_name(name: str, tiers: Iterable[Iterable[WeightRule]]) -> tuple[str, WeightRule] | None:
-    """Return (built name, rule) for transformers' `name`: the longest matching rule of the first tier with one."""
-    for tier in tiers:
-        matches = [(rule, target) for rule in tier if (target := rule.apply(name)) is not None]
-        if matches:
-            rule, target = max(matches, key=lambda match: len(match[0].source))
-            return target, rule
+def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
+             held: Container[str] = ()) -> tuple[str, WeightRule] | None:
+    """Return (built name, rule) for transformers' `name`: the longest matching rule of the first tier with one.
+
+    Rules whose target the model holds (`held`) are tried first, over every tier: one source
+    may have a rule per layer kind (Mllama's input_layernorm is a cross-attention layer's
+    cross_norm, its own rule, and a self-attention layer's mixer_norm, Llama's).
+    """
+    for only_held in (True, False):
+        for tier in tiers:
+            matches = [(rule, target) for rule in tier if (target := rule.apply(name)) is not None
+                       and (target in held or not only_held)]
+            if matches:
+                rule, target = max(matches, key=lambda match: len(match[0].source))
+                return target, rule
     return None
 
 
@@ -83,7 +92,7 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
         if (key := (value.data_ptr(), tuple(value.shape))) in seen and value.numel():
             continue  # a tied tensor (lm_head is the embedding): loaded once under its first name
         seen.add(key)
-        mapped = map_name(name, tiers)
+        mapped = map_name(name, tiers, ours)
         if mapped is None:
             problems.append(f"transformers' '{name}' matches no weight rule of profile '{profile.name}' "
                             f"(model_type {model_type}); add `weight \"{name}\" -> \"...\"` to its hf block")
