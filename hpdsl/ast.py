@@ -295,7 +295,17 @@ class HfDerive:
     span: Span = _span()
 
 
-HfRule = Union[HfDefault, HfMap, HfRead, HfIgnore, HfPattern, HfDerive]
+@attrs.frozen
+class HfWeight:
+    """`weight "hf.name" -> "our.name" [transposed]`: a transformers state-dict name (or prefix) → the built model's."""
+
+    source: Literal
+    target: Literal
+    transposed: bool = False
+    span: Span = _span()
+
+
+HfRule = Union[HfDefault, HfMap, HfRead, HfIgnore, HfPattern, HfDerive, HfWeight]
 
 
 @attrs.frozen

@@ -11,6 +11,7 @@ rules of one sort for one model_type. docs/importing.md describes the rules.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from hpdsl import ast
@@ -57,6 +58,8 @@ def _keys(block: ast.ImportRules) -> Iterator[tuple[str, ast.Name]]:
             yield from (("ignore", entry.key) for entry in rule.keys if isinstance(entry.key, ast.Name))
         elif isinstance(rule, ast.HfPattern):
             yield "pattern", rule.key
+        elif isinstance(rule, ast.HfWeight):
+            continue  # names of tensors, not config keys (checked in _check_weight)
         else:
             yield "derive", rule.field
 
@@ -84,6 +87,8 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
                                 f"no built-in import rule reads config key '{key.value}'",
                                 hint=_close(key.value, BUILTIN_READS)
                                 or "map it to a field (`map KEY -> FIELD`) or ignore it (`ignore \"why\" { KEY }`)")
+    elif isinstance(rule, ast.HfWeight):
+        _check_weight(rule, collector)
     elif isinstance(rule, ast.HfPattern):
         for symbol in rule.symbols:
             if len(str(symbol.symbol.value)) != 1:
@@ -91,6 +96,24 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
                                 f"pattern symbol {symbol.symbol.value!r} is not one character",
                                 hint="each character of the config's pattern string names one layer: "
                                      'write one character, e.g. "M" -> linear_attention')
+
+
+def _check_weight(rule: ast.HfWeight, collector: Collector) -> None:
+    source, target = str(rule.source.value), str(rule.target.value)
+    if not source or not target or source.endswith(".") != target.endswith("."):
+        collector.error(rule.target.span, "bad-weight-name",
+                        f"weight maps {source!r} to {target!r}: both must be whole names or both prefixes",
+                        hint='a prefix ends with "." on both sides: weight "model.norm." -> "norm."')
+    elif placeholders(source) != placeholders(target):
+        collector.error(rule.target.span, "bad-weight-name",
+                        f"weight {source!r} has placeholders {sorted(placeholders(source))}, "
+                        f"{target!r} has {sorted(placeholders(target))}",
+                        hint='name the same placeholders on both sides, e.g. "{i}" for the layer index')
+
+
+def placeholders(pattern: str) -> set[str]:
+    """Return the `{name}` placeholders of a weight-name pattern."""
+    return set(re.findall(r"\{(\w+)\}", pattern))
 
 
 def _check_map(rule: ast.HfMap, declared: Mapping[str, Field], collector: Collector) -> None:

@@ -62,6 +62,7 @@ CODES: dict[str, str] = {
     "unknown-import-field": "an hf map or derive names a model field that does not exist",
     "unknown-import-key": "an hf read names a config key no built-in import rule reads",
     "bad-pattern-symbol": "an hf pattern symbol is not one character",
+    "bad-weight-name": "an hf weight rule's sides are not both prefixes or both names, or name other placeholders",
     # --- slot bindings ----------------------------------------------------
     "unknown-slot": "a slots block binds a name that is not a slot",
     "unknown-family": "a slots block binds a slot to a family that is not declared",

@@ -116,6 +116,8 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.HfDerive: lambda n: f"derive {n.field.value} = {format_dim(n.value)}",
     ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value,
     ast.Setting: lambda n: f"{n.key.value} = {format_literal(n.value)}",
+    ast.HfWeight: lambda n: f"weight {format_literal(n.source)} -> {format_literal(n.target)}"
+                            + (" transposed" if n.transposed else ""),
 }
 
 

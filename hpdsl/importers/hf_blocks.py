@@ -51,7 +51,25 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
         values.update(shared_width=whole(shared_width, "shared_expert_intermediate_size", "shared_width"),
                       shared_gate=True)
     values.update({k: bool(v) for k, v in facts.items() if v})
+    values.update(_routing(cfg, keys))
     return ast.Block(ast.Name("moe"), tuple(field_item(k, v) for k, v in values.items()))
+
+
+def _routing(cfg: Config, keys: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Return the routing fields the config states away from their defaults (group-limited top-k, renorm, scale)."""
+    values: dict[str, Any] = {}
+    for name, default in (("router_groups", 1), ("router_group_top", 1), ("norm_top_k", True),
+                          ("routed_scale", 1.0)):
+        stated = first(cfg, keys.get(name, ()))
+        if stated is None or stated == default:
+            continue
+        if isinstance(default, bool):
+            values[name] = bool(stated)
+        elif isinstance(default, float):
+            values[name] = float(stated)
+        else:
+            values[name] = whole(stated, keys[name][0], name)
+    return values
 
 
 def dims_block(name: str, cfg: Config, table: Mapping[str, str]) -> ast.Block | None:

@@ -12,7 +12,8 @@ from typing import Literal, Optional, cast
 from hpdsl import ast
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import lower_fields
-from hpdsl.ir.nodes import DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef
+from hpdsl.ir.nodes import (DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef,
+                            WeightRuleIR)
 from hpdsl.model.slots import SLOTS
 from hpdsl.scope import (Scope, SlotBindings, kind_dims, kind_flavours, kind_slots, kind_vector, kind_wiring,
                          profile_default,
@@ -106,6 +107,7 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     ignored_at: dict[str, Scalar] = {}
     patterns: dict[str, dict[str, str]] = {}
     derives: dict[str, DimIR] = {}
+    weights: list[WeightRuleIR] = []
     for rule in block.rules:
         if isinstance(rule, ast.HfDefault):
             defaults[rule.key.value] = None if rule.value is None else rule.value.value
@@ -123,8 +125,11 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
                     ignored_at[key] = entry.value.value
         elif isinstance(rule, ast.HfPattern):
             patterns[rule.key.value] = {str(s.symbol.value): s.kind.value for s in rule.symbols}
+        elif isinstance(rule, ast.HfWeight):
+            weights.append(WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed))
         else:
             derives[rule.field.value] = dim_from_ast(rule.value)
     return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,
                          maps=maps, reads=tuple(dict.fromkeys(reads)), ignored=ignored,
-                         ignored_at=ignored_at, patterns=patterns, derives=derives)
+                         ignored_at=ignored_at, patterns=patterns, derives=derives,
+                         weights=tuple(weights))

@@ -104,6 +104,15 @@ class FactsIR:
 
 
 @attrs.frozen
+class WeightRuleIR:
+    """`weight "hf.name" -> "built.name" [transposed]`: one state-dict name rule (hpdsl/torch/weights.py)."""
+
+    source: str
+    target: str
+    transposed: bool = False
+
+
+@attrs.frozen
 class ImportRulesIR:
     """How HuggingFace configs of these model_types import ("*": every config; empty: the profile's).
 
@@ -112,8 +121,9 @@ class ImportRulesIR:
     stated key wins; `reads`: keys a built-in rule reads; `ignored`: key (or
     "glob") → why it is irrelevant at any value; `ignored_at`: key → the one
     value it is irrelevant at; `patterns`: key → character → layer kind;
-    `derives`: a field the config leaves unset → its dims expression over the others.
-    docs/importing.md describes them.
+    `derives`: a field the config leaves unset → its dims expression over the others;
+    `weights`: transformers' state-dict name (or prefix) → the built model's, read by
+    hpdsl/torch/weights.py. docs/importing.md describes them.
     """
 
     model_types: tuple[str, ...] = ()
@@ -124,6 +134,7 @@ class ImportRulesIR:
     ignored_at: dict[str, Scalar] = attrs.field(factory=dict)
     patterns: dict[str, dict[str, str]] = attrs.field(factory=dict)
     derives: dict[str, DimIR] = attrs.field(factory=dict)
+    weights: tuple[WeightRuleIR, ...] = ()
 
 
 @attrs.frozen

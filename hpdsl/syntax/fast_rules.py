@@ -15,7 +15,7 @@ from hpdsl import ast
 from hpdsl.syntax.fast_family import FamilyRules
 from hpdsl.syntax.fast_tokens import Defer
 
-_RULE_KEYWORDS = frozenset({"default", "map", "read", "ignore", "pattern", "derive"})
+_RULE_KEYWORDS = frozenset({"default", "map", "read", "ignore", "pattern", "derive", "weight"})
 
 
 class ImportRuleRules(FamilyRules):
@@ -38,7 +38,7 @@ class ImportRuleRules(FamilyRules):
         return tuple(items)
 
     def import_rule(self) -> ast.HfRule:
-        """_import_rule: hf_default | hf_map | hf_read | hf_ignore | hf_pattern | hf_derive"""
+        """_import_rule: hf_default | hf_map | hf_read | hf_ignore | hf_pattern | hf_derive | hf_weight"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "default":
@@ -70,6 +70,13 @@ class ImportRuleRules(FamilyRules):
             self.expect("=")
             value = self.dim()
             return ast.HfDerive(field, value, span=self.span(start, self.i - 1))
+        if word == "weight":
+            source = self.string()
+            self.expect("->")
+            target = self.string()
+            transposed = self.kinds[self.i] == "n" and self.texts[self.i] == "transposed"
+            self.i += transposed
+            return ast.HfWeight(source, target, transposed, span=self.span(start, self.i - 1))
         raise Defer
 
     def _default(self, start: int) -> ast.HfDefault:

@@ -153,6 +153,10 @@ class ToAst(FieldDeclRules):
         field, value = children
         return ast.HfDerive(self._name(field), value, span=self._span(meta))
 
+    def hf_weight(self, meta: Meta, children: list[Token]) -> ast.HfWeight:
+        source, target, *flag = children
+        return ast.HfWeight(self._string(source), self._string(target), bool(flag), span=self._span(meta))
+
     def kind(self, meta: Meta, children: list[Any]) -> ast.Kind:
         name, *rest = children
         base = rest.pop(0) if rest and isinstance(rest[0], ast.Name) else None

@@ -214,6 +214,8 @@ def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: fl
                     nn.init.zeros_(bias)
             elif callable(reset := getattr(module, "reset_parameters", None)):
                 reset()
+            if callable(buffers := getattr(module, "reset_buffers", None)):
+                buffers()  # state a meta build leaves unset (the router's score correction)
     return model
 
 

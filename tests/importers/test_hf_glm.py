@@ -50,7 +50,8 @@ def test_glm_4_7_imports_glm4_moe_config_defaults(tmp_path: Path) -> None:
     """The keys the trimmed file leaves out take Glm4MoeConfig's defaults: half the head rotated, one MTP layer."""
     text = _imported(shrunk("glm_4_7_fp8"), tmp_path)
     for line in ("first_k_dense 3", "mtp 1", "rotary_fraction 0.5", "qk_norm false", "qkv_bias false",
-                 "o_bias false", "moe { experts 160  top_k 8  expert_width 1536  shared_experts 1 }"):
+                 "o_bias false", "moe {\n    experts 160\n    top_k 8\n    expert_width 1536\n    shared_experts 1\n"
+                 "    router_sigmoid true\n    router_correction true\n    routed_scale 2.5\n  }"):
         assert line in text, text
     assert "mla" not in text
 

@@ -196,3 +196,17 @@ def test_a_forced_profile_stating_activation_for_its_type_yields_to_the_publishe
     estimate = _hpdsl("estimate", "acts.hpf", "m.hpf", "--json", cwd=tmp_path)
     assert estimate.returncode == 0, estimate.stderr
     assert json.loads(estimate.stdout)["params"]["total"] == 1_235_814_400  # tests/data/hf/counts.json
+
+
+def test_a_weight_rule_of_two_forms_or_other_placeholders_is_a_located_error() -> None:
+    """`weight` rules: both sides prefixes (ending in ".") or both whole names, with the same placeholders."""
+    rules = ('hf "acme_gpt" {\n'
+             '    weight "transformer.h.{i}." -> "layers.{i}.ffn"\n'
+             '    weight "transformer.h.{i}.ln_1." -> "layers.{j}.mixer_norm."\n'
+             '    weight "transformer.wte." -> "embed."\n')
+    result = check_sources([Source("acme.hpf", ACME.replace('hf "acme_gpt" {\n', rules, 1))], stdlib=True)
+    found = [(d.code, d.span.line) for d in result.diagnostics if d.is_error]
+    first = ACME.split("\n").index('  hf "acme_gpt" {') + 2
+    assert found == [("bad-weight-name", first), ("bad-weight-name", first + 1)]
+    hints = [d.hint or "" for d in result.diagnostics]
+    assert any('"model.norm." -> "norm."' in h for h in hints) and any("{i}" in h for h in hints)

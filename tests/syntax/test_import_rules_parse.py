@@ -74,3 +74,31 @@ def test_fmt_fills_a_long_ignore_block_and_continues_a_long_read() -> None:
     assert all(len(line) <= 120 for line in once.splitlines())
     assert format_source(Source("rules.hpf", once)) == once
     assert once.count("key_number_") == 20 and once.count("layer_types_") == 20
+
+
+WEIGHT_TEXTS = [
+    f'profile p {{ {KIND} hf {{ weight "model.layers.{{i}}.self_attn." -> "layers.{{i}}.mixer." '
+    f'weight "m.{{i}}.experts.gate_up_proj" -> "l.{{i}}.ffn.experts.gate_up_proj" transposed  default x = 1 }} }}',
+    f'profile p {{ {KIND} hf {{ default x = 1 weight "a" -> "b" }} }}',      # the keyword right after a literal
+    f'profile p {{ {KIND} hf {{ map transposed -> hidden  read weight }} }}',  # both words as names
+    f'profile p {{ {KIND} hf {{ weight "a" -> "b" transposed transposed }} }}',
+    f'profile p {{ {KIND} hf {{ weight "a" -> }} }}',
+    f'profile p {{ {KIND} hf {{ weight transposed -> "b" }} }}',
+]
+
+
+@pytest.mark.parametrize("text", WEIGHT_TEXTS)
+def test_lark_and_the_fast_parser_agree_on_weight_rules(text: str) -> None:
+    agree(Source("rules.hpf", text))
+
+
+def test_a_weight_rule_parses_lowers_and_formats() -> None:
+    text = WEIGHT_TEXTS[0]
+    once = format_source(Source("rules.hpf", text))
+    assert 'weight "m.{i}.experts.gate_up_proj" -> "l.{i}.ffn.experts.gate_up_proj" transposed' in once
+    assert format_source(Source("rules.hpf", once)) == once
+    (rules,) = _rules(text)
+    assert [(w.source, w.target, w.transposed) for w in rules.weights] == [
+        ("model.layers.{i}.self_attn.", "layers.{i}.mixer.", False),
+        ("m.{i}.experts.gate_up_proj", "l.{i}.ffn.experts.gate_up_proj", True)]
+    assert _rules(once) == _rules(text)

@@ -5,15 +5,14 @@ meta-llama/Llama-3.2-90B-Vision-Instruct's config.json; tests/data/hf/SOURCES.md
 scaled down (SMALL: five layers, cross-attention at layers 1 and 3), its norms' eps hpdsl's (1e-6)
 and the default rotary embedding at hpdsl's base (10000), a visible transformation of the published
 file. hpdsl imports it (profiles/mllama.hpf) and builds it; transformers' MllamaForCausalLM builds the
-same text_config with random weights, which are copied into hpdsl's model under WEIGHT_NAMES (the
-test's map: the profile declares no weight names yet). Given one random stream of `hidden` wide
+same text_config with random weights, which are copied into hpdsl's model under the profile's weight
+rules (hpdsl.torch.weights.load_hf_state_dict). Given one random stream of `hidden` wide
 tokens (a vision tower's projected output, as MllamaModel feeds it), both give the same logits to
 1e-4 in float32 on the CPU; given none, both skip the cross-attention layers.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
 from tests.importers.hf_configs import published  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,19 +38,6 @@ SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 5, "nu
          "num_key_value_heads": 2, "vocab_size": 101, "cross_attention_layers": [1, 3], "rms_norm_eps": 1e-6,
          "rope_scaling": None, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
 """The scaled text_config keys; the padding id (past the small vocabulary) becomes null."""
-
-WEIGHT_NAMES = [
-    (r"embed\.", "model.embed_tokens."), (r"norm\.", "model.norm."), (r"head\.", "lm_head."),
-    (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-    (r"layers\.(\d+)\.cross_attention\.", r"model.layers.\1.cross_attn."),
-    (r"layers\.(\d+)\.(mixer|cross)_norm\.", r"model.layers.\1.input_layernorm."),
-    (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.post_attention_layernorm."),
-    (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."),
-    (r"layers\.(\d+)\.cross_gate\.weight", r"model.layers.\1.cross_attn_attn_gate"),
-    (r"layers\.(\d+)\.ffn_gate\.weight", r"model.layers.\1.cross_attn_mlp_gate"),
-]
-"""hpdsl's parameter names (slot paths, hpdsl/bound/slots.py) → transformers' Mllama names."""
-
 
 @pytest.fixture(scope="module")
 def stdlib() -> Registry:
@@ -64,13 +51,6 @@ def _config(**changes: Any) -> dict[str, Any]:
     text["pad_token_id"] = None  # transformers' padding row must lie in the small vocabulary
     config["text_config"] = text
     return config
-
-
-def _hf_name(name: str) -> str:
-    for pattern, replacement in WEIGHT_NAMES:
-        if re.fullmatch(pattern + r".*", name):
-            return re.sub(pattern, replacement, name, count=1)
-    raise AssertionError(f"no transformers name for {name}")
 
 
 def _registry(config: dict[str, Any], stdlib: Registry) -> Registry:
@@ -98,10 +78,7 @@ def pair(stdlib: Registry) -> tuple[Any, Any, Registry]:
     registry = _registry(config, stdlib)
     ours = materialize(build_model(registry.models["scaled"], registry=registry, device="meta"), "cpu", seed=0)
     theirs = _transformers(config)
-    state = theirs.state_dict()
-    with torch.no_grad():
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)])
+    load_hf_state_dict(ours, theirs.state_dict(), registry.profile("mllama"), "mllama_text_model", registry.profiles)
     return ours.eval(), theirs, registry
 
 

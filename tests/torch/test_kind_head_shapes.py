@@ -12,7 +12,6 @@ MLP) loaded with transformers' random weights gives transformers' logits to 1e-4
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +29,12 @@ from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 1,
          "vocab_size": 101, "max_position_embeddings": 64}
 """The dims every small config takes."""
-
-MIMO_NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer_norm\.", r"model.layers.\1.input_layernorm."),
-              (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-              (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.post_attention_layernorm."),
-              (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm."), (r"head\.", "lm_head.")]
-"""hpdsl's parameter names (slot paths, hpdsl/bound/slots.py) → transformers' MiMo-V2-Flash names."""
-
 
 @pytest.fixture(scope="module")
 def stdlib() -> Registry:
@@ -95,13 +88,6 @@ def test_a_sliding_layer_is_built_with_its_kinds_head_shapes(stdlib: Registry) -
     assert shapes["layers.1.mixer.sinks"] == (4,)
 
 
-def _hf_name(name: str) -> str:
-    for pattern, replacement in MIMO_NAMES:
-        if re.match(pattern, name):
-            return re.sub(pattern, replacement, name, count=1)
-    raise AssertionError(f"no transformers name for {name}")
-
-
 def test_a_dense_mimo_gives_transformers_logits(stdlib: Registry) -> None:
     config = _mimo(mlp_layer_types=["dense"] * 3, attention_value_scale=None)  # v_scale 1: hpdsl scales no values
     model, _ = _built(config, stdlib)
@@ -110,10 +96,7 @@ def test_a_dense_mimo_gives_transformers_logits(stdlib: Registry) -> None:
     hf_config = transformers.AutoConfig.for_model(**config)
     hf_config._attn_implementation = "eager"
     theirs = transformers.AutoModelForCausalLM.from_config(hf_config).float().eval()
-    state = theirs.state_dict()
-    with torch.no_grad():
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)])
+    load_hf_state_dict(ours, theirs.state_dict(), stdlib.profile("mimo_v2"), config["model_type"], stdlib.profiles)
     ids = torch.randint(0, SMALL["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)

@@ -6,17 +6,14 @@ tests/data/hf/SOURCES.md) is scaled down to three small layers, all dense
 states: q/k/v biases (attention_bias), a per-head QK-norm (use_qk_norm) and half of each
 head's dims rotated (partial_rotary_factor 0.5). It is imported with hpdsl's importer and
 built by hpdsl.torch.build_model; transformers' Glm4MoeForCausalLM of the same config, with
-random weights, lends them to hpdsl's model under the name map below, and both give the same
+random weights, lends them to hpdsl's model under the profiles' weight rules, and both give the same
 logits to 1e-4 in float32 on the CPU; so does a dense GLM-4.7-Flash (glm_4_7_flash.json:
-multi-head latent attention, its rotary pairs interleaved). The MoE layers are not compared: hpdsl's router picks
-experts by a softmax, GLM's by a sigmoid with a correction bias and a scale (same parameters,
-other routing; docs/models.md).
+multi-head latent attention, its rotary pairs interleaved). The MoE layers (sigmoid routing
+with a score correction and a scale) are compared in tests/torch/test_hf_logits.py.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,14 +21,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from hpdsl.api import compile_paths, compile_sources  # noqa: E402
-from hpdsl.diagnostics import Source  # noqa: E402
-from hpdsl.importers.hf import import_hf_config  # noqa: E402
-from hpdsl.torch import build_model  # noqa: E402
-from hpdsl.torch.model import materialize  # noqa: E402
 from tests.importers.hf_configs import shrunk  # noqa: E402
+from tests.torch.hf_pair import hf_pair  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 SEQ, VOCAB = 12, 101
 SCALED = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "first_k_dense_replace": 3,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": VOCAB,
@@ -39,37 +31,11 @@ SCALED = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "f
           "moe_intermediate_size": 32, "rms_norm_eps": 1e-6}
 """The small dims; rms_norm_eps is hpdsl's norms' epsilon."""
 
-# hpdsl's parameter names (slot paths, hpdsl/bound/slots.py) → transformers' Glm4Moe names.
-WEIGHT_NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-                (r"layers\.(\d+)\.mixer_norm\.", r"model.layers.\1.input_layernorm."),
-                (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.post_attention_layernorm."),
-                (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."),
-                (r"norm\.", "model.norm."), (r"head\.", "lm_head.")]
-
-
-def _hf_name(name: str) -> str:
-    for pattern, replacement in WEIGHT_NAMES:
-        if re.match(pattern, name):
-            return re.sub(pattern, replacement, name, count=1)
-    raise AssertionError(f"no transformers name for {name}")
-
-
 def _pair(config: dict[str, Any]) -> tuple[Any, Any]:
     """Return (hpdsl model, transformers model), transformers' random weights in both."""
-    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    imported = import_hf_config(config, profiles=stdlib.profiles, name="scaled")
-    registry = compile_sources([Source("scaled.hpf", imported.text)])
-    ours = materialize(build_model(registry.models["scaled"], registry=registry, device="meta"), "cpu", seed=0)
-    torch.manual_seed(0)
-    hf_config = transformers.AutoConfig.for_model(**config)
-    hf_config._attn_implementation = "eager"
-    theirs = transformers.AutoModelForCausalLM.from_config(hf_config).float().eval()
-    state = theirs.state_dict()
-    with torch.no_grad():
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)])
+    ours, theirs, _ = hf_pair(config)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
-    return ours.eval(), theirs
+    return ours, theirs
 
 
 @pytest.mark.parametrize("changes", [

@@ -30,20 +30,13 @@ from hpdsl.cost import bind, parameters  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
 from tests.importers.hf_configs import published  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEQ = 12
-
-# hpdsl's parameter names (slot paths, hpdsl/bound/slots.py) → transformers' Gemma 2 names.
-WEIGHT_NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-                (r"layers\.(\d+)\.mixer_norm\.", r"model.layers.\1.input_layernorm."),
-                (r"layers\.(\d+)\.mixer_post_norm\.", r"model.layers.\1.post_attention_layernorm."),
-                (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.pre_feedforward_layernorm."),
-                (r"layers\.(\d+)\.ffn_post_norm\.", r"model.layers.\1.post_feedforward_layernorm."),
-                (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm.")]
-
 
 def _doc_spec() -> str:
     doc = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
@@ -63,15 +56,8 @@ def _hf_config(model: Any) -> Any:
     return config
 
 
-def _hf_name(name: str) -> str:
-    for pattern, replacement in WEIGHT_NAMES:
-        if re.match(pattern, name):
-            return re.sub(pattern, replacement, name, count=1)
-    raise AssertionError(f"no transformers name for {name}")
-
-
-def _load(ours: Any, theirs: Any) -> None:
-    """Copy transformers' weights into hpdsl's model: random (1 + w) norms, q and k scaled up."""
+def _load(ours: Any, theirs: Any, registry: Registry, profile: str, model_type: str) -> None:
+    """Copy transformers' weights into hpdsl's model (the profile's weight rules): random (1 + w) norms, q, k scaled up."""
     state = theirs.state_dict()
     with torch.no_grad():
         for name, tensor in state.items():
@@ -79,8 +65,7 @@ def _load(ours: Any, theirs: Any) -> None:
                 tensor.copy_(torch.randn_like(tensor) * 0.2)
             if re.search(r"\.(q|k)_proj\.weight$", name):  # scores of order 1, where the cap of 1.0 bites
                 tensor.mul_(8.0)
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)])
+    load_hf_state_dict(ours, state, registry.profile(profile), model_type, registry.profiles)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +78,7 @@ def pair() -> tuple[Any, Any]:
     torch.manual_seed(0)
     theirs = transformers.Gemma2ForCausalLM(_hf_config(model)).float().eval()
     assert theirs.config.layer_types[:2] == ["sliding_attention", "full_attention"]
-    _load(ours, theirs)
+    _load(ours, theirs, registry, "gemma2", "gemma2")
     count = sum(p.numel() for p in ours.parameters())
     estimate = parameters(bind(model, registry.profile("gemma2"))).total
     assert count == sum(p.numel() for p in theirs.parameters()) == estimate
@@ -161,7 +146,7 @@ def test_gemma_3_logits_equal_transformers() -> None:
     hf_config = transformers.AutoConfig.for_model(**config)
     hf_config._attn_implementation = "eager"
     theirs = transformers.AutoModelForCausalLM.from_config(hf_config).float().eval()
-    _load(ours, theirs)
+    _load(ours, theirs, registry, "gemma3", config["model_type"])
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     with torch.no_grad():
         torch.testing.assert_close(ours.eval()(_ids()), theirs(input_ids=_ids()).logits, atol=1e-4, rtol=1e-4)

@@ -3,8 +3,7 @@
 A published config (tests/data/hf/: Phi-2, OLMo-3.1-32B) is scaled down to a few
 small layers, imported with hpdsl's importer and built by hpdsl.torch.build_model;
 transformers builds the same small config with random weights, which are copied
-into hpdsl's model under the name map below (the test's: the profiles declare no
-weight names yet). In float32 on the CPU both models give the same logits to
+into hpdsl's model under the profiles' weight rules (tests/torch/hf_pair.py). In float32 on the CPU both models give the same logits to
 1e-4: Phi's parallel block with one shared LayerNorm and a partial rotary
 embedding, OLMo-3's norms after each sublayer with a full-width QK-norm. The
 parallel block's saved activations agree with the estimator (one norm output
@@ -13,7 +12,6 @@ kept for both halves).
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
 from hpdsl.torch.modules.fused import rotate  # noqa: E402
 from tests.importers.hf_configs import published  # noqa: E402
+from tests.torch.hf_pair import hf_pair  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SEQ = 12
@@ -41,22 +40,6 @@ SEQ = 12
 SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 101, "max_position_embeddings": 64}
 """The dims every scaled config takes (its structure, flags and key names stay the published file's)."""
-
-# hpdsl's parameter names (slot paths, hpdsl/bound/slots.py) → transformers' names, per model_type.
-WEIGHT_NAMES: dict[str, list[tuple[str, str]]] = {
-    "phi": [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer\.o_proj", r"model.layers.\1.self_attn.dense"),
-            (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-            (r"layers\.(\d+)\.mixer_norm\.", r"model.layers.\1.input_layernorm."),
-            (r"layers\.(\d+)\.ffn\.up_proj", r"model.layers.\1.mlp.fc1"),
-            (r"layers\.(\d+)\.ffn\.down_proj", r"model.layers.\1.mlp.fc2"),
-            (r"norm\.", "model.final_layernorm."), (r"head\.", "lm_head.")],
-    "olmo3": [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
-              (r"layers\.(\d+)\.mixer_post_norm\.", r"model.layers.\1.post_attention_layernorm."),
-              (r"layers\.(\d+)\.ffn_post_norm\.", r"model.layers.\1.post_feedforward_layernorm."),
-              (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."),
-              (r"norm\.", "model.norm."), (r"head\.", "lm_head.")],
-}
-
 
 @pytest.fixture(scope="module")
 def stdlib() -> Registry:
@@ -76,28 +59,11 @@ def _scaled(name: str, **changes: Any) -> dict[str, Any]:
     return config
 
 
-def _hf_name(model_type: str, name: str) -> str:
-    for pattern, replacement in WEIGHT_NAMES[model_type]:
-        if re.match(pattern, name):
-            return re.sub(pattern, replacement, name, count=1)
-    raise AssertionError(f"no transformers name for {name}")
-
-
 def _pair(config: dict[str, Any], stdlib: Registry) -> tuple[Any, Any, Registry]:
     """Return (hpdsl model, transformers model, registry) with transformers' random weights in both."""
-    imported = import_hf_config(config, profiles=stdlib.profiles, name="scaled")
-    registry = compile_sources([Source("scaled.hpf", imported.text)])
-    ours = materialize(build_model(registry.models["scaled"], registry=registry, device="meta"), "cpu", seed=0)
-    torch.manual_seed(0)
-    hf_config = transformers.AutoConfig.for_model(**config)
-    hf_config._attn_implementation = "eager"
-    theirs = transformers.AutoModelForCausalLM.from_config(hf_config).float().eval()
-    state = theirs.state_dict()
-    with torch.no_grad():
-        for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(config["model_type"], name)])
+    ours, theirs, registry = hf_pair(config, stdlib=stdlib)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
-    return ours.eval(), theirs, registry
+    return ours, theirs, registry
 
 
 @pytest.mark.parametrize(("name", "changes"), [

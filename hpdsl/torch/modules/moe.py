@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+import attrs
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
@@ -33,10 +34,62 @@ from hpdsl.torch.modules.grouped import expert_of_rows, grouped_applies, grouped
 
 
 class Router(nn.Linear):
-    """The `router` family: one score per routed expert for every token, biased with router_bias."""
+    """The `router` family: one score per routed expert for every token, biased with router_bias.
+
+    With router_correction it holds transformers' e_score_correction_bias as a
+    buffer (a state-dict entry, not a parameter: the count stays transformers').
+    """
 
     def __init__(self, config: ModuleConfig) -> None:
         super().__init__(config.hidden, config.experts, bias=config.router_bias)
+        if getattr(config, "router_correction", False):
+            self.register_buffer("e_score_correction_bias", torch.zeros(config.experts))
+
+    def reset_buffers(self) -> None:
+        """Zero the score correction (transformers' initial value), if the router holds one."""
+        correction = getattr(self, "e_score_correction_bias", None)
+        if isinstance(correction, Tensor):
+            with torch.no_grad():
+                correction.zero_()
+
+
+@attrs.frozen
+class Routing:
+    """How a MoE block picks and weighs each token's experts from the router's logits (docs/torch.md#moe-routing)."""
+
+    top_k: int
+    sigmoid: bool = False
+    groups: int = 1
+    group_top: int = 1
+    renormalise: bool = True
+    scale: float = 1.0
+
+    @classmethod
+    def of(cls, config: ModuleConfig) -> Routing:
+        """Return the routing a layer's config states (the moe block's router fields)."""
+        return cls(config.top_k, bool(getattr(config, "router_sigmoid", False)),
+                   getattr(config, "router_groups", 1) or 1, getattr(config, "router_group_top", 1) or 1,
+                   bool(getattr(config, "norm_top_k", True)), float(getattr(config, "routed_scale", 1.0) or 1.0))
+
+    def route(self, logits: Tensor, correction: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Return (weights, indices) [t, k] of every token's experts from the router logits [t, E] (float32)."""
+        scores = logits.float().sigmoid() if self.sigmoid else logits.float().softmax(-1)
+        choice = scores if correction is None else scores + correction.float()
+        if self.groups > 1:
+            choice = self._group_limited(choice)
+        indices = choice.topk(self.top_k, dim=-1)[1]
+        weights = scores.gather(1, indices)
+        if self.renormalise:
+            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.sigmoid else 0.0))
+        return weights * self.scale, indices
+
+    def _group_limited(self, choice: Tensor) -> Tensor:
+        """Mask out the experts outside each token's group_top best groups (a group's score: its two best)."""
+        grouped = choice.view(choice.shape[0], self.groups, -1)
+        best = grouped.topk(min(2, grouped.shape[-1]), dim=-1)[0].sum(-1)
+        keep = torch.zeros_like(best).scatter_(1, best.topk(self.group_top, dim=-1)[1], 1.0)
+        mask = keep.unsqueeze(-1).expand_as(grouped).reshape_as(choice).bool()
+        return choice.masked_fill(~mask, float("-inf"))
 
 
 class SharedExpertGate(nn.Linear):
@@ -53,6 +106,7 @@ class MoE(nn.Module):
                  shared: Sequence[nn.Module] = (), gate: nn.Module | None = None) -> None:
         super().__init__()
         self.top_k = config.top_k
+        self.routing = Routing.of(config)
         self.router = router
         self.experts = experts
         self.shared_experts = nn.ModuleList(shared) if shared else None
@@ -62,9 +116,8 @@ class MoE(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""
         flat = x.reshape(-1, x.shape[-1])
-        probs = self.router(flat).float().softmax(-1)
-        weights, indices = probs.topk(self.top_k, dim=-1)
-        weights = weights / weights.sum(-1, keepdim=True)
+        correction = getattr(self.router, "e_score_correction_bias", None)
+        weights, indices = self.routing.route(self.router(flat), correction)
         out = self.experts(flat, indices, weights.to(flat.dtype))
         if self.shared_experts is not None:
             shared = sum(expert(flat) for expert in self.shared_experts)
@@ -366,4 +419,4 @@ def _slice(weight: nn.Parameter, first: int, count: int) -> nn.Parameter:
     return nn.Parameter(weight.detach()[first:first + count].clone(), requires_grad=weight.requires_grad)
 
 
-__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "mxfp8_round"]
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "Routing", "mxfp8_round"]

@@ -1,0 +1,134 @@
+"""Transformers' state dict into a built model, under the profile's `weight` rules (docs/torch.md#loading-transformers-weights).
+
+A profile's `hf` blocks state how transformers' state-dict names map to the
+built model's (`weight "model.layers.{i}.self_attn." -> "layers.{i}.mixer."`,
+grammar/hpdsl.lark): a name ending in "." is a prefix, the rest of the name
+carried over; `{i}` (any `{name}`) stands for a run of digits, a layer or expert
+index; `transposed` swaps a tensor's last two dims (transformers' packed experts
+are [E, out, in], the built model's [E, in, out]). Every name matches the
+longest rule of the profile's own blocks, else the longest of the `hf "*"`
+blocks (profiles/default.hpf: transformers' Llama names), a rule whose target
+the model holds first. Every name left over on either side is an error, all
+reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Container, Mapping, Sequence
+
+import attrs
+import torch
+from torch import Tensor, nn
+
+from hpdsl.errors import BuildError
+from hpdsl.importers.rules import EVERY_CONFIG
+from hpdsl.ir.nodes import ProfileIR
+
+
+@attrs.frozen
+class WeightRule:
+    """One `weight` rule: transformers' name (or prefix) → the built model's, transposed or not."""
+
+    source: str
+    target: str
+    transposed: bool = False
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The regex a state-dict name matches: placeholders as digit runs, a prefix open at the end."""
+        body = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>\\d+)", re.escape(self.source))
+        return re.compile(body + ("(?P<_rest>.*)" if self.source.endswith(".") else "") + "$")
+
+    def apply(self, name: str) -> str | None:
+        """Return the built model's name for transformers' `name`, or None when the rule does not match."""
+        found = self.pattern.match(name)
+        if found is None:
+            return None
+        groups = found.groupdict()
+        target = re.sub(r"\{(\w+)\}", lambda m: groups[m.group(1)], self.target)
+        return target + groups.get("_rest", "")
+
+
+def weight_rules(profile: ProfileIR, model_type: str,
+                 profiles: Mapping[str, ProfileIR]) -> tuple[tuple[WeightRule, ...], tuple[WeightRule, ...]]:
+    """Return (the profile's own rules for `model_type`, every profile's `hf "*"` rules), as stated."""
+    own = tuple(WeightRule(rule.source, rule.target, rule.transposed) for block in profile.imports if EVERY_CONFIG not in block.model_types
+                and (not block.model_types or model_type in block.model_types) for rule in block.weights)
+    shared = tuple(WeightRule(rule.source, rule.target, rule.transposed) for name in sorted(profiles) for block in profiles[name].imports
+                   if EVERY_CONFIG in block.model_types for rule in block.weights)
+    return own, shared
+
+
+def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
+             held: Container[str] = ()) -> tuple[str, WeightRule] | None:
+    """Return (built name, rule) for transformers' `name`: the longest matching rule of the first tier with one.
+
+    Rules whose target the model holds (`held`) are tried first, over every tier: one source
+    may have a rule per layer kind (Mllama's input_layernorm is a cross-attention layer's
+    cross_norm, its own rule, and a self-attention layer's mixer_norm, Llama's).
+    """
+    for only_held in (True, False):
+        for tier in tiers:
+            matches = [(rule, target) for rule in tier if (target := rule.apply(name)) is not None
+                       and (target in held or not only_held)]
+            if matches:
+                rule, target = max(matches, key=lambda match: len(match[0].source))
+                return target, rule
+    return None
+
+
+def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: ProfileIR, model_type: str,
+                       profiles: Mapping[str, ProfileIR]) -> None:
+    """Copy transformers' `state` into `model` under the profile's weight rules; every mismatch is one BuildError."""
+    ours = model.state_dict(keep_vars=True)
+    tiers = weight_rules(profile, model_type, profiles)
+    problems: list[str] = []
+    filled: dict[str, str] = {}
+    pairs: list[tuple[Tensor, Tensor]] = []
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    for name, value in state.items():
+        if (key := (value.data_ptr(), tuple(value.shape))) in seen and value.numel():
+            continue  # a tied tensor (lm_head is the embedding): loaded once under its first name
+        seen.add(key)
+        mapped = map_name(name, tiers, ours)
+        if mapped is None:
+            problems.append(f"transformers' '{name}' matches no weight rule of profile '{profile.name}' "
+                            f"(model_type {model_type}); add `weight \"{name}\" -> \"...\"` to its hf block")
+            continue
+        target, rule = mapped
+        if target not in ours:
+            close = difflib.get_close_matches(target, list(ours), n=1)
+            problems.append(f"transformers' '{name}' maps to '{target}' (rule \"{rule.source}\" -> "
+                            f"\"{rule.target}\"), which the built model does not hold"
+                            + (f"; did you mean '{close[0]}'?" if close else ""))
+            continue
+        if target in filled:
+            problems.append(f"transformers' '{name}' and '{filled[target]}' both map to '{target}'")
+            continue
+        filled[target] = name
+        source = value.transpose(-2, -1) if rule.transposed else value
+        if tuple(source.shape) != tuple(ours[target].shape):
+            problems.append(f"transformers' '{name}' has shape {tuple(value.shape)}"
+                            f"{' (transposed ' + str(tuple(source.shape)) + ')' if rule.transposed else ''}, "
+                            f"the built model's '{target}' {tuple(ours[target].shape)}")
+            continue
+        pairs.append((ours[target], source))
+    problems += [f"the built model's '{name}' gets no tensor from transformers' state dict"
+                 for name in ours if name not in filled and not _tied_alias(ours, name, filled)]
+    if problems:
+        raise BuildError(f"{len(problems)} weight name problem{'s' * (len(problems) != 1)} loading transformers' "
+                         "state dict:\n  " + "\n  ".join(problems)
+                         + "\n(the weight rules: `weight` in the profile's hf blocks, docs/language.md)")
+    with torch.no_grad():
+        for tensor, value in pairs:
+            tensor.copy_(value)
+
+
+def _tied_alias(ours: Mapping[str, Tensor], name: str, filled: Mapping[str, str]) -> bool:
+    """Whether `name` is the same tensor as one already filled (a tied head is the embedding)."""
+    return any(ours[other] is ours[name] for other in filled)
+
+
+__all__ = ["WeightRule", "load_hf_state_dict", "map_name", "weight_rules"]

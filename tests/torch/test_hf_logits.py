@@ -1,0 +1,117 @@
+"""The built model computes what transformers computes: one scaled published config per wiring kind.
+
+Each case is a published config.json (tests/data/hf/, sources in tests/data/hf/SOURCES.md) at
+small dims: transformers builds it with random weights (norms, biases and the router's score
+correction moved off their initial values), hpdsl imports and builds it, and
+hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under the profile's
+`weight` rules (no name map in this file). In float32 on the CPU both give the same logits to
+1e-4. The cases cover every wiring a profile states today: sequential (pre-norm Llama),
+parallel (Phi), norms after each sublayer (OLMo-3), sandwich (Gemma-3), hybrid (LFM2's short
+convolutions beside attention) and MoE routing (GLM-4.7: sigmoid scores, score correction,
+routed scale; DeepSeek-V3.1: the same with MLA and group-limited top-k).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from hpdsl.errors import BuildError  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
+from tests.importers.hf_configs import published  # noqa: E402
+from tests.torch.hf_pair import hf_pair, transformers_model  # noqa: E402
+
+SEQ, VOCAB = 12, 101
+SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": VOCAB, "max_position_embeddings": 64}
+"""The dims every scaled config takes (its structure, flags and key names stay the published file's)."""
+ROPE = {"rope_scaling": None, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+"""hpdsl's one rotary base (10000, no scaling): the rotary keys are priced, not built."""
+KINDS_ROPE = {"rope_scaling": None, "rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
+                                                        for kind in ("sliding_attention", "full_attention")}}
+MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
+       "moe_intermediate_size": 32, "n_shared_experts": 1}
+
+# (published file, the keys the scaled config changes, the wiring its layers are built with)
+CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
+    "sequential_llama": ("llama_3_2_1b_instruct", {**ROPE, "rms_norm_eps": 1e-6}, {"pre_norm"}),
+    "parallel_phi": ("phi_2", {"layer_norm_eps": 1e-6}, {"parallel"}),  # 6 of 16 head dims rotary
+    "sublayer_post_norm_olmo3": ("olmo_3_1_32b_instruct",
+                                 {**KINDS_ROPE, "num_hidden_layers": 4, "sliding_window": 64, "rms_norm_eps": 1e-6},
+                                 {"sublayer_post_norm"}),
+    "sandwich_gemma3": ("gemma_3_4b_it", {**KINDS_ROPE, "num_hidden_layers": 6, "head_dim": 16,
+                                          "query_pre_attn_scalar": 24, "sliding_window": 5, "rms_norm_eps": 1e-6},
+                        {"sandwich"}),
+    "hybrid_lfm2": ("lfm2_5_vl_1_6b", {**ROPE, "num_hidden_layers": 4, "block_ff_dim": 96, "norm_eps": 1e-6},
+                    {"pre_norm"}),
+    # Sigmoid scores, e_score_correction_bias for the choice, norm_topk_prob, routed_scaling_factor 2.5.
+    "moe_glm4_moe": ("glm_4_7_fp8", {**MOE, "head_dim": 16, "rms_norm_eps": 1e-6}, {"pre_norm"}),
+    # MLA and DeepSeek-V3's group-limited top-k: 8 experts in 4 groups, each token's from its best 2.
+    "moe_deepseek_v3": ("deepseek_v3_1", {**MOE, **ROPE, "num_key_value_heads": 4, "n_group": 4, "topk_group": 2,
+                                          "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+                                          "qk_nope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-6},
+                        {"pre_norm"}),
+}
+
+
+def scaled(name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Return a published (text) config at SMALL dims with `changes`, no token ids past the small vocabulary."""
+    config = published(name)
+    config = {**config.get("text_config", config), **SMALL, **changes}
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "rope_theta", "rope_local_base_freq"):
+        config.pop(key, None)
+    if "layer_types" in config:
+        config["layer_types"] = config["layer_types"][: config["num_hidden_layers"]]
+    return config
+
+
+def _ids(seed: int = 1) -> Any:
+    return torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(seed))
+
+
+def _logits(model: Any, ids: Any, *, hf: bool = False) -> Any:
+    with torch.no_grad():
+        return model(input_ids=ids, use_cache=False).logits if hf else model(ids)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_logits_equal_transformers(case: str) -> None:
+    name, changes, wirings = CASES[case]
+    ours, theirs, _ = hf_pair(scaled(name, changes), jitter=0.1)
+    assert {layer.wiring for layer in ours.layers} == wirings
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    torch.testing.assert_close(_logits(ours, _ids()), _logits(theirs, _ids(), hf=True), atol=1e-4, rtol=1e-4)
+
+
+def test_the_hybrid_case_holds_both_mixers() -> None:
+    ours, _, _ = hf_pair(scaled(*CASES["hybrid_lfm2"][:2]))
+    assert [type(layer.mixer).__name__ for layer in ours.layers] == ["ShortConv", "ShortConv", "Attention", "ShortConv"]
+
+
+@pytest.mark.parametrize("case", ["moe_glm4_moe", "moe_deepseek_v3"])
+def test_softmax_routing_of_the_same_weights_gives_other_logits(case: str) -> None:
+    """The routing is what the logits test checks: the same weights routed by a softmax top-k differ."""
+    ours, theirs, _ = hf_pair(scaled(*CASES[case][:2]), jitter=0.1)
+    expected = _logits(theirs, _ids(), hf=True)
+    for layer in ours.layers:
+        if hasattr(layer.ffn, "routing"):
+            layer.ffn.routing = type(layer.ffn.routing)(layer.ffn.routing.top_k)
+    assert not torch.allclose(_logits(ours, _ids()), expected, atol=1e-3)
+
+
+def test_a_profile_without_a_models_names_reports_every_one() -> None:
+    """Phi's weights under Llama's rules (the llama2 profile): each unmapped name is in one error."""
+    ours, _, registry = hf_pair(scaled(*CASES["parallel_phi"][:2]))
+    theirs = transformers_model(scaled(*CASES["parallel_phi"][:2]))
+    with pytest.raises(BuildError) as raised:
+        load_hf_state_dict(ours, theirs.state_dict(), registry.profile("llama2"), "llama", registry.profiles)
+    message = str(raised.value)
+    assert "'model.final_layernorm.weight' matches no weight rule of profile 'llama2'" in message
+    assert "'model.layers.1.self_attn.dense.weight' maps to 'layers.1.mixer.dense.weight'" in message
+    assert "the built model's 'norm.weight' gets no tensor" in message
+    count = int(message.split(" ", 1)[0])
+    assert count == message.count("\n  ") and count > 10  # one error, every problem a line of it
