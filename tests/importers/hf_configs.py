@@ -362,3 +362,15 @@ CONFIGS.update({
     "glm_4_7_flash_biased_layer_types": (shrunk("glm_4_7_flash", attention_bias=True, first_k_dense_replace=3,
                                                 mlp_layer_types=["dense"] * 2 + ["sparse"] * 45), "causal"),
 })
+
+# --- published (issue 21: GLM-5's glm_moe_dsa and MiniMax-M2's minimax_m2 from published files) ---
+FILES.update({
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/zai-org--GLM-5.1_config.json
+    # @5f2e6bb0cce1: zai-org/GLM-5.1's config.json (glm_moe_dsa, GLM-5's architecture), the same bytes as the
+    # "原始 config.json" a model report in the index prints from a download of the model
+    "glm_5_1": ("glm_5_1.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--MiniMax-M2.7-NVFP4_config.json
+    # @5f2e6bb0cce1: nvidia/MiniMax-M2.7-NVFP4's config.json (minimax_m2; 4-space indentation, no final newline)
+    "minimax_m2_7_nvfp4": ("minimax_m2_7_nvfp4.json", "causal"),
+})
+CONFIGS.update({name: (published(name), "causal") for name in ("glm_5_1", "minimax_m2_7_nvfp4")})
