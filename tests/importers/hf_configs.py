@@ -298,12 +298,6 @@ CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
 
 # --- glm (issue 21: GLM-4.5/4.7 glm4_moe, GLM-4.7-Flash glm4_moe_lite) ---
 FILES.update({
-    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-FP8_config.json @a0ba9ec6d14e:
-    # the vendor's copy of zai-org/GLM-4.7-FP8's config, trimmed to its dims (no attention_bias, use_qk_norm,
-    # partial_rotary_factor, num_nextn_predict_layers, transformers_version): transformers' defaults fill
-    # them, so its count is that of this file, not of the published GLM-4.7 (which states q/k/v biases and
-    # a QK-norm). No complete glm4_moe config.json is in the index; test_glm.py prices those keys on it.
-    "glm_4_7_fp8": ("glm_4_7_fp8.json", "causal"),
     # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json @19d098add98a:
     # zai-org/GLM-4.7-Flash's config as the vendor holds it, likewise trimmed to its dims
     "glm_4_7_flash": ("glm_4_7_flash.json", "causal"),
@@ -311,10 +305,6 @@ FILES.update({
 CONFIGS.update({name: (published(name), how) for name, (_, how) in FILES.items()
                 if name.startswith("glm_") and name not in REFUSED_TODAY})
 CONFIGS.update({
-    # GLM-4.7's published config states what the trimmed file leaves to the defaults: q/k/v biases, a
-    # per-head QK-norm, half the head dims rotated, one MTP layer (the keys Glm4MoeConfig reads).
-    "glm_4_7_biased_qk_norm": (shrunk("glm_4_7_fp8", attention_bias=True, use_qk_norm=True,
-                                      partial_rotary_factor=0.5, num_nextn_predict_layers=1), "causal"),
     # GLM-4.7-Flash with its latent projections biased and its layers patterned by mlp_layer_types
     # (two dense layers, whatever first_k_dense_replace says: Glm4MoeLiteConfig does not read it).
     "glm_4_7_flash_biased_layer_types": (shrunk("glm_4_7_flash", attention_bias=True, first_k_dense_replace=3,
@@ -337,6 +327,11 @@ FILES.update({
     # @5f2e6bb0cce1: nvidia/Nemotron-H-56B-Base-8K's config.json (4-space indentation, no final newline; it states
     # time_step_limit [0.0, Infinity]), in place of the nemotron_h_8b dict
     "nemotron_h_56b_base_8k": ("nemotron_h_56b_base_8k.json", "causal"),
+    # triple-mu/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.5-Air_config.json @ba4dfe36eb02:
+    # zai-org/GLM-4.5-Air's config.json (glm4_moe; zai-org's own key order), in place of the trimmed GLM-4.7-FP8 copy
+    "glm_4_5_air": ("glm_4_5_air.json", "causal"),
 })
 CONFIGS.update({name: (published(name), "causal")
-                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k")})
+                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air")})
+# GLM-4.5/4.6/4.7's files state use_qk_norm true where GLM-4.5-Air's says false: the per-head QK-norm priced.
+CONFIGS["glm_4_5_air_qk_norm"] = (shrunk("glm_4_5_air", use_qk_norm=True), "causal")
