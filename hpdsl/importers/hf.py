@@ -39,7 +39,9 @@ from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_i
                                        model_types, whole)
 from hpdsl.importers.hf_conv import adjusted_width, short_conv_block
 from hpdsl.importers.hf_layers import layer_kinds, stack
-from hpdsl.importers.hf_unknown import check_keys, composite_note, unknown_keys, without, wrapper_rules
+from hpdsl.importers.hf_unknown import (
+    check_finite, check_keys, composite_note, unknown_keys, without, wrapper_rules,
+)
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
@@ -83,7 +85,7 @@ def import_hf_file(path: str | Path, *, profiles: Mapping[str, ProfileIR], name:
                    profile: str | None = None, allow_unknown: bool = False) -> ImportedModel:
     """Read a config.json and import it (see import_hf_config)."""
     try:
-        config = json.loads(read_text(path, limit=MAX_CONFIG_BYTES), parse_constant=_no_constant)
+        config = json.loads(read_text(path, limit=MAX_CONFIG_BYTES))  # Infinity: check_finite
     except (OSError, UnicodeDecodeError) as exc:
         raise HfImportError(f"{str(path)[:200]}: cannot read the config: {reason(exc)}") from None
     except json.JSONDecodeError as exc:
@@ -116,6 +118,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     warnings += check_keys(config, rules, chosen, model_type, forced=profile is not None,
                            allow_unknown=allow_unknown, wrapper=wrapper)
     config = without(config, unknown_keys(config, rules, wrapper))  # what --allow-unknown ignores is not read
+    check_finite(config, rules, wrapper)
     cfg = effective(config, model_type, rules, wrapper.defaults if wrapper is not None else {})
     composite = composite_note(config, rules, model_type, profiles)
     warnings += composite
@@ -336,11 +339,6 @@ def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:
         decoder = layers if decoder is None else whole(decoder, "num_decoder_layers", "layers")
         return whole(layers + decoder, "num_hidden_layers + num_decoder_layers", "layers")
     return layers
-
-
-def _no_constant(name: str) -> Any:
-    """Refuse JSON's non-standard Infinity and NaN (json.loads accepts them); no config states one."""
-    raise ValueError(f"{name} is not a number a config can state")
 
 
 def _choices(cfg: Config, facts: Mapping[str, str]) -> list[ast.Choice]:

@@ -9,6 +9,8 @@ not priced silently. docs/importing.md, "Forcing a profile".
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +52,33 @@ def unknown_keys(config: Mapping[str, Any], rules: Rules, wrapper: Rules | None 
     if isinstance(text, Mapping):
         unknown += [f"text_config.{key}" for key, value in text.items() if not rules.known(key, value)]
     return unknown
+
+
+def check_finite(config: Mapping[str, Any], rules: Rules, wrapper: Rules | None = None) -> None:
+    """Raise naming a key whose value holds JSON's non-standard Infinity or NaN, unless the rules ignore it.
+
+    Published files state them where a number is a bound, not a size (Nemotron-H's
+    time_step_limit [0.0, Infinity]); a key hpdsl ignores may, a key it reads may not.
+    """
+    text = config.get("text_config")
+    outer = wrapper if wrapper is not None and isinstance(text, Mapping) else None
+    stated = [(key, key, value, outer) for key, value in config.items() if key != "text_config"]
+    if isinstance(text, Mapping):
+        stated += [(f"text_config.{key}", key, value, None) for key, value in text.items()]
+    for shown, key, value, other in stated:
+        if _non_finite(value) and not rules.irrelevant(key, value) \
+                and not (other is not None and other.irrelevant(key, value)):
+            raise HfImportError(f"{shown} states {json.dumps(value)[:80]}, which holds a number a config cannot "
+                                "state (JSON's Infinity or NaN); only a key hpdsl ignores may", key)
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a JSON value holds Infinity, -Infinity or NaN anywhere."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_non_finite(v) for v in value.values())
+    return isinstance(value, list) and any(_non_finite(v) for v in value)
 
 
 def wrapper_profile(config: Mapping[str, Any], profiles: Mapping[str, ProfileIR]) -> ProfileIR | None:
@@ -121,5 +150,5 @@ def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str,
     return [note]
 
 
-__all__ = ["check_keys", "composite_note", "refuse", "unknown_keys", "without", "wrapper_profile",
+__all__ = ["check_finite", "check_keys", "composite_note", "refuse", "unknown_keys", "without", "wrapper_profile",
            "wrapper_rules"]

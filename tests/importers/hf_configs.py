@@ -122,8 +122,6 @@ def config_bytes(name: str) -> bytes:
     return json.dumps(CONFIGS[name][0]).encode()
 
 
-_GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
-
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
     "qwen3_0_6b": ({  # not yet a real file (published copy: fetched snapshot only)
         "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
@@ -200,24 +198,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
         "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True,
         "vocab_size": 262144,
-    }, "causal"),
-    "gpt_oss_20b": ({  # not yet a real file (the indexed copy lacks quantization_config: a re-save)
-        "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-        "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
-        "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02,
-        "intermediate_size": 2880, "layer_types": _GPT_OSS_LAYERS, "max_position_embeddings": 131072,
-        "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
-        "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False,
-        "pad_token_id": 199999,
-        "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                           "model.embed_tokens", "lm_head"],
-                                "quant_method": "mxfp4"},
-        "rms_norm_eps": 1e-05,
-        "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
-                         "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
-        "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
-        "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True,
-        "vocab_size": 201088,
     }, "causal"),
     "deepseek_v2_lite": ({  # not yet a real file (none in the index)
         "architectures": ["DeepseekV2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
@@ -300,28 +280,6 @@ Bamba-9B (Mamba-2 and three attention layers): the model card's 32 layers, hidde
 8 kv heads, untied; state size 128 and attention at layers 9, 18, 27, the rest BambaConfig's
 defaults. transformers counts 9,778,138,240 parameters: the card's 9.78B."""
 
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2,
-    "expand": 2, "hidden_dropout": 0.0, "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-    "initializer_range": 0.02, "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
-    "mamba_hidden_act": "silu", "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192,
-    "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8,
-    "num_attention_heads": 32, "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1,
-    "pad_token_id": 0, "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05,
-    "ssm_state_size": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "transformers_version": "4.48.0.dev0", "use_bias": False, "use_cache": True, "use_conv_bias": True,
-    "use_mamba_kernels": True, "vocab_size": 131072,
-}
-HAND_WRITTEN["nemotron_h_8b"] = (NEMOTRON_H_8B, "causal")
-"""Not yet a real file (none in the index).
-Nemotron-H-8B-Base-8K as published (nvidia/Nemotron-H-8B-Base-8K config.json): 52 layers of one block
-each from hybrid_override_pattern (24 Mamba-2, 4 attention, 24 relu² MLP layers), hidden 4096, 128 Mamba
-heads of dim 64 in 8 groups, state 128, ffn 21504, 32 heads, 8 kv heads, vocab 131072, untied.
-transformers counts 8,100,852,736 parameters."""
-
-
 DERIVED: dict[str, tuple[dict[str, Any], str]] = {
     # Qwen3.5 with tied embeddings: no tied Qwen3.5 file has been found, so the published 9B made small
     # (4 layers of its pattern, hidden 1024) with tie_word_embeddings set true.
@@ -340,12 +298,6 @@ CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
 
 # --- glm (issue 21: GLM-4.5/4.7 glm4_moe, GLM-4.7-Flash glm4_moe_lite) ---
 FILES.update({
-    # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-FP8_config.json @a0ba9ec6d14e:
-    # the vendor's copy of zai-org/GLM-4.7-FP8's config, trimmed to its dims (no attention_bias, use_qk_norm,
-    # partial_rotary_factor, num_nextn_predict_layers, transformers_version): transformers' defaults fill
-    # them, so its count is that of this file, not of the published GLM-4.7 (which states q/k/v biases and
-    # a QK-norm). No complete glm4_moe config.json is in the index; test_glm.py prices those keys on it.
-    "glm_4_7_fp8": ("glm_4_7_fp8.json", "causal"),
     # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json @19d098add98a:
     # zai-org/GLM-4.7-Flash's config as the vendor holds it, likewise trimmed to its dims
     "glm_4_7_flash": ("glm_4_7_flash.json", "causal"),
@@ -353,12 +305,38 @@ FILES.update({
 CONFIGS.update({name: (published(name), how) for name, (_, how) in FILES.items()
                 if name.startswith("glm_") and name not in REFUSED_TODAY})
 CONFIGS.update({
-    # GLM-4.7's published config states what the trimmed file leaves to the defaults: q/k/v biases, a
-    # per-head QK-norm, half the head dims rotated, one MTP layer (the keys Glm4MoeConfig reads).
-    "glm_4_7_biased_qk_norm": (shrunk("glm_4_7_fp8", attention_bias=True, use_qk_norm=True,
-                                      partial_rotary_factor=0.5, num_nextn_predict_layers=1), "causal"),
     # GLM-4.7-Flash with its latent projections biased and its layers patterned by mlp_layer_types
     # (two dense layers, whatever first_k_dense_replace says: Glm4MoeLiteConfig does not read it).
     "glm_4_7_flash_biased_layer_types": (shrunk("glm_4_7_flash", attention_bias=True, first_k_dense_replace=3,
                                                 mlp_layer_types=["dense"] * 2 + ["sparse"] * 45), "causal"),
 })
+
+# --- published (issue 21: GLM-5's glm_moe_dsa and MiniMax-M2's minimax_m2 from published files) ---
+FILES.update({
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/zai-org--GLM-5.1_config.json
+    # @5f2e6bb0cce1: zai-org/GLM-5.1's config.json (glm_moe_dsa, GLM-5's architecture), the same bytes as the
+    # "原始 config.json" a model report in the index prints from a download of the model
+    "glm_5_1": ("glm_5_1.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--MiniMax-M2.7-NVFP4_config.json
+    # @5f2e6bb0cce1: nvidia/MiniMax-M2.7-NVFP4's config.json (minimax_m2; 4-space indentation, no final newline)
+    "minimax_m2_7_nvfp4": ("minimax_m2_7_nvfp4.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/openai--gpt-oss-120b_config.json
+    # @5f2e6bb0cce1: openai/gpt-oss-120b's config.json (no final newline), in place of the gpt_oss_20b dict
+    "gpt_oss_120b": ("gpt_oss_120b.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--Nemotron-H-56B-Base-8K_config.json
+    # @5f2e6bb0cce1: nvidia/Nemotron-H-56B-Base-8K's config.json (4-space indentation, no final newline; it states
+    # time_step_limit [0.0, Infinity]), in place of the nemotron_h_8b dict
+    "nemotron_h_56b_base_8k": ("nemotron_h_56b_base_8k.json", "causal"),
+    # triple-mu/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.5-Air_config.json @ba4dfe36eb02:
+    # zai-org/GLM-4.5-Air's config.json (glm4_moe; zai-org's own key order), in place of the trimmed GLM-4.7-FP8 copy
+    "glm_4_5_air": ("glm_4_5_air.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-122B-A10B_config.json
+    # @5f2e6bb0cce1: Qwen/Qwen3.5-122B-A10B's config.json (4-space indentation; states text_config.mamba_ssm_dtype
+    # and mtp_use_dedicated_embeddings, as the published Qwen3.5 files do)
+    "qwen3_5_122b_a10b": ("qwen3_5_122b_a10b.json", "vl"),
+})
+CONFIGS.update({name: (published(name), "causal")
+                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air")})
+CONFIGS["qwen3_5_122b_a10b"] = (published("qwen3_5_122b_a10b"), "vl")
+# GLM-4.5/4.6/4.7's files state use_qk_norm true where GLM-4.5-Air's says false: the per-head QK-norm priced.
+CONFIGS["glm_4_5_air_qk_norm"] = (shrunk("glm_4_5_air", use_qk_norm=True), "causal")

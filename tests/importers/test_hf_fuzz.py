@@ -25,7 +25,7 @@ from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, check_imported, import_hf_config, import_hf_file
 from hpdsl.fmt import format_stack_list
 from hpdsl.ir.stack import compress_kinds, expand_stack, layer_kinds
-from tests.importers.hf_configs import CONFIGS, shrunk
+from tests.importers.hf_configs import CONFIGS, DATA, shrunk
 
 NAMES = sorted(CONFIGS)
 
@@ -128,6 +128,18 @@ def test_an_unreadable_config_is_an_error_and_the_cli_exits_1(tmp_path: Path, te
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("hpdsl")
+
+
+def test_infinity_in_a_key_hpdsl_ignores_is_read_and_in_a_key_it_reads_is_refused(tmp_path: Path) -> None:
+    """Nemotron-H's published file states time_step_limit [0.0, Infinity] (ignored); a width may not say Infinity."""
+    published = DATA / "nemotron_h_56b_base_8k.json"
+    assert "Infinity" in published.read_text(encoding="utf-8")
+    assert import_hf_file(published, profiles=_profiles(), name="nemotron").profile == "nemotron_h"
+    path = tmp_path / "config.json"
+    path.write_text(published.read_text(encoding="utf-8").replace('"hidden_size": 8192', '"hidden_size": Infinity'))
+    with pytest.raises(HfImportError) as raised:
+        import_hf_file(path, profiles=_profiles())
+    assert raised.value.field == "hidden_size" and "hidden_size states Infinity" in str(raised.value)
 
 
 @pytest.mark.parametrize(("key", "value"), [("tie_word_embeddings", "false"), ("attention_bias", [1]),

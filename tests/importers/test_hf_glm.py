@@ -1,7 +1,8 @@
 """GLM-4.5/4.7 (glm4_moe) and GLM-4.7-Flash (glm4_moe_lite) through `hpdsl import-hf`: the keys their config classes read.
 
-The files are tests/data/hf/glm_4_7_fp8.json and glm_4_7_flash.json (ai-dynamo/aiconfigurator's
-trimmed copies, tests/data/hf/SOURCES.md); profiles/glm4_moe.hpf holds the import rules. Each
+The files are tests/data/hf/glm_4_5_air.json (zai-org/GLM-4.5-Air's published config) and
+glm_4_7_flash.json (ai-dynamo/aiconfigurator's trimmed copy; tests/data/hf/SOURCES.md gives both
+sources); profiles/glm4_moe.hpf holds the import rules. Each
 count is transformers' of the same config on the meta device (bench/hf_counts.py), the configs
 made from a file by shrunk's stated keys.
 """
@@ -46,19 +47,29 @@ def _transformers_counts(config: dict[str, Any]) -> tuple[int, int | None]:
     return hf_counts(config, "causal")
 
 
-def test_glm_4_7_imports_glm4_moe_config_defaults(tmp_path: Path) -> None:
-    """The keys the trimmed file leaves out take Glm4MoeConfig's defaults: half the head rotated, one MTP layer."""
-    text = _imported(shrunk("glm_4_7_fp8"), tmp_path)
-    for line in ("first_k_dense 3", "mtp 1", "rotary_fraction 0.5", "qk_norm false", "qkv_bias false",
-                 "o_bias false", "moe {\n    experts 160\n    top_k 8\n    expert_width 1536\n    shared_experts 1\n"
-                 "    router_sigmoid true\n    router_correction true\n    routed_scale 2.5\n  }"):
+def test_glm_4_5_air_imports_its_published_keys(tmp_path: Path) -> None:
+    """GLM-4.5-Air's file: q/k/v biased, no QK-norm, half the head rotated, one MTP layer, one dense layer."""
+    text = _imported(shrunk("glm_4_5_air"), tmp_path)
+    for line in ("first_k_dense 1", "mtp 1", "rotary_fraction 0.5", "qk_norm false", "qkv_bias true",
+                 "o_bias false", "moe { experts 128  top_k 8  expert_width 1408  shared_experts 1  router_sigmoid true  router_correction true }"):
         assert line in text, text
     assert "mla" not in text
 
 
+def test_glm_keys_left_out_take_glm4_moe_config_defaults(tmp_path: Path) -> None:
+    """Without its flags the file takes Glm4MoeConfig's defaults: unbiased, half the head rotated, one MTP layer."""
+    config = shrunk("glm_4_5_air", drop=("attention_bias", "use_qk_norm", "partial_rotary_factor",
+                                          "num_nextn_predict_layers", "first_k_dense_replace"))
+    text = _imported(config, tmp_path)
+    for line in ("first_k_dense 1", "mtp 1", "rotary_fraction 0.5", "qk_norm false", "qkv_bias false"):
+        assert line in text, text
+    params = _params(tmp_path)
+    assert (params["total"], params["active"]) == _transformers_counts(config)
+
+
 def test_glm_attention_bias_biases_q_k_and_v_not_the_output(tmp_path: Path) -> None:
     """Glm4MoeAttention's attention_bias: q, k, v biased, o_proj not (the builtin would bias both)."""
-    config = shrunk("glm_4_7_fp8", attention_bias=True, use_qk_norm=True, partial_rotary_factor=0.25)
+    config = shrunk("glm_4_5_air", attention_bias=True, use_qk_norm=True, partial_rotary_factor=0.25)
     text = _imported(config, tmp_path)
     assert "qkv_bias true" in text and "o_bias false" in text and "qk_norm true" in text
     assert "rotary_fraction 0.25" in text
@@ -87,7 +98,7 @@ def test_glm_flash_layers_follow_mlp_layer_types(tmp_path: Path) -> None:
     ("glm_4_7_flash", ["dense", "moe"] + ["sparse"] * 45, "expected one of 'dense', 'sparse' per layer"),
     ("glm_4_7_flash", ["dense"] * 3, "mlp_layer_types lists 3 layers, but num_hidden_layers is 47"),
     # Glm4MoeConfig has no mlp_layer_types: the glm4_moe rules do not read it.
-    ("glm_4_7_fp8", ["dense"] * 92, "mlp_layer_types"),
+    ("glm_4_5_air", ["dense"] * 46, "mlp_layer_types"),
 ])
 def test_a_bad_mlp_layer_types_is_refused_naming_it(name: str, value: Any, says: str, tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(shrunk(name, mlp_layer_types=value)), encoding="utf-8")

@@ -1,11 +1,10 @@
 """MiniMax-M2 (profiles/minimax_m2.hpf) through the real CLI, held to transformers' count on the meta device.
 
-No published MiniMax-M2 config.json is in the search index byte for byte (tests/data/hf/SOURCES.md,
-"Not found"), so each config here is transformers' own: MiniMaxM2Config's defaults (the released
-model's dims: 62 layers, hidden 3072, 48 heads, 8 kv heads of 128, 256 experts of 1536, top 8,
-vocab 200064) as `to_dict()` writes them, plus the keys the released checkpoints carry that the
-config class leaves out (RELEASED_KEYS; MiniMaxM2Config reads only rotary_dim of them), with the
-stated changes. transformers builds the model from the same mapping (bench/hf_counts.py).
+Each config here is a published file, nvidia/MiniMax-M2.7-NVFP4's config.json (tests/data/hf/
+minimax_m2_7_nvfp4.json, its source in tests/data/hf/SOURCES.md: the released model's dims, 62
+layers, hidden 3072, 48 heads, 8 kv heads of 128, 256 experts of 1536, top 8, vocab 200064), with
+the changes each test states (`shrunk`; attn_type_list follows the layer count). transformers
+builds the model from the same mapping (bench/hf_counts.py).
 """
 
 from __future__ import annotations
@@ -18,23 +17,21 @@ from typing import Any
 
 import pytest
 
-transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
 
-RELEASED_KEYS: dict[str, Any] = {
-    "architectures": ["MiniMaxM2ForCausalLM"], "rotary_dim": 64, "qk_norm_type": "per_layer",
-    "use_qk_norm": True, "use_mtp": True, "num_mtp_modules": 3, "mtp_transformer_layers": 1,
-    "scoring_func": "sigmoid", "use_routing_bias": True, "shared_intermediate_size": 0,
-}
-"""The MiniMax-M2 keys beside MiniMaxM2Config's fields (attn_type_list is added per layer count)."""
+from tests.importers.hf_configs import shrunk  # noqa: E402
+
+PUBLISHED = "minimax_m2_7_nvfp4"
+"""The published MiniMax-M2 file the configs here start from (tests/importers/hf_configs.py FILES)."""
 
 
 def _config(**changes: Any) -> dict[str, Any]:
-    """Return MiniMaxM2Config's defaults as to_dict writes them, the released keys and `changes`."""
-    config = {**transformers.MiniMaxM2Config().to_dict(), **RELEASED_KEYS, **changes}
+    """Return the published MiniMax-M2.7 config with `changes` set (attn_type_list: one entry a layer)."""
+    config = shrunk(PUBLISHED, **changes)
     config["attn_type_list"] = [1] * config["num_hidden_layers"]  # MiniMax-M2: softmax attention everywhere
     return config
 
@@ -74,7 +71,7 @@ def test_the_count_is_transformers(changes: dict[str, Any], tmp_path: Path) -> N
 
 
 def test_the_released_count_is_its_checkpoints_weights(tmp_path: Path) -> None:
-    """228,689,748,992: the FP8 checkpoint's tensors less their block scales and the routers' bias buffers."""
+    """228,689,748,992: the published file's count, the checkpoint's tensors less scales and routers' bias buffers."""
     params, _ = _estimate(_config(), tmp_path)
     assert params["total"] == 228_689_748_992
 

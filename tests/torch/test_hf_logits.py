@@ -7,8 +7,8 @@ hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under 
 `weight` rules (no name map in this file). In float32 on the CPU both give the same logits to
 1e-4. The cases cover every wiring a profile states today: sequential (pre-norm Llama),
 parallel (Phi), norms after each sublayer (OLMo-3), sandwich (Gemma-3), hybrid (LFM2's short
-convolutions beside attention) and MoE routing (GLM-4.7: sigmoid scores, score correction,
-routed scale; DeepSeek-V3.1: the same with MLA and group-limited top-k).
+convolutions beside attention) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
+routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k).
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
                         {"sandwich"}),
     "hybrid_lfm2": ("lfm2_5_vl_1_6b", {**ROPE, "num_hidden_layers": 4, "block_ff_dim": 96, "norm_eps": 1e-6},
                     {"pre_norm"}),
-    # Sigmoid scores, e_score_correction_bias for the choice, norm_topk_prob, routed_scaling_factor 2.5.
-    "moe_glm4_moe": ("glm_4_7_fp8", {**MOE, "head_dim": 16, "rms_norm_eps": 1e-6}, {"pre_norm"}),
+    # Sigmoid scores, e_score_correction_bias for the choice, norm_topk_prob; the file's routed_scaling_factor
+    # is 1.0, so the scaled config sets 2.5 (GLM-4.7's) to exercise the scale.
+    "moe_glm4_moe": ("glm_4_5_air", {**MOE, **ROPE, "head_dim": 16, "routed_scaling_factor": 2.5, "rms_norm_eps": 1e-6},
+                     {"pre_norm"}),
     # MLA and DeepSeek-V3's group-limited top-k: 8 experts in 4 groups, each token's from its best 2.
     "moe_deepseek_v3": ("deepseek_v3_1", {**MOE, **ROPE, "num_key_value_heads": 4, "n_group": 4, "topk_group": 2,
                                           "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,

@@ -136,8 +136,8 @@ def test_a_cpu_build_initialises_every_parameter(name: str, stdlib: Registry) ->
 
 def test_a_scaled_window_masks_the_sequence(stdlib: Registry) -> None:
     """gpt-oss's sliding layers attend through the scaled window: a wider window changes the logits."""
-    registry = _imported("gpt_oss_20b", stdlib)
-    full = registry.models["gpt_oss_20b"]
+    registry = _imported("gpt_oss_120b", stdlib)
+    full = registry.models["gpt_oss_120b"]
     outputs = []
     for window in (WINDOW, SEQ, SEQ + 8):
         model = small_model(full, window=window)

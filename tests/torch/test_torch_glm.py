@@ -1,6 +1,6 @@
 """GLM-4.5's attention against transformers: the same weights give the same logits.
 
-tests/data/hf/glm_4_7_fp8.json (ai-dynamo/aiconfigurator's trimmed GLM-4.7-FP8 config,
+tests/data/hf/glm_4_5_air.json (zai-org/GLM-4.5-Air's published config,
 tests/data/hf/SOURCES.md) is scaled down to three small layers, all dense
 (first_k_dense_replace = num_hidden_layers), with the keys GLM-4.7's published config
 states: q/k/v biases (attention_bias), a per-head QK-norm (use_qk_norm) and half of each
@@ -28,8 +28,9 @@ SEQ, VOCAB = 12, 101
 SCALED = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "first_k_dense_replace": 3,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": VOCAB,
           "max_position_embeddings": 64, "n_routed_experts": 4, "num_experts_per_tok": 2,
-          "moe_intermediate_size": 32, "rms_norm_eps": 1e-6}
-"""The small dims; rms_norm_eps is hpdsl's norms' epsilon."""
+          "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "pad_token_id": None, "rope_theta": 10000.0}
+"""The small dims; rms_norm_eps is hpdsl's norms' epsilon; no pad token (the file's is past the small vocab);
+rope_theta at the built rotary's base 10000 (the importer reads no rotary base: profiles/default.hpf ignores it)."""
 
 def _pair(config: dict[str, Any]) -> tuple[Any, Any]:
     """Return (hpdsl model, transformers model), transformers' random weights in both."""
@@ -43,7 +44,7 @@ def _pair(config: dict[str, Any]) -> tuple[Any, Any]:
     {"attention_bias": False, "use_qk_norm": False, "partial_rotary_factor": 0.25},
 ], ids=["glm_4_7_published_flags", "unbiased_quarter_rotary"])
 def test_dense_glm_logits_equal_transformers(changes: dict[str, Any]) -> None:
-    ours, theirs = _pair(shrunk("glm_4_7_fp8", **SCALED, **changes))
+    ours, theirs = _pair(shrunk("glm_4_5_air", **SCALED, **changes))
     ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = theirs(input_ids=ids).logits
@@ -71,7 +72,7 @@ def test_dense_glm_flash_logits_equal_transformers(changes: dict[str, Any]) -> N
 
 def test_full_rotary_glm_weights_give_other_logits() -> None:
     """The rotary fraction is what the attention runs: GLM's weights rotated over every dim differ."""
-    config = shrunk("glm_4_7_fp8", **SCALED, attention_bias=True, use_qk_norm=True, partial_rotary_factor=0.5)
+    config = shrunk("glm_4_5_air", **SCALED, attention_bias=True, use_qk_norm=True, partial_rotary_factor=0.5)
     ours, theirs = _pair(config)
     full, _ = _pair({**config, "partial_rotary_factor": 1.0})
     full.load_state_dict(ours.state_dict())
