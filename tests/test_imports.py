@@ -298,7 +298,7 @@ def test_python_m_hpdsl_is_the_cli(tmp_path: Path) -> None:
 
 
 def test_a_training_rank_and_explain_load_torch_distributed_pipelining_only_for_pp() -> None:
-    """torch.distributed.pipelining brings torch._dynamo (about 1 CPU-second a process): a rank loads it for pp > 1 only."""
+    """torch.distributed.pipelining brings torch._dynamo (about 1.3 CPU-seconds): importing hpdsl.torch leaves it out."""
     run = _child("import json, sys\nimport hpdsl.torch.train, hpdsl.torch.explain, hpdsl.torch.build\n"
                  "before = sorted(sys.modules)\nimport hpdsl.torch.pipeline_stage\n"
                  "print('MODULES ' + json.dumps([before, sorted(sys.modules)]))")

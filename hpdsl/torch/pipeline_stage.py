@@ -1,8 +1,10 @@
 """The PipelineStages and 1F1B schedule of a rank's pipeline chunks (hpdsl/torch/pipeline.py).
 
 Apart from hpdsl/torch/pipeline.py because torch.distributed.pipelining imports torch._dynamo
-(about 1 CPU-second a process): hpdsl/torch/steps.py imports this module only for a pp > 1 run,
-so a run without pp, and `hpdsl explain`, never load it.
+(about 1.3 CPU-seconds a process): hpdsl/torch/steps.py imports this module only for a pp > 1 run, so
+importing hpdsl.torch (the launching `hpdsl train`, `hpdsl explain`, a test process) does not. A process
+that builds on the meta device still loads torch._dynamo then (torch's meta-device init goes through
+torch/_compile.py), so a training rank saves only pipelining's own import.
 """
 
 from __future__ import annotations
