@@ -295,3 +295,14 @@ def test_python_m_hpdsl_is_the_cli(tmp_path: Path) -> None:
     assert compiled.returncode == 0, compiled.stderr
     assert compiled.stdout.startswith("ok: ")
     assert json.loads((tmp_path / "registry.json").read_text(encoding="utf-8"))["schema_version"]
+
+
+def test_a_training_rank_and_explain_load_torch_distributed_pipelining_only_for_pp() -> None:
+    """torch.distributed.pipelining brings torch._dynamo (about 1.3 CPU-seconds): importing hpdsl.torch leaves it out."""
+    run = _child("import json, sys\nimport hpdsl.torch.train, hpdsl.torch.explain, hpdsl.torch.build\n"
+                 "before = sorted(sys.modules)\nimport hpdsl.torch.pipeline_stage\n"
+                 "print('MODULES ' + json.dumps([before, sorted(sys.modules)]))")
+    assert run.returncode == 0, run.stderr
+    before, after = json.loads(run.stdout[run.stdout.rfind("MODULES ") + len("MODULES "):])
+    assert not [name for name in before if name.startswith(("torch.distributed.pipelining", "torch._dynamo"))]
+    assert "torch.distributed.pipelining" in after

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -28,16 +28,16 @@ from torch import Tensor, nn
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
-from torch.distributed.pipelining.schedules import _PipelineSchedule
-from torch.distributed.pipelining.stage import _PipelineStageBase
 
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.layers import CausalLM, output_logits
-from hpdsl.torch.modules.collectives import rank_local
+
+if TYPE_CHECKING:
+    # torch.distributed.pipelining is imported by hpdsl/torch/pipeline_stage.py only, when a pp > 1 run needs it.
+    from torch.distributed.pipelining.schedules import _PipelineSchedule
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -116,30 +116,6 @@ class StageChunk(nn.Module):
         return torch.cat(every, dim=1)
 
 
-
-class _Stage(PipelineStage):
-    """A PipelineStage that tells its chunk which micro-batch it runs (the last chunk's MTP ids are per micro-batch).
-
-    Its shape-inference passes run with the cp hand-offs rank-local (collectives.rank_local):
-    the values are thrown away, and the inferred backward skips whatever does not lead to the
-    stage's inputs, a Gated DeltaNet's sends to its previous cp rank among them.
-    """
-
-    def _prepare_forward_infra(self, *args: Any, **kwargs: Any) -> Any:
-        with rank_local():
-            return super()._prepare_forward_infra(*args, **kwargs)
-
-    def _prepare_backward_infra(self, *args: Any, **kwargs: Any) -> Any:
-        with rank_local():
-            return super()._prepare_backward_infra(*args, **kwargs)
-
-    def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
-        """Note the micro-batch on the chunk, then run it as PipelineStage does."""
-        if isinstance(self.submod, StageChunk):
-            self.submod.micro_batch = fwd_chunk_id
-        return super().forward_one_chunk(fwd_chunk_id, *args, **kwargs)
-
-
 def split_model(model: nn.Module, strategy: Strategy, pp_rank: int) -> dict[int, StageChunk]:
     """Return this pipeline rank's chunks of a built causal model, by chunk index."""
     if not isinstance(model, CausalLM):
@@ -149,18 +125,6 @@ def split_model(model: nn.Module, strategy: Strategy, pp_rank: int) -> dict[int,
     spans = chunk_spans(len(model.layers), strategy)
     last = len(spans) - 1
     return {c: StageChunk(model, spans[c], first=c == 0, last=c == last) for c in rank_chunks(strategy, pp_rank)}
-
-
-def schedule(chunks: dict[int, StageChunk], strategy: Strategy, group: ProcessGroup,
-             loss_fn: LossFn, device: torch.device) -> _PipelineSchedule:
-    """Return the 1F1B schedule (interleaved when vpp > 1) over this rank's chunks' PipelineStages."""
-    total = strategy.pp * strategy.vpp
-    stages: list[_PipelineStageBase] = [_Stage(chunk, c, total, device, group=group)
-                                        for c, chunk in sorted(chunks.items())]
-    if strategy.vpp == 1:
-        (stage,) = stages
-        return Schedule1F1B(stage, strategy.micro_batches, loss_fn=loss_fn)
-    return ScheduleInterleaved1F1B(stages, strategy.micro_batches, loss_fn=loss_fn)
 
 
 def run_step(runner: _PipelineSchedule, chunks: dict[int, StageChunk], strategy: Strategy,
@@ -222,5 +186,5 @@ def _local(tensor: Tensor) -> Tensor:
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
-__all__ = ["StageChunk", "chunk_spans", "embedding_group", "model_refusals", "rank_chunks", "run_step", "schedule",
-           "split_model", "sum_embedding_grads"]
+__all__ = ["StageChunk", "chunk_spans", "embedding_group", "model_refusals", "rank_chunks", "run_step", "split_model",
+           "sum_embedding_grads"]

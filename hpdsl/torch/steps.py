@@ -33,7 +33,7 @@ from hpdsl.torch.model import build_model, materialize
 from hpdsl.torch.modules import ExpertParallelExperts
 from hpdsl.torch.objective import mtp_depth, objective
 from hpdsl.torch.parallelize import coordinates, data_rank, gradient_sync, parallelize, stage_mesh, train_mesh
-from hpdsl.torch.pipeline import embedding_group, run_step, schedule, split_model, sum_embedding_grads
+from hpdsl.torch.pipeline import embedding_group, run_step, split_model, sum_embedding_grads
 from hpdsl.torch.validate import grad_gap, load_reference, reference_grads, train_reference
 
 
@@ -169,6 +169,8 @@ def accumulate(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, index
 def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Mapping[str, Any],
                mesh: DeviceMesh, device: torch.device, tokens: Tokens) -> Job:
     """Return this rank's pipeline chunks (torch.distributed.pipelining) as a job."""
+    from hpdsl.torch.pipeline_stage import schedule  # torch.distributed.pipelining: only a pp > 1 run loads it
+
     seed, validate = int(config["seed"]), bool(config.get("validate"))
     seq, coords, stage = strategy.seq_len, coordinates(mesh), stage_mesh(mesh)
     depth = mtp_depth(model_ir)

@@ -16,9 +16,9 @@ from hpdsl.ir.stack import layer_kinds
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
-from train_batch import shared, train_batch
+from train_batch import pool, pooled, shared, train_batch
 from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
-                           static_bytes_equal, train_json)
+                           static_bytes_equal)
 from train_support import MIXTRAL_SMALL as SMALL
 
 
@@ -112,7 +112,13 @@ FOUR = {
 """The 4-process runs of this file, one launch (tests/torch/train_batch.py), each checked by its own test."""
 EIGHT = {name: [MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4", "--ep", "2", "--etp", "2", *ZERO3, *flags]
          for name, flags in (("tp2-sp", ("--tp", "2", "--sp")), ("pp2", ("--pp", "2", "--global-batch", "8")))}
-"""The 8-process runs of this file, one launch."""
+"""The 8-process runs of this file: one launch with tests/torch/test_train_pipeline.py's (tests/torch/train_batch.py)."""
+pool("eight", "train", EIGHT)
+TWO = {"llama-tied-tp2": [str(ROOT / "examples" / "llama2_7b.hpf"), "--set=layers=2", "--set=hidden=64",
+                          "--set=heads=4", "--set=kv_heads=2", "--set=vocab=128", "--set=ffn_width=96",
+                          "--set=tie_embeddings=true", "--tp", "2", "--nproc", "2"]}
+"""The 2-process run of this file: one launch with tests/torch/test_train_etp_alone.py's."""
+pool("two", "train", TWO)
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +128,15 @@ def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of TWO, by name."""
+    return pooled("two", "train", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
 def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of EIGHT, by name."""
-    return shared("train-8", tmp_path_factory, lambda: train_batch(EIGHT))
+    return pooled("eight", "train", tmp_path_factory)
 
 
 @pytest.mark.slow
@@ -291,12 +303,9 @@ def test_search_run_on_8_devices_trains_the_strategy_it_chose_on_8_processes() -
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_tied_head_reads_the_vocabulary_split_table_under_tp() -> None:
-    llama = str(ROOT / "examples" / "llama2_7b.hpf")
-    result = train_json(llama, "--set=layers=2", "--set=hidden=64", "--set=heads=4", "--set=kv_heads=2",
-                         "--set=vocab=128", "--set=ffn_width=96", "--set=tie_embeddings=true", "--tp", "2",
-                         "--nproc", "2")
+@pytest.mark.timeout(600)
+def test_a_tied_head_reads_the_vocabulary_split_table_under_tp(two: dict[str, dict]) -> None:
+    result = two["llama-tied-tp2"]
     matches_one_process(result)
     static_bytes_equal(result)
 

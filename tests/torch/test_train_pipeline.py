@@ -17,7 +17,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_batch import shared, train_batch
+from train_batch import pool, pooled
 from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
                            matches_one_process_and_the_estimate, static_bytes_equal)
 
@@ -120,23 +120,26 @@ FOUR = {
     **{f"deepseek-v3-pp2-{name}": _args(DEEPSEEK_V3, DEEPSEEK_V3_SMALL, 4, "--pp", "2", *flags)
        for name, flags in DEEPSEEK_V3_PP2.items()},
 }
-"""The 4-process runs of this file, one launch (tests/torch/train_batch.py), each checked by its own test."""
+"""The 4-process runs of this file, each checked by its own test: one launch (tests/torch/train_batch.py) with
+tests/torch/test_train_recompute.py's and test_train_tied_pipeline.py's."""
+pool("four", "pipeline", FOUR)
 EIGHT = {name: _args(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
          for name, spec, sets in (("mixtral", MIXTRAL, MIXTRAL_SMALL), ("qwen3-next", QWEN3_NEXT, QWEN3_NEXT_SMALL),
                                   ("deepseek-v3", DEEPSEEK_V3, DEEPSEEK_V3_SMALL))}
-"""The 8-process runs of this file, one launch."""
+"""The 8-process runs of this file: one launch with tests/torch/test_train.py's."""
+pool("eight", "pipeline", EIGHT)
 
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return shared("pipeline-4", tmp_path_factory, lambda: train_batch(FOUR))
+    return pooled("four", "pipeline", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of EIGHT, by name."""
-    return shared("pipeline-8", tmp_path_factory, lambda: train_batch(EIGHT))
+    return pooled("eight", "pipeline", tmp_path_factory)
 
 
 

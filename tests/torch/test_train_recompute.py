@@ -21,7 +21,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.measure import saved_activations
-from train_batch import shared, train_batch
+from train_batch import pool, pooled
 from train_support import ROOT, matches_one_process_and_the_estimate
 
 SCALED = {
@@ -91,13 +91,15 @@ def _args(name: str, *flags: str) -> list[str]:
 FOUR = {"mixtral-cp2-ep2": _args("mixtral", "--dp", "2", "--cp", "2", "--ep", "2"),
         "qwen3-next-dp2-tp2-sp": _args("qwen3-next", "--dp", "2", "--tp", "2", "--sp"),
         "deepseek-v3-dp4-ep2": _args("deepseek-v3", "--dp", "4", "--ep", "2")}
-"""The 4-process runs under selective recompute, one launch (tests/torch/train_batch.py)."""
+"""The 4-process runs under selective recompute: one launch with tests/torch/test_train_pipeline.py's
+(tests/torch/train_batch.py)."""
+pool("four", "recompute", FOUR)
 
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return shared("recompute-4", tmp_path_factory, lambda: train_batch(FOUR))
+    return pooled("four", "recompute", tmp_path_factory)
 
 
 @pytest.mark.slow

@@ -6,17 +6,30 @@ from __future__ import annotations
 
 import pytest
 
-from train_support import ROOT, matches_one_process_and_the_estimate, train_json
+from train_batch import pool, pooled
+from train_support import ROOT, matches_one_process_and_the_estimate
 
 LLAMA_TIED = [str(ROOT / "examples" / "llama2_7b.hpf"), *(f"--set={pair}" for pair in (
     "layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128", "ffn_width=96", "tie_embeddings=true"))]
 
 
+FOUR = {"llama-tied-tp2-pp2": [*LLAMA_TIED, "--pp", "2", "--tp", "2", "--sp", "--global-batch", "2", "--nproc", "4",
+                                "--steps", "3"]}
+"""`hpdsl train ARGS --validate --json`, in one launch with tests/torch/test_train_pipeline.py's 4-process runs
+(tests/torch/train_batch.py; tests/torch/test_trainer.py holds a batched run equal to the command's)."""
+pool("four", "tied-pipeline", FOUR)
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return the result of every run of FOUR, by name."""
+    return pooled("four", "tied-pipeline", tmp_path_factory)
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_tied_head_under_tp2_pp2_matches_one_process_and_the_estimate() -> None:
-    result = train_json(*LLAMA_TIED, "--pp", "2", "--tp", "2", "--sp", "--global-batch", "2",
-                        "--nproc", "4", "--steps", "3")
+@pytest.mark.timeout(1500)
+def test_a_tied_head_under_tp2_pp2_matches_one_process_and_the_estimate(four: dict[str, dict]) -> None:
+    result = four["llama-tied-tp2-pp2"]
     assert {(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     # The last stage holds its vocabulary-split copy of the table, priced as an untied head's; the copy's
     # gradient, summed with the first stage's, is the whole table's (lookups and head).

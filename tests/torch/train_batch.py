@@ -7,12 +7,13 @@ its results (`shared`, xdist's recipe for a fixture that runs once)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -72,6 +73,27 @@ def shared(name: str, factory: pytest.TempPathFactory, make: Callable[[], dict[s
         results = make()
         path.write_text(json.dumps(results), encoding="utf-8")
         return results
+
+
+_POOLS: dict[str, dict[str, list[str]]] = {}
+"""Runs of several files that share one launch, by launch name: filled as pytest imports the files."""
+
+
+def pool(launch: str, tag: str, runs: Mapping[str, list[str]]) -> None:
+    """Add a file's `runs` to launch `launch` (one process count), each named `tag/NAME` there."""
+    _POOLS.setdefault(launch, {}).update({f"{tag}/{name}": list(args) for name, args in runs.items()})
+
+
+def pooled(launch: str, tag: str, factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Return `tag`'s results, by name, of the one launch of every run pooled into `launch` (`shared`).
+
+    Every pytest process imports the same test files before it runs one (xdist checks they collect alike),
+    so every worker asks for the same runs; the key names them, so a worker never reads another set's results.
+    """
+    runs = _POOLS[launch]
+    key = hashlib.sha256(json.dumps(runs, sort_keys=True).encode()).hexdigest()[:12]
+    results = shared(f"{launch}-{key}", factory, lambda: train_batch(runs))
+    return {name.removeprefix(f"{tag}/"): result for name, result in results.items() if name.startswith(f"{tag}/")}
 
 
 def _result(planned: TrainPlan, gathered: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,10 @@ def main(argv: list[str]) -> int:
     by the next run and not found).
     """
     configs = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    if any(int(config["strategy"].get("pp", 1)) > 1 for config in configs):
+        # hpdsl/torch/steps.py imports torch.distributed.pipelining for a pp > 1 run only: import it once
+        # here, before the forks, rather than once in each run's fork.
+        import hpdsl.torch.pipeline_stage  # noqa: F401
     for index, config in enumerate(configs):
         sys.stdout.flush()
         sys.stderr.flush()
