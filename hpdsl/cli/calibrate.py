@@ -45,5 +45,6 @@ def calibrate_command(output: Path, name: str, ranks: int, threads: int) -> None
     click.echo(f"wrote {output}: peak {max(f for _, f in measured.matmul) / 1e9:,.1f} GFLOP/s, memory "
                f"{measured.memory_bandwidth / 1e9:,.1f} GB/s, all-reduce {measured.collective_bandwidth / 1e9:,.2f} GB/s, "
                f"op {measured.op_overhead * 1e6:,.0f} us, message step {measured.link_latency * 1e6:,.0f} us, "
-               f"optimizer {measured.optimizer_bandwidth / 1e9:,.2f} GB/s ({ranks} ranks at once, "
+               f"optimizer {measured.optimizer_bandwidth / 1e9:,.2f} GB/s, tensor {measured.tensor_overhead * 1e6:,.0f} us, "
+               f"DTensor {measured.dtensor_overhead * 1e6:,.0f} us ({ranks} ranks at once, "
                f"{measured.threads} threads each)")

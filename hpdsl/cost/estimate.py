@@ -216,4 +216,5 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
         breakdown=step_breakdown(x, price.step_time_s, rows["time"],
                                  [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))],
                                  [rows["params"][r] + rows["grads"][r] + rows["optimizer"][r]
-                                  for r in range(len(rows["time"]))], host))
+                                  for r in range(len(rows["time"]))], host,
+                                 [sum(n * prepared.tensors[j] for j, n in held) for held in plan.rank_held]))

@@ -384,6 +384,8 @@ class DeviceIR:
     op_overhead: float = 0.0          # host seconds per op, forward and backward (0: not priced)
     link_latency: float = 0.0         # seconds per message step on the device's links without a cluster
     optimizer_bandwidth: float = 0.0  # bytes/s of the optimizer step (0: memory_bandwidth x efficiency)
+    tensor_overhead: float = 0.0      # host seconds per parameter tensor a step (optimizer, norm, zero_grad)
+    dtensor_overhead: float = 0.0     # ... per DTensor parameter (tp or dp > 1; 0: tensor_overhead)
 
 
 @attrs.frozen

@@ -50,6 +50,10 @@ DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
         "(default 0)", high=1.0),
     Key("optimizer_bandwidth", "float", "bytes/s the optimizer step moves (2 passes over weights, gradients "
         "and states; default memory_bandwidth x memory_efficiency)"),
+    Key("tensor_overhead", "float", "host seconds per parameter tensor a step: the optimizer step, gradient norm "
+        "and zero_grad visit each tensor (default 0)", high=1.0),
+    Key("dtensor_overhead", "float", "host seconds per parameter tensor a step when the parameters are DTensors "
+        "(tp or dp > 1; default tensor_overhead)", high=1.0),
     Key("source", "string", "where the numbers come from (datasheet, measurement)", required=True),
 )}
 """Every key a `device` block may set."""

@@ -50,6 +50,8 @@ class Measured:
     op_overhead: float = 0.0
     link_latency: float = 0.0
     optimizer_bandwidth: float = 0.0
+    tensor_overhead: float = 0.0
+    dtensor_overhead: float = 0.0
 
 
 def sustained_seconds(run: Callable[[], object], window: float = WINDOW_S, least: int = MIN_CALLS) -> float:
@@ -125,6 +127,40 @@ def measure_optimizer(params: int = OPTIMIZER_PARAMS, window: float = WINDOW_S) 
     return 2.0 * 16 * params / sustained_seconds(step, window)
 
 
+TENSORS = 64
+"""Parameter tensors the per-tensor measurement steps, 16 elements each (their arithmetic negligible)."""
+
+
+def measure_tensor_overhead(mesh: object | None = None, window: float = WINDOW_S) -> float:
+    """Return the seconds a step's per-tensor host work takes per parameter: gradient norm, AdamW, zero_grad.
+
+    What the trainer runs after each backward (hpdsl/torch/optim.py), over TENSORS tiny tensors:
+    plain ones, or (`mesh`, a DeviceMesh over the ranks) DTensors sharded on it, as FSDP2 and the
+    tp plan hold them (the norm's reduction then is a collective, timed as one).
+    """
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from hpdsl.torch.optim import grad_norm
+
+    ranks = dist.get_world_size()
+    params = [torch.nn.Parameter(torch.randn(16 * ranks)) for _ in range(TENSORS)]
+    if mesh is not None:
+        params = [torch.nn.Parameter(distribute_tensor(p.data, mesh, [Shard(0)])) for p in params]  # type: ignore[arg-type]
+    grads = [torch.ones_like(p) for p in params]
+    opt = torch.optim.AdamW(params, lr=1e-3)
+
+    def run() -> None:
+        for param, grad in zip(params, grads):
+            param.grad = grad
+        grad_norm(params)
+        opt.step()
+        opt.zero_grad()
+
+    _together()
+    seconds = collective_seconds(run, window) if mesh is not None else sustained_seconds(run, window)
+    return seconds / TENSORS
+
+
 def measure_links(ranks: int, megabytes: int = 32, window: float = WINDOW_S) -> tuple[float, float]:
     """Return the all-reduce bandwidth (ring bytes per rank over its time) and one message step's latency (s)."""
     buffer, tiny = torch.ones(megabytes * 2**20 // 4), torch.ones(1)
@@ -149,8 +185,12 @@ def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], 
         matmul = measure_matmul(sizes, window)
         memory, op = measure_memory(window=window), measure_op_overhead(window)
         optimizer = measure_optimizer(window=window)
+        from torch.distributed.device_mesh import init_device_mesh
+
+        tensor = measure_tensor_overhead(None, window)
+        dtensor = measure_tensor_overhead(init_device_mesh("cpu", (ranks,)), window)
         bandwidth, latency = measure_links(ranks, window=window)
-        mine = (matmul, memory, op, optimizer, bandwidth, latency)
+        mine = (matmul, memory, op, optimizer, bandwidth, latency, tensor, dtensor)
         everyone: list[object] = [None] * ranks
         dist.all_gather_object(everyone, mine)
         if rank == 0:
@@ -179,7 +219,7 @@ def calibrate(ranks: int = 2, threads: int | None = 1, sizes: Sequence[int] = SI
 
     matmul = tuple((n, sum(float(row[0][i][1]) for row in rows) / len(rows)) for i, (n, _) in enumerate(rows[0][0]))
     return Measured(matmul, mean(1), mean(4), ranks, threads, op_overhead=mean(2), link_latency=mean(5),
-                    optimizer_bandwidth=mean(3))
+                    optimizer_bandwidth=mean(3), tensor_overhead=mean(6), dtensor_overhead=mean(7))
 
 
 def device_text(name: str, m: Measured, memory_bytes: int) -> str:
@@ -193,7 +233,9 @@ def device_text(name: str, m: Measured, memory_bytes: int) -> str:
 // links: a gloo all-reduce between {m.ranks} processes on this machine (ring bytes per rank), and a
 //   one-element all-reduce over its 2(n - 1) ring steps (link_latency);
 // op_overhead: a tiny Linear's forward and backward (one op's host time); optimizer_bandwidth: AdamW's step
-//   over {OPTIMIZER_PARAMS} fp32 parameters, 2 passes over weights, gradients and two states.
+//   over {OPTIMIZER_PARAMS} fp32 parameters, 2 passes over weights, gradients and two states;
+// tensor_overhead, dtensor_overhead: the gradient norm, AdamW's step and zero_grad over {TENSORS} tiny
+//   parameters, per parameter: plain tensors, and DTensors sharded over the {m.ranks} ranks.
 // Every number is each rank's sustained time over a {WINDOW_S} s window, all {m.ranks} ranks at once, averaged.
 device {name} {{
   memory_bytes = {memory_bytes}
@@ -207,6 +249,8 @@ device {name} {{
   op_overhead = {_float(m.op_overhead)}
   link_latency = {_float(m.link_latency)}
   optimizer_bandwidth = {_float(m.optimizer_bandwidth)}
+  tensor_overhead = {_float(m.tensor_overhead)}
+  dtensor_overhead = {_float(m.dtensor_overhead)}
   source = "hpdsl calibrate, {stamp}"
   curve matmul {{ {points} }}
 }}

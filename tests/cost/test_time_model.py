@@ -192,3 +192,32 @@ def test_the_optimizer_step_runs_at_the_devices_optimizer_bandwidth(llama: objec
     static = stage.params_bytes + stage.grads_bytes + stage.optimizer_bytes
     assert priced.breakdown["optimizer_s"] == pytest.approx(2 * static / 1.0e11, rel=1e-12)
     assert priced.breakdown["after_backward_s"] == pytest.approx(2 * static / 1.0e11, rel=1e-12)
+
+
+def test_each_parameter_tensor_costs_the_devices_tensor_overhead(llama: object, tmp_path: Path) -> None:
+    # After the last backward the trainer's gradient norm, AdamW and zero_grad visit each parameter tensor:
+    # 32 layers of 9 (q, k, v, o, gate, up, down and 2 norms), the embedding and the output's norm and head:
+    # 291 tensors at 1 ms each on one device; DTensors (tp or dp > 1) at the dtensor_overhead, 3 ms.
+    plain = _device(tmp_path / "plain.hpf")
+    slow = _device(tmp_path / "slow.hpf", "tensor_overhead = 1.0e-3 dtensor_overhead = 3.0e-3")
+    for strategy, seconds in ((Strategy(global_batch=1), 1e-3), (Strategy(tp=2, global_batch=1), 3e-3),
+                              (Strategy(dp=2, zero="os+grad+params", global_batch=2), 3e-3)):
+        priced = estimate(llama, strategy.with_(device=slow))  # type: ignore[arg-type]
+        gap = priced.step_time_s - estimate(llama, strategy.with_(device=plain)).step_time_s  # type: ignore[arg-type]
+        assert gap == pytest.approx(291 * seconds, rel=1e-9)
+        assert priced.breakdown["optimizer_tensors_s"] == pytest.approx(291 * seconds, rel=1e-9)
+        assert grid_estimate(llama, strategy.with_(device=slow)).step_time_s == priced.step_time_s
+    # pp 2: each rank walks only its own tensors; the step waits on the rank with more (16 layers and the output).
+    pp = Strategy(pp=2, global_batch=2)
+    gap = estimate(llama, pp.with_(device=slow)).step_time_s - estimate(llama, pp.with_(device=plain)).step_time_s
+    assert gap == pytest.approx((16 * 9 + 2) * 1e-3, rel=1e-9)
+    assert "optimizer_tensors_s" not in estimate(llama, Strategy(global_batch=1, device=plain)).breakdown
+    json_machine = estimate(llama, Strategy(tp=2, device=slow)).to_json()["machine"]
+    assert json_machine["tensor_overhead"] == 1e-3 and json_machine["dtensor_overhead"] == 3e-3
+
+
+def test_without_a_dtensor_overhead_dtensors_cost_the_tensor_overhead(llama: object, tmp_path: Path) -> None:
+    plain, slow = _device(tmp_path / "plain.hpf"), _device(tmp_path / "slow.hpf", "tensor_overhead = 1.0e-3")
+    tp = Strategy(tp=2, global_batch=1)
+    gap = estimate(llama, tp.with_(device=slow)).step_time_s - estimate(llama, tp.with_(device=plain)).step_time_s
+    assert gap == pytest.approx(291 * 1e-3, rel=1e-9)

@@ -74,10 +74,11 @@ def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
     return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
 
 
-def host_facts(name: str) -> tuple[float, float]:
-    """Return machine `name`'s host seconds per op (0: not priced) and the bytes/s its optimizer step moves."""
+def host_facts(name: str) -> tuple[float, float, float, float]:
+    """Return machine `name`'s host seconds per op (0: not priced), the optimizer's bytes/s, seconds per tensor and DTensor."""
     d = get_machine(name).device
-    return d.op_overhead, d.optimizer_bandwidth or d.memory_bandwidth * d.memory_efficiency
+    return (d.op_overhead, d.optimizer_bandwidth or d.memory_bandwidth * d.memory_efficiency, d.tensor_overhead,
+            d.dtensor_overhead or d.tensor_overhead)
 
 
 def link_facts(name: str) -> dict[str, float]:

@@ -86,7 +86,9 @@ class Machine:
                 "cluster_file": self.cluster_file, "devices_per_node": self.devices_per_node,
                 "intra_node_bandwidth": self.link_bandwidth("node"),
                 "inter_node_bandwidth": self.link_bandwidth("network"),
-                "op_overhead": self.device.op_overhead, "link_latency": self.latency("node")}
+                "op_overhead": self.device.op_overhead, "link_latency": self.latency("node"),
+                "tensor_overhead": self.device.tensor_overhead,
+                "dtensor_overhead": self.device.dtensor_overhead or self.device.tensor_overhead}
 
 
 def unknown_message(name: str, what: str, shipped: Iterable[str], aliases: Iterable[str] = ()) -> str:

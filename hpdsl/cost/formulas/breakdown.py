@@ -21,14 +21,16 @@ AXIS_BANDWIDTH = {"tp": "bw_tp", "cp": "bw_cp", "ep": "bw_ep", "pp": "bw_pp"}
 
 def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
                    rank_traffic: Sequence[Mapping[str, float]], rank_static: Sequence[float] = (),
-                   rank_host: Sequence[float] = ()) -> dict[str, float]:
+                   rank_host: Sequence[float] = (), rank_tensors: Sequence[float] = ()) -> dict[str, float]:
     """Return the step's seconds by part: compute, each axis's traffic, the bubble, what follows the backward.
 
     `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch;
     `rank_static` its weights, gradients and optimizer states, whose optimizer step (the device time
     model's) is the `optimizer_s` share of `after_backward_s` on the rank that takes longest over it;
     `rank_host` its ops' host seconds per micro-batch (the device's op_overhead), whose steady-state
-    share is the `host_s` part of `compute_s` (a full recompute's dispatches not counted).
+    share is the `host_s` part of `compute_s` (a full recompute's dispatches not counted); `rank_tensors`
+    its parameter tensors, whose host time a step (the device's tensor_overhead) is `optimizer_tensors_s`,
+    a part of `optimizer_s`.
     """
     m, vpp = float(x.micro_batches), float(x.vpp)
     slowest = max(range(len(rank_times)), key=lambda r: rank_times[r])
@@ -43,5 +45,10 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
     if x.device_model is True and any(rank_host):
         out["host_s"] = min(m * rank_host[slowest], out["compute_s"])
     if x.device_model is True and rank_static:
-        out["optimizer_s"] = min(max(optimizer_seconds(s, x.opt_bw) for s in rank_static), out["after_backward_s"])
+        tensors = list(rank_tensors) or [0.0] * len(rank_static)
+        per_rank = [(optimizer_seconds(s, x.opt_bw), n * float(x.tensor_overhead)) for s, n in zip(rank_static, tensors)]
+        longest = max(per_rank, key=sum)
+        out["optimizer_s"] = min(sum(longest), out["after_backward_s"])
+        if longest[1] > 0:
+            out["optimizer_tensors_s"] = min(longest[1], out["optimizer_s"])
     return out

@@ -66,6 +66,7 @@ class Ctx:
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
     op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
     opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
+    tensor_overhead: F  # host seconds per parameter tensor a step (device model): DTensor's under tp or dp > 1
     curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
     device_model: Any  # mfu 0 (the default): price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
@@ -109,7 +110,8 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     facts = [device_facts(name) for name in grid.devices]
     link["mem_bw"] = np.array([f[0] for f in facts])[dev]
     host = [host_facts(name) for name in grid.devices]
-    link["op_overhead"], link["opt_bw"] = (np.array([h[k] for h in host])[dev] for k in range(2))
+    link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = (np.array([h[k] for h in host])[dev]
+                                                                            for k in range(4))
     used = np.unique(dev)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
@@ -127,7 +129,7 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
             "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
-    link["op_overhead"], link["opt_bw"] = host_facts(s.device)
+    link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = host_facts(s.device)
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
 
@@ -179,6 +181,8 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak_flops"] * 1.0,
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
         op_overhead=xp.where(device_model, link["op_overhead"], 0.0), opt_bw=link["opt_bw"],
+        # FSDP2 (dp) and the tp plan make every parameter a DTensor, whose optimizer ops dispatch through it
+        tensor_overhead=xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]), 0.0),
         # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers
         # and reduce-scatters under sp, else all-reduces; cp's ring sends p2p, Ulysses swaps all-to-all; the
         # MoE dispatch is all-to-all on the ep axis' tier; dp all-reduces, or reduce-scatters and all-gathers.

@@ -41,11 +41,12 @@ def exposed_micro(x: Ctx) -> bool:
 
 
 def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: Any, once: Any,
-              tp_once: Any, static: Any = 0.0) -> tuple[Any, Any]:
+              tp_once: Any, static: Any = 0.0, tensors: Any = 0.0) -> tuple[Any, Any]:
     """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward.
 
     Under the device time model (mfu 0) the optimizer step over the rank's `static`
-    bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py).
+    bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py),
+    with its host time per parameter tensor (`tensors` of them, the device's tensor_overhead).
     """
     t_rank = tau + pp_bytes / x.bw_pp
     micro_s, once_s = dp_micro / x.bw_dp, once / x.bw_dp
@@ -62,6 +63,7 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
         once_s = once_s + xp.where(tp_once > 0, 2 * (x.tp - 1) * x.lat_tp, 0.0)
     if uses_device_model(x):
         once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.opt_bw), 0.0)
+        once_s = once_s + tensors * x.tensor_overhead  # zero outside the device model
     return t_rank, once_s
 
 

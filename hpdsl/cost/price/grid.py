@@ -86,7 +86,7 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
-        "static": parts[0] + parts[1] + parts[2],
+        "static": parts[0] + parts[1] + parts[2], "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
         "gathered": x.param_bytes * (dense + expert) if layer else zero,
         "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,

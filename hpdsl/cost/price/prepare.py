@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hpdsl.bound.bind import CostModel
 from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.tensors import column_tensors
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
@@ -21,4 +22,4 @@ def prepare(cost_model: CostModel) -> Prepared:
         tuple(mem.column_params(c, columns) for c in cols), mem.output_copy(columns),
         tuple(flop_mod.causal_share(c, columns) for c in cols),
         tuple(flop_mod.column_model_flops(c, columns) for c in cols),
-        tuple(flop_mod.column_window(c) for c in cols))
+        tuple(flop_mod.column_window(c) for c in cols), tuple(column_tensors(c, columns) for c in cols))

@@ -29,6 +29,7 @@ class Prepared:
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     windows: tuple[int, ...]                   # each column's sliding window (0: none)
+    tensors: tuple[float, ...] = ()            # each column's parameter tensors (hpdsl/cost/facts/tensors.py)
     cache: PriceCache = attrs.field(factory=lambda: PriceCache(), repr=False)
 
     @property
@@ -96,6 +97,7 @@ class Columnwise:
     act_none: Cols
     act_delta: Cols      # kept under the strategy's recompute minus kept without it
     static: Cols         # parameter + gradient + optimizer bytes
+    tensors: Cols        # parameter tensors (the optimizer's per-tensor host time)
     parts: tuple[Cols, Cols, Cols]
     gathered: Cols       # one layer's parameters gathered under ZeRO-3
     deferred: Cols       # deferred accumulation: unsharded gradients beyond the ZeRO-sharded ones

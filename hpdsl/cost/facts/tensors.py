@@ -1,0 +1,43 @@
+"""A pricing column into the parameter tensors one instance of it holds: what the optimizer walks one by one.
+
+torch's AdamW (without `foreach`, as on the CPU), the gradient norm and
+`zero_grad` each visit every parameter tensor once a step, so their host time
+grows with the number of tensors, not their size (the device's
+`tensor_overhead`, docs/cost-model.md#the-device-time-model). The count is read
+from the layouts of the families bound to the column's slots: one tensor per
+present layout entry, as hpdsl/torch/ builds them (hpdsl/torch/layout.py checks
+the built module against the same layout).
+"""
+
+from __future__ import annotations
+
+from hpdsl.bound.slots import Slot, layer_slots
+from hpdsl.bound.tally import slot_tally
+from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.facts.params import pricing_bindings, pricing_end_slots, pricing_families
+
+MTP_EXTRA_TENSORS = 4.0
+"""What an MTP layer adds to its decoder layer: two input norms, a head norm (one weight each) and eh_proj."""
+
+
+def slot_tensors(slot: Slot, columns: ModelColumns) -> float:
+    """Return the parameter tensors of one slot: its layout's present entries (0 where no layout prices it)."""
+    tally = slot_tally(slot, pricing_families(columns.cost_model))
+    return float(sum(1 for _, n in tally.by_path if n > 0)) if tally is not None else 0.0
+
+
+def column_tensors(column: Column, columns: ModelColumns) -> float:
+    """Return the parameter tensors one instance of `column` holds (a layer; the embedding; the output's norm and head)."""
+    cost_model = columns.cost_model
+    ends = {slot.path: slot for slot in pricing_end_slots(cost_model)}
+    towers = 2 if {"encoder", "decoder"} <= {g.kind for g in cost_model.model.groups} else 1
+    if column.role == "embedding":  # a relative-position bias table per tower beside the tables (t5)
+        buckets = towers if cost_model.model.position_buckets else 0
+        return buckets + sum(slot_tensors(ends[path], columns) for path in ("embed", "positions") if path in ends)
+    if column.role == "output":
+        head = slot_tensors(ends["head"], columns) if "head" in ends else 0.0
+        return towers * slot_tensors(ends["norm"], columns) + head
+    assert column.config is not None
+    slots = layer_slots(column.config, pricing_bindings(cost_model, column.kind))
+    extra = MTP_EXTRA_TENSORS if column.role == "mtp" else 0.0
+    return sum(slot_tensors(slot, columns) for slot in slots) + extra
