@@ -112,8 +112,9 @@ class ImportRulesIR:
     stated key wins; `reads`: keys a built-in rule reads; `ignored`: key (or
     "glob") → why it is irrelevant at any value; `ignored_at`: key → the one
     value it is irrelevant at; `patterns`: key → character → layer kind;
-    `derives`: a field the config leaves unset → its dims expression over the others.
-    docs/importing.md describes them.
+    `derives`: a field the config leaves unset → its dims expression over the others;
+    `unmodelled`: key → the construct it means that hpdsl does not build (refused
+    unless null or at its `ignored_at` value). docs/importing.md describes them.
     """
 
     model_types: tuple[str, ...] = ()
@@ -124,6 +125,7 @@ class ImportRulesIR:
     ignored_at: dict[str, Scalar] = attrs.field(factory=dict)
     patterns: dict[str, dict[str, str]] = attrs.field(factory=dict)
     derives: dict[str, DimIR] = attrs.field(factory=dict)
+    unmodelled: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

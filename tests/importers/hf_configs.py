@@ -68,7 +68,6 @@ FILES: dict[str, tuple[str, str]] = {
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "gemma_4_31b_it": "text_config.attention_k_eq_v",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""
