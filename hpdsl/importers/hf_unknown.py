@@ -56,7 +56,8 @@ def unmodelled_constructs(config: Mapping[str, Any], unknown: list[str], rules: 
         if bare not in rules.unmodelled:
             continue
         value = text.get(bare) if key != bare and isinstance(text, Mapping) else config.get(bare)
-        stated.setdefault(rules.unmodelled[bare], []).append(f"{key} = {json.dumps(value)}")
+        shown = json.dumps(value)
+        stated.setdefault(rules.unmodelled[bare], []).append(f"{key} = {shown if len(shown) <= 40 else shown[:36] + ' ...'}")
     if not stated:
         return ""
     named = "; ".join(f"{', '.join(keys)}: {construct}" for construct, keys in stated.items())

@@ -146,6 +146,12 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
             derives.setdefault(field, expr)
         for key, construct in block.unmodelled.items():
             unmodelled.setdefault(key, construct)
+    # A key some other block maps, reads or ignores is that block's to price: not an unmodelled construct
+    # here (Gemma 4's moe_intermediate_size, DeepSeek's experts' width, in what every profile knows together).
+    for block in blocks:
+        handled = {*block.maps, *block.reads, *block.ignored, *block.ignored_at, *block.patterns}
+        for key in handled - set(block.unmodelled):
+            unmodelled.pop(key, None)
     return Rules(defaults=defaults, aliases={field: tuple(keys) for field, keys in aliases.items()},
                  reads=frozenset(key for block in blocks for key in block.reads), ignored=ignored,
                  ignored_at=ignored_at, patterns=patterns, derives=derives, unmodelled=unmodelled)

@@ -88,7 +88,7 @@ FILES.update({
     "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
 })
 REFUSED_TODAY.update({
-    "deepseek_v4_flash": "compress_ratios, compress_rope_theta, expert_dtype",
+    "deepseek_v4_flash": "hc_mult = 4, hc_sinkhorn_iters = 20: manifold-constrained hyper-connections",
 })
 # --- end of the HAND_WRITTEN replacements ---
 
