@@ -261,11 +261,16 @@ class HfIgnored:
 
 @attrs.frozen
 class HfIgnore:
-    """`ignore "why" { ... }`: config keys irrelevant to cost and structure, with the reason."""
+    """`ignore "why" { ... }`: config keys irrelevant to cost and structure, with the reason.
+
+    `unmodelled "construct" { ... }` (unmodelled true): keys that mean a construct hpdsl does
+    not build, harmless only at null or their stated value; `reason` names the construct.
+    """
 
     reason: Literal
     keys: tuple[HfIgnored, ...]
     span: Span = _span()
+    unmodelled: bool = False
 
 
 @attrs.frozen

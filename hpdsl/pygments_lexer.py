@@ -16,7 +16,7 @@ KEYWORDS = (
     "run", "facts", "model_types", "ops", "attention", "ffn", "factory", "parallel", "selector",
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "if", "stack",
     "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation", "wiring", "dims",
-    "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "unset",
+    "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "unset", "unmodelled",
     "device", "cluster", "curve", "tier", "field", "float", "string", "required",
 )
 """Every keyword of grammar/hpdsl.lark (tests/test_editors.py keeps the two in step)."""

@@ -301,7 +301,7 @@ class _Layout:
 
     def _ignore(self, node: ast.HfIgnore, depth: int) -> list[_Unit]:
         entries = [(_ignored(k), k.span) for k in node.keys]
-        header = f"ignore {format_literal(node.reason)}"
+        header = f"{'unmodelled' if node.unmodelled else 'ignore'} {format_literal(node.reason)}"
         return self._filled(header, node.span, _end(node.reason.span), entries, depth)
 
     def _pattern(self, node: ast.HfPattern, depth: int) -> list[_Unit]:

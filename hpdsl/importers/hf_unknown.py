@@ -28,15 +28,47 @@ def check_keys(config: Mapping[str, Any], rules: Rules | None, profile: ProfileI
     every profile's rules know together (`profiles`). `wrapper`: the rules of a
     composite config's own model_type (wrapper_rules), which its top-level keys may also meet.
     """
-    unknown = unknown_keys(config, rules if rules is not None else all_rules(profiles or {}), wrapper)
+    merged = rules if rules is not None else all_rules(profiles or {})
+    unknown = unknown_keys(config, merged, wrapper)
     if not unknown:
         return []
+    constructs = unmodelled_constructs(config, unknown, merged, profile)
+    if constructs and not allow_unknown:
+        raise HfImportError(constructs, unknown[0])
     why = "which hpdsl does not understand"
     if profile is not None and (forced or model_type not in profile.model_types):
         listed = " ".join(profile.model_types) or "none"
         why = (f"which profile '{profile.name}' (forced with --profile; its model_types: {listed}) does not "
                "map: its import rules name no such key")
     return refuse(unknown, allow_unknown, why)
+
+
+def unmodelled_constructs(config: Mapping[str, Any], unknown: list[str], rules: Rules,
+                          profile: ProfileIR | None) -> str:
+    """Return the refusal naming each construct the stated keys mean that hpdsl does not build ('' if none).
+
+    The constructs are the import rules' data (`unmodelled "construct" { key = value }`
+    in a profile, docs/importing.md); each is named with the keys that state it.
+    """
+    text = config.get("text_config")
+    stated: dict[str, list[str]] = {}
+    for key in unknown:
+        bare = key.removeprefix("text_config.")
+        if bare not in rules.unmodelled:
+            continue
+        value = text.get(bare) if key != bare and isinstance(text, Mapping) else config.get(bare)
+        shown = json.dumps(value)
+        stated.setdefault(rules.unmodelled[bare], []).append(f"{key} = {shown if len(shown) <= 40 else shown[:36] + ' ...'}")
+    if not stated:
+        return ""
+    named = "; ".join(f"{', '.join(keys)}: {construct}" for construct, keys in stated.items())
+    rest = [key for key in unknown if key.removeprefix("text_config.") not in rules.unmodelled]
+    also = f"; it also states {', '.join(rest)}, which hpdsl does not understand" if rest else ""
+    owner = f" (profile '{profile.name}' declares what these keys mean)" if profile is not None else ""
+    return (f"the config states {named} — hpdsl does not model {'this construct' if len(stated) == 1 else 'these constructs'}"
+            f"{owner}{also}; the model cannot be priced. Hint: a profile that builds the construct (families "
+            "and wiring in .hpf, docs/importing.md) would import it; --allow-unknown prices the model without it, "
+            "which is wrong")
 
 
 def unknown_keys(config: Mapping[str, Any], rules: Rules, wrapper: Rules | None = None) -> list[str]:

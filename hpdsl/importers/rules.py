@@ -61,9 +61,12 @@ class Rules:
     ignored_at: Mapping[str, Scalar]
     patterns: Mapping[str, Mapping[str, str]]
     derives: Mapping[str, DimIR] = attrs.field(factory=dict)
+    unmodelled: Mapping[str, str] = attrs.field(factory=dict)
 
     def known(self, key: str, value: Any) -> bool:
         """Whether a stated key is read, mapped or irrelevant to cost at `value`."""
+        if key in self.unmodelled:  # a construct hpdsl does not build: harmless only at null or its value
+            return value is None or (key in self.ignored_at and value == self.ignored_at[key])
         if key in STRUCTURE_KEYS or key in self.reads or key in self.patterns or key in self.mapped:
             return True
         if key in self.ignored_at:
@@ -131,6 +134,7 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
     ignored_at: dict[str, Scalar] = {}
     patterns: dict[str, Mapping[str, str]] = {}
     derives: dict[str, DimIR] = {}
+    unmodelled: dict[str, str] = {}
     for block in blocks:
         for key, why in block.ignored.items():
             ignored.setdefault(key, why)
@@ -140,9 +144,17 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
             patterns.setdefault(key, symbols)
         for field, expr in block.derives.items():
             derives.setdefault(field, expr)
+        for key, construct in block.unmodelled.items():
+            unmodelled.setdefault(key, construct)
+    # A key some other block maps, reads or ignores is that block's to price: not an unmodelled construct
+    # here (Gemma 4's moe_intermediate_size, DeepSeek's experts' width, in what every profile knows together).
+    for block in blocks:
+        handled = {*block.maps, *block.reads, *block.ignored, *block.ignored_at, *block.patterns}
+        for key in handled - set(block.unmodelled):
+            unmodelled.pop(key, None)
     return Rules(defaults=defaults, aliases={field: tuple(keys) for field, keys in aliases.items()},
                  reads=frozenset(key for block in blocks for key in block.reads), ignored=ignored,
-                 ignored_at=ignored_at, patterns=patterns, derives=derives)
+                 ignored_at=ignored_at, patterns=patterns, derives=derives, unmodelled=unmodelled)
 
 
 __all__ = ["BUILTIN_READS", "EVERY_CONFIG", "Rules", "all_rules", "rules_for"]

@@ -108,6 +108,7 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     patterns: dict[str, dict[str, str]] = {}
     derives: dict[str, DimIR] = {}
     weights: list[WeightRuleIR] = []
+    unmodelled: dict[str, str] = {}
     for rule in block.rules:
         if isinstance(rule, ast.HfDefault):
             defaults[rule.key.value] = None if rule.value is None else rule.value.value
@@ -119,7 +120,11 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
         elif isinstance(rule, ast.HfIgnore):
             for entry in rule.keys:
                 key = str(entry.key.value)
-                if entry.value is None:
+                if rule.unmodelled:  # refused naming the construct, unless null or at its value
+                    unmodelled[key] = str(rule.reason.value)
+                    if entry.value is not None:
+                        ignored_at[key] = entry.value.value
+                elif entry.value is None:
                     ignored[key] = str(rule.reason.value)
                 else:
                     ignored_at[key] = entry.value.value
@@ -132,4 +137,4 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,
                          maps=maps, reads=tuple(dict.fromkeys(reads)), ignored=ignored,
                          ignored_at=ignored_at, patterns=patterns, derives=derives,
-                         weights=tuple(weights))
+                         weights=tuple(weights), unmodelled=unmodelled)

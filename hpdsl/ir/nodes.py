@@ -123,7 +123,8 @@ class ImportRulesIR:
     value it is irrelevant at; `patterns`: key → character → layer kind;
     `derives`: a field the config leaves unset → its dims expression over the others;
     `weights`: transformers' state-dict name (or prefix) → the built model's, read by
-    hpdsl/torch/weights.py. docs/importing.md describes them.
+    hpdsl/torch/weights.py; `unmodelled`: key → the construct it means that hpdsl does not build (refused
+    unless null or at its `ignored_at` value). docs/importing.md describes them.
     """
 
     model_types: tuple[str, ...] = ()
@@ -135,6 +136,7 @@ class ImportRulesIR:
     patterns: dict[str, dict[str, str]] = attrs.field(factory=dict)
     derives: dict[str, DimIR] = attrs.field(factory=dict)
     weights: tuple[WeightRuleIR, ...] = ()
+    unmodelled: dict[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -41,7 +41,8 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
-KIND_DIM_FIELDS = ("heads", "kv_heads", "head_dim", "value_dim", "attention_sinks", "qk_norm", "qkv_bias", "o_bias")
+KIND_DIM_FIELDS = ("heads", "kv_heads", "head_dim", "value_dim", "attention_sinks", "qk_norm", "qkv_bias", "o_bias",
+                   "k_eq_v")
 """The fields a kind's `dims { }` may set in its layers: their head shapes and attention flags
 (hpdsl/check/kind_dims.py); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
 

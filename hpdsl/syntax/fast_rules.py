@@ -15,7 +15,7 @@ from hpdsl import ast
 from hpdsl.syntax.fast_family import FamilyRules
 from hpdsl.syntax.fast_tokens import Defer
 
-_RULE_KEYWORDS = frozenset({"default", "map", "read", "ignore", "pattern", "derive", "weight"})
+_RULE_KEYWORDS = frozenset({"default", "map", "read", "ignore", "pattern", "derive", "weight", "unmodelled"})
 
 
 class ImportRuleRules(FamilyRules):
@@ -38,7 +38,8 @@ class ImportRuleRules(FamilyRules):
         return tuple(items)
 
     def import_rule(self) -> ast.HfRule:
-        """_import_rule: hf_default | hf_map | hf_read | hf_ignore | hf_pattern | hf_derive | hf_weight"""
+        """_import_rule: hf_default | hf_map | hf_read | hf_ignore | hf_pattern | hf_derive | hf_weight
+                        | hf_unmodelled"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "default":
@@ -57,10 +58,10 @@ class ImportRuleRules(FamilyRules):
             while self.kinds[self.i] == "n" and self.texts[self.i] not in _RULE_KEYWORDS:
                 keys.append(self.name())
             return ast.HfRead(tuple(keys), span=self.span(start, self.i - 1))
-        if word == "ignore":
+        if word in ("ignore", "unmodelled"):
             reason = self.string()
             entries = self._braced(self.ignored)
-            return ast.HfIgnore(reason, entries, span=self.span(start, self.i - 1))
+            return ast.HfIgnore(reason, entries, span=self.span(start, self.i - 1), unmodelled=word == "unmodelled")
         if word == "pattern":
             key = self.name()
             symbols = self._braced(self.symbol)

@@ -134,6 +134,10 @@ class ToAst(FieldDeclRules):
         reason, *keys = children
         return ast.HfIgnore(self._string(reason), tuple(keys), span=self._span(meta))
 
+    def hf_unmodelled(self, meta: Meta, children: list[Any]) -> ast.HfIgnore:
+        reason, *keys = children
+        return ast.HfIgnore(self._string(reason), tuple(keys), span=self._span(meta), unmodelled=True)
+
     def hf_ignored(self, meta: Meta, children: list[Any]) -> ast.HfIgnored:
         key, *value = children
         return ast.HfIgnored(self._name(key), value[0] if value else None, span=self._span(meta))

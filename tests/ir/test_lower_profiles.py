@@ -73,6 +73,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "mimo_v2": {"full_attention_dense": (DECODER, "full", "dense"), "full_attention_moe": (DECODER, "full", "moe"),
                 "sliding_attention_dense": (DECODER, "sliding", "dense"),
                 "sliding_attention_moe": (DECODER, "sliding", "moe")},
+    # Issue 21: Gemma 4, Gemma 3's sandwich layers; the full kind's own head shapes, the sliding kind's own values.
+    "gemma4": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -98,6 +100,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "glm4_moe": ("moe", {}, None),
     "mllama": ("full_attention", {}, None),
     "minimax_m2": ("decoder", {}, None), "mimo_v2": ("full_attention_moe", {}, None),
+    "gemma4": ("full_attention", {}, None),
 }
 
 MODEL_TYPES = {
@@ -114,6 +117,7 @@ MODEL_TYPES = {
     "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
     "mllama": ("mllama_text_model", "mllama"),
     "minimax_m2": ("minimax_m2",), "mimo_v2": ("mimo_v2_flash",),
+    "gemma4": ("gemma4_text", "gemma4"),
 }
 
 
@@ -296,7 +300,8 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("exaone4", "sliding_attention"): "sublayer_post_norm",
                        ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
                        ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich",
-                       ("mllama", "cross_attention"): "gated"}
+                       ("mllama", "cross_attention"): "gated",
+                       ("gemma4", "full_attention"): "sandwich", ("gemma4", "sliding_attention"): "sandwich"}
 
 
 def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
@@ -304,7 +309,9 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
     dims = {(p, k): {name: dim.text for name, dim in kind.dims.items()}
             for p, profile in _profiles().items() for k, kind in profile.kinds.items() if kind.dims}
     sliding = {"kv_heads": "2 * kv_heads", "attention_sinks": "1"}
-    assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding}
+    assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding,
+                    ("gemma4", "full_attention"): {"head_dim": "global_head_dim", "kv_heads": "global_kv_heads"},
+                    ("gemma4", "sliding_attention"): {"k_eq_v": "0"}}
 
 
 def test_a_kinds_own_dims_override_its_bases() -> None:

@@ -101,4 +101,29 @@ def test_a_weight_rule_parses_lowers_and_formats() -> None:
     assert [(w.source, w.target, w.transposed) for w in rules.weights] == [
         ("model.layers.{i}.self_attn.", "layers.{i}.mixer.", False),
         ("m.{i}.experts.gate_up_proj", "l.{i}.ffn.experts.gate_up_proj", True)]
+# --- unmodelled constructs (issue 21: Gemma-4, DeepSeek-V4) ---
+UNMODELLED = [
+    f'profile p {{ {KIND} hf {{ unmodelled "hyper-connections" {{ hc_mult  hc_eps = 0  x = "no" }} }} }}',
+    f'profile p {{ {KIND} hf "*" {{ ignore "w" {{ a }} unmodelled "c" {{}} read layer_types }} }}',
+    f'profile p {{ {KIND} hf {{ unmodelled {{ a }} }} }}',  # no construct named: both parsers refuse it
+    f'profile p {{ {KIND} hf {{ default unmodelled = 1 }} }}',  # the keyword as a key, where Lark allows
+]
+
+
+@pytest.mark.parametrize("text", UNMODELLED)
+def test_lark_and_the_fast_parser_agree_on_unmodelled(text: str) -> None:
+    agree(Source("rules.hpf", text))
+
+
+def test_an_unmodelled_rule_lowers_to_its_construct_and_its_harmless_value() -> None:
+    (rules,) = _rules(UNMODELLED[0])
+    assert rules.unmodelled == {"hc_mult": "hyper-connections", "hc_eps": "hyper-connections",
+                                "x": "hyper-connections"}
+    assert rules.ignored_at == {"hc_eps": 0, "x": "no"} and rules.ignored == {}
+
+
+@pytest.mark.parametrize("text", UNMODELLED[:2])
+def test_fmt_keeps_an_unmodelled_rule(text: str) -> None:
+    once = format_source(Source("rules.hpf", text))
+    assert "unmodelled " in once and format_source(Source("rules.hpf", once)) == once
     assert _rules(once) == _rules(text)

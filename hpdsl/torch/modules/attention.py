@@ -3,7 +3,8 @@
 `Attention` projects queries, keys and values (grouped-query: fewer key/value
 heads than query heads), optionally normalises queries and keys per head
 (QK-norm), rotates each head's first rotary_fraction of dims (all, unless
-partial rotary) and gates the output (the query projection is twice as wide and its
+partial rotary), optionally takes the values from the key projection (k_eq_v) and
+RMS-normalises them without a scale (v_norm, Gemma 4), and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
 or the eager reference (soft-capped scores, Gemma 2's attn_softcap, run it: SDPA
 cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
@@ -52,7 +53,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
         # The value heads may be narrower than the query/key heads (MiMo-V2-Flash's value_dim).
         self.v_dim = config.value_width or config.value_dim or d
-        self.v_proj = nn.Linear(h, config.kv_heads * self.v_dim, bias=config.qkv_bias)
+        # k_eq_v (Gemma 4's full-attention layers): the values are the key projection's output.
+        self.v_proj = None if config.k_eq_v else nn.Linear(h, config.kv_heads * self.v_dim, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.heads * self.v_dim, h, bias=config.o_bias)
         # qk_norm_full (OLMoE): one norm over the whole projection, not one per head.
         q_width = config.q_norm_width or (config.heads * d if config.qk_norm_full else d)
@@ -146,7 +148,9 @@ class Attention(nn.Module):
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
         batch, seq, _ = x.shape
         k = self.k_proj(x).view(batch, seq, -1, self.config.head_dim)
-        v = self.v_proj(x).view(batch, seq, -1, self.v_dim)
+        v = k if self.v_proj is None else self.v_proj(x).view(batch, seq, -1, self.v_dim)
+        if self.config.v_norm:  # Gemma 4: each value head RMS-normalised, no scale (fp32, as transformers)
+            v = (v.float() * torch.pow(v.float().pow(2).mean(-1, keepdim=True) + self.config.norm_eps, -0.5)).type_as(v)
         if self.k_norm is not None:
             k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
                 else self._norm(self.k_norm, k)

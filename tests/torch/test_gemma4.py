@@ -1,0 +1,121 @@
+"""Gemma 4's attention (profiles/gemma4.hpf) built by hpdsl and held to transformers' Gemma4TextModel.
+
+The full-attention layers have their own head shapes (global_head_dim, num_global_key_value_heads:
+the kind's dims) and, with attention_k_eq_v, take their values from the key projection (no v_proj);
+every layer RMS-normalises its values without a scale and scales its scores by 1 (q/k-normed).
+A small config from transformers' own Gemma4TextConfig is imported with hpdsl's importer and built
+by hpdsl.torch.build_model: the build has the estimate's count, which is transformers' count on the
+meta device; loaded with transformers' random weights it gives transformers' logits to 1e-4 (float32,
+CPU). Both layer types there use the default rotary at one base over their whole head (Gemma 4's
+published full layers turn a quarter of the head at another base, "proportional": hpdsl rotates one
+base over rotary_fraction of every layer, so the logits test states the one rotary both build).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from hpdsl.api import compile_paths, compile_sources  # noqa: E402
+from hpdsl.cost import bind, parameters  # noqa: E402
+from hpdsl.diagnostics import Source  # noqa: E402
+from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.registry import Registry  # noqa: E402
+from hpdsl.torch import build_model  # noqa: E402
+from hpdsl.torch.model import materialize  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer_norm\.", r"model.layers.\1.input_layernorm."),
+         (r"layers\.(\d+)\.mixer_post_norm\.", r"model.layers.\1.post_attention_layernorm."),
+         (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
+         (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.pre_feedforward_layernorm."),
+         (r"layers\.(\d+)\.ffn_post_norm\.", r"model.layers.\1.post_feedforward_layernorm."),
+         (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm."), (r"head\.", "lm_head.")]
+"""hpdsl's parameter names (slot paths) → transformers' Gemma 4 names."""
+
+
+@pytest.fixture(scope="module")
+def stdlib() -> Registry:
+    return compile_paths([ROOT / "profiles", ROOT / "families"])
+
+
+def _gemma4(**changes: Any) -> dict[str, Any]:
+    """Return a small Gemma 4: two sliding layers then a full one, heads 16 wide, full heads 32 wide."""
+    values = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "global_head_dim": 32, "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+              "vocab_size": 101, "max_position_embeddings": 64, "num_hidden_layers": 3, "sliding_window": 64,
+              "hidden_size_per_layer_input": 0, "final_logit_softcapping": 30.0,
+              "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+              "rope_parameters": {"full_attention": ROPE, "sliding_attention": ROPE}, **changes}
+    config = transformers.Gemma4TextConfig(**values).to_dict()
+    # In the published files' form (tests/data/hf/gemma_4_31b_it.json): transformers 5.24 writes the full
+    # layers' head shapes as a per_layer_config table, the published configs as these two keys.
+    del config["per_layer_config"]
+    return {**config, "global_head_dim": values["global_head_dim"],
+            "num_global_key_value_heads": values["num_global_key_value_heads"]}
+
+
+def _built(config: dict[str, Any], stdlib: Registry) -> tuple[Any, Registry]:
+    imported = import_hf_config(config, profiles=stdlib.profiles, name="small")
+    registry = compile_sources([Source("small.hpf", imported.text)])
+    return build_model(registry.models["small"], registry=registry, device="meta"), registry
+
+
+def _hf(config: dict[str, Any]) -> Any:
+    hf_config = transformers.AutoConfig.for_model(**config)
+    hf_config._attn_implementation = "eager"
+    return transformers.AutoModelForCausalLM.from_config(hf_config)
+
+
+# Without k_eq_v, as Gemma-4-E2B publishes it: num_global_key_value_heads null, the full layers keep
+# num_key_value_heads (the import rules' derive).
+@pytest.mark.parametrize("changes", [{}, {"attention_k_eq_v": False, "num_global_key_value_heads": None}],
+                         ids=["k_eq_v", "own_v_proj"])
+def test_the_build_has_the_estimates_count_which_is_transformers(changes: dict[str, Any], stdlib: Registry) -> None:
+    values = _gemma4(**changes)
+    model, registry = _built(values, stdlib)
+    small = registry.models["small"]
+    cost = bind(small, registry.profiles[small.profile], families=registry.families)
+    with torch.device("meta"):
+        theirs = sum(p.numel() for p in _hf(values).parameters())
+    assert sum(p.numel() for p in model.parameters()) == parameters(cost).total == theirs
+
+
+def test_a_full_layer_takes_its_values_from_the_key_projection(stdlib: Registry) -> None:
+    model, _ = _built(_gemma4(), stdlib)
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters() if ".mixer." in name}
+    assert shapes["layers.0.mixer.v_proj.weight"] == (32, 64)  # two kv heads of 16
+    assert shapes["layers.2.mixer.k_proj.weight"] == (32, 64)  # one global kv head of 32
+    assert shapes["layers.2.mixer.q_proj.weight"] == (128, 64)  # four heads of 32
+    assert "layers.2.mixer.v_proj.weight" not in shapes
+
+
+def _hf_name(name: str) -> str:
+    for pattern, replacement in NAMES:
+        if re.match(pattern, name):
+            return re.sub(pattern, replacement, name, count=1)
+    raise AssertionError(f"no transformers name for {name}")
+
+
+def test_gemma4_gives_transformers_logits(stdlib: Registry) -> None:
+    config = _gemma4()
+    model, _ = _built(config, stdlib)
+    ours = materialize(model, "cpu", seed=0).eval()
+    torch.manual_seed(0)
+    theirs = _hf(config).float().eval()
+    state = theirs.state_dict()
+    with torch.no_grad():
+        for name, parameter in ours.named_parameters():
+            parameter.copy_(state[_hf_name(name)] + 0.1 * torch.randn_like(parameter))  # norms not all ones
+            state[_hf_name(name)].copy_(parameter)
+    theirs.load_state_dict(state)
+    ids = torch.randint(0, 101, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
