@@ -26,8 +26,8 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.params import bucket_tables, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
-from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS
+from hpdsl.cost.facts.params import NORM_SUBMODULES, bucket_tables, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
+from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS, slot_replicated
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.xp import Val
@@ -53,22 +53,32 @@ class ParamSplit:
 
 EXPERT_ROLES = frozenset({"experts"})
 """Slots expert parallelism shards: every rank of the ep group holds experts / ep of them, whatever the tp placement."""
+SMALL_ROLES = frozenset({"norm", "router", "shared_gate", "gate"})
+"""Slots every tp rank holds whole however the model is bound: they see the whole hidden vector."""
 
 
-def slot_split(slot: Slot, families: Mapping[str, FamilyIR]) -> ParamSplit:
-    """Return a slot's parameters split by its family layout's placements, entry by entry."""
+def slot_split(slot: Slot, families: Mapping[str, FamilyIR], whole: frozenset[str] | None = None) -> ParamSplit:
+    """Return a slot's parameters split by its family layout's placements, entry by entry.
+
+    `whole` is the column's roles priced whole on every tp rank (Column.whole);
+    a model bound without a registry has none, and a mixer whose standard layout
+    replicates everything (gated_delta_net, mamba) is then priced tp-sharded, its
+    per-head norms excepted, as its activations are (hpdsl/cost/facts/replication.py).
+    """
     family = families.get(slot.family)
     if family is None or not family.layout:
         slot_params(slot, families)  # raises, naming the slot and what it lacks
         return ParamSplit()  # pragma: no cover - slot_params raised
     env = {**dim_environment(slot.config), **WHOLE_AXES}
+    entries = layout_for(family, priced_variant(family, slot.config)).values()
+    bare = whole is not None and slot.role not in whole | SMALL_ROLES | EXPERT_ROLES and slot_replicated(families, slot)
     tp = rep = 0
-    for entry in layout_for(family, priced_variant(family, slot.config)).values():
+    for entry in entries:
         numel = entry_numel(entry, env)
         if numel is None:
             slot_params(slot, families)  # raises: the layout cannot be evaluated on the slot's dims
             return ParamSplit()  # pragma: no cover - slot_params raised
-        if entry.placement in SHARDED_PLACEMENTS:
+        if entry.placement in SHARDED_PLACEMENTS or (bare and entry.path.split(".")[0] not in NORM_SUBMODULES):
             tp += numel
         else:
             rep += numel
@@ -77,11 +87,12 @@ def slot_split(slot: Slot, families: Mapping[str, FamilyIR]) -> ParamSplit:
     return ParamSplit(tp=float(tp), rep=float(rep))
 
 
-def slots_split(slots: Iterable[Slot], families: Mapping[str, FamilyIR]) -> ParamSplit:
+def slots_split(slots: Iterable[Slot], families: Mapping[str, FamilyIR], whole: frozenset[str] | None = None
+                ) -> ParamSplit:
     """Return the sum of the slots' splits."""
     total = ParamSplit()
     for slot in slots:
-        total = total + slot_split(slot, families)
+        total = total + slot_split(slot, families, whole)
     return total
 
 
@@ -100,7 +111,7 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
         return head + slot_split(ends["norm"], families).times(towers(cost_model.model))
     cfg = column.config
     assert cfg is not None
-    split = slots_split(layer_slots(cfg, pricing_bindings(cost_model, column.kind)), families)
+    split = slots_split(layer_slots(cfg, pricing_bindings(cost_model, column.kind)), families, column.whole)
     if column.role == "mtp":
         # An MTP layer's column-parallel 2h→h projection and its replicated norms (no slot yet)
         eh_proj = 2 * cfg.hidden * cfg.hidden
