@@ -7,7 +7,6 @@ model.py decides that through the families.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -15,6 +14,7 @@ from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Replicate
 
 from hpdsl.errors import BuildError
+from hpdsl.torch.modules.position_bias import RelativePositionBias
 
 
 NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
@@ -87,33 +87,6 @@ class DecoderLayer(nn.Module):
 
 def _apply(norm: nn.Module | None, x: Tensor) -> Tensor:
     return x if norm is None else norm(x)
-
-
-class RelativePositionBias(nn.Module):
-    """T5's bucketed relative position bias: one learnt scalar per bucket and head."""
-
-    def __init__(self, buckets: int, heads: int, *, bidirectional: bool, max_distance: int = 128) -> None:
-        super().__init__()
-        self.buckets, self.bidirectional, self.max_distance = buckets, bidirectional, max_distance
-        self.embedding = nn.Embedding(buckets, heads)
-
-    def forward(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """Return the additive bias [1, heads, q, k]."""
-        relative = k_positions[None, :] - q_positions[:, None]
-        return self.embedding(self._bucket(relative)).permute(2, 0, 1).unsqueeze(0)
-
-    def _bucket(self, relative: Tensor) -> Tensor:
-        buckets, result = self.buckets, torch.zeros_like(relative)
-        if self.bidirectional:
-            buckets //= 2
-            result = result + (relative > 0).long() * buckets
-            distance = relative.abs()
-        else:
-            distance = -torch.clamp(relative, max=0)
-        exact = buckets // 2
-        scaled = torch.log(distance.float().clamp(min=1) / exact) / math.log(self.max_distance / exact)
-        far = torch.clamp(exact + (scaled * (buckets - exact)).long(), max=buckets - 1)
-        return result + torch.where(distance < exact, distance, far)
 
 
 class Tower(nn.Module):

@@ -4,13 +4,12 @@ Every slot's parameters are the sum of the layout entries of the family bound
 to it (hpdsl/bound/tally.py): the mixer (attention, mla, gated_delta_net, an ssm
 family), the feed-forward (mlp; a MoE block's router, routed experts, each
 shared expert and their gate), every norm, the embedding, a learned position
-table and the head. No slot is priced by a formula here; the torch backend
+table, T5's relative-position bias tables and the head. No slot is priced by a formula here; the torch backend
 builds each slot through the same family and refuses a module that differs
 from its layout, so the estimate equals the built count by construction. What
 no family builds is priced beside the slots, as hpdsl/torch/ builds it: an MTP
-layer's 2h→h projection and T5's relative-position bias tables
-(docs/cost-model.md, "Parameters"). A model bound without families is priced
-with the standard ones (families/*.hpf).
+layer's 2h→h projection (docs/cost-model.md, "Parameters"). A model bound
+without families is priced with the standard ones (families/*.hpf).
 """
 
 from __future__ import annotations
@@ -129,7 +128,8 @@ def parameters(cost_model: CostModel) -> ParamReport:
     ends = {slot.path: slot_params(slot, families) for slot in _end_slots(cost_model)}
     embedding, output = ends["embed"], ends.get("head", 0)
     final_norms = towers(model) * ends["norm"]
-    positions = bucket_tables(model) + ends.get("positions", 0)
+    positions = ends.get("positions", 0) + sum(slot_params(slot, families) for slot in _end_slots(cost_model)
+                                               if slot.role == "position_bias")
     body = sum(g.total for g in groups if not g.mtp)
     static = embedding + output + final_norms + positions
     return ParamReport(
@@ -143,11 +143,6 @@ def parameters(cost_model: CostModel) -> ParamReport:
 def towers(model: ModelIR) -> int:
     """Return the model's towers: 2 for an encoder-decoder (a final norm each), else 1."""
     return 2 if {"encoder", "decoder"} <= {g.kind for g in model.groups} else 1
-
-
-def bucket_tables(model: ModelIR) -> int:
-    """Return T5's relative-position bias tables: one (buckets, heads) table per tower (none without buckets)."""
-    return towers(model) * (model.position_buckets or 0) * model.heads
 
 
 def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]) -> LayerParams:

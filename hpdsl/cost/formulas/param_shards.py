@@ -12,8 +12,7 @@ per-slot formula says what is sharded (docs/cost-model.md, "Parameters per
 rank").
 
 What no family declares yet is split as hpdsl/torch/ builds it: an MTP layer's
-2h→h projection (column-parallel) and its three norms (replicated), and T5's
-relative-position bias tables (split by rows with the embedding).
+2h→h projection (column-parallel) and its three norms (replicated).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.params import NORM_SUBMODULES, bucket_tables, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
+from hpdsl.cost.facts.params import NORM_SUBMODULES, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
 from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS, slot_replicated
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
@@ -102,10 +101,9 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     families = pricing_families(cost_model)
     ends = {slot.path: slot for slot in pricing_end_slots(cost_model)}
     if column.role == "embedding":
-        tables = [ends[path] for path in ("embed", "positions") if path in ends]
-        split = slots_split(tables, families)
-        # T5's relative-position bias tables (no slot yet): split by rows over tp with the embedding
-        return attrs.evolve(split, tp=split.tp + bucket_tables(cost_model.model))
+        # the token and position tables, and T5's relative-position bias tables (held whole by every tp rank)
+        return slots_split([s for s in ends.values() if s.path in ("embed", "positions") or s.role == "position_bias"],
+                           families)
     if column.role == "output":
         head = slots_split([ends["head"]] if "head" in ends else [], families)
         return head + slot_split(ends["norm"], families).times(towers(cost_model.model))
