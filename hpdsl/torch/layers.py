@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Replicate
 
 from hpdsl.errors import BuildError
-from hpdsl.torch.modules.position_bias import RelativePositionBias
+from hpdsl.torch.modules.position_bias import RelativePositionBias  # re-exported: it lived here
 
 
 NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
@@ -93,7 +93,7 @@ class Tower(nn.Module):
     """A stack of layers with its final norm and, for T5-style models, its position bias."""
 
     def __init__(self, layers: Sequence[nn.Module], norm: nn.Module,
-                 position_bias: RelativePositionBias | None = None) -> None:
+                 position_bias: nn.Module | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norm = norm
@@ -131,7 +131,7 @@ class CausalLM(nn.Module):
     """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
 
     def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
-                 head: nn.Module | None, position_bias: RelativePositionBias | None = None,
+                 head: nn.Module | None, position_bias: nn.Module | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0,
                  positions: nn.Module | None = None, logit_softcap: float = 0.0) -> None:
         super().__init__()
