@@ -150,14 +150,25 @@ def model_slots(cost: CostModel) -> Iterator[tuple[str | None, Slot]]:
 
 
 def end_slots(cost: CostModel) -> tuple[Slot, ...]:
-    """Return the model-level slots: the embedding, the final norm and, unless tied, the output head."""
+    """Return the model-level slots: the embedding, the final norm, unless tied the output head, T5's bias tables."""
     config, bindings = cost.base, cost.profile.slots
     slots = [_slot("embedding", "embed", config, bindings), _slot("norm", "norm", config, bindings)]
     if cost.model.learned_positions:
         slots.append(_slot("embedding", "positions", positions_config(cost), bindings))
     if not cost.model.tie_embeddings:
         slots.append(_slot("head", "head", config, bindings))
-    return tuple(slots)
+    return (*slots, *position_bias_slots(cost))
+
+
+def position_bias_slots(cost: CostModel) -> tuple[Slot, ...]:
+    """Return T5's relative-position bias table of each tower: bidirectional in an encoder (not causal)."""
+    if not cost.model.position_buckets:
+        return ()
+    bindings = cost.profile.slots
+    if {"encoder", "decoder"} <= {g.kind for g in cost.model.groups}:
+        return (_slot("position_bias", "encoder.position_bias", evolve(cost.base, causal=False), bindings),
+                _slot("position_bias", "decoder.position_bias", cost.base, bindings))
+    return (_slot("position_bias", "position_bias", cost.base, bindings),)
 
 
 def positions_config(cost: CostModel) -> ModuleConfig:
@@ -170,5 +181,5 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
 
 
 __all__ = ["Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
-           "kind_bindings", "layer_config", "layer_shape", "positions_config", "layer_slots", "mixer_role", "model_slots",
+           "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config", "layer_slots", "mixer_role", "model_slots",
            "shared_expert_config"]

@@ -148,7 +148,8 @@ def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
 
     The ssm slot only under a kind with `attention ssm`; a MoE block's router and shared
     gate only where a kind states `ffn moe` or a model of the profile has a `moe` block; a
-    wiring's slots only under a kind so wired.
+    wiring's slots only under a kind so wired; T5's position_bias only where a model states
+    position_buckets.
     """
     kinds = profile_kinds(profile)
     if slot in MOE_SLOTS:
@@ -158,6 +159,9 @@ def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
         return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
     if slot in WIRED_SLOTS:
         return any(kind_wiring(kind, kinds) == WIRED_SLOTS[slot] for kind in kinds.values())
+    if slot in FIELD_SLOTS:
+        return any(isinstance(item, ast.Field) and item.name.value == FIELD_SLOTS[slot]
+                   for model in models for item in model.items)
     return True
 
 
@@ -171,6 +175,9 @@ MOE_SLOTS = ("router", "shared_gate")
 WIRED_SLOTS = {"gate": "gated"}
 """Slots a kind's wiring builds → that wiring: a profile with no kind so wired need not bind them (a model
 that states `wiring gated` itself under such a profile is refused at build: no family fills the gates)."""
+
+FIELD_SLOTS = {"position_bias": "position_buckets"}
+"""Slots a model field builds → that field: only a model stating it needs the slot bound (T5's bias tables)."""
 
 
 __all__ = ["check_slots"]

@@ -38,6 +38,7 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("cross_attention", "the mixer of a kind with `attention cross`: a cross-attention to an encoder or "
              "vision stream, the layer's only attention (Mllama)", "layer"),
     SlotSpec("gate", "a learnt scalar gate on each block's output, where the kind is `wiring gated`", "layer"),
+    SlotSpec("position_bias", "T5's relative-position bias table of each tower (with `position_buckets`)", "model"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 

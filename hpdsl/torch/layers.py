@@ -7,7 +7,6 @@ model.py decides that through the families.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -15,6 +14,7 @@ from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Replicate
 
 from hpdsl.errors import BuildError
+from hpdsl.torch.modules.position_bias import RelativePositionBias  # re-exported: it lived here
 
 
 NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
@@ -89,38 +89,11 @@ def _apply(norm: nn.Module | None, x: Tensor) -> Tensor:
     return x if norm is None else norm(x)
 
 
-class RelativePositionBias(nn.Module):
-    """T5's bucketed relative position bias: one learnt scalar per bucket and head."""
-
-    def __init__(self, buckets: int, heads: int, *, bidirectional: bool, max_distance: int = 128) -> None:
-        super().__init__()
-        self.buckets, self.bidirectional, self.max_distance = buckets, bidirectional, max_distance
-        self.embedding = nn.Embedding(buckets, heads)
-
-    def forward(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """Return the additive bias [1, heads, q, k]."""
-        relative = k_positions[None, :] - q_positions[:, None]
-        return self.embedding(self._bucket(relative)).permute(2, 0, 1).unsqueeze(0)
-
-    def _bucket(self, relative: Tensor) -> Tensor:
-        buckets, result = self.buckets, torch.zeros_like(relative)
-        if self.bidirectional:
-            buckets //= 2
-            result = result + (relative > 0).long() * buckets
-            distance = relative.abs()
-        else:
-            distance = -torch.clamp(relative, max=0)
-        exact = buckets // 2
-        scaled = torch.log(distance.float().clamp(min=1) / exact) / math.log(self.max_distance / exact)
-        far = torch.clamp(exact + (scaled * (buckets - exact)).long(), max=buckets - 1)
-        return result + torch.where(distance < exact, distance, far)
-
-
 class Tower(nn.Module):
     """A stack of layers with its final norm and, for T5-style models, its position bias."""
 
     def __init__(self, layers: Sequence[nn.Module], norm: nn.Module,
-                 position_bias: RelativePositionBias | None = None) -> None:
+                 position_bias: nn.Module | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norm = norm
@@ -158,7 +131,7 @@ class CausalLM(nn.Module):
     """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
 
     def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
-                 head: nn.Module | None, position_bias: RelativePositionBias | None = None,
+                 head: nn.Module | None, position_bias: nn.Module | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0,
                  positions: nn.Module | None = None, logit_softcap: float = 0.0) -> None:
         super().__init__()

@@ -33,7 +33,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import (Slot, ffn_slots, kind_bindings, layer_config, layer_shape,
+from hpdsl.bound.slots import (Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape,
                                layer_slots, positions_config)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
@@ -41,7 +41,7 @@ from hpdsl.model.axes import config_selectors as model_selectors
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
-from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, RelativePositionBias, Seq2SeqLM, Tower
+from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
@@ -165,7 +165,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     positions = builder.end("embedding", "positions", positions_config(builder.cost)) \
         if model.learned_positions else None
     return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
-                    position_bias=_position_bias(model, bidirectional=False), mtp=mtp, cp_rank=cp_rank,
+                    position_bias=_position_bias(builder, "position_bias"), mtp=mtp, cp_rank=cp_rank,
                     positions=positions, logit_softcap=float(model.final_softcap or 0.0))
 
 
@@ -173,7 +173,7 @@ def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> 
     kinds = [g.kind for g in builder.model.groups if g.kind == kind and not g.mtp for _ in range(g.count)]
     layers = [builder.layer(k, f"{kind}.layers.{i}", i, causal=causal)
               for i, k in enumerate(kinds)]
-    return Tower(layers, builder.end("norm", f"{kind}.norm"), _position_bias(builder.model, bidirectional=not causal))
+    return Tower(layers, builder.end("norm", f"{kind}.norm"), _position_bias(builder, f"{kind}.position_bias"))
 
 
 def _mtp_layers(builder: _Builder, cfg: ModuleConfig, first: int) -> list[nn.Module]:
@@ -186,10 +186,10 @@ def _mtp_layers(builder: _Builder, cfg: ModuleConfig, first: int) -> list[nn.Mod
     return list(layers)
 
 
-def _position_bias(model: ModelIR, *, bidirectional: bool) -> RelativePositionBias | None:
-    if not model.position_buckets:
-        return None
-    return RelativePositionBias(model.position_buckets, model.heads, bidirectional=bidirectional)
+def _position_bias(builder: _Builder, fqn: str) -> nn.Module | None:
+    """Build a tower's relative-position bias table through its slot's family (None without position_buckets)."""
+    slot = next((s for s in end_slots(builder.cost) if s.path == fqn), None)
+    return None if slot is None else builder.end("position_bias", fqn, slot.config)
 
 
 def _refuse_problems(cost: CostModel) -> None:

@@ -79,3 +79,10 @@ def test_the_registry_carries_the_bindings_and_loads_them_back() -> None:
     assert profile["kinds"]["k"]["slots"] == {**profile["slots"], "experts": "g"}
     assert list(profile["slots"]) == list(SLOTS)
     assert registry_from_data(data) == registry
+
+
+def test_the_position_bias_slot_is_needed_only_where_a_model_states_position_buckets() -> None:
+    partial = ALL.replace("  position_bias f", "")
+    assert _errors(FAMILY + partial + PROFILE + MODEL) == []
+    (error,) = _errors(FAMILY + partial + PROFILE + MODEL.replace("layer_norms 1", "layer_norms 1  position_buckets 32"))
+    assert error.code == "unbound-slot" and "'position_bias'" in error.message

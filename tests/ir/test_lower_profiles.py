@@ -217,7 +217,8 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
                   "router": "router", "shared_gate": "shared_gate",
                   "norm": "norm", "embedding": "embedding", "head": "output_head",
-                  "cross_attention": "cross_attention", "gate": "tanh_gate"}
+                  "cross_attention": "cross_attention", "gate": "tanh_gate",
+                  "position_bias": "relative_position_bias"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -241,7 +242,7 @@ family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
-slots { cross_attention f  gate f }
+slots { cross_attention f  gate f  position_bias f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }

@@ -4,13 +4,12 @@ Every slot's parameters are the sum of the layout entries of the family bound
 to it (hpdsl/bound/tally.py): the mixer (attention, mla, gated_delta_net, an ssm
 family), the feed-forward (mlp; a MoE block's router, routed experts, each
 shared expert and their gate), every norm, the embedding, a learned position
-table and the head. No slot is priced by a formula here; the torch backend
+table, T5's relative-position bias tables and the head. No slot is priced by a formula here; the torch backend
 builds each slot through the same family and refuses a module that differs
 from its layout, so the estimate equals the built count by construction. What
 no family builds is priced beside the slots, as hpdsl/torch/ builds it: an MTP
-layer's 2h→h projection and T5's relative-position bias tables
-(docs/cost-model.md, "Parameters"). A model bound without families is priced
-with the standard ones (families/*.hpf).
+layer's 2h→h projection (docs/cost-model.md, "Parameters"). A model bound
+without families is priced with the standard ones (families/*.hpf).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from hpdsl.bound.slots import Slot, end_slots, kind_bindings, layer_slots
 from hpdsl.bound.tally import slot_tally
 from hpdsl.cost.facts.roles import MIXER_ROLES  # the report's `attention`: a mixer's (and a cross-attention's) roles
 from hpdsl.errors import HpdslError
-from hpdsl.ir.nodes import FamilyIR
+from hpdsl.ir.nodes import FamilyIR, ModelIR
 
 Number = int | float
 
@@ -126,11 +125,11 @@ def parameters(cost_model: CostModel) -> ParamReport:
         per_layer = layer.total + (extra if group.mtp else 0)
         groups.append(GroupParams(group.kind, group.count, group.mtp, _exact(per_layer),
                                   _exact(per_layer * group.count), _exact(layer.active * group.count)))
-    towers = 2 if {"encoder", "decoder"} <= {g.kind for g in model.groups} else 1
     ends = {slot.path: slot_params(slot, families) for slot in _end_slots(cost_model)}
     embedding, output = ends["embed"], ends.get("head", 0)
-    final_norms = towers * ends["norm"]
-    positions = towers * (model.position_buckets or 0) * model.heads + ends.get("positions", 0)
+    final_norms = towers(model) * ends["norm"]
+    positions = ends.get("positions", 0) + sum(slot_params(slot, families) for slot in _end_slots(cost_model)
+                                               if slot.role == "position_bias")
     body = sum(g.total for g in groups if not g.mtp)
     static = embedding + output + final_norms + positions
     return ParamReport(
@@ -139,6 +138,11 @@ def parameters(cost_model: CostModel) -> ParamReport:
         embedding=embedding, output=output, final_norms=final_norms, positions=positions,
         body=_exact(body), mtp=_exact(sum(g.total for g in groups if g.mtp)),
         per_kind=per_kind, groups=tuple(groups), mtp_extra=extra)
+
+
+def towers(model: ModelIR) -> int:
+    """Return the model's towers: 2 for an encoder-decoder (a final norm each), else 1."""
+    return 2 if {"encoder", "decoder"} <= {g.kind for g in model.groups} else 1
 
 
 def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]) -> LayerParams:

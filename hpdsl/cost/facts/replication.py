@@ -7,10 +7,9 @@ The estimator prices from the same layouts: a slot whose family layout
 replicates every one of its parameters (gated_delta_net, grouped_experts as
 shipped) is priced whole on every tp rank, its parameters, gradients and
 optimizer states not divided by tp and its activations not split either. A
-slot whose layout shards some parameters keeps the built-in split
-(hpdsl/cost/formulas/memory.py: matrices sharded, norms, router and MLA's latent
-down-projections replicated). Without families (a model bound without a
-registry) nothing is whole: every non-expert matrix is tp-sharded, as before.
+slot whose layout shards some parameters is split entry by entry
+(hpdsl/cost/formulas/param_shards.py). Without families (a model bound without
+a registry) no slot is whole: a fully replicated mixer is tp-sharded, as before.
 """
 
 from __future__ import annotations

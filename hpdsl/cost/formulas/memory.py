@@ -10,9 +10,8 @@ lists the terms); for a GPT-style layer they give Korthikanti et al.'s
 34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
 selective-recompute variants exactly.
 
-Parameters come from hpdsl.cost.facts.params (exact counts) and are only split here
-into what tensor parallelism shards, what it replicates and what expert
-parallelism shards.
+Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
+of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
-from hpdsl.cost.facts.params import LayerParams
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, scalar_context
@@ -67,15 +65,6 @@ class ActCoeffs:
     cp_masks: float = 0.0  # [s/cp, s] attention masks kept under cp, at compute bytes, whole on every tp rank
     cp_carry: tuple[float, float] = (0.0, 0.0)  # per sequence under cp: hand-off elements, state bytes
     hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
-
-
-@attrs.frozen
-class ParamSplit:
-    """One column's parameters: sharded by tp, replicated over tp, sharded by ep·etp."""
-
-    tp: float = 0.0
-    rep: float = 0.0
-    expert: float = 0.0
 
 
 def _ffn_halves(n_ff: int) -> tuple[int, int]:
@@ -235,94 +224,6 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
                         keep_c=out.keep_c, keep_sp_b=out.keep_sp_b, logit_b=out.logit_b, keep_b=out.keep_b)
 
 
-def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
-    """Return a column's parameters split by how they shard (output: without the pp>1 copy)."""
-    report = columns.report
-    if column.role == "embedding":
-        return ParamSplit(tp=report.embedding + report.positions)  # both tables split by rows over tp
-    if column.role == "output":
-        return ParamSplit(tp=report.output, rep=report.final_norms)
-    cfg, lp = column.config, column.params
-    assert cfg is not None and lp is not None
-    whole = _whole_params(cfg, lp, column.whole)
-    down = 0.0 if _mixer_whole(column.whole) else mla_down_params(cfg)
-    down += row_parallel_biases(cfg, column.whole) + shared_gate_params(cfg, column.whole)
-    split = ParamSplit(tp=lp.attention + lp.dense_ffn + lp.shared - down - whole,
-                       rep=lp.norms + lp.router + down + whole, expert=lp.routed)
-    if column.role == "mtp":
-        extra = report.mtp_extra
-        eh_proj = 2 * cfg.hidden * cfg.hidden
-        split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + extra - eh_proj)
-    return split
-
-
-def _mixer_whole(whole: frozenset[str]) -> bool:
-    return bool(MIXER_ROLES & whole)
-
-
-def _whole_params(cfg: LayerConfig, lp: LayerParams, whole: frozenset[str]) -> float:
-    """Return the non-expert parameters of slots whose layout replicates them (held whole by every tp rank).
-
-    The counts are hpdsl.cost.facts.params' exact ones, slot by slot: the mixer's
-    (all of `attention` for a one-attention layer, half when a cross-attention
-    shares it), the dense MLP's, the shared experts'. Routed experts are
-    ep-sharded, never tp-sharded, whatever their layout says.
-    """
-    total = 0.0
-    if _mixer_whole(whole):
-        attentions = op_count(cfg.ops, OP.ATT_MM) / 4
-        total += float(lp.attention) / 2 if attentions == 2 else float(lp.attention)
-    if "mlp" in whole:
-        total += float(lp.dense_ffn)
-    if "shared_experts" in whole:
-        total += float(lp.shared)
-    return total
-
-
-def row_parallel_biases(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
-    """Return the biases of row-parallel projections (o_proj, down_proj), which every tp rank holds whole.
-
-    The layouts `replicate` them (a row-parallel bias is added once, after the
-    all-reduce); slots already held whole are counted by _whole_params.
-    """
-    h, total = cfg.hidden, 0.0
-    if cfg.o_bias and cfg.attn_kind != "linear" and not _mixer_whole(whole):
-        total += op_count(cfg.ops, OP.ATT_MM) / 4 * h
-    if cfg.mlp_bias and cfg.experts <= 1 and op_count(cfg.ops, OP.FF_MM) and "mlp" not in whole:
-        total += h
-    if cfg.mlp_bias and cfg.experts > 1 and "shared_experts" not in whole:
-        total += cfg.shared_experts * h
-    return total
-
-
-def shared_gate_params(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> float:
-    """Return the shared experts' sigmoid gate (hidden → 1), which every tp rank holds whole.
-
-    It is the MoE module's own Linear (hpdsl/torch/modules/moe.py), not a family's:
-    nothing splits it, its single output cannot be split over tp.
-    """
-    if cfg.experts <= 1 or not cfg.shared_experts or not cfg.shared_gate or "shared_experts" in whole:
-        return 0.0
-    return float(cfg.hidden)
-
-
-def mla_down_params(cfg: LayerConfig) -> float:
-    """Return MLA's latent down-projections and their norms, and a DSA indexer, which every TP rank holds whole."""
-    if cfg.attn_kind != "mla":
-        return 0.0
-    h, dcq, dckv = cfg.hidden, cfg.q_lora_rank, cfg.kv_lora_rank
-    query = h * dcq + dcq if dcq else 0
-    heads, dim = cfg.index_n_heads, cfg.index_head_dim
-    indexer = dcq * heads * dim + h * dim + 2 * dim + h * heads if heads else 0  # families/mla.hpf's indexer.*
-    return op_count(cfg.ops, OP.ATT_MM) / 4 * (query + h * (dckv + cfg.rope_dim) + dckv + indexer)
-
-
-def output_copy(columns: ModelColumns) -> float:
-    """Return the embedding copy the last stage holds when pp > 1 (tied head or MTP lookup)."""
-    model = columns.cost_model.model
-    return columns.report.embedding if (model.tie_embeddings or model.mtp) else 0.0
-
-
 # --------------------------------------------------------------------------
 # One column over a grid (arrays) or for one strategy (floats): hpdsl/cost/formulas/xp.py
 # --------------------------------------------------------------------------
@@ -407,31 +308,3 @@ def recomputed_activation(c: ActCoeffs, x: Ctx) -> tuple[Val, Val]:
     """Return (kept when not recomputed, kept under the strategy's recompute) per micro-batch."""
     none, selective, full = activation(c, x)
     return none, xp.where(x.recompute == 2, full, xp.where(x.recompute == 1, selective, none))
-
-
-def device_params(p: ParamSplit, x: Ctx, tp_extra: Val | float = 0.0
-                  ) -> tuple[Val, Val]:
-    """Return (dense, expert) parameters one device holds before ZeRO sharding."""
-    return (p.tp + tp_extra) / x.tp + p.rep, p.expert / (x.ep * x.etp)
-
-
-def static_factors(x: Ctx) -> tuple[tuple[Val, Val], ...]:
-    """Return ((dense, expert) bytes per parameter) for parameters, gradients and optimizer states.
-
-    ZeRO shards the optimizer states from level 1 (os), the gradients from 2, the
-    parameters from 3, over the data-parallel group (dp·cp for dense parameters,
-    the expert data-parallel group for experts). Gradients take memory when the
-    run holds them (`grad_accumulation`, pp > 1 or several micro-batches).
-    """
-    out = []
-    grads = xp.where(x.grads_held, x.grad_bytes, 0.0)  # upstream's B_grad: 0 at pp 1 without grad_accumulation
-    for level, width in ((3, x.param_bytes), (2, grads), (1, x.optimizer_bytes)):
-        shard_dense, shard_expert = x.zero_divisors(level)
-        out.append((width / shard_dense, width / shard_expert))
-    return tuple(out)
-
-
-def static_bytes(dense: Val, expert: Val,
-                 factors: tuple[tuple[Val, Val], ...]) -> list[Val]:
-    """Return [parameter, gradient, optimizer-state] bytes per device under ZeRO."""
-    return [dense * per_dense + expert * per_expert for per_dense, per_expert in factors]

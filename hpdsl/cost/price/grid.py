@@ -22,6 +22,7 @@ from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
+from hpdsl.cost.formulas import param_shards as shards
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, context
 from hpdsl.cost.formulas.device_time import column_seconds, uses_device_model
@@ -32,7 +33,7 @@ from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
 
 def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
     """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
-    return (mem.static_factors(x), comm_mod.data_parallel_factors(x),
+    return (shards.static_factors(x), comm_mod.data_parallel_factors(x),
             xp.where(x.pp > 1, p.output_copy, 0.0))
 
 
@@ -66,8 +67,8 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
         none, rec = mem.recomputed_activation(p.act[j], x)
     else:
         none = rec = mem.activation(p.act[j], x)[0]
-    dense, expert = mem.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
-    parts = mem.static_bytes(dense, expert, factors)
+    dense, expert = shards.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
+    parts = shards.static_bytes(dense, expert, factors)
     once_dense, once_expert, micro_dense, micro_expert = dp_factors
     c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
     fwd = flop_mod.device_forward(c, x, keys)

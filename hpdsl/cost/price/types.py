@@ -13,6 +13,7 @@ from hpdsl.cost.feasibility.reasons import CheckCache, check_cache
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
+from hpdsl.cost.formulas.param_shards import ParamSplit
 from hpdsl.cost.price.pipeline_layout import Layout, build_layout
 
 
@@ -24,7 +25,7 @@ class Prepared:
     act: tuple[mem.ActCoeffs, ...]
     flop: tuple[flop_mod.FlopCoeffs, ...]
     comm: tuple[comm_mod.CommCoeffs, ...]
-    params: tuple[mem.ParamSplit, ...]
+    params: tuple[ParamSplit, ...]
     output_copy: float
     causal: tuple[float, ...]                  # share of each column's score work that is causal
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column

@@ -8,11 +8,12 @@ from hpdsl.torch.modules.gate import TanhGate
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
 from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
+from hpdsl.torch.modules.position_bias import RelativePositionBias
 from hpdsl.torch.modules.moe import (ExpertParallelExperts, GroupedExperts, MoE, MXFP8GroupedExperts, Router,
                                      SharedExpertGate)
 from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "LayerNorm", "Mamba", "Mamba2", "MLAttention", "MLP", "MoE",
-           "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RMSNorm", "RingAttention",
+           "MXFP8GroupedExperts", "OutputHead", "PlainMLP", "RelativePositionBias", "RMSNorm", "RingAttention",
            "RingMLAttention", "Router", "SharedExpertGate", "ShortConv", "TanhGate"]
