@@ -43,6 +43,9 @@ KEYS = "keys"
 """The name a term reads for the keys a query attends to (causal and window aware)."""
 
 TERMS: dict[str, tuple[str | None, int]] = {
+    "attBMM": (OP.ATT_BMM, 2),
+    "softmax": (OP.SOFTMAX, 1),
+    "headCast": (OP.HEAD_CAST, 1),
     "indexer": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
     "softcap": (OP.SOFTMAX, 1),
     "qkNorm": (None, 1),

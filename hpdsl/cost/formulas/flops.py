@@ -111,29 +111,21 @@ def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs
     its convolutions' taps, ffMM the MLP's, the experts' (top_k of them per
     token) and the shared experts' matrices. What a mixer computes beside its
     weights is its family's `cost { }` block (`matmuls.declared`,
-    hpdsl/cost/facts/cost_terms.py): indexer a DSA indexer's scores over every
-    key, replicated over tp (w_ts); softcap the scores' soft-capping; qkNorm the
-    per-head norms; linrec and linrecSolve the delta rule's products and its
-    triangular inverses; scan and scanUpdate a state-space mixer's. The op
-    counts price the rest: attBMM QKᵀ and A·V; softmax and headCast the score
-    elementwise work; normOp, dropout; ffAct the activations; router the router
-    (and a shared expert's gate).
+    hpdsl/cost/facts/cost_terms.py), each run as the kind's op vector counts it:
+    attBMM QKᵀ and A·V, softmax and headCast the score elementwise work; indexer
+    a DSA indexer's scores over every key, replicated over tp (w_ts); softcap
+    the scores' soft-capping; qkNorm the per-head norms; linrec and linrecSolve
+    the delta rule's products and its triangular inverses; scan and scanUpdate
+    a state-space mixer's. The op counts price the rest: normOp, dropout; ffAct
+    the activations; router the router (and a shared expert's gate).
     """
-    ops, a = cfg.ops, cfg.heads
-    bmm = op_count(ops, OP.ATT_BMM)
-    q_w, _, v_w = attention_widths(cfg)
-    qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
-    softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
-    cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
+    ops = cfg.ops
     act, router = _ffn_flops(cfg)
     declared = declared_coeffs(matmuls.declared)
     return {
         "attMM": matmul_coeffs(matmuls.of("attMM")),
-        "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
-        "indexer": declared.get("indexer", FlopCoeffs()),
-        "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
-        "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
-        **{name: declared.get(name, FlopCoeffs()) for name in ("softcap", "qkNorm", "linrec", "linrecSolve")},
+        **{name: declared.get(name, FlopCoeffs()) for name in ("attBMM", "indexer", "softmax", "headCast", "softcap",
+                                                               "qkNorm", "linrec", "linrecSolve")},
         "conv": matmul_coeffs(matmuls.of("conv")),
         "scan": declared.get("scan", FlopCoeffs()),
         "scanUpdate": declared.get("scanUpdate", FlopCoeffs()),
