@@ -1,7 +1,7 @@
 """Family `cost { }` blocks into diagnostics: units, term names, the names an expression reads, linearity in keys.
 
 Each term is judged on its own (docs/language.md, "Cost terms"): its unit is one
-of hpdsl/cost/facts/cost_terms.py UNITS, its name one of TERMS, its expression
+of hpdsl/model/cost_terms.py UNITS, its name one of TERMS, its expression
 reads only slot-config names (DIM_NAMES, the float fields, the author fields
 declared), cp, ep, pp and `keys`, and is linear in `keys` (no `keys` in a
 divisor, none times another); `recompute` names `selective`; its `if` reads as a
@@ -14,7 +14,7 @@ from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.check.layouts import _check_condition_name, _condition_names
-from hpdsl.cost.facts.cost_terms import FLOAT_NAMES, KEYS, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import FLOAT_NAMES, KEYS, TERMS, UNITS, keys_degree
 from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
