@@ -571,7 +571,28 @@ class Layout:
     span: Span = _span()
 
 
-FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant, Layout, "FieldDecl"]
+@attrs.frozen
+class CostTerm:
+    """`UNIT NAME = EXPR [replicate] [recompute MODE] [if COND]`: one cost term of a family's module."""
+
+    unit: Name
+    name: Name
+    expr: DimExpr
+    replicate: bool = False
+    recompute: Name | None = None
+    condition: Expr | None = None
+    span: Span = _span()
+
+
+@attrs.frozen
+class CostBlock:
+    """`cost { ... }`: what a family's module computes beside its weight matmuls, term by term."""
+
+    terms: tuple[CostTerm, ...]
+    span: Span = _span()
+
+
+FamilyItem = Union[Factory, ParallelAxis, Selector, Require, Variant, Layout, CostBlock, "FieldDecl"]
 
 
 @attrs.frozen

@@ -15,7 +15,8 @@ KEYWORDS = (
     "import", "vocabulary", "slots", "profile", "family", "model", "kind", "from", "default",
     "run", "facts", "model_types", "ops", "attention", "ffn", "factory", "parallel", "selector",
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "if", "stack",
-    "layer_types", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp", "activation", "wiring", "dims",
+    "layer_types", "cost", "replicate", "recompute", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp",
+    "activation", "wiring", "dims",
     "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "unset", "unmodelled",
     "device", "cluster", "curve", "tier", "field", "float", "string", "required",
 )

@@ -20,6 +20,7 @@ import attrs
 from hpdsl import ast
 from hpdsl.acyclic import acyclic_allocations
 from hpdsl.check.clean import Clean, lower_clean
+from hpdsl.check.cost_terms import check_cost_terms
 from hpdsl.check.divisibility import check_divisibility
 from hpdsl.check.families import check_families
 from hpdsl.check.fields import check_fields
@@ -34,7 +35,8 @@ from hpdsl.diagnostics import Collector, Diagnostic
 from hpdsl.scope import Scope
 
 AST_PASSES: tuple[Callable[[Scope, Collector], None], ...] = (
-    check_fields, check_profiles, check_families, check_slots, check_models, check_layouts, check_machines)
+    check_fields, check_profiles, check_families, check_slots, check_models, check_layouts, check_cost_terms,
+    check_machines)
 """The checks of the AST, in order."""
 
 IR_PASSES: tuple[Callable[[Clean, Collector], Clean], ...] = (check_shapes, check_divisibility)

@@ -130,7 +130,8 @@ class _Layout:
             ast.Vocabulary: self._vocabulary, ast.Profile: self._named, ast.Family: self._named,
             ast.Kind: self._kind, ast.SettingsBlock: self._settings, ast.OpsBlock: self._ops,
             ast.Model: self._model, ast.Block: self._model_block,
-            ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.Variant: self._variant,
+            ast.LayerTypes: self._layer_types, ast.Layout: self._layout, ast.CostBlock: self._cost,
+            ast.Variant: self._variant,
             ast.SlotsBlock: self._slots, ast.ImportRules: self._import_rules, ast.HfRead: self._read,
             ast.HfIgnore: self._ignore, ast.HfPattern: self._pattern, ast.Device: self._machine,
             ast.Cluster: self._machine, ast.Curve: self._curve, ast.Tier: self._tier,
@@ -226,6 +227,14 @@ class _Layout:
                  for u in self._stmt(f"{path.ljust(path_width)} {dims.ljust(dims_width)} {rest}",
                                      entry.span, depth + 1)]
         return self._wrap("layout", node.span, _after(node.span, 6), inner, depth)
+
+    def _cost(self, node: ast.CostBlock, depth: int) -> list[_Unit]:
+        # One term per line, the `=` signs lined up.
+        heads = [f"{t.unit.value} {t.name.value}" for t in node.terms]
+        width = max((len(head) for head in heads), default=0)
+        inner = [u for head, term in zip(heads, node.terms, strict=True)
+                 for u in self._stmt(f"{head.ljust(width)} = {_cost_rest(term)}", term.span, depth + 1)]
+        return self._wrap("cost", node.span, _after(node.span, 4), inner, depth)
 
     def _field_decl(self, node: ast.FieldDecl, depth: int) -> list[_Unit]:
         # A declaration past 120 columns continues with its meaning, indented twice.
@@ -387,6 +396,18 @@ def _layout_rest(entry: ast.LayoutEntry) -> str:
         parts.append(f"for {', '.join(v.value for v in entry.variants)}")
     if entry.condition is not None:
         parts.append(f"if {format_expr(entry.condition)}")
+    return " ".join(parts)
+
+
+def _cost_rest(term: ast.CostTerm) -> str:
+    """Return what follows a cost term's `=`: its expression, `replicate`, `recompute MODE`, `if CONDITION`."""
+    parts = [format_dim(term.expr)]
+    if term.replicate:
+        parts.append("replicate")
+    if term.recompute is not None:
+        parts.append(f"recompute {term.recompute.value}")
+    if term.condition is not None:
+        parts.append(f"if {format_expr(term.condition)}")
     return " ".join(parts)
 
 

@@ -29,7 +29,7 @@ from hpdsl import ast
 from hpdsl.ir.conditions import condition_from_ast
 from hpdsl.ir.layouts import covers, dim_from_ast, sharded_dim
 from hpdsl.ir.lower_fields import lower_fields
-from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
+from hpdsl.ir.nodes import CostTermIR, FamilyIR, LayoutEntryIR, RequireIR, Scalar, SelectorIR, SourceRef, VariantIR
 from hpdsl.model.axes import CONDITION_AXES as AXES
 
 AxisName = Literal["tp", "cp", "ep", "pp", "etp"]
@@ -81,6 +81,7 @@ def _lower_family(family: ast.Family) -> FamilyIR:
         if layouts else None,
         fields=lower_fields(items),
         source=SourceRef.from_span(family.span),
+        costs=tuple(lower_cost_term(t) for block in items if isinstance(block, ast.CostBlock) for t in block.terms),
     )
 
 
@@ -151,4 +152,17 @@ def lower_layout_entry(entry: ast.LayoutEntry, variants: tuple[VariantIR, ...]) 
         variants=applies,
         condition=None if entry.condition is None else condition_from_ast(entry.condition),
         source=SourceRef.from_span(entry.span),
+    )
+
+
+def lower_cost_term(term: ast.CostTerm) -> CostTermIR:
+    """Return a cost term's IR: its unit, name, expression, placement, recompute mark and condition."""
+    return CostTermIR(
+        unit=term.unit.value,
+        name=term.name.value,
+        expr=dim_from_ast(term.expr),
+        replicated=term.replicate,
+        selective=term.recompute is not None and term.recompute.value == "selective",
+        condition=None if term.condition is None else condition_from_ast(term.condition),
+        source=SourceRef.from_span(term.span),
     )

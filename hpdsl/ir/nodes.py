@@ -272,12 +272,32 @@ class LayoutEntryIR:
 
 
 @attrs.frozen
+class CostTermIR:
+    """One cost term a family declares: forward FLOPs per token (hpdsl/cost/facts/cost_terms.py prices it).
+
+    `expr` is linear in `keys`, the keys a query attends to; `replicated` runs it
+    whole on every tp rank; `selective` marks its per-key work as what selective
+    recompute and a flash backward run again; `condition` says when the module
+    runs it (None: always).
+    """
+
+    unit: str
+    name: str
+    expr: DimIR
+    replicated: bool = False
+    selective: bool = False
+    condition: Condition | None = None
+    source: SourceRef | None = None
+
+
+@attrs.frozen
 class FamilyIR:
     """A module family: public factory, parallel axis, selectors, constraints, variants, tp layout.
 
     `layout` is None when the family declares none: the backend then leaves its
     modules as built at any tp (the module handles tp itself, or is replicated).
-    `fields` are the author fields it declares, which its layout may read.
+    `fields` are the author fields it declares, which its layout may read;
+    `costs` the terms of its `cost { }` block (what it computes beside its weight matmuls).
     """
 
     name: str
@@ -289,6 +309,7 @@ class FamilyIR:
     layout: tuple[LayoutEntryIR, ...] | None = None
     fields: tuple[Field, ...] = ()
     source: SourceRef | None = None
+    costs: tuple[CostTermIR, ...] = ()
 
 
 # --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from hpdsl.model.slots import SLOTS
 TOP_LEVEL = ("import", "vocabulary", "slots", "profile", "family", "model", "device", "cluster")
 PROFILE_ITEMS = ("kind", "default", "run", "model", "facts", "model_types", "slots")
 KIND_ITEMS = ("ops", "attention", "ffn", "slots")
-FAMILY_ITEMS = ("factory", "parallel", "selector", "require", "variant", "layout")
+FAMILY_ITEMS = ("factory", "parallel", "selector", "require", "variant", "layout", "cost")
 MODEL_EXTRAS = ("stack", "layer_types")
 
 @attrs.frozen

@@ -18,7 +18,7 @@ class FamilyRules(Tokens):
     """The rules of `family NAME { ... }` and of the conditions and dims inside it."""
 
     def family_item(self) -> ast.FamilyItem:
-        """_family_item: factory | parallel_axis | selector | require | variant | layout"""
+        """_family_item: factory | parallel_axis | selector | require | variant | layout | cost_block"""
         start, word = self.i, self.word()
         self.i += 1
         if word == "factory":
@@ -42,6 +42,13 @@ class FamilyRules(Tokens):
                 entries.append(self.layout_entry())
             self.i += 1
             return ast.Layout(tuple(entries), span=self.span(start, self.i - 1))
+        if word == "cost":
+            self.expect("{")
+            terms = []
+            while self.kinds[self.i] != "}":
+                terms.append(self.cost_term())
+            self.i += 1
+            return ast.CostBlock(tuple(terms), span=self.span(start, self.i - 1))
         raise Defer
 
     def selector(self, start: int) -> ast.Selector:
@@ -248,6 +255,24 @@ class FamilyRules(Tokens):
             condition = self.expr()
         return ast.LayoutEntry(path, dims, placement, unit, variants, condition,
                                span=self.span(start, self.i - 1))
+
+    def cost_term(self) -> ast.CostTerm:
+        """cost_term: NAME NAME = dim cost_replicate? cost_recompute? entry_condition?"""
+        start = self.i
+        unit, name = self.name(), self.name()
+        self.expect("=")
+        expr = self.dim()
+        replicate = self.word() == "replicate"
+        self.i += replicate
+        recompute = None
+        if self.word() == "recompute":
+            self.i += 1
+            recompute = self.name()
+        condition = None
+        if self.word() == "if":
+            self.i += 1
+            condition = self.expr()
+        return ast.CostTerm(unit, name, expr, replicate, recompute, condition, span=self.span(start, self.i - 1))
 
     def param_path(self) -> ast.ParamPath:
         """param_path: NAME (. NAME)*"""

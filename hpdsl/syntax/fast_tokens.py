@@ -35,7 +35,7 @@ _TOKEN = re.compile(r"""([ \t\f\r]*)(
 _FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(string.digits, "d"),
           **dict.fromkeys("<>{}[]():,=*+.!", "p"), '"': "s", "#": "c", "/": "/", "-": "-"}
 
-_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "curve", "default", "derive", "factory", "field",
+_AFTER_LITERAL = frozenset({"accepts", "activation", "and", "cost", "curve", "default", "derive", "factory", "field",
                             "hf", "ignore", "layer_types", "layout", "map", "mlp", "norm", "or", "parallel", "params",
                             "pattern", "read", "require", "selector", "stack", "tier", "unmodelled",
                             "variant", "weight", "wiring"})

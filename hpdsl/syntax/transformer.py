@@ -265,6 +265,22 @@ class ToAst(FieldDeclRules):
         condition = next((part.expr for part in rest if isinstance(part, _When)), None)
         return ast.LayoutEntry(path, dims, placement, unit, variants, condition, span=self._span(meta))
 
+    def cost_block(self, meta: Meta, children: list[ast.CostTerm]) -> ast.CostBlock:
+        return ast.CostBlock(tuple(children), span=self._span(meta))
+
+    def cost_term(self, meta: Meta, children: list[Any]) -> ast.CostTerm:
+        unit, name, expr, *rest = children
+        recompute = next((part.name for part in rest if isinstance(part, _Recompute)), None)
+        condition = next((part.expr for part in rest if isinstance(part, _When)), None)
+        return ast.CostTerm(self._name(unit), self._name(name), expr, any(part is _REPLICATE for part in rest),
+                            recompute, condition, span=self._span(meta))
+
+    def cost_replicate(self, meta: Meta, children: list[Token]) -> object:
+        return _REPLICATE
+
+    def cost_recompute(self, meta: Meta, children: list[Token]) -> _Recompute:
+        return _Recompute(self._name(children[0]))
+
     def param_path(self, meta: Meta, children: list[Token]) -> ast.ParamPath:
         return ast.ParamPath(tuple(self._name(t) for t in children), span=self._span(meta))
 
@@ -389,6 +405,17 @@ class _Unit:
 
     def __init__(self, expr: Any) -> None:
         self.expr = expr
+
+
+class _Recompute:
+    """Marks a cost term's `recompute MODE` among its optional parts."""
+
+    def __init__(self, name: ast.Name) -> None:
+        self.name = name
+
+
+_REPLICATE = object()
+"""Marks a cost term's `replicate` among its optional parts."""
 
 
 class _Divisor:

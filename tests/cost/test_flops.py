@@ -6,7 +6,8 @@ import pytest
 from cost_builders import LLAMA_OPS, dense_model, example, hybrid_model, moe_model
 
 from hpdsl.cost.estimate import estimate
-from hpdsl.cost.formulas.flops import FF_ACT, HEAD_CAST, NORM, SOFTMAX, linear_recurrence
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.formulas.flops import FF_ACT, HEAD_CAST, NORM, SOFTMAX, layer_flop_terms
 from hpdsl.model.strategy import Strategy
 
 MATMULS_ONLY = dict(attMM=4, attBMM=2, ffMM=2, softmax=0, dropout=0, normOp=0, gather=4, headCast=0,
@@ -65,8 +66,11 @@ def test_linear_attention_recurrence_is_priced() -> None:
     cfg = cost_model.kind_config("lin")
     n_v, d_k, d_v, chunk = 8, 32, 32, 64
     delta_rule = n_v * (6 * d_k * d_v + chunk * (6 * d_k + 4 * d_v))
-    assert linear_recurrence(cfg) == pytest.approx(
-        delta_rule + n_v * chunk ** 2 / 3 + 2 * 4 * (2 * 4 * 32 + 8 * 32), rel=1e-12)
+    # families/gated_delta_net.hpf declares the delta rule and the inverses; its layout's conv1d the taps.
+    terms = layer_flop_terms(cfg, model_columns(cost_model).layer_column("lin").matmuls)
+    assert terms["linrec"].t == pytest.approx(delta_rule, rel=1e-12)
+    assert terms["linrecSolve"].t == pytest.approx(n_v * chunk ** 2 / 3, rel=1e-12)
+    assert terms["conv"].t == pytest.approx(2 * 4 * (2 * 4 * 32 + 8 * 32), rel=1e-12)
     without = hybrid_model(pattern=("full",) * 8)
     assert _forward(cost_model) < _forward(without)  # six linear layers run no s² scores
 

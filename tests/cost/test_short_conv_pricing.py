@@ -13,7 +13,7 @@ import attrs
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
 from hpdsl.cost.facts.columns import model_columns
-from hpdsl.cost.formulas.flops import layer_flop_terms, selective_scan_flops
+from hpdsl.cost.formulas.flops import layer_flop_terms
 from hpdsl.cost.formulas.memory import layer_act_coeffs
 from hpdsl.diagnostics import Source
 
@@ -40,9 +40,9 @@ def test_the_mixer_is_its_layout() -> None:
 def test_no_state_no_scan_and_the_taps_are_matmuls() -> None:
     cost = _cost()
     conv = cost.kind_config("conv")
-    assert selective_scan_flops(conv) == (0.0, 0.0)
     assert conv.mixer_macs == 3 * H * H + H * TAPS + H * H
     terms = layer_flop_terms(conv, model_columns(cost).layer_column("conv").matmuls)
+    assert (terms["scan"].per_token(0.0), terms["scanUpdate"].per_token(0.0)) == (0.0, 0.0)  # short_conv declares none
     assert (terms["attMM"].t, terms["conv"].t) == (2 * (3 * H * H + H * H), 2 * H * TAPS)  # projections, taps
 
 

@@ -134,8 +134,10 @@ placements = st.builds(ast.Placement, names, st.none() | int_literals)
 layout_entries = st.builds(ast.LayoutEntry, param_paths, _tuples(dim_exprs, 1, 3), placements,
                            st.none() | dim_exprs, _tuples(names, max_size=2), st.none() | exprs)
 layouts = st.builds(ast.Layout, _tuples(layout_entries, max_size=4))
+cost_terms = st.builds(ast.CostTerm, names, names, dim_exprs, st.booleans(), st.none() | names, st.none() | exprs)
+cost_blocks = st.builds(ast.CostBlock, _tuples(cost_terms, max_size=4))
 family_items = st.one_of(st.builds(ast.Factory, string_literals),
-                         st.builds(ast.ParallelAxis, names), selectors, requires, variants, layouts)
+                         st.builds(ast.ParallelAxis, names), selectors, requires, variants, layouts, cost_blocks)
 families = st.builds(ast.Family, names, _tuples(family_items))
 
 # --------------------------------------------------------------------------

@@ -152,7 +152,10 @@ def test_score_less_layers_remove_exactly_their_score_terms(spec: Spec, data: st
     k = data.draw(st.integers(1, n - 1))
     seq = data.draw(st.sampled_from([64, 256]))
     # A full-attention kind counts no delta-rule updates (the checker holds linrec to `attention linear`).
-    spec = attrs.evolve(spec, moe=None, hybrid=False, mtp=0, ops=dict(spec.ops, linrec=0))
+    # Its layers build one attention (attMM 4, a feed-forward of 0, 2 or 3 matrices): the score terms are
+    # the attention family's cost terms (families/attention.hpf), run as the op vector counts them.
+    ffn = spec.ops["ffMM"] if spec.ops["ffMM"] in (0, 2, 3) else 3
+    spec = attrs.evolve(spec, moe=None, hybrid=False, mtp=0, ops=dict(spec.ops, linrec=0, attMM=4, ffMM=ffn))
     full = spec.build(pattern=("full",) * n)
     mixed = spec.build(pattern=("lin",) * k + ("full",) * (n - k), score_less=True)
     # Without flash every score is executed: the full square, as per_layer counts it.

@@ -38,6 +38,7 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
+from hpdsl.cost.facts.cost_terms import DeclaredTerm, layer_terms, slot_terms
 from hpdsl.cost.facts.params import UnpricedSlotError
 from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS
 from hpdsl.cost.facts.roles import MIXER_ROLES
@@ -66,9 +67,14 @@ class Macs:
 
 @attrs.frozen
 class Matmuls:
-    """A column's weight multiply-adds per token, by FLOP term (attMM, conv, ffMM, output, embedding)."""
+    """A column's weight multiply-adds per token, by FLOP term (attMM, conv, ffMM, output, embedding).
+
+    `declared` rides with them: what the column's slots compute beside their
+    weights, from their families' `cost { }` blocks, each run as the kind counts it.
+    """
 
     by_term: tuple[tuple[str, Macs], ...] = ()
+    declared: tuple[DeclaredTerm, ...] = ()  # the slots' families' cost terms (hpdsl/cost/facts/cost_terms.py)
 
     def of(self, term: str) -> Macs:
         """Return the multiply-adds of `term` (none when the column has no such matmul)."""
@@ -144,7 +150,9 @@ def layer_matmuls(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappi
     attMM 4 one mixer, 8 a mixer and a cross-attention, 0 none; ffMM 3 a gated
     feed-forward, 2 a plain one, 0 none); the layouts price what they build.
     """
-    return _summed(slot_matmuls(slot, families) for slot in layer_slots(cfg, bindings))
+    slots = layer_slots(cfg, bindings)
+    declared = layer_terms(cfg.ops, (slot_terms(slot, families) for slot in slots))
+    return attrs.evolve(_summed(slot_matmuls(slot, families) for slot in slots), declared=declared)
 
 
 def end_matmuls(cost_model: CostModel, ends: Iterable[Slot],

@@ -31,6 +31,7 @@ from hpdsl.cost.formulas import xp
 
 from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.cost.facts.columns import Column, ModelColumns, model_columns
+from hpdsl.cost.facts.cost_terms import DeclaredTerm
 from hpdsl.cost.facts.matmuls import Macs, Matmuls
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas.context import Ctx
@@ -47,9 +48,8 @@ DROPOUT = 1.0        # per hidden element (upstream: 3)
 NORM = 10.0          # per element (upstream: 30)
 FF_ACT = 7.0         # per element of the activation's input (upstream: 21)
 BACKWARD = 2.0       # backward FLOPs per forward FLOP
-LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
-SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
-SOFT_CAP = 3.0       # per capped element: c·tanh(x / c), a divide, a tanh and a multiply (Gemma 2)
+LINEAR_CHUNK = 64    # tokens per chunk of the delta rule families/gated_delta_net.hpf prices (FLA's kernels)
+SOFT_CAP = 3.0       # per capped logit: c·tanh(x / c), as families/attention.hpf prices a capped score (Gemma 2)
 
 MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output", "embedding")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
@@ -85,65 +85,21 @@ def matmul_coeffs(macs: Macs) -> FlopCoeffs:
     return FlopCoeffs(t=float(2 * macs.split), sp=float(2 * macs.replicated))
 
 
-def index_score_flops(cfg: LayerConfig) -> float:
-    """Return a DSA indexer's forward FLOPs per query and key: each head's q·k, then the heads' weighted sum."""
-    if cfg.attn_kind != "mla" or not cfg.index_n_heads:
-        return 0.0
-    return 2.0 * cfg.index_n_heads * (cfg.index_head_dim + 1)
+def declared_coeffs(terms: tuple[DeclaredTerm, ...]) -> dict[str, FlopCoeffs]:
+    """Return a column's declared cost terms (its families' `cost { }` blocks) as forward FLOP coefficients, by name.
 
-
-def delta_rule_flops(cfg: LayerConfig) -> float:
-    """Return the chunked gated delta rule's matrix-product FLOPs per token (forward).
-
-    Per value head and chunk of C tokens: the state read-out, the state's share of
-    the new values and the state update (three C×d_k×d_v products, 6·d_k·d_v per
-    token), and inside the chunk K·βKᵀ, Q·Kᵀ, the WY products T·(βK) and T·(βV)
-    and the intra-chunk scores times the new values (C·(6·d_k + 4·d_v) per token).
-    The token-by-token recurrence would be 6·d_k·d_v alone, but it is not what
-    trains: FLA's kernels and the reference module run chunks of LINEAR_CHUNK.
+    A term split over tp is t and ts (sel_ts its per-key work when selective
+    recompute runs it again); a replicated one runs whole on every tp rank: w,
+    w_ts and sel_w_ts.
     """
-    d_k, d_v = cfg.key_head_dim, cfg.value_head_dim
-    return cfg.value_heads * (6 * d_k * d_v + LINEAR_CHUNK * (6 * d_k + 4 * d_v))
-
-
-def wy_inverse_flops(cfg: LayerConfig) -> float:
-    """Return the per-token FLOPs of each chunk's unit-triangular inverse (C³/3 per chunk and value head)."""
-    return cfg.value_heads * LINEAR_CHUNK ** 2 / 3
-
-
-def short_conv_flops(cfg: LayerConfig) -> float:
-    """Return the depthwise short convolution over the q, k, v stream: 2·K FLOPs per channel and token."""
-    return 2 * cfg.conv * (2 * cfg.key_heads * cfg.key_head_dim
-                               + cfg.value_heads * cfg.value_head_dim)
-
-
-def linear_recurrence(cfg: LayerConfig) -> float:
-    """Return one linrec unit's forward FLOPs per token: chunked delta rule, its inverses, the convolution."""
-    return delta_rule_flops(cfg) + wy_inverse_flops(cfg) + short_conv_flops(cfg)
-
-
-def selective_scan_flops(cfg: LayerConfig) -> tuple[float, float]:
-    """Return a state-space mixer's scan FLOPs per token: (its matmuls, its elementwise work).
-
-    Mamba (no ssm_heads): each token updates a d_inner × N state elementwise
-    (SCAN_UPDATE per element) and reads it out with C, a (d_inner × N)·(N × 1)
-    product, 2·d_inner·N. Mamba-2 (ssm_heads H of head dim P, chunks of L =
-    ssm_chunk): per head, the chunk's scores C·Bᵀ (2·L·N), the scores times Δ·x
-    (2·L·P), the chunk's state Bᵀ·Δ·x (2·P·N) and the read-out of the state
-    entering the chunk (2·P·N); the decays and the chunk-to-chunk state
-    update are elementwise. Linear in the sequence either way: no s² term. A
-    short convolution (ssm_state 0, families/short_conv.hpf) has no state and no
-    scan: its taps are module weights, priced from its layout (the conv term).
-    """
-    if cfg.attn_kind != "ssm" or not cfg.ssm_state:
-        return 0.0, 0.0
-    inner, n = cfg.ssm_expand * cfg.hidden, cfg.ssm_state
-    if not cfg.ssm_heads:
-        return 2.0 * inner * n, SCAN_UPDATE * inner * n
-    heads, chunk = cfg.ssm_heads, max(cfg.ssm_chunk, 1)
-    p = inner / heads
-    matmuls = 2.0 * heads * (chunk * n + chunk * p + 2 * p * n)
-    return matmuls, heads * (3.0 * chunk + n + 2 * p * n / chunk)
+    out: dict[str, FlopCoeffs] = {}
+    for term in terms:
+        t, ts = float(term.t), float(term.ts)
+        sel = ts if term.selective else 0.0
+        coeffs = (FlopCoeffs(w=t, w_ts=ts, sel_w_ts=sel) if term.replicated
+                  else FlopCoeffs(t=t, ts=ts, sel_ts=sel))
+        out[term.name] = out[term.name] + coeffs if term.name in out else coeffs
+    return out
 
 
 def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs]:
@@ -153,38 +109,26 @@ def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs
     hpdsl/cost/facts/matmuls.py): attMM a mixer's projections (MLA's latent
     down-projections and a DSA indexer's projections replicated, on sp), conv
     its convolutions' taps, ffMM the MLP's, the experts' (top_k of them per
-    token) and the shared experts' matrices. The rest are formulas over the
-    config: attBMM QKᵀ and A·V; indexer a DSA indexer's scores over every key,
-    replicated over tp (w_ts); softmax and headCast the score elementwise work;
-    softcap the scores' soft-capping (attn_softcap: each score divided, tanh'd
-    and multiplied, before the softmax, once per softmax op); qkNorm the
-    per-head norms; linrec and linrecSolve the delta rule's products and its
-    triangular inverses; scan a state-space mixer's; normOp, dropout; ffAct the
-    activations; router the router (and a shared expert's gate).
+    token) and the shared experts' matrices. What a mixer computes beside its
+    weights is its family's `cost { }` block (`matmuls.declared`,
+    hpdsl/cost/facts/cost_terms.py), each run as the kind's op vector counts it:
+    attBMM QKᵀ and A·V, softmax and headCast the score elementwise work; indexer
+    a DSA indexer's scores over every key, replicated over tp (w_ts); softcap
+    the scores' soft-capping; qkNorm the per-head norms; linrec and linrecSolve
+    the delta rule's products and its triangular inverses; scan and scanUpdate
+    a state-space mixer's. The op counts price the rest: normOp, dropout; ffAct
+    the activations; router the router (and a shared expert's gate).
     """
-    ops, a = cfg.ops, cfg.heads
-    att, bmm, linrec = op_count(ops, OP.ATT_MM) / 4, op_count(ops, OP.ATT_BMM), op_count(ops, OP.LINREC)
-    q_w, _, v_w = attention_widths(cfg)
-    qk_dim, v_dim = q_w / max(a, 1), v_w / max(cfg.kv_heads, 1)
-    softmax = op_count(ops, OP.SOFTMAX) * SOFTMAX * a
-    cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
-    # Only the reference attention caps its scores (hpdsl/torch/modules/attention.py), once per softmax.
-    cap = op_count(ops, OP.SOFTMAX) * SOFT_CAP * a if cfg.attn_softcap and cfg.attn_kind == "full" else 0.0
+    ops = cfg.ops
     act, router = _ffn_flops(cfg)
-    scan, update = selective_scan_flops(cfg)
+    declared = declared_coeffs(matmuls.declared)
     return {
         "attMM": matmul_coeffs(matmuls.of("attMM")),
-        "attBMM": FlopCoeffs(ts=bmm * a * (qk_dim + v_dim), sel_ts=bmm * a * qk_dim),  # QKᵀ again
-        "indexer": FlopCoeffs(w_ts=att * index_score_flops(cfg)),
-        "softmax": FlopCoeffs(ts=softmax, sel_ts=softmax),
-        "headCast": FlopCoeffs(ts=cast, sel_ts=cast),
-        "softcap": FlopCoeffs(ts=cap, sel_ts=cap),
-        "qkNorm": FlopCoeffs(t=int(cfg.qk_norm and att > 0) * NORM * (a + cfg.kv_heads) * cfg.head_dim),
-        "linrec": FlopCoeffs(t=linrec * delta_rule_flops(cfg)),
-        "linrecSolve": FlopCoeffs(t=linrec * wy_inverse_flops(cfg)),
+        **{name: declared.get(name, FlopCoeffs()) for name in ("attBMM", "indexer", "softmax", "headCast", "softcap",
+                                                               "qkNorm", "linrec", "linrecSolve")},
         "conv": matmul_coeffs(matmuls.of("conv")),
-        "scan": FlopCoeffs(t=att * scan),
-        "scanUpdate": FlopCoeffs(t=att * update),
+        "scan": declared.get("scan", FlopCoeffs()),
+        "scanUpdate": declared.get("scanUpdate", FlopCoeffs()),
         "normOp": FlopCoeffs(sp=op_count(ops, OP.NORM) * NORM * cfg.hidden),
         "dropout": FlopCoeffs(sp=op_count(ops, OP.DROPOUT) * DROPOUT * cfg.hidden),
         "ffMM": matmul_coeffs(matmuls.of("ffMM")),

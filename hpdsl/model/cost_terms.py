@@ -1,0 +1,55 @@
+"""What a family's `cost { }` block may say: its units, the terms the estimator prices, the names it reads.
+
+One vocabulary for the checker (hpdsl/check/cost_terms.py) and the estimator
+(hpdsl/cost/facts/cost_terms.py), light enough for `hpdsl compile` to import.
+"""
+
+from __future__ import annotations
+
+from hpdsl.ir.nodes import DimIR
+from hpdsl.model import ops as OP
+from hpdsl.model.fields import FIELDS
+
+UNITS = ("flops",)
+"""The units a cost term may state: forward FLOPs per token."""
+
+FLOAT_NAMES: tuple[str, ...] = tuple(name for name, field in FIELDS.items() if field.type == "float")
+"""The model fields a cost term may read beside the dims (hpdsl.bound.config.DIM_NAMES): the float ones."""
+
+KEYS = "keys"
+"""The name a term reads for the keys a query attends to (causal and window aware)."""
+
+TERMS: dict[str, tuple[str | None, int]] = {
+    "attBMM": (OP.ATT_BMM, 2),
+    "softmax": (OP.SOFTMAX, 1),
+    "headCast": (OP.HEAD_CAST, 1),
+    "indexer": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
+    "softcap": (OP.SOFTMAX, 1),
+    "qkNorm": (None, 1),
+    "linrec": (OP.LINREC, 1),
+    "linrecSolve": (OP.LINREC, 1),
+    "scan": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
+    "scanUpdate": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
+}
+"""The terms a family may declare: the op whose count says how often a layer runs it, and its count per mixer.
+
+None: once in a layer with any mixer (its attMM count nonzero), however many.
+"""
+
+
+def keys_degree(expr: DimIR) -> int | None:
+    """Return the degree of an expression in `keys` (0 or 1 are priceable); None when `keys` divides."""
+    if expr.op == "int":
+        return 0
+    if expr.op == "name":
+        return int(expr.name == KEYS)
+    if expr.op == "sum":
+        degrees = [keys_degree(d) for d in expr.operands]
+        return None if None in degrees else max(d for d in degrees if d is not None)
+    if any(keys_degree(d) != 0 for d in expr.divisors):
+        return None
+    degrees = [keys_degree(d) for d in expr.operands]
+    return None if None in degrees else sum(d for d in degrees if d is not None)
+
+
+__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "keys_degree"]
