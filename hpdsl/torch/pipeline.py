@@ -65,6 +65,11 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
         reasons.append(f"{model.name} is an encoder-decoder: pipeline stages are cut for causal models only")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
+    outer = [name for name in ("embed_width", "embed_norm", "no_final_norm", "position_offset")
+             if getattr(model, name, None) not in (None, False, 0) and getattr(model, name) != model.hidden]
+    if outer:
+        reasons.append(f"{model.name} states the outer wiring {outer} (docs/language.md, \"The model's outer "
+                       "wiring\"), which pipeline stages do not carry yet: use pp = 1")
     return tuple(reasons)
 
 
