@@ -20,6 +20,7 @@ import attrs
 from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel, kind_dim_problem
 from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
+from hpdsl.bound.outer import outer_problems
 from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
                                mixer_role)
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
@@ -58,7 +59,8 @@ class LayerProblem:
 def layer_problems(cost: CostModel) -> tuple[LayerProblem, ...]:
     """Return every reason the backend refuses to build `cost`'s model (empty: it builds as priced)."""
     model = cost.model
-    found = [*_field_problems(model), *_stack_problems(cost)]
+    found = [*_field_problems(model), *outer_problems(model, encoder_decoder=is_encoder_decoder(model)),
+             *_stack_problems(cost)]
     for kind in built_kinds(cost):
         found.extend(_kind_problems(cost, kind))
     found.extend(_pricing_problems(cost))

@@ -32,6 +32,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleIn
 from torch.distributed.pipelining.schedules import _PipelineSchedule
 from torch.distributed.pipelining.stage import _PipelineStageBase
 
+from hpdsl.bound.outer import stated_outer
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
@@ -65,8 +66,7 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
         reasons.append(f"{model.name} is an encoder-decoder: pipeline stages are cut for causal models only")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
-    outer = [name for name in ("embed_width", "embed_norm", "no_final_norm", "position_offset")
-             if getattr(model, name, None) not in (None, False, 0) and getattr(model, name) != model.hidden]
+    outer = stated_outer(model)
     if outer:
         reasons.append(f"{model.name} states the outer wiring {outer} (docs/language.md, \"The model's outer "
                        "wiring\"), which pipeline stages do not carry yet: use pp = 1")

@@ -73,6 +73,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "mimo_v2": {"full_attention_dense": (DECODER, "full", "dense"), "full_attention_moe": (DECODER, "full", "moe"),
                 "sliding_attention_dense": (DECODER, "sliding", "dense"),
                 "sliding_attention_moe": (DECODER, "sliding", "moe")},
+    # Issue 21 (outer wiring): BLOOM's pre-norm layers with a plain feed-forward, as GPT-2's.
+    "bloom": {"decoder": (PLAIN, "full", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -98,6 +100,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "glm4_moe": ("moe", {}, None),
     "mllama": ("full_attention", {}, None),
     "minimax_m2": ("decoder", {}, None), "mimo_v2": ("full_attention_moe", {}, None),
+    "bloom": ("decoder", {}, None),
 }
 
 MODEL_TYPES = {
@@ -114,6 +117,7 @@ MODEL_TYPES = {
     "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
     "mllama": ("mllama_text_model", "mllama"),
     "minimax_m2": ("minimax_m2",), "mimo_v2": ("mimo_v2_flash",),
+    "bloom": ("bloom",),
 }
 
 
@@ -213,7 +217,8 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
                   "router": "router", "shared_gate": "shared_gate",
                   "norm": "norm", "embedding": "embedding", "head": "output_head",
-                  "cross_attention": "cross_attention", "gate": "tanh_gate"}
+                  "cross_attention": "cross_attention", "gate": "tanh_gate",
+                  "project_in": "input_projection", "project_out": "output_projection"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
