@@ -158,6 +158,9 @@ def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
         return any(kind_flavours(kind, kinds)[0] == OPTIONAL_SLOTS[slot] for kind in kinds.values())
     if slot in WIRED_SLOTS:
         return any(kind_wiring(kind, kinds) == WIRED_SLOTS[slot] for kind in kinds.values())
+    if slot in OUTER_SLOTS:
+        return any(field.name.value == OUTER_SLOTS[slot] for model in models
+                   for field in model.items if isinstance(field, ast.Field))
     return True
 
 
@@ -167,6 +170,10 @@ profile without such a kind need not bind them (a --no-stdlib profile of attenti
 
 MOE_SLOTS = ("router", "shared_gate")
 """Slots only a mixture-of-experts block builds (added after the first profiles were written)."""
+
+OUTER_SLOTS = {"project_in": "embed_width", "project_out": "embed_width"}
+"""The model's outer-wiring slots → the field that builds them: only a model stating embed_width has
+project_in and project_out (docs/language.md, "The model's outer wiring")."""
 
 WIRED_SLOTS = {"gate": "gated"}
 """Slots a kind's wiring builds → that wiring: a profile with no kind so wired need not bind them (a model
