@@ -85,34 +85,40 @@ def _meta_count(config: Any) -> int:
 
 def test_the_doc_shows_both_files_and_the_commands() -> None:
     assert sorted(_blocks()) == ["bloom_560m.hpf", "opt_350m.hpf"]
-    assert [c[1] for c in _commands()] == ["compile", "estimate", "estimate"]
+    assert [c[1] for c in _commands()] == ["compile", "estimate", "estimate", "estimate"]
 
 
 def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path: Path) -> None:
     blocks = _blocks()
     for name, body in blocks.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
-    reports: dict[str, dict[str, Any]] = {}
+    reports: dict[tuple[str, ...], dict[str, Any]] = {}
     for command in _commands():
         run = _hpdsl(*command[1:], cwd=tmp_path)
         assert run.returncode == 0, run.stderr
         if command[1] == "estimate":
-            reports[command[2]] = json.loads(run.stdout)["params"]
+            reports[tuple(command[2:])] = json.loads(run.stdout)
         else:
             assert (tmp_path / command[command.index("-o") + 1]).is_file()
     doc = _section()
-    for name, params in reports.items():
+    for name in blocks:
+        params = reports[(name, "--json")]["params"]
         model, registry = _model(blocks[name], name)
         assert params["total"] == _meta_count(_hf_config(model)), name
         assert sum(p.numel() for p in build_model(model, registry=registry, device="meta").parameters()) \
             == params["total"]
         assert f"params.total {params['total']:,}" in doc
-    opt = reports["opt_350m.hpf"]
+    opt = reports[("opt_350m.hpf", "--json")]["params"]
     assert (opt["embedding"], opt["output"], opt["positions"], opt["final_norms"]) == \
         (50_272 * 512 + 1_024 * 512, 1_024 * 512, 2_050 * 1_024, 0)
     flat = " ".join(doc.split())
     for key in ("embedding", "output", "positions", "final_norms"):
         assert re.search(rf"`params\.{key}` (is )?{opt[key]:,}\b", flat), key
+    # ALiBi: one add per score element, 24 layers x 4,096 queries x 16 heads x 2,048 keys (a causal half).
+    bloom, plain = reports[("bloom_560m.hpf", "--json")], reports[("bloom_560m.hpf", "--json", "--set", "alibi=false")]
+    assert plain["params"]["total"] == bloom["params"]["total"]
+    lower = bloom["flops"]["forward"] - plain["flops"]["forward"]
+    assert lower == 24 * 4_096 * 16 * 2_048 and f"{int(lower):,}" in flat
 
 
 def _scaled(text: str) -> str:

@@ -88,6 +88,8 @@ class ParamReport:
     """A model's parameter counts; `total` and `active` exclude MTP layers.
 
     `mtp_extra` is what one MTP layer adds to its decoder layer (its three norms and projection).
+    `embedding_replicated` and `output_replicated` are the outer wiring's parts of `embedding` and
+    `output` every tp rank holds whole (project_in and an embedding norm; project_out).
     """
 
     total: Number
@@ -101,6 +103,8 @@ class ParamReport:
     per_kind: dict[str, LayerParams]
     groups: tuple[GroupParams, ...]
     mtp_extra: Number = 0
+    embedding_replicated: Number = 0
+    output_replicated: Number = 0
 
     def to_json(self) -> dict[str, Any]:
         """Return the report as `hpdsl estimate --json` prints it under "params"."""
@@ -141,7 +145,9 @@ def parameters(cost_model: CostModel) -> ParamReport:
         active=_exact(static + sum(g.active for g in groups if not g.mtp)),
         embedding=embedding, output=output, final_norms=final_norms, positions=positions,
         body=_exact(body), mtp=_exact(sum(g.total for g in groups if g.mtp)),
-        per_kind=per_kind, groups=tuple(groups), mtp_extra=extra)
+        per_kind=per_kind, groups=tuple(groups), mtp_extra=extra,
+        embedding_replicated=ends.get("project_in", 0) + ends.get("embed_norm", 0),
+        output_replicated=ends.get("project_out", 0))
 
 
 def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]) -> LayerParams:

@@ -50,6 +50,7 @@ BACKWARD = 2.0       # backward FLOPs per forward FLOP
 LINEAR_CHUNK = 64    # tokens per chunk of the chunked delta rule (FLA's kernels, the reference module)
 SCAN_UPDATE = 6.0    # per state element and token: exp(Δ·A), Δ·B, ·x, the multiply-add into the state
 SOFT_CAP = 3.0       # per capped element: c·tanh(x / c), a divide, a tanh and a multiply (Gemma 2)
+ALIBI = 1.0          # per score element: ALiBi's slope · distance added to it (BLOOM; the bias is built once)
 
 MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output", "embedding")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
@@ -156,8 +157,9 @@ def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs
     token) and the shared experts' matrices. The rest are formulas over the
     config: attBMM QKᵀ and A·V; indexer a DSA indexer's scores over every key,
     replicated over tp (w_ts); softmax and headCast the score elementwise work;
-    softcap the scores' soft-capping (attn_softcap: each score divided, tanh'd
-    and multiplied, before the softmax, once per softmax op); qkNorm the
+    softcap the scores' modifiers (attn_softcap: each score divided, tanh'd
+    and multiplied, before the softmax, once per softmax op; alibi: one add
+    per score); qkNorm the
     per-head norms; linrec and linrecSolve the delta rule's products and its
     triangular inverses; scan a state-space mixer's; normOp, dropout; ffAct the
     activations; router the router (and a shared expert's gate).
@@ -170,6 +172,8 @@ def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs
     cast = op_count(ops, OP.HEAD_CAST) * HEAD_CAST * a
     # Only the reference attention caps its scores (hpdsl/torch/modules/attention.py), once per softmax.
     cap = op_count(ops, OP.SOFTMAX) * SOFT_CAP * a if cfg.attn_softcap and cfg.attn_kind == "full" else 0.0
+    # ALiBi adds its bias to every score, once per softmax: priced with the caps, the scores' modifiers.
+    cap += op_count(ops, OP.SOFTMAX) * ALIBI * a if cfg.alibi and cfg.attn_kind == "full" else 0.0
     act, router = _ffn_flops(cfg)
     scan, update = selective_scan_flops(cfg)
     return {
