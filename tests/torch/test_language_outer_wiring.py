@@ -201,3 +201,13 @@ def test_an_inconsistent_outer_wiring_is_a_located_diagnostic(tmp_path: Path, me
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "error[outer-wiring]" in run.stderr and message in run.stderr and "hint:" in run.stderr
     assert re.search(r"bad\.hpf:\d+:\d+: error\[outer-wiring\]", run.stderr)
+
+
+def test_pipeline_stages_and_sequence_parallelism_refuse_the_outer_wiring_by_name() -> None:
+    from hpdsl.torch import pipeline, sequence
+
+    opt, _ = _model(_blocks()["opt_350m.hpf"], "opt_350m.hpf")
+    bloom, _ = _model(_blocks()["bloom_560m.hpf"], "bloom_560m.hpf")
+    for refusals in (pipeline.model_refusals, sequence.model_refusals):
+        assert any("['embed_width', 'no_final_norm', 'position_offset']" in r for r in refusals(opt))
+        assert any("['embed_norm']" in r for r in refusals(bloom))
