@@ -211,3 +211,40 @@ def test_pipeline_stages_and_sequence_parallelism_refuse_the_outer_wiring_by_nam
     for refusals in (pipeline.model_refusals, sequence.model_refusals):
         assert any("['embed_width', 'no_final_norm', 'position_offset']" in r for r in refusals(opt))
         assert any("['embed_norm']" in r for r in refusals(bloom))
+
+
+NOPE = """
+profile nope {
+  default rope_layer
+  kind rope_layer {
+    ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }
+  }
+  kind nope_layer from rope_layer {
+    dims { no_rope = 1 }
+  }
+}
+
+model m : nope {
+  hidden 64
+  layers 2
+  heads 4
+  vocab 101
+  ffn_width 128
+  stack [rope_layer, nope_layer]
+}
+"""
+
+
+def test_a_kinds_dims_make_no_position_layers() -> None:
+    """A no-position layer's last query sees its earlier keys as a set: reordering them leaves its output as it is."""
+    model, registry = _model(NOPE, "nope.hpf")
+    built = materialize(build_model(model, registry=registry, device="meta"), "cpu", seed=0).eval()
+    x = torch.randn(1, 6, 64, generator=torch.Generator().manual_seed(2))
+    shuffled = torch.cat([x[:, [3, 0, 4, 1, 2]], x[:, 5:]], dim=1)
+    last = {}
+    with torch.no_grad():
+        for index, layer in enumerate(built.layers):
+            last[index] = (layer.mixer(x)[0, -1], layer.mixer(shuffled)[0, -1])
+    assert [layer.mixer.config.no_rope for layer in built.layers] == [False, True]
+    torch.testing.assert_close(*last[1])
+    assert not torch.allclose(*last[0], atol=1e-4)
