@@ -114,6 +114,9 @@ def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path:
     flat = " ".join(doc.split())
     for key in ("embedding", "output", "positions", "final_norms"):
         assert re.search(rf"`params\.{key}` (is )?{opt[key]:,}\b", flat), key
+    refused = _hpdsl("estimate", "opt_350m.hpf", "--tp", "8", cwd=tmp_path)
+    assert refused.returncode != 0 and "tp 8 does not divide the learned position table's rows 2050" in refused.stderr
+    assert "tp 8 does not divide the learned position table's rows 2050" in doc
     # ALiBi: one add per score element, 24 layers x 4,096 queries x 16 heads x 2,048 keys (a causal half).
     bloom, plain = reports[("bloom_560m.hpf", "--json")], reports[("bloom_560m.hpf", "--json", "--set", "alibi=false")]
     assert plain["params"]["total"] == bloom["params"]["total"]
@@ -248,3 +251,29 @@ def test_a_kinds_dims_make_no_position_layers() -> None:
     assert [layer.mixer.config.no_rope for layer in built.layers] == [False, True]
     torch.testing.assert_close(*last[1])
     assert not torch.allclose(*last[0], atol=1e-4)
+
+
+def test_tp_2_splits_the_tables_by_rows_and_keeps_the_projections_whole() -> None:
+    """OPT-350m on a fake tp 2 (this process rank 1): the tables split by rows, project_in and project_out whole.
+
+    tp 2, not 8: the position table's 2,050 rows split only over a divisor of 2,050.
+    """
+    from torch.distributed.tensor import DTensor
+    from torch_support import process_group
+
+    from hpdsl.torch import get_family_build_info
+
+    model, registry = _model(_blocks()["opt_350m.hpf"], "opt_350m.hpf")
+    with process_group(2, rank=1, fake=True):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        built = build_model(model, init_device_mesh("cpu", (2,), mesh_dim_names=("tp",)), registry=registry)
+        shapes = {name: {p.name: (p.logical_shape, p.local_shape) for p in info.layout.parameters}
+                  for name in ("embed", "project_in", "project_out")
+                  if (info := get_family_build_info(getattr(built, name))) is not None and info.layout is not None}
+        assert shapes["embed"]["weight"] == ((50_272, 512), (50_272 // 2, 512))
+        assert shapes["project_in"]["weight"] == ((1_024, 512), (1_024, 512))
+        assert shapes["project_out"]["weight"] == ((512, 1_024), (512, 1_024))
+        assert not isinstance(built.project_in.weight, DTensor) or built.project_in.weight.placements[0].is_replicate()
+        positions = get_family_build_info(built.positions)
+        assert positions is not None and positions.logical_shapes["weight"] == (2_050, 1_024)
