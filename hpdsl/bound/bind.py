@@ -137,6 +137,7 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         "shared_width": (model.shared_width or model.expert_width) if moe and model.shared_experts else 0,
         "ep": None if moe else 1, "gated": (model.mlp or "gated") == "gated",
         "rope": not model.position_buckets,
+        "embed_width": model.embed_width or model.hidden,
         "wiring": _wiring(model, profile.kinds.get(default or "")),
     })
 

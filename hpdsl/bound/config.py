@@ -135,6 +135,8 @@ def dim_environment(config: object) -> dict[str, int]:
     for name, value in [*(extra.items() if isinstance(extra, dict) else ()), *values]:
         if isinstance(value, int):
             env[name] = value
+    if not env.get("embed_width") and "hidden" in env:  # unset: the token table is hidden wide
+        env["embed_width"] = env["hidden"]
     if not env.get("value_width") and "head_dim" in env:  # a config built without layer_config: head_dim wide
         env["value_width"] = env["head_dim"]
     return env

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from fractions import Fraction
 
-import attrs
 
 from hpdsl.bound import wiring
 from hpdsl.bound.bind import CostModel, kind_dim_problem
 from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
+from hpdsl.bound.outer import outer_problems
+from hpdsl.bound.problem import LayerProblem
 from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
                                mixer_role)
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
@@ -36,29 +37,11 @@ MATRICES = {"gated": 3, "plain": 2}
 """The feed-forward matrices of each `mlp` form."""
 
 
-@attrs.frozen
-class LayerProblem:
-    """One reason the backend cannot build a bound model as it is priced.
-
-    `code` is the diagnostic code the checker reports it under. What it is about
-    locates it: `kind`, the kind whose layers have it (None: the model as a
-    whole); `field`, the model statement involved (a field of
-    hpdsl/model/fields.py, a block name, or "stack" for the model's layer stack);
-    `op`, the op count of the kind involved (hpdsl/model/ops.py).
-    """
-
-    code: str
-    message: str
-    hint: str
-    kind: str | None = None
-    field: str | None = None
-    op: str | None = None
-
-
 def layer_problems(cost: CostModel) -> tuple[LayerProblem, ...]:
     """Return every reason the backend refuses to build `cost`'s model (empty: it builds as priced)."""
     model = cost.model
-    found = [*_field_problems(model), *_stack_problems(cost)]
+    found = [*_field_problems(model), *outer_problems(model, encoder_decoder=is_encoder_decoder(model)),
+             *_stack_problems(cost)]
     for kind in built_kinds(cost):
         found.extend(_kind_problems(cost, kind))
     found.extend(_pricing_problems(cost))

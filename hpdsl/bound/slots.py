@@ -150,12 +150,28 @@ def model_slots(cost: CostModel) -> Iterator[tuple[str | None, Slot]]:
 
 
 def end_slots(cost: CostModel) -> tuple[Slot, ...]:
-    """Return the model-level slots: the embedding, the final norm, unless tied the output head, T5's bias tables."""
-    config, bindings = cost.base, cost.profile.slots
-    slots = [_slot("embedding", "embed", config, bindings), _slot("norm", "norm", config, bindings)]
-    if cost.model.learned_positions:
+    """Return the model-level slots in the order a token meets them, as the model's outer wiring declares.
+
+    The embedding; project_in where the table's embed_width is not hidden; the
+    embedding norm (embed_norm); the learned positions; the final norm (unless
+    no_final_norm); project_out; the head (unless tied). The torch builder, the
+    estimator and the checks all read this one list (docs/language.md, "The
+    model's outer wiring").
+    """
+    config, bindings, model = cost.base, cost.profile.slots, cost.model
+    projects = projected(cost)
+    slots = [_slot("embedding", "embed", config, bindings)]
+    if projects:
+        slots.append(_slot("project_in", "project_in", config, bindings))
+    if model.embed_norm:
+        slots.append(_slot("norm", "embed_norm", config, bindings))
+    if model.learned_positions:
         slots.append(_slot("embedding", "positions", positions_config(cost), bindings))
-    if not cost.model.tie_embeddings:
+    if not model.no_final_norm:
+        slots.append(final_norm_slot(cost))
+    if projects:
+        slots.append(_slot("project_out", "project_out", config, bindings))
+    if not model.tie_embeddings:
         slots.append(_slot("head", "head", config, bindings))
     return (*slots, *position_bias_slots(cost))
 
@@ -171,15 +187,31 @@ def position_bias_slots(cost: CostModel) -> tuple[Slot, ...]:
     return (_slot("position_bias", "position_bias", cost.base, bindings),)
 
 
+EMBEDDING_END = ("embed", "project_in", "embed_norm", "positions")
+"""The end slots' paths that run before the first layer (the estimator's embedding column); the rest follow the last."""
+
+
+def projected(cost: CostModel) -> bool:
+    """Whether the model's token table is narrower or wider than hidden, so project_in and project_out exist."""
+    return cost.model.embed_width is not None and cost.model.embed_width != cost.model.hidden
+
+
+def final_norm_slot(cost: CostModel) -> Slot:
+    """Return the final norm's slot (an MTP layer's norms are priced as it is, with or without a final norm)."""
+    return _slot("norm", "norm", cost.base, cost.profile.slots)
+
+
 def positions_config(cost: CostModel) -> ModuleConfig:
-    """Return the config of a learned absolute position table: an embedding of max_positions rows."""
-    return evolve(cost.base, vocab=cost.model.max_positions or 0, embed_extra_rows=0)
+    """Return the config of a learned absolute position table: max_positions + position_offset rows, hidden wide."""
+    rows = (cost.model.max_positions or 0) + (cost.model.position_offset or 0)
+    return evolve(cost.base, vocab=rows, embed_extra_rows=0, embed_width=cost.base.hidden)
 
 
 def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str]) -> Slot:
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
-           "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config", "layer_slots", "mixer_role", "model_slots",
+__all__ = ["EMBEDDING_END", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
+           "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
+           "layer_slots", "projected", "mixer_role", "model_slots",
            "shared_expert_config"]

@@ -147,6 +147,8 @@ CODES: dict[str, str] = {
     "mla-qk-norm": "a model with an mla block states qk_norm, which MLA has no place for",
     "mla-indexer": "an mla block's DSA indexer has no query latent to read, or a head narrower than rope_dim",
     "encoder-decoder-stack": "an encoder-decoder has layers neither tower holds (other kinds, MTP)",
+    "outer-wiring": ("the model's outer wiring contradicts its other fields (position_offset without learned "
+                     "positions, alibi beside position_buckets, an encoder-decoder's or MTP model's embed_width)"),
     # --- devices and clusters ---------------------------------------------
     "duplicate-device": "two devices share a name",
     "duplicate-cluster": "two clusters share a name",

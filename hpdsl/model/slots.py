@@ -39,13 +39,17 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
              "vision stream, the layer's only attention (Mllama)", "layer"),
     SlotSpec("gate", "a learnt scalar gate on each block's output, where the kind is `wiring gated`", "layer"),
     SlotSpec("position_bias", "T5's relative-position bias table of each tower (with `position_buckets`)", "model"),
+    SlotSpec("project_in", "the projection of the token embeddings (embed_width wide) up to hidden before the "
+             "first layer, where the model states an embed_width other than hidden (OPT-350m)", "model"),
+    SlotSpec("project_out", "the projection of the last hidden states down to embed_width before the head, "
+             "where the model states an embed_width other than hidden (OPT-350m)", "model"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
 KIND_DIM_FIELDS = ("heads", "kv_heads", "head_dim", "value_dim", "attention_sinks", "qk_norm", "qkv_bias", "o_bias",
-                   "k_eq_v")
+                   "k_eq_v", "no_rope")
 """The fields a kind's `dims { }` may set in its layers: their head shapes and attention flags
-(hpdsl/check/kind_dims.py); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
+(hpdsl/check/kind_dims.py; `no_rope`: no-position layers); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
 
 ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm", "cross")
 """A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear

@@ -128,46 +128,57 @@ class MTPLayer(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding)."""
+    """Decoder-only language model: embedding, layers, final norm, head (tied: the embedding).
 
-    def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module,
+    The outer wiring's optional slots (hpdsl/bound/slots.py end_slots) sit where a
+    token meets them: embed, project_in, the learned positions (row p + position_offset),
+    embed_norm, the layers, the final norm (None: no_final_norm), project_out, the head.
+    """
+
+    def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None,
                  head: nn.Module | None, position_bias: nn.Module | None = None,
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0,
-                 positions: nn.Module | None = None, logit_softcap: float = 0.0) -> None:
+                 positions: nn.Module | None = None, logit_softcap: float = 0.0,
+                 project_in: nn.Module | None = None, project_out: nn.Module | None = None,
+                 embed_norm: nn.Module | None = None, position_offset: int = 0) -> None:
         super().__init__()
         self.logit_softcap = logit_softcap  # final_softcap (Gemma 2): every logit c·tanh(logit / c)
         self.embed = embed
+        self.project_in = project_in  # embed_width → hidden (OPT-350m)
         self.positions = positions  # a learned absolute position table (GPT-2), added to the tokens
+        self.position_offset = position_offset  # rows before position 0 (OPT: 2)
+        self.embed_norm = embed_norm  # BLOOM's word_embeddings_layernorm
         self.layers = nn.ModuleList(layers)
         self.norm = norm
+        self.project_out = project_out  # hidden → embed_width, before the head
         self.head = head
         self.position_bias = position_bias
         self.mtp = nn.ModuleList(mtp) if mtp else None
         self.cp_rank = cp_rank
 
+    def embed_tokens(self, ids: Tensor, positions: Tensor) -> Tensor:
+        """Return the first layer's input: the looked-up rows, projected, plus positions, normalised."""
+        x = self.embed(ids)
+        if self.project_in is not None:
+            x = self.project_in(x)
+        if self.positions is not None:
+            x = x + self.positions(positions + self.position_offset)
+        return x if self.embed_norm is None else self.embed_norm(x)
+
+    def final(self, x: Tensor) -> Tensor:
+        """Return the head's input: the last hidden states through the final norm and project_out."""
+        x = x if self.norm is None else self.norm(x)
+        return x if self.project_out is None else self.project_out(x)
+
     def forward(self, input_ids: Tensor, memory: Tensor | None = None) -> Tensor:
-        """Return the logits [b, s, vocab] of `input_ids` [b, s] (this rank's sequence chunk under cp).
-
-        `memory` [b, m, hidden] is the stream a cross-attention layer (a kind with
-        `attention cross`) attends to, e.g. a vision tower's projected output;
-        without it those layers pass their input through (transformers' text-only path).
-
-        With MTP layers, `input_ids` [b, s, 1 + D] holds at [..., k] the ids k
-        places ahead (hpdsl/torch/objective.py): the result is [b, (1 + D)·s,
-        vocab], the main logits, then each depth's, which predicts the token
-        k + 1 places ahead from the previous depth's hidden state and the
-        embedding of [..., k], through the shared head.
-        """
         ids = input_ids if input_ids.ndim == 2 else input_ids[..., 0]
         seq = ids.shape[1]
         positions = self.cp_rank * seq + torch.arange(seq, device=ids.device)
-        x = self.embed(ids)
-        if self.positions is not None:
-            x = x + self.positions(positions)
+        x = self.embed_tokens(ids, positions)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for layer in self.layers:
             x = layer(x, positions=positions, bias=bias, memory=memory)
-        logits = output_logits(self.norm(x), self.head, self.embed, softcap=self.logit_softcap)
+        logits = output_logits(self.final(x), self.head, self.embed, softcap=self.logit_softcap)
         if input_ids.ndim == 2 or self.mtp is None:
             return logits
         every = [logits]

@@ -33,8 +33,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import (Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape,
-                               layer_slots, positions_config)
+from hpdsl.bound.slots import Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model.axes import config_selectors as model_selectors
@@ -151,22 +150,25 @@ def build_model(model_spec: ModelIR | str, mesh: DeviceMesh | JobMesh | None = N
 def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     model = builder.model
     cfg = builder.cost.base
-    embed = builder.end("embedding", "embed")
-    head = None if model.tie_embeddings else builder.end("head", "head")
     kinds = {g.kind for g in model.groups}
     if {"encoder", "decoder"} <= kinds:
+        embed = builder.end("embedding", "embed")
+        head = None if model.tie_embeddings else builder.end("head", "head")
         encoder = _tower(builder, cfg, "encoder", causal=False)
         decoder = _tower(builder, cfg, "decoder", causal=True)
         return Seq2SeqLM(embed=embed, encoder=encoder, decoder=decoder, head=head)
+    # The model's outer wiring (embedding, projections, embedding norm, positions, final norm, head) is
+    # the list the estimator prices (hpdsl/bound/slots.py end_slots): each built through its family.
+    ends = {slot.path: builder.end(slot.role, slot.path, slot.config) for slot in end_slots(builder.cost)}
     body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
     mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
-    cp_rank = builder.job.local_rank("cp")
-    positions = builder.end("embedding", "positions", positions_config(builder.cost)) \
-        if model.learned_positions else None
-    return CausalLM(embed=embed, layers=layers, norm=builder.end("norm", "norm"), head=head,
-                    position_bias=_position_bias(builder, "position_bias"), mtp=mtp, cp_rank=cp_rank,
-                    positions=positions, logit_softcap=float(model.final_softcap or 0.0))
+    return CausalLM(embed=ends["embed"], layers=layers, norm=ends.get("norm"), head=ends.get("head"),
+                    position_bias=ends.get("position_bias"), mtp=mtp,
+                    cp_rank=builder.job.local_rank("cp"), positions=ends.get("positions"),
+                    logit_softcap=float(model.final_softcap or 0.0), project_in=ends.get("project_in"),
+                    project_out=ends.get("project_out"), embed_norm=ends.get("embed_norm"),
+                    position_offset=int(model.position_offset or 0))
 
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:

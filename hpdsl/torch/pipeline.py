@@ -29,6 +29,7 @@ from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 
+from hpdsl.bound.outer import stated_outer
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
@@ -65,6 +66,10 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
         reasons.append(f"{model.name} is an encoder-decoder: pipeline stages are cut for causal models only")
     if model.position_buckets:
         reasons.append(f"{model.name} has a relative position bias shared by every layer: not cut into stages")
+    outer = stated_outer(model)
+    if outer:
+        reasons.append(f"{model.name} states the outer wiring {outer} (docs/language.md, \"The model's outer "
+                       "wiring\"), which pipeline stages do not carry yet: use pp = 1")
     return tuple(reasons)
 
 

@@ -35,6 +35,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModuleOutput, SequenceParallel,
                                                parallelize_module)
 
+from hpdsl.bound.outer import stated_outer
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
 from hpdsl.torch.modules.moe import MoE
@@ -52,6 +53,9 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
                        "parallelism is built for decoder-only models")
     if model.learned_positions:
         reasons.append(f"{model.name} adds a learned position table to the tokens: not sequence-parallel yet")
+    if outer := stated_outer(model):
+        reasons.append(f"{model.name} states the outer wiring {outer} (docs/language.md, \"The model's outer "
+                       "wiring\"): not sequence-parallel yet")
     return tuple(reasons)
 
 

@@ -75,6 +75,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
                 "sliding_attention_moe": (DECODER, "sliding", "moe")},
     # Issue 21: Gemma 4, Gemma 3's sandwich layers; the full kind's own head shapes, the sliding kind's own values.
     "gemma4": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
+    # Issue 21 (outer wiring): BLOOM's pre-norm layers with a plain feed-forward, as GPT-2's.
+    "bloom": {"decoder": (PLAIN, "full", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -101,6 +103,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "mllama": ("full_attention", {}, None),
     "minimax_m2": ("decoder", {}, None), "mimo_v2": ("full_attention_moe", {}, None),
     "gemma4": ("full_attention", {}, None),
+    "bloom": ("decoder", {}, None),
 }
 
 MODEL_TYPES = {
@@ -118,6 +121,7 @@ MODEL_TYPES = {
     "mllama": ("mllama_text_model", "mllama"),
     "minimax_m2": ("minimax_m2",), "mimo_v2": ("mimo_v2_flash",),
     "gemma4": ("gemma4_text", "gemma4"),
+    "bloom": ("bloom",),
 }
 
 
@@ -218,7 +222,8 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
                   "router": "router", "shared_gate": "shared_gate",
                   "norm": "norm", "embedding": "embedding", "head": "output_head",
                   "cross_attention": "cross_attention", "gate": "tanh_gate",
-                  "position_bias": "relative_position_bias"}
+                  "position_bias": "relative_position_bias",
+                  "project_in": "input_projection", "project_out": "output_projection"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -243,6 +248,7 @@ family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
 slots { cross_attention f  gate f  position_bias f }
+slots { project_in f  project_out f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }

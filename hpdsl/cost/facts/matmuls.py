@@ -159,10 +159,11 @@ def end_matmuls(cost_model: CostModel, ends: Iterable[Slot],
                 families: Mapping[str, FamilyIR]) -> tuple[Matmuls, Matmuls]:
     """Return the (embedding, output) columns' weight multiply-adds per token from the model-level slots."""
     ends = tuple(ends)
-    embedding = _summed(slot_matmuls(s, families) for s in ends if s.role == "embedding")
-    head = [slot_matmuls(s, families) for s in ends if s.role == "head"]
+    embedding = _summed(slot_matmuls(s, families) for s in ends if s.role in ("embedding", "project_in"))
+    head = [slot_matmuls(s, families) for s in ends if s.role in ("head", "project_out")]
     if cost_model.model.tie_embeddings:
-        head = [tied_head_matmuls(s, families) for s in ends if s.path == "embed"]
+        head = [*(tied_head_matmuls(s, families) for s in ends if s.path == "embed"),
+                *(slot_matmuls(s, families) for s in ends if s.role == "project_out")]
     return embedding, _summed(head)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel, LayerConfig
-from hpdsl.bound.slots import Slot, end_slots, kind_bindings, layer_slots
+from hpdsl.bound.slots import Slot, end_slots, final_norm_slot, kind_bindings, layer_slots
 from hpdsl.bound.tally import slot_tally
 from hpdsl.cost.facts.roles import MIXER_ROLES  # the report's `attention`: a mixer's (and a cross-attention's) roles
 from hpdsl.errors import HpdslError
@@ -126,8 +126,11 @@ def parameters(cost_model: CostModel) -> ParamReport:
         groups.append(GroupParams(group.kind, group.count, group.mtp, _exact(per_layer),
                                   _exact(per_layer * group.count), _exact(layer.active * group.count)))
     ends = {slot.path: slot_params(slot, families) for slot in _end_slots(cost_model)}
-    embedding, output = ends["embed"], ends.get("head", 0)
-    final_norms = towers(model) * ends["norm"]
+    # The outer wiring's slots (hpdsl/bound/slots.py end_slots): project_in and an embedding norm are
+    # reported with the embedding, project_out with the output head, T5's bias tables with the positions.
+    embedding = ends["embed"] + ends.get("project_in", 0) + ends.get("embed_norm", 0)
+    output = ends.get("head", 0) + ends.get("project_out", 0)
+    final_norms = towers(model) * ends.get("norm", 0)
     positions = ends.get("positions", 0) + sum(slot_params(slot, families) for slot in _end_slots(cost_model)
                                                if slot.role == "position_bias")
     body = sum(g.total for g in groups if not g.mtp)
@@ -160,7 +163,7 @@ def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappin
 
 def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = None) -> int:
     """Return what an MTP layer adds to its decoder layer: its two input norms and head norm, and the 2h→h projection."""
-    norm = next(s for s in _end_slots(cost_model) if s.path == "norm")
+    norm = _priced(cost_model, final_norm_slot(cost_model))
     h = cost_model.base.hidden
     return 3 * slot_params(norm, families or pricing_families(cost_model)) + 2 * h * h  # MTPLayer's eh_proj
 
@@ -197,10 +200,14 @@ def pricing_end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
 
 
 def _end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
+    return tuple(_priced(cost_model, s) for s in end_slots(cost_model))
+
+
+def _priced(cost_model: CostModel, slot: Slot) -> Slot:
+    """Return `slot` bound as it is priced: its family, else (without a registry) the standard one."""
     if cost_model.families:
-        return end_slots(cost_model)
-    standard = _standard()[1]
-    return tuple(attrs.evolve(s, family=s.family or standard.get(s.role, "")) for s in end_slots(cost_model))
+        return slot
+    return attrs.evolve(slot, family=slot.family or _standard()[1].get(slot.role, ""))
 
 
 @cache

@@ -11,10 +11,10 @@ the built module against the same layout).
 
 from __future__ import annotations
 
-from hpdsl.bound.slots import Slot, layer_slots
+from hpdsl.bound.slots import EMBEDDING_END, Slot, layer_slots
 from hpdsl.bound.tally import slot_tally
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.params import pricing_bindings, pricing_end_slots, pricing_families
+from hpdsl.cost.facts.params import pricing_bindings, pricing_end_slots, pricing_families, towers
 
 MTP_EXTRA_TENSORS = 4.0
 """What an MTP layer adds to its decoder layer: two input norms, a head norm (one weight each) and eh_proj."""
@@ -30,13 +30,12 @@ def column_tensors(column: Column, columns: ModelColumns) -> float:
     """Return the parameter tensors one instance of `column` holds (a layer; the embedding; the output's norm and head)."""
     cost_model = columns.cost_model
     ends = {slot.path: slot for slot in pricing_end_slots(cost_model)}
-    towers = 2 if {"encoder", "decoder"} <= {g.kind for g in cost_model.model.groups} else 1
-    if column.role == "embedding":  # a relative-position bias table per tower beside the tables (t5)
-        buckets = towers if cost_model.model.position_buckets else 0
-        return buckets + sum(slot_tensors(ends[path], columns) for path in ("embed", "positions") if path in ends)
-    if column.role == "output":
-        head = slot_tensors(ends["head"], columns) if "head" in ends else 0.0
-        return towers * slot_tensors(ends["norm"], columns) + head
+    if column.role == "embedding":  # the tables, project_in, an embedding norm, and T5's bias table per tower
+        return sum(slot_tensors(slot, columns) for slot in ends.values()
+                   if slot.path in EMBEDDING_END or slot.role == "position_bias")
+    if column.role == "output":  # project_out, the head, and the final norm of each tower (none: no_final_norm)
+        head = sum(slot_tensors(ends[path], columns) for path in ("project_out", "head") if path in ends)
+        return towers(cost_model.model) * (slot_tensors(ends["norm"], columns) if "norm" in ends else 0.0) + head
     assert column.config is not None
     slots = layer_slots(column.config, pricing_bindings(cost_model, column.kind))
     extra = MTP_EXTRA_TENSORS if column.role == "mtp" else 0.0

@@ -77,6 +77,9 @@ def model_shape(columns: ModelColumns) -> Shape:
         elif op_count(config.ops, OP.FF_MM):
             widths["feed-forward width", config.ffn_width] = None
     cost = columns.cost_model
+    if cost.model.learned_positions:  # the position table splits by rows over tp (families/embedding.hpf)
+        rows = (cost.model.max_positions or 0) + (cost.model.position_offset or 0)
+        widths["learned position table's rows", rows] = None
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
                  tuple(cp_heads), tuple(tails))

@@ -114,7 +114,7 @@ def layer_flop_terms(cfg: LayerConfig, matmuls: Matmuls) -> dict[str, FlopCoeffs
     hpdsl/cost/facts/cost_terms.py), each run as the kind's op vector counts it:
     attBMM QKᵀ and A·V, softmax and headCast the score elementwise work; indexer
     a DSA indexer's scores over every key, replicated over tp (w_ts); softcap
-    the scores' soft-capping; qkNorm the per-head norms; linrec and linrecSolve
+    the scores' modifiers (soft-capping; ALiBi's one add per score); qkNorm the per-head norms; linrec and linrecSolve
     the delta rule's products and its triangular inverses; scan and scanUpdate
     a state-space mixer's. The op counts price the rest: normOp, dropout; ffAct
     the activations; router the router (and a shared expert's gate).

@@ -27,7 +27,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, scalar_context
 from hpdsl.cost.formulas.handoff import carried, carried_per_token
 from hpdsl.cost.formulas.xp import Val
-from hpdsl.ir.nodes import RunFacts
+from hpdsl.ir.nodes import ModelIR, RunFacts
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
 from hpdsl.model.strategy import Strategy
@@ -185,19 +185,42 @@ def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
     return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
 
 
-def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False
+def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False, *,
+                      final_norm: bool = True, head_width: int | None = None, project_out: bool = False
                       ) -> ActCoeffs:
     """Return the final norm's input, the output projection's input, the fp32 logits and the int64 labels.
 
-    transformers also keeps the final norm's terms (hpdsl/cost/facts/impl_terms.py).
+    transformers also keeps the final norm's terms (hpdsl/cost/facts/impl_terms.py). The model's outer
+    wiring (hpdsl/bound/slots.py end_slots) may drop the final norm (no_final_norm) and put project_out
+    before the head, which then reads an embed_width-wide input (`head_width`; project_out keeps its own).
     """
-    c, b = output_norm_terms(norm, run, hidden, offset=offset)
+    c, b = output_norm_terms(norm, run, hidden, offset=offset) if final_norm else (0.0, 0.0)
     # A loss on the compute-width logits (T5's) keeps its log-softmax at that width.
     hf = HfCoeffs(sp_c=c, sp_b=b, logit_v=0.0 if run.loss_upcast else vocab)
     # The head's input is the final norm's output, gathered first when the backend gathers before a tp region.
-    split, whole = (0.0, hidden) if run.gathered_tp_input else (hidden, 0.0)
-    return ActCoeffs(keep_sp_c=split, keep_c=whole, keep_sp_b=run.norm_bytes * hidden, logit_b=LOGIT_BYTES * vocab,
-                     keep_b=INDEX, hf=hf)  # the loss's backward reads the labels
+    kept = (head_width or hidden) + (hidden if project_out else 0)
+    split, whole = (0.0, kept) if run.gathered_tp_input else (kept, 0.0)
+    return ActCoeffs(keep_sp_c=split, keep_c=whole, keep_sp_b=run.norm_bytes * hidden if final_norm else 0.0,
+                     logit_b=LOGIT_BYTES * vocab, keep_b=INDEX, hf=hf)  # the loss's backward reads the labels
+
+
+def embedding_act_coeffs(model: ModelIR, run: RunFacts) -> ActCoeffs:
+    """Return the embedding column's saved tensors: the dropout mask, the token ids, and the outer wiring's inputs.
+
+    project_in keeps its embed_width-wide input and an embedding norm (embed_norm) its hidden-wide one,
+    as the final norm keeps its own (output_act_coeffs).
+    """
+    projected = model.embed_width is not None and model.embed_width != model.hidden
+    kept = (model.embed_width if projected else 0) + (model.hidden if model.embed_norm else 0)
+    norm = run.norm_bytes * model.hidden if model.embed_norm else 0.0
+    return ActCoeffs(keep_sp_c=float(kept), keep_sp_b=run.dropout_bytes * model.hidden + norm, keep_b=INDEX)
+
+
+def _output(model: ModelIR, run: RunFacts) -> ActCoeffs:
+    projected = model.embed_width is not None and model.embed_width != model.hidden
+    return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset,
+                             final_norm=not model.no_final_norm,
+                             head_width=model.embed_width if projected else None, project_out=projected)
 
 
 def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
@@ -206,15 +229,15 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     model = columns.cost_model.model
     if column.role == "embedding":
         # The embedding dropout's mask and the int64 token ids the lookup's backward reads.
-        return ActCoeffs(keep_sp_b=run.dropout_bytes * model.hidden, keep_b=INDEX)
+        return embedding_act_coeffs(model, run)
     if column.role == "output":
-        return output_act_coeffs(model.hidden, model.vocab, run, model.norm, model.norm_offset)
+        return _output(model, run)
     assert column.config is not None
     layer = layer_act_coeffs(column.config, run, whole=column.whole)
     if column.role == "layer":
         return layer
     h = model.hidden
-    out = output_act_coeffs(h, model.vocab, run, model.norm, model.norm_offset)
+    out = _output(model, run)
     # MTP: two input norms, the 2h-wide projection input (gathered before the column-parallel projection when
     # the backend gathers, `gathered_tp_input`: whole on every tp rank), then its own output head (its input
     # split or whole as the output column's).

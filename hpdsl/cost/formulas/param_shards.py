@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from hpdsl.bound.config import dim_environment
-from hpdsl.bound.slots import Slot, layer_slots
+from hpdsl.bound.slots import EMBEDDING_END, Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.params import NORM_SUBMODULES, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
@@ -101,12 +101,14 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     families = pricing_families(cost_model)
     ends = {slot.path: slot for slot in pricing_end_slots(cost_model)}
     if column.role == "embedding":
-        # the token and position tables, and T5's relative-position bias tables (held whole by every tp rank)
-        return slots_split([s for s in ends.values() if s.path in ("embed", "positions") or s.role == "position_bias"],
+        # the token and position tables, the outer wiring's project_in and embedding norm, and T5's
+        # relative-position bias tables (the last three held whole by every tp rank, as their layouts say)
+        return slots_split([s for s in ends.values() if s.path in EMBEDDING_END or s.role == "position_bias"],
                            families)
     if column.role == "output":
-        head = slots_split([ends["head"]] if "head" in ends else [], families)
-        return head + slot_split(ends["norm"], families).times(towers(cost_model.model))
+        head = slots_split([ends[path] for path in ("project_out", "head") if path in ends], families)
+        norm = slot_split(ends["norm"], families) if "norm" in ends else ParamSplit()  # none: no_final_norm
+        return head + norm.times(towers(cost_model.model))
     cfg = column.config
     assert cfg is not None
     split = slots_split(layer_slots(cfg, pricing_bindings(cost_model, column.kind)), families, column.whole)

@@ -8,6 +8,8 @@ RMS-normalises them without a scale (v_norm, Gemma 4), and gates the output (the
 second half, through a sigmoid, scales the attention output), then runs SDPA
 or the eager reference (soft-capped scores, Gemma 2's attn_softcap, run it: SDPA
 cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
+ALiBi (alibi) adds slope · (key − query position) to each head's scores, as
+transformers' BloomAttention does (its slopes, its score scale 1/√head_dim);
 a sliding-window layer's eager reference computes only
 its band of w keys per query (common.banded_attention). Under tensor parallelism (families/attention.hpf's
 layout) each rank holds whole heads: the module reads the head count from its
@@ -27,8 +29,8 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
-from hpdsl.torch.modules.common import (attend, banded_attention, causal_mask, core_attention, cp_mesh, make_norm,
-                                        rotate)
+from hpdsl.torch.modules.common import (alibi_slopes, attend, banded_attention, causal_mask, core_attention, cp_mesh,
+                                        make_norm, rotate)
 
 BACKENDS = ("sdpa", "eager")
 
@@ -90,13 +92,18 @@ class Attention(nn.Module):
         batch, seq, _ = x.shape
         if positions is None:
             positions = torch.arange(seq, device=x.device)
-        rotary = self.config.rope and memory is None
+        # No-position layers (no_rope) and ALiBi turn no dims; ALiBi biases the scores instead.
+        rotary = self.config.rope and not self.config.no_rope and not self.config.alibi and memory is None
         q, gate = self._queries(x, positions if rotary else None)
         k, v = self._keys_values(x if memory is None else memory, positions if rotary else None)
         k_positions = positions
         if memory is None:
             k, v, k_positions = self.gather_sequence(k, v, positions)
         causal = self.config.causal and memory is None
+        if self.config.alibi and memory is None:
+            slopes = alibi_slopes(self.config.heads).to(device=x.device, dtype=q.dtype)
+            linear = slopes[:, None, None] * (k_positions[None, None, :] - positions[None, :, None]).to(q.dtype)
+            bias = linear[None] if bias is None else bias + linear[None]
         if bias is not None and self.tp is not None and bias.shape[1] != q.shape[2]:
             bias = bias.chunk(self.tp.size, dim=1)[self.tp.rank]  # this rank's heads
         sinks = self._sinks(q.shape[2])

@@ -245,6 +245,21 @@ def refuse_axis(job: JobContext, axis: str, what: str, module_fqn: str) -> None:
                          f"but the job has {axis}={size}")
 
 
-__all__ = ["LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size", "cp_mesh",
+
+def alibi_slopes(heads: int) -> Tensor:
+    """Return ALiBi's per-head slopes as transformers' build_alibi_tensor makes them (BLOOM).
+
+    The geometric sequence 2^(-8i/n) for the largest power of two n ≤ heads, then
+    the odd terms of the sequence for 2n for the heads beyond it.
+    """
+    closest = 2 ** math.floor(math.log2(heads))
+    base = 2.0 ** (-(2.0 ** -(math.log2(closest) - 3)))
+    slopes = [base ** i for i in range(1, closest + 1)]
+    if closest != heads:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * closest) - 3)))
+        slopes += [extra ** i for i in range(1, 2 * (heads - closest), 2)]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+__all__ = ["alibi_slopes", "LayerNorm", "RMSNorm", "activate", "activation", "attend", "causal_mask", "context_size", "cp_mesh",
            "job_of",
            "make_norm", "norm_arguments", "refuse_axis", "rotate"]

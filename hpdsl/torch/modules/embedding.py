@@ -1,10 +1,12 @@
-"""Reference modules for the `embedding` and `output_head` families: the model's two vocabulary ends.
+"""Reference modules for the `embedding`, `output_head` and projection families: the model's two ends.
 
-The embedding maps each token to a row of `hidden` (times √hidden under Gemma's
-embed_scale); the head projects hidden
-states onto the vocabulary, with a bias only where the model states head_bias. They subclass torch's Embedding
-and Linear, so their parameters are torch's (`weight`, [vocab, hidden] both)
-and whatever initialises those initialises these.
+The embedding maps each token to a row of `embed_width` (hidden unless the model
+states another; times √hidden under Gemma's embed_scale); the head projects
+embed_width-wide states onto the vocabulary, with a bias only where the model
+states head_bias. Where embed_width ≠ hidden, `InputProjection` lifts the rows to
+hidden and `OutputProjection` lowers the last hidden states back (OPT-350m;
+families/projection.hpf). They subclass torch's Embedding and Linear, so their
+parameters are torch's (`weight`) and whatever initialises those initialises these.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ import torch
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
+
+
+def embed_width(config: ModuleConfig) -> int:
+    """Return the token table's width: the config's embed_width, else hidden (a config built without binding)."""
+    return int(getattr(config, "embed_width", 0) or config.hidden)
 
 
 def _vocab(config: ModuleConfig) -> int:
@@ -31,7 +38,7 @@ class Embedding(nn.Embedding):
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
-        super().__init__(_vocab(config) + int(getattr(config, "embed_extra_rows", 0) or 0), config.hidden)
+        super().__init__(_vocab(config) + int(getattr(config, "embed_extra_rows", 0) or 0), embed_width(config))
         # Gemma: the looked-up rows times √hidden, rounded to the table's dtype first (as transformers').
         self.scale = float(config.hidden) ** 0.5 if getattr(config, "embed_scale", False) else 0.0
 
@@ -52,7 +59,23 @@ class OutputHead(nn.Linear):
 
     def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
                  module_fqn: str = "") -> None:
-        super().__init__(config.hidden, _vocab(config), bias=bool(getattr(config, "head_bias", False)))
+        super().__init__(embed_width(config), _vocab(config), bias=bool(getattr(config, "head_bias", False)))
 
 
-__all__ = ["Embedding", "OutputHead"]
+class InputProjection(nn.Linear):
+    """project_in: the embed_width-wide token embeddings up to hidden, no bias (OPT-350m)."""
+
+    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        super().__init__(embed_width(config), config.hidden, bias=False)
+
+
+class OutputProjection(nn.Linear):
+    """project_out: the last hidden states down to embed_width before the head, no bias (OPT-350m)."""
+
+    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        super().__init__(config.hidden, embed_width(config), bias=False)
+
+
+__all__ = ["Embedding", "InputProjection", "OutputHead", "OutputProjection", "embed_width"]
