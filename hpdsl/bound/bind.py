@@ -136,7 +136,9 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         "shared_experts": model.shared_experts if moe else 0,
         "shared_width": (model.shared_width or model.expert_width) if moe and model.shared_experts else 0,
         "ep": None if moe else 1, "gated": (model.mlp or "gated") == "gated",
-        "rope": not model.position_buckets,
+        # Positions come from one place: T5's relative buckets or a learned absolute table (GPT-2, OPT) leave
+        # the attention without a rotary embedding (docs/language.md, "The model's outer wiring").
+        "rope": not model.position_buckets and not model.learned_positions,
         "embed_width": model.embed_width or model.hidden,
         "wiring": _wiring(model, profile.kinds.get(default or "")),
     })

@@ -49,7 +49,7 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("value_width", int, 0, "softmax attention's value head dim: value_dim where the model states it, "
                                  "else head_dim (0: head_dim)"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
-    Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets)"),
+    Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets or a learned position table)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),
     Bound("norm_eps", float, 1e-6, "the normalisations' epsilon"),
     Bound("extra", dict, None, "the author fields (declared in a profile or family) and their values"),
