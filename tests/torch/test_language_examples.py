@@ -39,22 +39,22 @@ SMALL = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 101, "ffn_width": 256, 
 """The scaled copies' dims (Falcon's feed-forward is 4 × hidden in transformers, so 256)."""
 
 
-def _section(title: str = SECTION) -> str:
+def doc_section(title: str = SECTION) -> str:
     """Return the doc's section under `title`, up to the next heading of level 2 or 3."""
     text = DOC.read_text(encoding="utf-8")
     section = text[text.index(title) + len(title):]
     return title + re.split(r"\n##+ ", section, maxsplit=1)[0]
 
 
-def _blocks(title: str = SECTION) -> dict[str, str]:
+def doc_blocks(title: str = SECTION) -> dict[str, str]:
     """Return a section's code blocks by the file name their first line (`// name.hpf`, `# name.py`) gives."""
-    blocks = re.findall(r"```\n((?://|#) (\S+\.(?:hpf|py))\b.*?)```", _section(title), flags=re.S)
+    blocks = re.findall(r"```\n((?://|#) (\S+\.(?:hpf|py))\b.*?)```", doc_section(title), flags=re.S)
     return {name: body for body, name in blocks}
 
 
-def _commands(title: str = SECTION) -> list[list[str]]:
+def doc_commands(title: str = SECTION) -> list[list[str]]:
     """Return a section's `hpdsl ...` and `python ...` command lines, comments stripped."""
-    return [line.split("#")[0].split() for line in _section(title).splitlines()
+    return [line.split("#")[0].split() for line in doc_section(title).splitlines()
             if line.startswith(("hpdsl ", "python "))]
 
 
@@ -92,16 +92,16 @@ def _meta_count(config: Any) -> int:
 
 
 def test_the_doc_shows_both_files_and_the_commands() -> None:
-    assert sorted(_blocks()) == ["falcon.hpf", "gpt_neox.hpf"]
-    assert [c[1] for c in _commands()] == ["compile", "estimate", "estimate"]
+    assert sorted(doc_blocks()) == ["falcon.hpf", "gpt_neox.hpf"]
+    assert [c[1] for c in doc_commands()] == ["compile", "estimate", "estimate"]
 
 
 def test_the_docs_commands_run_and_each_estimate_is_transformers_count(tmp_path: Path) -> None:
-    blocks = _blocks()
+    blocks = doc_blocks()
     for name, body in blocks.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
     totals: dict[str, int] = {}
-    for command in _commands():
+    for command in doc_commands():
         run = _hpdsl(*command[1:], cwd=tmp_path)
         assert run.returncode == 0, run.stderr
         if command[1] == "estimate":
@@ -167,7 +167,7 @@ def _theirs(profile: str, name: str, state: dict[str, Any], heads: int, head_dim
 
 @pytest.mark.parametrize("name", ["gpt_neox.hpf", "falcon.hpf"])
 def test_a_scaled_copy_computes_transformers_logits(name: str) -> None:
-    model, registry = _model(_scaled(_blocks()[name]), name)
+    model, registry = _model(_scaled(doc_blocks()[name]), name)
     ours = materialize(build_model(model, registry=registry, device="meta"), "cpu", seed=0).eval()
     torch.manual_seed(0)
     config = _hf_config(model)
@@ -190,14 +190,14 @@ def test_the_rwkv_example_prices_and_builds_transformers_channel_mix(tmp_path: P
     """The doc's files and commands: the slot is RwkvFeedForward's count, the build the estimate's."""
     from transformers.models.rwkv.modeling_rwkv import RwkvFeedForward
 
-    blocks = _blocks(RWKV)
+    blocks = doc_blocks(RWKV)
     assert sorted(blocks) == ["acme/rwkv.py", "build_one.py", "rwkv.hpf"]
     (tmp_path / "acme").mkdir()
     (tmp_path / "acme" / "__init__.py").write_text("")
     (tmp_path / "pyproject.toml").write_text('[tool.hpdsl]\ntrusted = ["acme"]\n')
     for name, body in blocks.items():
         (tmp_path / name).write_text(body, encoding="utf-8")
-    estimate, build = _commands(RWKV)
+    estimate, build = doc_commands(RWKV)
     run = _hpdsl(*estimate[1:], cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     params = json.loads(run.stdout)["params"]
@@ -209,7 +209,7 @@ def test_the_rwkv_example_prices_and_builds_transformers_channel_mix(tmp_path: P
     built = subprocess.run([sys.executable, *build[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     assert built.stdout.strip() == f"{params['total']:,} parameters built"
-    doc = _section(RWKV)
+    doc = doc_section(RWKV)
     assert f"dense_ffn {slot:,}" in doc and f"{params['total']:,} parameters built" in doc
 
 
@@ -218,7 +218,7 @@ def test_the_rwkv_module_computes_transformers_channel_mix(tmp_path: Path, monke
 
     (tmp_path / "acme").mkdir()
     (tmp_path / "acme" / "__init__.py").write_text("")
-    (tmp_path / "acme" / "rwkv.py").write_text(_blocks(RWKV)["acme/rwkv.py"], encoding="utf-8")
+    (tmp_path / "acme" / "rwkv.py").write_text(doc_blocks(RWKV)["acme/rwkv.py"], encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "acme", raising=False)
     from acme.rwkv import ChannelMix  # type: ignore[import-not-found]

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,9 @@ from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.ir.nodes import ModelIR  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from tests.torch import test_language_examples as examples  # noqa: E402
+from tests.torch.test_language_examples import _hpdsl, _model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "language.md"
 SECTION = "### Worked example: OPT-350m and BLOOM-560m"
 SMALL = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 101, "ffn_width": 256, "max_positions": 64,
          "embed_width": 32}
@@ -38,29 +36,15 @@ SMALL = {"hidden": 64, "layers": 2, "heads": 4, "vocab": 101, "ffn_width": 256, 
 
 
 def _section() -> str:
-    text = DOC.read_text(encoding="utf-8")
-    section = text[text.index(SECTION) + len(SECTION):]
-    return SECTION + re.split(r"\n##+ ", section, maxsplit=1)[0]
+    return examples.doc_section(SECTION)
 
 
 def _blocks() -> dict[str, str]:
-    blocks = re.findall(r"```\n(// (\S+\.hpf)\b.*?)```", _section(), flags=re.S)
-    return {name: body for body, name in blocks}
+    return examples.doc_blocks(SECTION)
 
 
 def _commands() -> list[list[str]]:
-    return [line.split("#")[0].split() for line in _section().splitlines() if line.startswith("hpdsl ")]
-
-
-def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-
-
-def _model(text: str, name: str) -> tuple[ModelIR, Any]:
-    registry = compile_sources([Source(name, text)])
-    (model,) = registry.models.values()
-    return model, registry
+    return examples.doc_commands(SECTION)
 
 
 def _hf_config(model: ModelIR) -> Any:
