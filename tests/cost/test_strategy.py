@@ -153,3 +153,13 @@ def test_a_refused_strategy_carries_its_problems_coded_and_its_reasons_as_text()
     assert raised.value.problems == problems
     assert raised.value.reasons == tuple(p.message for p in problems)
     assert strategy_problems(Strategy(tp=2**70), dense_model())[0].code == "past-bound"
+
+
+def test_tp_must_divide_the_vocabulary_rows_the_build_splits() -> None:
+    """The token table splits by rows over tp and an untied head by its vocab rows: the build refuses an uneven tp."""
+    assert validate_strategy(Strategy(tp=2), dense_model(vocab=1001)) == (
+        "tp 2 does not divide the vocabulary (the token table's rows) 1001",
+        "tp 2 does not divide the vocabulary (the output head's rows) 1001")
+    assert validate_strategy(Strategy(tp=2), dense_model(vocab=1001, tie=True)) == (
+        "tp 2 does not divide the vocabulary (the token table's rows) 1001",)
+    assert validate_strategy(Strategy(tp=2), dense_model(vocab=1002)) == ()

@@ -77,6 +77,11 @@ def model_shape(columns: ModelColumns) -> Shape:
         elif op_count(config.ops, OP.FF_MM):
             widths["feed-forward width", config.ffn_width] = None
     cost = columns.cost_model
+    # The token table splits by rows over tp, the untied head by its vocab rows (families/embedding.hpf,
+    # output_head.hpf); the build refuses a tp that does not divide them (hpdsl/torch/layout.py).
+    widths["vocabulary (the token table's rows)", cost.model.vocab + (cost.model.embed_extra_rows or 0)] = None
+    if not cost.model.tie_embeddings:
+        widths["vocabulary (the output head's rows)", cost.model.vocab] = None
     if cost.model.learned_positions:  # the position table splits by rows over tp (families/embedding.hpf)
         rows = (cost.model.max_positions or 0) + (cost.model.position_offset or 0)
         widths["learned position table's rows", rows] = None
