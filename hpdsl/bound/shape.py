@@ -77,6 +77,11 @@ def _field_problems(model: ModelIR) -> Iterator[LayerProblem]:
         if field.minimum is not None and isinstance(value, int) and value < field.minimum:
             yield LayerProblem("non-positive-field", f"'{name}' must be at least {field.minimum}, found {value}",
                                f"'{name}' is the {field.meaning}", field=name)
+    if model.head_dim is None and not block_stated(model, "mla") and 0 < model.hidden < model.heads:
+        # head_dim defaults to hidden // heads (hpdsl/bound/bind.py): here 0, and every attention layout is empty
+        yield LayerProblem("non-positive-field", f"'head_dim' must be at least 1, found hidden {model.hidden} // "
+                           f"heads {model.heads} = 0 (head_dim is not stated)",
+                           "state head_dim, or give hidden at least one dim per head", field="heads")
     yield from _rotary_problems(model)
     yield from _modifier_problems(model)
     for block in BLOCKS:

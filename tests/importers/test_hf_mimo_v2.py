@@ -12,7 +12,6 @@ HUB_KEYS, its values the release's rule. transformers builds the model from the 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
+from tests.importers.cli_import import estimate_config, import_config  # noqa: E402
 
 
 def _config(**changes: Any) -> dict[str, Any]:
@@ -42,22 +42,12 @@ def _hub(layers: int) -> dict[str, Any]:
             "attention_value_scale": 0.707, "n_shared_experts": None, "hybrid_block_size": None}
 
 
-def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
-
-
 def _import(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return _hpdsl("import-hf", "config.json", "--name", "mimo", "-o", "mimo.hpf", cwd=tmp_path)
+    return import_config(config, tmp_path, "mimo")
 
 
 def _estimate(config: dict[str, Any], tmp_path: Path) -> tuple[dict[str, Any], str]:
-    imported = _import(config, tmp_path)
-    assert imported.returncode == 0, imported.stderr
-    estimate = _hpdsl("estimate", "mimo.hpf", "--json", cwd=tmp_path)
-    assert estimate.returncode == 0, estimate.stderr
-    return json.loads(estimate.stdout)["params"], (tmp_path / "mimo.hpf").read_text()
+    return estimate_config(config, tmp_path, "mimo")
 
 
 @pytest.mark.parametrize("changes", [

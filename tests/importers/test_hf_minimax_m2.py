@@ -9,7 +9,6 @@ builds the model from the same mapping (bench/hf_counts.py).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hf_counts import hf_counts  # noqa: E402  (bench/hf_counts.py: transformers' count on the meta device)
+from tests.importers.cli_import import estimate_config, import_config  # noqa: E402
 
 from tests.importers.hf_configs import shrunk  # noqa: E402
 
@@ -36,22 +36,12 @@ def _config(**changes: Any) -> dict[str, Any]:
     return config
 
 
-def _hpdsl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hpdsl.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
-
-
 def _import(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return _hpdsl("import-hf", "config.json", "--name", "m2", "-o", "m2.hpf", cwd=tmp_path)
+    return import_config(config, tmp_path, "m2")
 
 
 def _estimate(config: dict[str, Any], tmp_path: Path) -> tuple[dict[str, Any], str]:
-    imported = _import(config, tmp_path)
-    assert imported.returncode == 0, imported.stderr
-    estimate = _hpdsl("estimate", "m2.hpf", "--json", cwd=tmp_path)
-    assert estimate.returncode == 0, estimate.stderr
-    return json.loads(estimate.stdout)["params"], (tmp_path / "m2.hpf").read_text()
+    return estimate_config(config, tmp_path, "m2")
 
 
 @pytest.mark.parametrize("changes", [

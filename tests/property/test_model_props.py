@@ -62,3 +62,11 @@ def test_a_clean_model_is_coherent_and_priceable(text: str) -> None:
         assert block_stated(model, "moe") and model.expert_width > 0 and model.top_k <= model.experts
     report = parameters(bind(model, profile))
     assert report.total > 0 and 0 < report.active <= report.total
+
+
+def test_more_heads_than_hidden_dims_is_an_error_at_the_model() -> None:
+    """head_dim = hidden // heads = 0 (hypothesis found it): located in the model, not only at the profile's slot."""
+    result = check_sources([Source("m.hpf", "model m : llama2 {\n  hidden 1\n  layers 1\n  heads 2\n  vocab 1\n"
+                                            "  ffn_width 1\n}\n")], stdlib=True)
+    assert any(d.is_error and d.span.file == "m.hpf" and "hidden 1 // heads 2 = 0" in d.message
+               for d in result.diagnostics)
