@@ -2,7 +2,7 @@
 
 Pure functions written against hpdsl/cost/xp.py's protocol, so the grid
 evaluator calls them with arrays over candidates and the scalar one (traced,
-hpdsl/cost/trace.py) with floats: only + - * / ** and where. The terms are
+hpdsl/cost/trace.py) with floats: only + - * /, where and xp.cube_root. The terms are
 described in docs/cost-model.md#the-device-time-model.
 """
 
@@ -47,7 +47,7 @@ def machine_efficiency(curves: Sequence[tuple[Any, Curve]], size: Any) -> Any:
 
 def gemm_size(m: Any, n: Any, k: Any) -> Any:
     """Return a matmul's size (m·n·k)^(1/3), the axis its device's curve is drawn over."""
-    return (m * n * k) ** (1.0 / 3.0)
+    return xp.cube_root(m * n * k)
 
 
 def matmul_seconds(flops: Any, peak: Any, share: Any) -> Any:

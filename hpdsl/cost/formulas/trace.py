@@ -4,7 +4,8 @@ The pricing formulas are written against hpdsl/cost/formulas/xp.py's protocol. R
 `Sym` inputs they record every operation instead of computing it; `compile_plan`
 emits the recording as one Python function of the inputs (constants folded,
 each intermediate a local), so pricing one strategy is one call of a few
-hundred float operations, with no dispatch, no dicts and no numpy. Branches on
+hundred float operations, with no dispatch and no dicts (numpy only for the one
+function whose float and array results differ, `cube_root`). Branches on
 what the plan is keyed by (the strategy's discrete choices) are taken while
 tracing; a comparison of two traced values becomes a conditional expression.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 Num = Any  # a Sym, or a Python number folded into the code as a constant
 
@@ -147,6 +150,21 @@ def logical_not(a: Sym) -> Sym:
     return a.tape.emit(f"not {a.name}")
 
 
+def cube_root(value: float) -> float:
+    """Return value ** (1/3) by numpy's array loop, the one the grid evaluator runs (not libm's pow)."""
+    return float(np.power(np.array([value], dtype=np.float64), 1.0 / 3.0)[0])
+
+
+FUNCTIONS: dict[str, Callable[[float], float]] = {"cube_root": cube_root}
+"""The functions a plan may call: a formula's float function that must match its array one bit for bit."""
+
+
+def call(function: str, a: Sym) -> Sym:
+    """Return `function(a)` recorded: a call of one of FUNCTIONS."""
+    assert function in FUNCTIONS, function
+    return a.tape.emit(f"{function}({a.name})")
+
+
 def compile_plan(fn: Callable[..., Any], names: Sequence[str], label: str = "plan") -> Callable[..., Any]:
     """Return `fn` traced on one Sym per name and compiled: a function of those inputs, same nested outputs."""
     tape = Tape()
@@ -154,7 +172,7 @@ def compile_plan(fn: Callable[..., Any], names: Sequence[str], label: str = "pla
     out = fn(*inputs)
     source = "\n".join([f"def {label}({', '.join(names)}):", *tape.lines,
                         f"    return {_render(out)}"])
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(FUNCTIONS)
     exec(compile(source, f"<hpdsl plan {label}>", "exec"), namespace)  # noqa: S102 - code we generated
     plan = namespace[label]
     plan.source = source

@@ -81,6 +81,20 @@ def logical_not(a: Any) -> Any:
     return np.logical_not(a) if isinstance(a, _ARRAY) else not a
 
 
+def cube_root(a: Any) -> Any:
+    """Return a ** (1/3) as numpy's power computes it, for an array, a float and a traced value alike.
+
+    numpy's power on an array (SIMD, AVX-512 where the CPU has it) and Python's float power (libm)
+    differ in the last bit on about one value in twenty; the grid and the scalar estimate must agree
+    exactly (tests/property/test_scalar_pricing.py), so both go through numpy's array loop.
+    """
+    if isinstance(a, _ARRAY):
+        return np.power(a, 1.0 / 3.0)
+    if isinstance(a, Sym):
+        return trace.call("cube_root", a)
+    return trace.cube_root(a)
+
+
 def zeros_like(a: Any) -> Any:
     """Return zeros shaped like `a` (0.0 for a float)."""
     return np.zeros_like(a) if isinstance(a, _ARRAY) else 0.0
