@@ -3,7 +3,6 @@ and real multi-process gloo runs of `hpdsl train --pp` (1F1B, interleaved) again
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,25 +16,14 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_batch import pool, pooled
-from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
+from train_batch import pooled_results
+from train_support import (DEEPSEEK_V3, DEEPSEEK_V3_SMALL, MIXTRAL, QWEN3_NEXT, QWEN3_NEXT_SMALL, ROOT,
+                           activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
                            matches_one_process_and_the_estimate, static_bytes_equal)
 
-ROOT = Path(__file__).resolve().parents[2]
-MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
-QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
 MIXTRAL_SETS = {"layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "vocab": 128, "ffn_width": 96,
                 "experts": 4, "expert_width": 32}
 MIXTRAL_SMALL = [f"--set={k}={v}" for k, v in MIXTRAL_SETS.items()]
-DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
-DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
-    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16")]
-QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
-    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
-    "value_head_dim=16", "mtp=0")]
 
 
 
@@ -122,24 +110,12 @@ FOUR = {
 }
 """The 4-process runs of this file, each checked by its own test: one launch (tests/torch/train_batch.py) with
 tests/torch/test_train_recompute.py's and test_train_tied_pipeline.py's."""
-pool("four", "pipeline", FOUR)
+four = pooled_results("four", "pipeline", FOUR)
 EIGHT = {name: _args(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
          for name, spec, sets in (("mixtral", MIXTRAL, MIXTRAL_SMALL), ("qwen3-next", QWEN3_NEXT, QWEN3_NEXT_SMALL),
                                   ("deepseek-v3", DEEPSEEK_V3, DEEPSEEK_V3_SMALL))}
 """The 8-process runs of this file: one launch with tests/torch/test_train.py's."""
-pool("eight", "pipeline", EIGHT)
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return pooled("four", "pipeline", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of EIGHT, by name."""
-    return pooled("eight", "pipeline", tmp_path_factory)
+eight = pooled_results("eight", "pipeline", EIGHT)
 
 
 
