@@ -131,9 +131,7 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(four: dict[str, d
     result = four[f"mixtral-tp2-pp2-{name}"]
     matches_one_process(result)
     assert [(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for rank in result["ranks"]:  # the embedding and head split over the vocabulary, as the estimator prices them
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)  # the embedding and head split over the vocabulary, as the estimator prices them
     # Under full recompute stage 0 keeps 4,096 bytes a micro-batch and the int64 token ids (priced since).
     activations_within_ten_percent(result)
 
@@ -148,9 +146,7 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(four: dict
     matches_one_process(result)
     if "--clip" in flags:  # the stages' norms summed over pp (and ep's experts over ep): one process's norm
         clipped_norms_match(result, 0.5)
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)
     assert _stage_bytes(result, "params_bytes")[0] != _stage_bytes(result, "params_bytes")[1]
     if "--ep" not in flags:  # ep 2: a stage-1 rank's experts get up to 1.6x the balanced tokens (1.14x in all)
         activations_within_ten_percent(result)
@@ -170,9 +166,7 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage(four: dict[str,
     """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
     result = four["qwen3-next-cp2-pp2"]
     matches_one_process(result)
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)
 
 
 @pytest.mark.slow
