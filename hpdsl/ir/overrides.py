@@ -96,7 +96,7 @@ def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
             raise InputError(f"--set {name}: {model.name} has no `{block} {{ }}` block to set it in")
     changed = evolve(model, **sets)
     if changed.experts is not None and changed.top_k is not None and changed.top_k > changed.experts:
-        # The one cross-field rule of hpdsl/check/models.py (_check_top_k) a scaled-down run trips.
+        # The one cross-field rule of hpdsl/check/model_rules.py (_check_top_k) a scaled-down run trips.
         raise InputError(f"--set: top_k {changed.top_k} exceeds experts {changed.experts}; set top_k too")
     if not {"layers", "mtp", "first_k_dense"} & set(sets):
         return changed

@@ -4,7 +4,7 @@ A field's name is the same everywhere: the key written in a `.hpf` model (inside
 its block for block fields), the key of the model in registry.json, the
 attribute of the bound layer config (hpdsl/model/layer.py) and of the config a
 module is built from, the name a family's layout dims read, and the row of the
-importer's table. The checker (hpdsl/check/models.py), the IR, the importer
+importer's table. The checker (hpdsl/check/model_fields.py), the IR, the importer
 (hpdsl/importers/hf.py) and docs/language.md's field list all read FIELDS.
 The fields are declared in the standard library, fields/model.hpf; FIELDS is
 read from the table generated beside it (hpdsl/ir/lower_fields.py). Adding a

@@ -52,7 +52,7 @@ def grad_norm(params: Iterable[nn.Parameter], pp_group: dist.ProcessGroup | None
     """Return the global L2 norm of the gradients of `params`, whatever meshes they are on.
 
     `parts` are the ids of the parameters each rank of `parts_group` holds a
-    different part of (the ep·etp experts: hpdsl/torch/modules/moe.py
+    different part of (the ep·etp experts: hpdsl/torch/modules/experts.py
     `ExpertParallelExperts`); their squares are summed over that group.
     """
     groups: dict[Any, list[torch.Tensor]] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpdsl.check import check_files
-from hpdsl.check.models import small_divisors
+from hpdsl.check.model_rules import small_divisors
 from hpdsl.errors import SpecError
 from hpdsl.diagnostics import Diagnostic, Source
 from hpdsl.resources import stdlib_files

@@ -1,4 +1,4 @@
-"""Small models and profiles for the estimator tests, built as IR values, and the example specs."""
+"""Small models and profiles for the estimator tests, built as IR values, the example specs, and device files."""
 
 from __future__ import annotations
 
@@ -85,3 +85,18 @@ def example(name: str) -> CostModel:
     registry = compile_paths([EXAMPLES / f"{name}.hpf"])
     model = registry.models[name]
     return bind(model, registry.profiles[model.profile])
+
+
+H100 = {"memory_bytes": "85899345920", "memory_bandwidth": "3.35e+12", "memory_efficiency": "0.9",
+        "peak_bf16": "9.89e+14", "peak_fp32": "6.7e+13", "intra_node_bandwidth": "4.5e+11",
+        "inter_node_bandwidth": "5.0e+10"}
+"""The H100's facts as devices/h100.hpf states them (device h100_sxm), less its node size and other peaks."""
+H100_CURVE = "128 0.02  256 0.08  512 0.25  1024 0.45  2048 0.62  4096 0.7  8192 0.74"
+
+
+def device_text(name: str, source: str, *, curve: str = H100_CURVE, extra: str = "", **facts: str | None) -> str:
+    """Return device `name` as .hpf text: H100's facts but for `facts` (None leaves one out), then `extra` keys."""
+    stated = {key: value for key, value in {**H100, **facts}.items() if value is not None}
+    lines = [*(f"  {key} = {value}" for key, value in stated.items()), f'  source = "{source}"',
+             *([f"  {extra}"] if extra else []), f"  curve matmul {{ {curve} }}"]
+    return f"device {name} {{\n" + "\n".join(lines) + "\n}\n"

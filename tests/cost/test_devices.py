@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cost_builders import device_text
 
 from hpdsl.api import bind_model, compile_paths
 from hpdsl.cost.facts.devices import UnknownDeviceError, get_device, get_machine
@@ -20,18 +21,9 @@ from hpdsl.cost.formulas.kernels import curve_efficiency
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "examples" / "llama3_8b.hpf"
 
-MY_DEVICE = """device my_gpu {
-  memory_bytes = 25769803776
-  memory_bandwidth = 9.0e+11
-  memory_efficiency = 0.8
-  peak_bf16 = 1.5e+14
-  intra_node_bandwidth = 3.2e+10
-  inter_node_bandwidth = 1.25e+10
-  devices_per_node = 4
-  source = "measured here"
-  curve matmul { 256 0.3  4096 0.7 }
-}
-"""
+MY_DEVICE = device_text("my_gpu", "measured here", curve="256 0.3  4096 0.7", memory_bytes="25769803776",
+                        memory_bandwidth="9.0e+11", memory_efficiency="0.8", peak_bf16="1.5e+14", peak_fp32=None,
+                        intra_node_bandwidth="3.2e+10", inter_node_bandwidth="1.25e+10", devices_per_node="4")
 
 MY_CLUSTER = """cluster my_rack {
   device = "h100_sxm"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cost_builders import device_text
 
 from hpdsl.api import bind_model
 from hpdsl.cost.estimate import estimate, grid_estimate
@@ -135,19 +136,7 @@ def test_the_optimizer_step_reads_and_writes_the_ranks_shard_at_bandwidth(llama:
 
 def _device(path: Path, extra: str = "") -> str:
     """Write the H100 as a device file with `extra` keys (host facts) to `path`; return its key."""
-    path.write_text(f"""device h100_host {{
-  memory_bytes = 85899345920
-  memory_bandwidth = 3.35e+12
-  memory_efficiency = 0.9
-  peak_bf16 = 9.89e+14
-  peak_fp32 = 6.7e+13
-  intra_node_bandwidth = 4.5e+11
-  inter_node_bandwidth = 5.0e+10
-  source = "the H100 of devices/h100.hpf, host facts added for a test"
-  {extra}
-  curve matmul {{ 128 0.02  256 0.08  512 0.25  1024 0.45  2048 0.62  4096 0.7  8192 0.74 }}
-}}
-""")
+    path.write_text(device_text("h100_host", "the H100 of devices/h100.hpf, host facts added for a test", extra=extra))
     return str(path)
 
 

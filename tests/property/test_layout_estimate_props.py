@@ -17,7 +17,8 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from layout_fixture_modules import Condition, Dim, Entry, dim_value, holds
+from layout_fixture_modules import Dim, Entry, dim_value, holds
+from layout_strategies import ONE_SHARED_EXPERT, conditions, drawn_family, drawn_model, layout_line
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
@@ -30,58 +31,33 @@ PREFIXES = (*DEFAULT_PREFIXES, "layout_fixture_modules.")
 SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "experts", "shared_experts", "ssm")
 INTS = ("hidden", "heads", "head_dim", "kv_heads", "ffn_width", "vocab")
 FLAGS = ("qkv_bias", "mlp_bias", "o_bias", "norm_bias")
-VECTOR = "attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"
 
 factors = st.one_of(st.sampled_from(INTS), st.integers(1, 3))
 dims: st.SearchStrategy[Dim] = st.lists(st.lists(factors, min_size=1, max_size=2).map(tuple),
                                         min_size=1, max_size=2).map(tuple)
-conditions: st.SearchStrategy[Condition] = st.one_of(
-    st.none(), st.tuples(st.sampled_from(FLAGS), st.booleans()),
-    st.tuples(st.sampled_from(("heads", "kv_heads", "hidden")), st.sampled_from((1, 2, 16))))
 
 
 @st.composite
 def layouts(draw: st.DrawFn) -> tuple[Entry, ...]:
     """Draw 1 to 4 parameters p0, p1, ... with 1 to 3 dims each and an optional condition."""
     count = draw(st.integers(1, 4))
-    return tuple((f"p{i}", tuple(draw(st.lists(dims, min_size=1, max_size=3))), draw(conditions))
-                 for i in range(count))
+    when = conditions(FLAGS, ("heads", "kv_heads", "hidden"))
+    return tuple((f"p{i}", tuple(draw(st.lists(dims, min_size=1, max_size=3))), draw(when)) for i in range(count))
 
 
 def family_text(spec: tuple[Entry, ...]) -> str:
     """Return the drawn layout as an .hpf family."""
-    lines = [f"    {name} ({', '.join(_dim(d) for d in shape)}) replicate{_if(condition)}"
-             for name, shape, condition in spec]
-    params = ", ".join(name for name, _, _ in spec)
-    return ('family drawn {\n  factory "layout_fixture_modules:Drawn"\n'
-            f'  variant only "layout_fixture_modules:Drawn" default accepts(spec, stray) params({params})\n'
-            "  layout {\n" + "\n".join(lines) + "\n  }\n}\n")
-
-
-def _dim(dim: Dim) -> str:
-    return " + ".join(" * ".join(str(f) for f in term) for term in dim)
-
-
-def _if(condition: Condition) -> str:
-    if condition is None:
-        return ""
-    name, value = condition
-    if isinstance(value, bool):
-        return f" if {name}" if value else f" if not {name}"
-    return f" if {name} > {value}"
+    return drawn_family("layout_fixture_modules:Drawn", "spec, stray", [name for name, _, _ in spec],
+                        [layout_line(name, shape, condition) for name, shape, condition in spec])
 
 
 def model_text(role: str, flags: dict[str, bool], hidden: int, heads: int) -> str:
     """Return a profile binding `drawn` to `role` and a two-layer model that has that slot."""
-    attention = "  attention ssm" if role == "ssm" else ""
-    stated = "  ".join(name for name, on in flags.items() if on)
-    blocks = {"experts": "moe { experts 4  top_k 2  expert_width 24  shared_experts 1  shared_width 40 }",
+    blocks = {"experts": ONE_SHARED_EXPERT,
               "shared_experts": "moe { experts 4  top_k 2  expert_width 24  shared_experts 2  shared_width 40 }",
               "ssm": "ssm { ssm_state 4  ssm_conv 4  ssm_expand 2 }"}.get(role, "")
-    return (f"profile drawn_profile {{\n  default layer\n  slots {{ {role} drawn }}\n"
-            f"  kind layer {{\n{attention}\n    ops {{ attMM 4  {VECTOR} }}\n  }}\n}}\n"
-            f"model drawn_model : drawn_profile {{\n  hidden {hidden}  layers 2  heads {heads}  vocab 40"
-            f"  ffn_width 48\n  {stated}\n  {blocks}\n}}\n")
+    return drawn_model(role, flags, f"hidden {hidden}  heads {heads}", blocks,
+                       "  attention ssm\n" if role == "ssm" else "")
 
 
 @settings(max_examples=12, deadline=None)

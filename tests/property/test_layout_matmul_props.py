@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from layout_fixture_modules import Condition, Dim
+from layout_fixture_modules import Dim
+from layout_strategies import ONE_SHARED_EXPERT, conditions, drawn_family, drawn_model, layout_line
 from matmul_fixture_modules import MatmulEntry, parameter_path
 
 from hpdsl.api import compile_sources
@@ -32,7 +33,6 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 PREFIXES = (*DEFAULT_PREFIXES, "matmul_fixture_modules.")
 NAMES = ("hidden", "heads", "head_dim", "kv_heads", "ffn_width")
 FLAGS = ("qkv_bias", "mlp_bias", "o_bias")
-VECTOR = "attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0"
 BATCH, SEQ = 2, 6
 TERMS = {"attention": ("attMM", "conv"), "mlp": ("ffMM",), "experts": ("ffMM", "router")}
 MODULE = {"attention": ".mixer", "mlp": ".ffn", "experts": ".ffn"}
@@ -42,9 +42,6 @@ sizes: st.SearchStrategy[Dim] = st.one_of(
     st.integers(1, 5).map(lambda n: ((n,),)),
     st.tuples(st.sampled_from(NAMES), st.integers(1, 2)).map(lambda t: (t,)),
     st.tuples(st.sampled_from(NAMES), st.integers(1, 3)).map(lambda t: ((t[0],), (t[1],))))
-conditions: st.SearchStrategy[Condition] = st.one_of(
-    st.none(), st.tuples(st.sampled_from(FLAGS), st.booleans()),
-    st.tuples(st.sampled_from(("heads", "hidden")), st.sampled_from((1, 2, 16))))
 
 
 @st.composite
@@ -61,7 +58,7 @@ def entry(draw: st.DrawFn, index: int, role: str) -> MatmulEntry:
         dims = (draw(sizes),)
     else:
         dims = (draw(sizes), draw(sizes))
-    return f"p{index}", dims, draw(conditions), use
+    return f"p{index}", dims, draw(conditions(FLAGS, ("heads", "hidden"))), use
 
 
 @st.composite
@@ -70,37 +67,17 @@ def layouts(draw: st.DrawFn, role: str) -> tuple[MatmulEntry, ...]:
     return tuple(draw(entry(i, role)) for i in range(draw(st.integers(1, 4))))
 
 
-def _dim(dim: Dim) -> str:
-    return " + ".join(" * ".join(str(f) for f in term) for term in dim)
-
-
-def _if(condition: Condition) -> str:
-    if condition is None:
-        return ""
-    name, value = condition
-    if isinstance(value, bool):
-        return f" if {name}" if value else f" if not {name}"
-    return f" if {name} > {value}"
-
-
 def family_text(spec: tuple[MatmulEntry, ...]) -> str:
     """Return the drawn layout as an .hpf family whose one variant builds DrawnMatmuls."""
-    lines = [f"    {parameter_path(name, use)} ({', '.join(_dim(d) for d in dims)}) replicate{_if(condition)}"
-             for name, dims, condition, use in spec]
-    params = ", ".join(name for name, _, _, _ in spec)
-    return ('family drawn {\n  factory "matmul_fixture_modules:DrawnMatmuls"\n'
-            f'  variant only "matmul_fixture_modules:DrawnMatmuls" default accepts(spec) params({params})\n'
-            "  layout {\n" + "\n".join(lines) + "\n  }\n}\n")
+    return drawn_family("matmul_fixture_modules:DrawnMatmuls", "spec", [name for name, _, _, _ in spec],
+                        [layout_line(parameter_path(name, use), dims, condition)
+                         for name, dims, condition, use in spec])
 
 
 def model_text(role: str, flags: dict[str, bool], hidden: int) -> str:
     """Return a profile binding `drawn` to `role` and a two-layer model that has that slot."""
-    stated = "  ".join(name for name, on in flags.items() if on)
-    moe = "moe { experts 4  top_k 2  expert_width 24  shared_experts 1  shared_width 40 }" if role == "experts" else ""
-    return (f"profile drawn_profile {{\n  default layer\n  slots {{ {role} drawn }}\n"
-            f"  kind layer {{\n    ops {{ {VECTOR} }}\n  }}\n}}\n"
-            f"model drawn_model : drawn_profile {{\n  hidden {hidden}  layers 2  heads 4  kv_heads 2  vocab 40"
-            f"  ffn_width 48\n  {stated}\n  {moe}\n}}\n")
+    blocks = ONE_SHARED_EXPERT if role == "experts" else ""
+    return drawn_model(role, flags, f"hidden {hidden}  heads 4  kv_heads 2", blocks)
 
 
 def counted(model: object, suffix: str) -> int:

@@ -14,7 +14,7 @@ from hpdsl.torch.modules import (
 )
 from hpdsl.torch.modules.deltanet import (chunked_delta_rule, chunked_delta_rule_state, recurrent_delta_rule,
                                           recurrent_delta_rule_state)
-from hpdsl.torch.modules.moe import mxfp8_round
+from hpdsl.torch.modules.experts import mxfp8_round
 
 GDN = ModuleConfig(hidden=64, key_heads=2, key_head_dim=16, value_heads=4,
                    value_head_dim=16, conv=4, attn_kind="linear")

@@ -16,9 +16,9 @@ from hpdsl.ir.stack import layer_kinds
 from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
-from train_batch import pool, pooled, shared, train_batch
-from train_support import (MIXTRAL, ROOT, hpdsl, matches_one_process, matches_one_process_and_the_estimate,
-                           static_bytes_equal)
+from train_batch import pooled_results, shared, train_batch
+from train_support import (DEEPSEEK_V3, DEEPSEEK_V3_SMALL, MIXTRAL, QWEN3_NEXT, QWEN3_NEXT_SMALL, ROOT, hpdsl,
+                           matches_one_process, matches_one_process_and_the_estimate, static_bytes_equal)
 from train_support import MIXTRAL_SMALL as SMALL
 
 
@@ -83,17 +83,6 @@ def _mixtral(*flags: str) -> list[str]:
     return [MIXTRAL, *SMALL, "--nproc", "4", "--steps", "3", *flags]
 
 
-QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
-QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
-    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
-    "value_head_dim=16", "mtp=0")]
-DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
-DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
-    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16")]
-"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
 ZERO3 = ("--zero", "os+grad+params")
 FOUR = {
     "mixtral-dp4-ep2": _mixtral("--dp", "4", "--ep", "2", *ZERO3),
@@ -113,30 +102,18 @@ FOUR = {
 EIGHT = {name: [MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4", "--ep", "2", "--etp", "2", *ZERO3, *flags]
          for name, flags in (("tp2-sp", ("--tp", "2", "--sp")), ("pp2", ("--pp", "2", "--global-batch", "8")))}
 """The 8-process runs of this file: one launch with tests/torch/test_train_pipeline.py's (tests/torch/train_batch.py)."""
-pool("eight", "train", EIGHT)
+eight = pooled_results("eight", "train", EIGHT)
 TWO = {"llama-tied-tp2": [str(ROOT / "examples" / "llama2_7b.hpf"), "--set=layers=2", "--set=hidden=64",
                           "--set=heads=4", "--set=kv_heads=2", "--set=vocab=128", "--set=ffn_width=96",
                           "--set=tie_embeddings=true", "--tp", "2", "--nproc", "2"]}
 """The 2-process run of this file: one launch with tests/torch/test_train_etp_alone.py's."""
-pool("two", "train", TWO)
+two = pooled_results("two", "train", TWO)
 
 
 @pytest.fixture(scope="module")
 def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
     return shared("train-4", tmp_path_factory, lambda: train_batch(FOUR))
-
-
-@pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of TWO, by name."""
-    return pooled("two", "train", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of EIGHT, by name."""
-    return pooled("eight", "train", tmp_path_factory)
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from train_batch import pool, pooled
+from train_batch import pooled_results
 from train_support import MIXTRAL, MIXTRAL_SMALL, clipped_norms_match, matches_one_process_and_the_estimate
 
 
@@ -13,13 +13,7 @@ TWO = {"mixtral-dp2-etp2-clipped": [MIXTRAL, *MIXTRAL_SMALL, "--dp", "2", "--etp
                                     "--nproc", "2", "--steps", "3", "--clip", "0.5"]}
 """`hpdsl train ARGS --validate --json`, in one launch with tests/torch/test_train.py's 2-process run
 (tests/torch/train_batch.py; tests/torch/test_trainer.py holds a batched run equal to the command's)."""
-pool("two", "etp-alone", TWO)
-
-
-@pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of TWO, by name."""
-    return pooled("two", "etp-alone", tmp_path_factory)
+two = pooled_results("two", "etp-alone", TWO)
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ and real multi-process gloo runs of `hpdsl train --pp` (1F1B, interleaved) again
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,25 +16,14 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize
 from hpdsl.torch.pipeline import chunk_spans, model_refusals, rank_chunks, split_model
 from torch_support import examples_registry, small_registry
-from train_batch import pool, pooled
-from train_support import (activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
+from train_batch import pooled_results
+from train_support import (DEEPSEEK_V3, DEEPSEEK_V3_SMALL, MIXTRAL, QWEN3_NEXT, QWEN3_NEXT_SMALL, ROOT,
+                           activations_within_ten_percent, clipped_norms_match, hpdsl, matches_one_process,
                            matches_one_process_and_the_estimate, static_bytes_equal)
 
-ROOT = Path(__file__).resolve().parents[2]
-MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
-QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
 MIXTRAL_SETS = {"layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "vocab": 128, "ffn_width": 96,
                 "experts": 4, "expert_width": 32}
 MIXTRAL_SMALL = [f"--set={k}={v}" for k, v in MIXTRAL_SETS.items()]
-DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
-DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
-    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16")]
-QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
-    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
-    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
-    "value_head_dim=16", "mtp=0")]
 
 
 
@@ -122,24 +110,12 @@ FOUR = {
 }
 """The 4-process runs of this file, each checked by its own test: one launch (tests/torch/train_batch.py) with
 tests/torch/test_train_recompute.py's and test_train_tied_pipeline.py's."""
-pool("four", "pipeline", FOUR)
+four = pooled_results("four", "pipeline", FOUR)
 EIGHT = {name: _args(spec, sets, 8, "--dp", "2", "--tp", "2", "--sp", "--pp", "2", "--zero", "os+grad+params")
          for name, spec, sets in (("mixtral", MIXTRAL, MIXTRAL_SMALL), ("qwen3-next", QWEN3_NEXT, QWEN3_NEXT_SMALL),
                                   ("deepseek-v3", DEEPSEEK_V3, DEEPSEEK_V3_SMALL))}
 """The 8-process runs of this file: one launch with tests/torch/test_train.py's."""
-pool("eight", "pipeline", EIGHT)
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return pooled("four", "pipeline", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def eight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of EIGHT, by name."""
-    return pooled("eight", "pipeline", tmp_path_factory)
+eight = pooled_results("eight", "pipeline", EIGHT)
 
 
 
@@ -155,9 +131,7 @@ def test_mixtral_tp2_pp2_matches_one_process_and_the_stage_cut(four: dict[str, d
     result = four[f"mixtral-tp2-pp2-{name}"]
     matches_one_process(result)
     assert [(r["coords"]["pp"], r["coords"]["tp"]) for r in result["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for rank in result["ranks"]:  # the embedding and head split over the vocabulary, as the estimator prices them
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)  # the embedding and head split over the vocabulary, as the estimator prices them
     # Under full recompute stage 0 keeps 4,096 bytes a micro-batch and the int64 token ids (priced since).
     activations_within_ten_percent(result)
 
@@ -172,9 +146,7 @@ def test_mixtral_pp2_under_zero3_holds_exactly_the_estimate_per_stage(four: dict
     matches_one_process(result)
     if "--clip" in flags:  # the stages' norms summed over pp (and ep's experts over ep): one process's norm
         clipped_norms_match(result, 0.5)
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)
     assert _stage_bytes(result, "params_bytes")[0] != _stage_bytes(result, "params_bytes")[1]
     if "--ep" not in flags:  # ep 2: a stage-1 rank's experts get up to 1.6x the balanced tokens (1.14x in all)
         activations_within_ten_percent(result)
@@ -194,9 +166,7 @@ def test_qwen3_next_cp2_pp2_hands_the_state_on_inside_each_stage(four: dict[str,
     """Gated DeltaNet's cp hand-offs inside pipeline stages (their shape inference runs rank-local)."""
     result = four["qwen3-next-cp2-pp2"]
     matches_one_process(result)
-    for rank in result["ranks"]:
-        for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
-            assert rank["measured"][part] == rank["estimated"][part], (rank["rank"], part)
+    static_bytes_equal(result)
 
 
 @pytest.mark.slow

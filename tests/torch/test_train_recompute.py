@@ -21,7 +21,7 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch import build_model, materialize, parallelize
 from hpdsl.torch.objective import batch, mtp_depth, objective
 from hpdsl.torch.measure import saved_activations
-from train_batch import pool, pooled
+from train_batch import pooled_results
 from train_support import ROOT, matches_one_process_and_the_estimate
 
 SCALED = {
@@ -93,13 +93,7 @@ FOUR = {"mixtral-cp2-ep2": _args("mixtral", "--dp", "2", "--cp", "2", "--ep", "2
         "deepseek-v3-dp4-ep2": _args("deepseek-v3", "--dp", "4", "--ep", "2")}
 """The 4-process runs under selective recompute: one launch with tests/torch/test_train_pipeline.py's
 (tests/torch/train_batch.py)."""
-pool("four", "recompute", FOUR)
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of FOUR, by name (`hpdsl train ARGS --validate --json`)."""
-    return pooled("four", "recompute", tmp_path_factory)
+four = pooled_results("four", "recompute", FOUR)
 
 
 @pytest.mark.slow

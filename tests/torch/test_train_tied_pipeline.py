@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from train_batch import pool, pooled
+from train_batch import pooled_results
 from train_support import ROOT, matches_one_process_and_the_estimate
 
 LLAMA_TIED = [str(ROOT / "examples" / "llama2_7b.hpf"), *(f"--set={pair}" for pair in (
@@ -17,13 +17,7 @@ FOUR = {"llama-tied-tp2-pp2": [*LLAMA_TIED, "--pp", "2", "--tp", "2", "--sp", "-
                                 "--steps", "3"]}
 """`hpdsl train ARGS --validate --json`, in one launch with tests/torch/test_train_pipeline.py's 4-process runs
 (tests/torch/train_batch.py; tests/torch/test_trainer.py holds a batched run equal to the command's)."""
-pool("four", "tied-pipeline", FOUR)
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Return the result of every run of FOUR, by name."""
-    return pooled("four", "tied-pipeline", tmp_path_factory)
+four = pooled_results("four", "tied-pipeline", FOUR)
 
 
 @pytest.mark.slow

@@ -96,6 +96,22 @@ def pooled(launch: str, tag: str, factory: pytest.TempPathFactory) -> dict[str, 
     return {name.removeprefix(f"{tag}/"): result for name, result in results.items() if name.startswith(f"{tag}/")}
 
 
+def pooled_results(launch: str, tag: str, runs: Mapping[str, list[str]]) -> Any:
+    """Pool a file's `runs` into launch `launch` (`pool`); return the module fixture of their results, by name.
+
+    Bind it to the fixture's name at module level (`eight = pooled_results("eight", "train", EIGHT)`): pytest
+    names a fixture without a name of its own by the attribute that holds it.
+    """
+    pool(launch, tag, runs)
+
+    @pytest.fixture(scope="module")
+    def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+        """Return the result of every run the file pooled, by name (`hpdsl train ARGS --validate --json`)."""
+        return pooled(launch, tag, tmp_path_factory)
+
+    return results
+
+
 def _result(planned: TrainPlan, gathered: dict[str, Any]) -> dict[str, Any]:
     """Return rank 0's gathered result as `hpdsl train --json` prints it (hpdsl/cli/train_launch.py `launch`)."""
     ranks, first = gathered["ranks"], gathered["ranks"][0]

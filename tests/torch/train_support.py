@@ -16,6 +16,18 @@ MIXTRAL = str(ROOT / "examples" / "mixtral_8x7b.hpf")
 MIXTRAL_SMALL = [f"--set={pair}" for pair in ("layers=2", "hidden=64", "heads=4", "kv_heads=2", "vocab=128",
                                               "ffn_width=96", "experts=4", "expert_width=32")]
 """A two-layer Mixtral: 90,944 parameters."""
+QWEN3_NEXT = str(ROOT / "examples" / "qwen3_next_80b_a3b.hpf")
+QWEN3_NEXT_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=2", "head_dim=16", "vocab=128", "ffn_width=96", "experts=4",
+    "top_k=2", "expert_width=32", "shared_width=32", "key_heads=2", "key_head_dim=16", "value_heads=4",
+    "value_head_dim=16", "mtp=0")]
+"""A four-layer Qwen3-Next (Gated DeltaNet and full attention), without its MTP layer."""
+DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
+DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
+    "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
+    "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
+    "v_head_dim=16")]
+"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
 
 STATIC = ("params_bytes", "grads_bytes", "optimizer_bytes")
 

@@ -4,13 +4,13 @@ from hpdsl.torch.modules.attention import Attention, RingAttention
 from hpdsl.torch.modules.common import LayerNorm, RMSNorm
 from hpdsl.torch.modules.deltanet import ChunkedGatedDeltaNet, EagerGatedDeltaNet, GatedDeltaNet
 from hpdsl.torch.modules.embedding import Embedding, InputProjection, OutputHead, OutputProjection
+from hpdsl.torch.modules.experts import ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts
 from hpdsl.torch.modules.gate import TanhGate
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
 from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
 from hpdsl.torch.modules.position_bias import RelativePositionBias
-from hpdsl.torch.modules.moe import (ExpertParallelExperts, GroupedExperts, MoE, MXFP8GroupedExperts, Router,
-                                     SharedExpertGate)
+from hpdsl.torch.modules.moe import MoE, Router, SharedExpertGate
 from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
