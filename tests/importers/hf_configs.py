@@ -90,6 +90,29 @@ FILES.update({
 REFUSED_TODAY.update({
     "deepseek_v4_flash": "hc_mult = 4, hc_sinkhorn_iters = 20: manifold-constrained hyper-connections",
 })
+FILES.update({
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-0.6B_config.json
+    # @095f58a51c4c (no final newline, as Qwen's file): Qwen/Qwen3-0.6B's config.json, in place of the qwen3_0_6b dict
+    "qwen3_0_6b": ("qwen3_0_6b.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-VL-32B-Instruct_config.json
+    # @095f58a51c4c: Qwen/Qwen3-VL-32B-Instruct's config.json (mrope rope_scaling, transformers 4.57.0.dev0), in
+    # place of the qwen3_vl_8b dict (the same repository's Qwen3-VL-8B-Instruct copy is trimmed: no rope_scaling)
+    "qwen3_vl_32b_instruct": ("qwen3_vl_32b_instruct.json", "vl"),
+})
+# --- Published files of docs/language.md's worked examples' architectures (issue 21, 2026-12-02) ---
+FILES.update({
+    # doggy8088/GemmaTokenizerExtractor gemma-2-9b-it/config.json @a2757335b21b: google/gemma-2-9b-it's config.json
+    # (beside its generation_config.json and model.safetensors.index.json); it states sliding_window_size
+    "gemma_2_9b_it": ("gemma_2_9b_it.json", "causal"),
+    # QiushengSong/Mamba_for_Named_Entity_Recoginition EleutherAI/gpt-neox-20b/config.json @626e582996aa:
+    # EleutherAI/gpt-neox-20b's config.json (transformers 4.19.0.dev0; beside its tokenizer files)
+    "gpt_neox_20b": ("gpt_neox_20b.json", "causal"),
+})
+REFUSED_TODAY.update({
+    # No standard-library profile prices gpt_neox: docs/language.md's worked example writes `profile gpt_neox`
+    # by hand (parallel_two_norms, rotary_fraction), and a stdlib profile of that name would clash with it.
+    "gpt_neox_20b": "rotary_emb_base, rotary_pct, which hpdsl does not understand",
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 
@@ -122,16 +145,6 @@ def config_bytes(name: str) -> bytes:
 
 
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
-    "qwen3_0_6b": ({  # not yet a real file (published copy: fetched snapshot only)
-        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
-        "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
-        "layer_types": ["full_attention"] * 28, "max_position_embeddings": 40960, "max_window_layers": 28,
-        "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-        "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
-        "sliding_window": None, "tie_word_embeddings": True, "dtype": "bfloat16",
-        "transformers_version": "5.0.0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
-    }, "causal"),
     "t5_small": ({  # not yet a real file (the indexed copies are save_pretrained re-writes)
         "architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
         "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
@@ -225,25 +238,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
         "router_aux_loss_coef": 0.001,
     }, "causal"),
-    "qwen3_vl_8b": ({  # not yet a real file (the published one is in a fetched aiconfigurator snapshot only)
-        "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 151655, "model_type": "qwen3_vl",
-        "text_config": {
-            "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "dtype": "bfloat16",
-            "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
-            "initializer_range": 0.02, "intermediate_size": 12288, "max_position_embeddings": 262144,
-            "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_hidden_layers": 36,
-            "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
-            "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
-            "rope_theta": 5000000, "use_cache": True, "vocab_size": 151936,
-        },
-        "tie_word_embeddings": False, "transformers_version": "4.57.0.dev0", "video_token_id": 151656,
-        "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh",
-                          "hidden_size": 1152, "in_channels": 3, "initializer_range": 0.02,
-                          "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
-                          "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
-                          "spatial_merge_size": 2, "temporal_patch_size": 2},
-        "vision_end_token_id": 151653, "vision_start_token_id": 151652,
-    }, "vl"),
 }
 """NOT real files: configs as their model cards give them, kept until a published file is found."""
 
