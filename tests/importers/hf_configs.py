@@ -109,13 +109,8 @@ FILES.update({
     # (beside its generation_config.json and model.safetensors.index.json); it states sliding_window_size
     "gemma_2_9b_it": ("gemma_2_9b_it.json", "causal"),
     # QiushengSong/Mamba_for_Named_Entity_Recoginition EleutherAI/gpt-neox-20b/config.json @626e582996aa:
-    # EleutherAI/gpt-neox-20b's config.json (transformers 4.19.0.dev0; beside its tokenizer files)
+    # EleutherAI/gpt-neox-20b's config.json (transformers 4.19.0.dev0; beside its tokenizer files); profiles/neox.hpf
     "gpt_neox_20b": ("gpt_neox_20b.json", "causal"),
-})
-REFUSED_TODAY.update({
-    # No standard-library profile prices gpt_neox: docs/language.md's worked example writes `profile gpt_neox`
-    # by hand (parallel_two_norms, rotary_fraction), and a stdlib profile of that name would clash with it.
-    "gpt_neox_20b": "rotary_emb_base, rotary_pct, which hpdsl does not understand",
 })
 # --- end of the HAND_WRITTEN replacements ---
 
