@@ -77,6 +77,8 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "gemma4": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
     # Issue 21 (outer wiring): BLOOM's pre-norm layers with a plain feed-forward, as GPT-2's.
     "bloom": {"decoder": (PLAIN, "full", None)},
+    # GPT-NeoX: a plain feed-forward beside the attention, a LayerNorm each (parallel_two_norms).
+    "neox": {"decoder": (PLAIN, "full", None)},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -104,6 +106,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "minimax_m2": ("decoder", {}, None), "mimo_v2": ("full_attention_moe", {}, None),
     "gemma4": ("full_attention", {}, None),
     "bloom": ("decoder", {}, None),
+    "neox": ("decoder", {}, None),
 }
 
 MODEL_TYPES = {
@@ -122,6 +125,7 @@ MODEL_TYPES = {
     "minimax_m2": ("minimax_m2",), "mimo_v2": ("mimo_v2_flash",),
     "gemma4": ("gemma4_text", "gemma4"),
     "bloom": ("bloom",),
+    "neox": ("gpt_neox",),
 }
 
 
@@ -308,7 +312,8 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("gemma3", "full_attention"): "sandwich", ("gemma3", "sliding_attention"): "sandwich",
                        ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich",
                        ("mllama", "cross_attention"): "gated",
-                       ("gemma4", "full_attention"): "sandwich", ("gemma4", "sliding_attention"): "sandwich"}
+                       ("gemma4", "full_attention"): "sandwich", ("gemma4", "sliding_attention"): "sandwich",
+                       ("neox", "decoder"): "parallel_two_norms"}
 
 
 def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
