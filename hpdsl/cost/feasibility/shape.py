@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.bound.slots import end_slots, model_slots
+from hpdsl.bound.slots import end_slots, model_slots, mtp_slots
 from hpdsl.cost.facts.columns import ModelColumns, head_counts
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.conditions import evaluate
@@ -98,7 +98,7 @@ def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
     tp > 1 for a model with a full-width QK-norm only.
     """
     found: dict[tuple[str, str, tuple[tuple[str, Scalar], ...]], FamilyRequire] = {}
-    slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
+    slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost), *mtp_slots(cost)] if cost.families else []
     for slot in slots:
         family = cost.families.get(slot.family)
         if family is None:
