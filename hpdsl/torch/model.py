@@ -183,7 +183,7 @@ def _mtp_layers(builder: _Builder, first: int) -> list[nn.Module]:
     """Build each MTP layer: its decoder layer and the slots beside it (norms, eh_proj), each through its family."""
     kinds = [g.kind for g in builder.model.groups if g.mtp for _ in range(g.count)]
     slots = mtp_slots(builder.cost)  # the estimator prices the same slots (hpdsl/cost/facts/params.py)
-    layers = []
+    layers: list[nn.Module] = []
     for j, kind in enumerate(kinds):
         built = {slot.path: builder.end(slot.role, f"mtp.{j}.{slot.path}", slot.config) for slot in slots}
         layers.append(MTPLayer(enorm=built["enorm"], hnorm=built["hnorm"], eh_proj=built["eh_proj"],
