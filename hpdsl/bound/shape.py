@@ -21,8 +21,8 @@ from hpdsl.bound.bind import CostModel, kind_dim_problem
 from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
 from hpdsl.bound.outer import outer_problems
 from hpdsl.bound.problem import LayerProblem
-from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots, mtp_slots,
-                               mixer_role)
+from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
+                               mixer_role, mtp_slots)
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.ir.layouts import dim_names, entry_numel, entry_present, layout_for, render_dims
 from hpdsl.ir.nodes import ModelIR, block_stated

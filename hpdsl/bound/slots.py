@@ -199,7 +199,7 @@ def projected(cost: CostModel) -> bool:
 
 
 MTP_PATHS = ("enorm", "hnorm", "eh_proj", "norm")
-"""The paths of what one MTP layer holds beside its decoder layer (`layer`), as hpdsl/torch/layers.py `MTPLayer` names them."""
+"""What an MTP layer holds beside its decoder layer (`layer`), named as hpdsl/torch/layers.py `MTPLayer` names it."""
 
 
 def mtp_slots(cost: CostModel) -> tuple[Slot, ...]:

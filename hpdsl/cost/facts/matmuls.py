@@ -20,9 +20,10 @@ from the layouts"):
 
 Terms: a mixer's rank-2 weights are attMM and its convolutions conv; the
 feed-forward slots' ffMM; the head's (or the tied table's) output; an embedding's
-own projections embedding; an MTP layer's projection (the mtp_proj slot) mtp. Placement, as hpdsl/cost/facts/replication.py reads
-the layouts: a slot that replicates every entry is priced split (t), and the
-replication facts run a whole mixer on every tp rank; otherwise a colwise or
+own projections embedding; an MTP layer's projection (the mtp_proj slot) mtp.
+Placement, as hpdsl/cost/facts/replication.py reads the layouts: a slot that
+replicates every entry is priced split (t), and the replication facts run a
+whole mixer on every tp rank; otherwise a colwise or
 rowwise entry is split over tp and a replicated one (MLA's latent
 down-projections) runs on every tp rank, divided by sp only.
 """

@@ -163,7 +163,7 @@ def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappin
 
 
 def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = None) -> int:
-    """Return what an MTP layer adds to its decoder layer: its slots' layouts (two input norms, projection, head norm)."""
+    """Return what an MTP layer adds to its decoder layer: its slots' layouts (two norms, projection, head norm)."""
     families = families or pricing_families(cost_model)
     return sum(slot_params(slot, families) for slot in pricing_mtp_slots(cost_model))
 

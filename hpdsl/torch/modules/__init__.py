@@ -15,6 +15,7 @@ from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "InputProjection", "LayerNorm", "Mamba", "Mamba2", "MLAttention",
-           "MLP", "MoE", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PlainMLP", "RelativePositionBias",
+           "MLP", "MoE", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PlainMLP",
+           "RelativePositionBias",
            "RMSNorm", "RingAttention",
            "RingMLAttention", "Router", "SharedExpertGate", "ShortConv", "TanhGate"]

@@ -5,8 +5,9 @@ states another; times √hidden under Gemma's embed_scale); the head projects
 embed_width-wide states onto the vocabulary, with a bias only where the model
 states head_bias. Where embed_width ≠ hidden, `InputProjection` lifts the rows to
 hidden and `OutputProjection` lowers the last hidden states back (OPT-350m;
-families/projection.hpf); `MTPProjection` is an MTP layer's 2·hidden → hidden eh_proj. They subclass torch's Embedding and Linear, so their
-parameters are torch's (`weight`) and whatever initialises those initialises these.
+families/projection.hpf); `MTPProjection` is an MTP layer's 2·hidden → hidden
+eh_proj. They subclass torch's Embedding and Linear, so their parameters are
+torch's (`weight`) and whatever initialises those initialises these.
 """
 
 from __future__ import annotations
