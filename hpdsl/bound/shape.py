@@ -22,7 +22,7 @@ from hpdsl.bound.config import DIM_NAMES, LayerConfig, dim_environment
 from hpdsl.bound.outer import outer_problems
 from hpdsl.bound.problem import LayerProblem
 from hpdsl.bound.slots import (Slot, buildable, crosses, end_slots, kind_bindings, layer_shape, layer_slots,
-                               mixer_role)
+                               mixer_role, mtp_slots)
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.ir.layouts import dim_names, entry_numel, entry_present, layout_for, render_dims
 from hpdsl.ir.nodes import ModelIR, block_stated
@@ -333,7 +333,7 @@ def _pricing_problems(cost: CostModel) -> Iterator[LayerProblem]:
     seen: set[tuple[str | None, str]] = set()
     uses = [(kind, slot) for kind in built_kinds(cost)
             for slot in layer_slots(kind_layer(cost, kind), kind_bindings(cost, kind))]
-    for kind, slot in [*uses, *((None, s) for s in end_slots(cost))]:
+    for kind, slot in [*uses, *((None, s) for s in (*end_slots(cost), *mtp_slots(cost)))]:
         if slot.role != "ssm" and (kind, slot.role) not in seen and (slot.family in cost.families or not slot.family):
             seen.add((kind, slot.role))
             yield from _slot_pricing(cost, kind, slot) if slot.family else _unbound(cost, kind, slot)

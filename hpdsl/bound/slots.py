@@ -7,7 +7,9 @@ plus shared experts) and the norms its wiring places (hpdsl/bound/wiring.py:
 before each block, after it, both, or one shared by a parallel mixer and
 feed-forward); a Megatron-style hybrid's layer
 (Nemotron-H) holds only the mixer (ffMM 0) or only the feed-forward (attMM 0); the model holds an embedding, a
-final norm per tower and, unless tied, an output head. The family filling each
+final norm per tower and, unless tied, an output head; each MTP layer holds,
+beside its decoder layer, two input norms, their projection and a head norm
+(`mtp_slots`). The family filling each
 slot is the kind's (or the profile's) binding from `.hpf` `slots { ... }`
 blocks (KindIR.slots, ProfileIR.slots), never Python.
 
@@ -196,8 +198,28 @@ def projected(cost: CostModel) -> bool:
     return cost.model.embed_width is not None and cost.model.embed_width != cost.model.hidden
 
 
+MTP_PATHS = ("enorm", "hnorm", "eh_proj", "norm")
+"""What an MTP layer holds beside its decoder layer (`layer`), named as hpdsl/torch/layers.py `MTPLayer` names it."""
+
+
+def mtp_slots(cost: CostModel) -> tuple[Slot, ...]:
+    """Return the slots one MTP layer holds beside its decoder layer; () for a model without MTP layers.
+
+    The norm of the next token's embedding (enorm) and of the previous depth's
+    hidden state (hnorm), their concatenation's 2·hidden → hidden projection
+    (eh_proj, the mtp_proj slot) and the norm before the shared head (norm),
+    all on the model's base config and the profile's bindings (model-level,
+    like the final norm), in the order a token meets them.
+    """
+    if not any(g.mtp for g in cost.model.groups):
+        return ()
+    config, bindings = cost.base, cost.profile.slots
+    roles = {"enorm": "norm", "hnorm": "norm", "eh_proj": "mtp_proj", "norm": "norm"}
+    return tuple(_slot(roles[path], path, config, bindings) for path in MTP_PATHS)
+
+
 def final_norm_slot(cost: CostModel) -> Slot:
-    """Return the final norm's slot (an MTP layer's norms are priced as it is, with or without a final norm)."""
+    """Return the final norm's slot (whether or not the model has one: no_final_norm)."""
     return _slot("norm", "norm", cost.base, cost.profile.slots)
 
 
@@ -211,7 +233,7 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["EMBEDDING_END", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
+__all__ = ["EMBEDDING_END", "MTP_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
            "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
-           "layer_slots", "projected", "mixer_role", "model_slots",
+           "layer_slots", "mtp_slots", "projected", "mixer_role", "model_slots",
            "shared_expert_config"]

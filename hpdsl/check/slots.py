@@ -176,9 +176,10 @@ WIRED_SLOTS = {"gate": "gated"}
 """Slots a kind's wiring builds → that wiring: a profile with no kind so wired need not bind them (a model
 that states `wiring gated` itself under such a profile is refused at build: no family fills the gates)."""
 
-FIELD_SLOTS = {"position_bias": "position_buckets", "project_in": "embed_width", "project_out": "embed_width"}
+FIELD_SLOTS = {"position_bias": "position_buckets", "project_in": "embed_width", "project_out": "embed_width",
+               "mtp_proj": "mtp"}
 """Slots a model field builds → that field: only a model stating it needs the slot bound (T5's bias tables;
-the outer wiring's projections, docs/language.md "The model's outer wiring")."""
+the outer wiring's projections, docs/language.md "The model's outer wiring"; the MTP layers' projection)."""
 
 
 __all__ = ["check_slots"]

@@ -43,6 +43,8 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
              "first layer, where the model states an embed_width other than hidden (OPT-350m)", "model"),
     SlotSpec("project_out", "the projection of the last hidden states down to embed_width before the head, "
              "where the model states an embed_width other than hidden (OPT-350m)", "model"),
+    SlotSpec("mtp_proj", "each MTP layer's projection of its normalised embedding and hidden state (2·hidden "
+             "wide) back to hidden, where the model states mtp (DeepSeek-V3's eh_proj)", "model"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 

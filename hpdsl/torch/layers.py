@@ -108,13 +108,16 @@ class Tower(nn.Module):
 
 
 class MTPLayer(nn.Module):
-    """A multi-token-prediction layer: embedding and hidden norms, their 2h→h projection, a layer, a norm."""
+    """A multi-token-prediction layer: embedding and hidden norms, their 2h→h projection, a layer, a norm.
 
-    def __init__(self, *, embed_norm: nn.Module, hidden_norm: nn.Module, hidden: int, layer: nn.Module,
+    Each module is a slot built through its family (hpdsl/bound/slots.py `mtp_slots`; eh_proj the mtp_proj
+    slot, whose layout splits it over tp and gathers its output: families/projection.hpf).
+    """
+
+    def __init__(self, *, enorm: nn.Module, hnorm: nn.Module, eh_proj: nn.Module, layer: nn.Module,
                  norm: nn.Module) -> None:
         super().__init__()
-        self.enorm, self.hnorm = embed_norm, hidden_norm
-        self.eh_proj = nn.Linear(2 * hidden, hidden, bias=False)
+        self.enorm, self.hnorm, self.eh_proj = enorm, hnorm, eh_proj
         self.layer, self.norm = layer, norm
 
     def forward(self, hidden: Tensor, embedded: Tensor, *, positions: Tensor) -> Tensor:

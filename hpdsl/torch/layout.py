@@ -20,7 +20,9 @@ constructor and before anyone uses the module, in this order:
    ColwiseParallel, one whose weight is rowwise and bias replicated
    RowwiseParallel, an nn.Embedding whose table splits on dim 0 (vocabulary
    rows) RowwiseParallel; a module with `local_output = False` keeps its
-   output a DTensor (the output head: logits split over the vocabulary);
+   output a DTensor (the output head: logits split over the vocabulary), a
+   colwise one with `gather_output = True` gathers its output whole
+   (`GatheredColwise`: an MTP layer's eh_proj, for the decoder layer after it);
    replicated parameters stay plain tensors;
 5. every submodule defining `tensor_parallel_applied(tp)` is then told
    (an attention's per-head norms, replicated but fed only this rank's heads,
@@ -41,7 +43,7 @@ import attrs
 from torch import nn
 from torch.distributed import ProcessGroup
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Replicate
+from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from hpdsl.errors import BuildError
@@ -78,6 +80,40 @@ class TensorParallel:
     def size(self) -> int:
         """Return the tp size."""
         return self.mesh.size()
+
+
+class GatheredColwise(ColwiseParallel):
+    """ColwiseParallel whose output is gathered whole; its sequence-parallel form once the module is `sequence_sharded`.
+
+    Megatron's ColumnParallelLinear with gather_output. Under sequence
+    parallelism (hpdsl/torch/sequence.py sets `sequence_sharded`) its input is
+    this rank's sequence chunk, gathered on entry, and its output this rank's
+    chunk of the whole output: the backward reduce-scatters the input's
+    gradient instead of all-reducing it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(output_layouts=Replicate())
+
+    @staticmethod
+    def _prepare_input_fn(input_layouts: Any, desired_input_layouts: Any, mod: nn.Module, inputs: Any,
+                          device_mesh: DeviceMesh) -> Any:
+        layouts = (SEQUENCE,) if getattr(mod, "sequence_sharded", False) else input_layouts
+        return ColwiseParallel._prepare_input_fn(layouts, desired_input_layouts, mod, inputs, device_mesh)
+
+    @staticmethod
+    def _prepare_output_fn(output_layouts: Any, use_local_output: bool, mod: nn.Module, outputs: Any,
+                           device_mesh: DeviceMesh) -> Any:
+        if not getattr(mod, "sequence_sharded", False):
+            return ColwiseParallel._prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh)
+        chunk = ColwiseParallel._prepare_output_fn((SEQUENCE,), use_local_output, mod, outputs, device_mesh)
+        # Redistributed from output columns to sequence chunks, this rank's chunk is a view of the whole gathered
+        # output: what the next layer saves of it would keep the whole sequence alive. A copy keeps the chunk only.
+        return chunk.clone()
+
+
+SEQUENCE = Shard(1)
+"""Activations are [batch, seq, hidden]: a sequence-parallel chunk is dim 1."""
 
 
 @attrs.frozen
@@ -234,7 +270,8 @@ def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], wh
     style: ParallelStyle | None = None
     if isinstance(owner, nn.Linear) and weight is not None:
         if weight.dim == 0 and (bias is None or bias.dim == 0):
-            style = ColwiseParallel(use_local_output=local)
+            style = GatheredColwise() if getattr(owner, "gather_output", False) else ColwiseParallel(
+                use_local_output=local)
         elif weight.dim == 1 and (bias is None or bias.dim is None):
             style = RowwiseParallel(use_local_output=local)
     elif isinstance(owner, nn.Embedding) and weight is not None and weight.dim == 0:
@@ -251,4 +288,4 @@ def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], wh
     return style
 
 
-__all__ = ["AppliedLayout", "ParameterLayout", "TensorParallel", "apply_layout"]
+__all__ = ["AppliedLayout", "GatheredColwise", "ParameterLayout", "SEQUENCE", "TensorParallel", "apply_layout"]

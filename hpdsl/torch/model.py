@@ -33,7 +33,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots
+from hpdsl.bound.slots import (Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots,
+                               mtp_slots)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model.axes import config_selectors as model_selectors
@@ -162,7 +163,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     ends = {slot.path: builder.end(slot.role, slot.path, slot.config) for slot in end_slots(builder.cost)}
     body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
-    mtp = _mtp_layers(builder, cfg, len(body)) if include_mtp else None
+    mtp = _mtp_layers(builder, len(body)) if include_mtp else None
     return CausalLM(embed=ends["embed"], layers=layers, norm=ends.get("norm"), head=ends.get("head"),
                     position_bias=ends.get("position_bias"), mtp=mtp,
                     cp_rank=builder.job.local_rank("cp"), positions=ends.get("positions"),
@@ -178,14 +179,16 @@ def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> 
     return Tower(layers, builder.end("norm", f"{kind}.norm"), _position_bias(builder, f"{kind}.position_bias"))
 
 
-def _mtp_layers(builder: _Builder, cfg: ModuleConfig, first: int) -> list[nn.Module]:
+def _mtp_layers(builder: _Builder, first: int) -> list[nn.Module]:
+    """Build each MTP layer: its decoder layer and the slots beside it (norms, eh_proj), each through its family."""
     kinds = [g.kind for g in builder.model.groups if g.mtp for _ in range(g.count)]
-    layers = [MTPLayer(embed_norm=builder.end("norm", f"mtp.{j}.embed_norm"),
-                       hidden_norm=builder.end("norm", f"mtp.{j}.hidden_norm"),
-                       hidden=cfg.hidden, layer=builder.layer(kind, f"mtp.{j}.layer", first + j),
-                       norm=builder.end("norm", f"mtp.{j}.norm"))
-              for j, kind in enumerate(kinds)]
-    return list(layers)
+    slots = mtp_slots(builder.cost)  # the estimator prices the same slots (hpdsl/cost/facts/params.py)
+    layers: list[nn.Module] = []
+    for j, kind in enumerate(kinds):
+        built = {slot.path: builder.end(slot.role, f"mtp.{j}.{slot.path}", slot.config) for slot in slots}
+        layers.append(MTPLayer(enorm=built["enorm"], hnorm=built["hnorm"], eh_proj=built["eh_proj"],
+                               layer=builder.layer(kind, f"mtp.{j}.layer", first + j), norm=built["norm"]))
+    return layers
 
 
 def _position_bias(builder: _Builder, fqn: str) -> nn.Module | None:

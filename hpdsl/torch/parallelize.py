@@ -5,8 +5,8 @@ What each strategy field becomes (docs/validation.md, "Training runs"):
 - tp, cp, ep: applied when the model is built for the job's mesh (the families'
   layouts over tp, ring attention and ring MLA over cp, Gated DeltaNet's state
   handed rank to rank over cp, all-to-all experts over ep; cp_kind a2a, Ulysses's
-  head all-to-all, is refused); an MTP layer's 2h→h projection is split over tp
-  here (`mtp_tensor_parallel`);
+  head all-to-all, is refused); an MTP layer's 2h→h projection too, as its
+  family's layout says (families/projection.hpf, hpdsl/torch/layout.py);
   `train_mesh` lays the mesh out as (pp, dp_shard, ep, etp, cp, tp), ep and etp
   carved out of dp (the estimator carves them out of dp·cp·tp; this backend out of
   dp only); etp splits each expert's width (hpdsl/torch/modules/moe.py);
@@ -50,8 +50,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import DTensor, Replicate, Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+from torch.distributed.tensor import DTensor, Shard
 from torch.utils.checkpoint import checkpoint
 
 from hpdsl.cost.facts.backend import KEPT
@@ -165,8 +164,6 @@ def parallelize(model: nn.Module, strategy: Strategy, mesh: DeviceMesh | None = 
     """
     require_runnable(strategy)
     sp = bool(strategy.sequence_parallel) and strategy.tp > 1 and isinstance(model, (CausalLM, StageChunk))
-    if strategy.tp > 1 and mesh is not None:
-        mtp_tensor_parallel(model, mesh["tp"], sequence_parallel=sp)
     if sp:
         if mesh is None:
             raise BuildError(f"sequence parallelism over tp={strategy.tp} needs the job's mesh (train_mesh)")
@@ -233,28 +230,6 @@ def gradient_sync(model: nn.Module, on: bool) -> None:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_requires_gradient_sync(on, recurse=False)
-
-
-def mtp_tensor_parallel(model: nn.Module, tp: DeviceMesh, *, sequence_parallel: bool) -> None:
-    """Split each MTP layer's 2h→h projection by output columns over tp, as the estimator prices it (Megatron's).
-
-    Its output is gathered whole (the decoder layer after it takes the whole
-    hidden state), or, under sequence parallelism, its input gathered from the
-    sequence chunks and its output kept as this rank's chunk.
-    """
-    seq = Shard(1)
-    style = (ColwiseParallel(input_layouts=seq, output_layouts=seq) if sequence_parallel
-             else ColwiseParallel(output_layouts=Replicate()))
-    for mtp in getattr(model, "mtp", None) or ():
-        parallelize_module(mtp.eh_proj, tp, style)
-        if sequence_parallel:
-            mtp.eh_proj.register_forward_hook(_own_storage)
-
-
-def _own_storage(_module: nn.Module, _inputs: Any, out: torch.Tensor) -> torch.Tensor:
-    # Redistributed from output columns to sequence chunks, this rank's chunk is a view of the whole gathered
-    # output: what the next layer saves of it would keep the whole sequence alive. A copy keeps the chunk only.
-    return out.clone()
 
 
 def _even(ranks: int) -> Callable[[nn.Parameter], Shard | None]:

@@ -21,8 +21,9 @@ families' colwise/rowwise layouts (hpdsl/torch/layout.py):
 - an MTP layer (hpdsl/torch/layers.py `MTPLayer`) runs on the chunk like a
   body layer: its embedding and hidden norms are `SequenceParallel`, its
   column-parallel 2h→h projection gathers the sequence and keeps its chunk
-  (parallelize.py `mtp_tensor_parallel`), its decoder layer is wrapped as the
-  body's are, and its final norm's output is gathered for the shared head.
+  (its layout's style in its sequence-parallel form: hpdsl/torch/layout.py
+  `GatheredColwise`), its decoder layer is wrapped as the body's are, and its
+  final norm's output is gathered for the shared head.
 
 The residual stream stays plain tensors (each rank's chunk) between the hooks.
 """
@@ -121,6 +122,8 @@ def sequence_parallel(model: nn.Module, tp: DeviceMesh, *, route_chunks: bool = 
     for mtp in getattr(model, "mtp", None) or ():
         for child in (mtp.enorm, mtp.hnorm):
             parallelize_module(child, tp, SequenceParallel(use_local_output=True))
+        # A tp-split projection takes and gives this rank's chunk; a replicated one runs on the chunk as it is.
+        mtp.eh_proj.sequence_sharded = True
         _sequence_parallel_layer(mtp.layer, tp, route_chunks)
         _gathered_norm(mtp.norm, tp)
     if norm is not None:

@@ -86,3 +86,10 @@ def test_the_position_bias_slot_is_needed_only_where_a_model_states_position_buc
     assert _errors(FAMILY + partial + PROFILE + MODEL) == []
     (error,) = _errors(FAMILY + partial + PROFILE + MODEL.replace("layer_norms 1", "layer_norms 1  position_buckets 32"))
     assert error.code == "unbound-slot" and "'position_bias'" in error.message
+
+
+def test_the_mtp_proj_slot_is_needed_only_where_a_model_states_mtp() -> None:
+    partial = ALL.replace("  mtp_proj f", "")
+    assert _errors(FAMILY + partial + PROFILE + MODEL) == []
+    (error,) = _errors(FAMILY + partial + PROFILE + MODEL.replace("layer_norms 1", "layer_norms 1  mtp 1"))
+    assert error.code == "unbound-slot" and "'mtp_proj'" in error.message

@@ -163,3 +163,11 @@ def test_tp_must_divide_the_vocabulary_rows_the_build_splits() -> None:
     assert validate_strategy(Strategy(tp=2), dense_model(vocab=1001, tie=True)) == (
         "tp 2 does not divide the vocabulary (the token table's rows) 1001",)
     assert validate_strategy(Strategy(tp=2), dense_model(vocab=1002)) == ()
+
+
+def test_tp_must_divide_the_mtp_projections_split_rows_its_layout_declares() -> None:
+    """families/projection.hpf splits eh_proj's hidden rows colwise: the build refuses a tp that does not divide them."""
+    refused = "tp 3 does not divide the MTP layers' eh_proj.weight dim 0 256"
+    assert refused in validate_strategy(Strategy(tp=3), dense_model(mtp=1))
+    assert not any("MTP" in reason for reason in validate_strategy(Strategy(tp=3), dense_model()))
+    assert validate_strategy(Strategy(tp=2), dense_model(mtp=1)) == ()

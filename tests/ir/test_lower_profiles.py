@@ -227,7 +227,8 @@ STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net
                   "norm": "norm", "embedding": "embedding", "head": "output_head",
                   "cross_attention": "cross_attention", "gate": "tanh_gate",
                   "position_bias": "relative_position_bias",
-                  "project_in": "input_projection", "project_out": "output_projection"}
+                  "project_in": "input_projection", "project_out": "output_projection",
+                  "mtp_proj": "mtp_projection"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -252,7 +253,7 @@ family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
 slots { cross_attention f  gate f  position_bias f }
-slots { project_in f  project_out f }
+slots { project_in f  project_out f  mtp_proj f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }

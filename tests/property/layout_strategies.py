@@ -55,7 +55,8 @@ def drawn_model(role: str, flags: dict[str, bool], shape: str, blocks: str = "",
     `shape` states its hidden size and heads, `blocks` its blocks, `attention` the kind's attention flavour line.
     """
     stated = "  ".join(name for name, on in flags.items() if on)
+    mtp = "  mtp 1" if role == "mtp_proj" else ""  # the MTP projection is a slot of a model with an MTP layer
     return (f"profile drawn_profile {{\n  default layer\n  slots {{ {role} drawn }}\n"
             f"  kind layer {{\n{attention}    ops {{ {OPS} }}\n  }}\n}}\n"
-            f"model drawn_model : drawn_profile {{\n  {shape}  layers 2  vocab 40  ffn_width 48\n"
+            f"model drawn_model : drawn_profile {{\n  {shape}  layers 2  vocab 40  ffn_width 48{mtp}\n"
             f"  {stated}\n  {blocks}\n}}\n")

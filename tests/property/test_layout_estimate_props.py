@@ -3,10 +3,10 @@
 Hypothesis draws a layout (parameters with random shapes over the slot config's
 dims and random flag or size conditions), writes it as a family, binds it to
 one slot in turn (embedding, head, norm, attention, mlp, experts,
-shared_experts, ssm) and builds the model with a module that creates exactly
+shared_experts, ssm, an MTP layer's mtp_proj) and builds the model with a module that creates exactly
 what the drawn spec says on its config (tests/property/layout_fixture_modules.py,
 evaluated apart from hpdsl's layout code). The estimator's count, priced from
-the layout alone, equals build_model's; a module that creates one parameter
+the layout alone, equals build_model's (MTP layers included); a module that creates one parameter
 more is refused.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from layout_fixture_modules import Dim, Entry, dim_value, holds
 from layout_strategies import ONE_SHARED_EXPERT, conditions, drawn_family, drawn_model, layout_line
@@ -28,7 +28,7 @@ from hpdsl.torch import build_model, collect_family_modules
 from hpdsl.torch.resolve import DEFAULT_PREFIXES
 
 PREFIXES = (*DEFAULT_PREFIXES, "layout_fixture_modules.")
-SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "experts", "shared_experts", "ssm")
+SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "experts", "shared_experts", "ssm", "mtp_proj")
 INTS = ("hidden", "heads", "head_dim", "kv_heads", "ffn_width", "vocab")
 FLAGS = ("qkv_bias", "mlp_bias", "o_bias", "norm_bias")
 
@@ -64,13 +64,16 @@ def model_text(role: str, flags: dict[str, bool], hidden: int, heads: int) -> st
 @given(role=st.sampled_from(SLOT_ROLES), spec=layouts(),
        flags=st.fixed_dictionaries({name: st.booleans() for name in FLAGS}),
        hidden=st.sampled_from((16, 32)), heads=st.sampled_from((2, 4)))
+@example(role="mtp_proj", spec=(("p0", ((("hidden",),), ((2, "hidden"),)), ("norm_bias", True)),),
+         flags=dict.fromkeys(FLAGS, True), hidden=16, heads=2)
 def test_the_estimate_of_a_drawn_layout_in_any_slot_is_the_built_count(
         role: str, spec: tuple[Entry, ...], flags: dict[str, bool], hidden: int, heads: int) -> None:
     registry = compile_sources([Source("drawn.hpf", family_text(spec) + model_text(role, flags, hidden, heads))])
     model = registry.model("drawn_model")
     report = parameters(bind(model, registry.profile(model.profile), families=registry.families))
-    built = build_model(model, registry=registry, allowed_prefixes=PREFIXES, selectors={role: {"spec": spec}})
-    assert sum(p.numel() for p in built.parameters()) == report.total
+    built = build_model(model, registry=registry, allowed_prefixes=PREFIXES, selectors={role: {"spec": spec}},
+                        include_mtp=True)
+    assert sum(p.numel() for p in built.parameters()) == report.total + report.mtp
     drawn = [b for b in collect_family_modules(built) if b.info.resolved.family.name == "drawn"]
     assert drawn, f"no module of the {role} slot was built from the drawn family"
     for found in drawn:  # each holds exactly what the spec says on its own config
@@ -79,4 +82,4 @@ def test_the_estimate_of_a_drawn_layout_in_any_slot_is_the_built_count(
         assert sum(p.numel() for p in found.module.parameters()) == expected
     with pytest.raises(BuildError, match="'stray'"):
         build_model(model, registry=registry, allowed_prefixes=PREFIXES,
-                    selectors={role: {"spec": spec, "stray": True}})
+                    selectors={role: {"spec": spec, "stray": True}}, include_mtp=True)

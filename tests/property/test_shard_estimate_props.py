@@ -4,7 +4,7 @@ Hypothesis draws a layout of nn.Linear layers placed colwise, rowwise or
 replicated (the biases as tensor parallelism places them: a colwise Linear's
 bias colwise, a rowwise one's replicated) and plain replicated tensors, each
 with a random condition, writes it as a family, binds it to one slot in turn
-and builds the model on a fake tp 2 mesh (torch's fake process group, a real
+(an MTP layer's mtp_proj among them) and builds the model on a fake tp 2 mesh (torch's fake process group, a real
 DeviceMesh), which shards it by the layout (hpdsl/torch/layout.py). The
 estimator's per-rank parameter bytes, read from the same layout's shard
 annotations (hpdsl/cost/formulas/param_shards.py), equal the built rank's
@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from layout_fixture_modules import Condition, Dim
 from shard_fixture_modules import ShardEntry
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
-from test_layout_estimate_props import FLAGS, _dim, _if, conditions, dims, model_text
+from layout_strategies import _dim, _if, conditions
+from test_layout_estimate_props import FLAGS, dims, model_text
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, estimate
@@ -39,7 +40,7 @@ from torch_support import process_group  # noqa: E402
 
 TP = 2
 PREFIXES = (*DEFAULT_PREFIXES, "shard_fixture_modules.")
-SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "shared_experts", "ssm")
+SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "shared_experts", "ssm", "mtp_proj")
 EVEN: tuple[Dim, ...] = ((("hidden",),), (("ffn_width",),), ((2, "heads"),), (("heads", "head_dim"),), ((2, 3),))
 """Dims tp 2 splits evenly on every drawn model (hidden 16 or 32, ffn_width 48, heads 2 or 4)."""
 
@@ -51,7 +52,7 @@ def entries(draw: st.DrawFn, index: int) -> ShardEntry:
     placement = draw(st.sampled_from(("colwise", "rowwise", "replicate"))) if linear else "replicate"
     out_dim = draw(st.sampled_from(EVEN)) if placement == "colwise" else draw(dims)
     in_dim = draw(st.sampled_from(EVEN)) if placement == "rowwise" else draw(dims)
-    condition: Condition = draw(conditions)
+    condition: Condition = draw(conditions(FLAGS, ("heads", "kv_heads", "hidden")))
     return (f"p{index}", linear, out_dim, in_dim, placement, linear and draw(st.booleans()), condition)
 
 
@@ -95,11 +96,14 @@ def tp_mesh():
 @given(role=st.sampled_from(SLOT_ROLES), spec=layouts(),
        flags=st.fixed_dictionaries({name: st.booleans() for name in FLAGS}),
        hidden=st.sampled_from((16, 32)), heads=st.sampled_from((2, 4)))
+@example(role="mtp_proj", spec=(("p0", True, (("hidden",),), ((2, "hidden"),), "colwise", True, None),),
+         flags=dict.fromkeys(FLAGS, False), hidden=16, heads=2)
 def test_the_per_rank_estimate_of_a_drawn_sharded_layout_is_the_built_ranks(
         tp_mesh, role: str, spec: tuple[ShardEntry, ...], flags: dict[str, bool], hidden: int, heads: int) -> None:
     registry = compile_sources([Source("drawn.hpf", family_text(spec) + model_text(role, flags, hidden, heads))])
     model = registry.model("drawn_model")
     cost_model = bind(model, registry.profile(model.profile), families=registry.families)
     stage = estimate(cost_model, Strategy(tp=TP, sequence_parallel=True, param_bytes=1)).memory.per_stage[0]
-    built = build_model(model, tp_mesh, registry=registry, allowed_prefixes=PREFIXES, selectors={role: {"spec": spec}})
+    built = build_model(model, tp_mesh, registry=registry, allowed_prefixes=PREFIXES, selectors={role: {"spec": spec}},
+                        include_mtp=True)
     assert stage.params_bytes == local_numel(built)

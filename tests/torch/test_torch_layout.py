@@ -190,6 +190,20 @@ def test_tp_8_splits_mla_by_heads_and_replicates_its_latents(tp8, examples_regis
     assert mla.tp is not None and (mla.tp.rank, mla.tp.size) == (5, 8)
 
 
+def test_tp_8_splits_an_mtp_layers_projection_by_its_layout_and_gathers_its_output(tp8, examples_registry) -> None:
+    """families/projection.hpf: eh_proj (hidden, 2 * hidden) colwise; its three norms the norm family's, whole."""
+    model = shrink(examples_registry.model("deepseek_v3"), per_group=1, groups=1)
+    mtp = build_model(model, tp8, registry=examples_registry, include_mtp=True).mtp[0]
+    info = get_family_build_info(mtp.eh_proj)
+    assert info is not None and info.resolved.family.name == "mtp_projection"
+    (weight,) = info.layout.parameters  # type: ignore[union-attr]
+    assert (weight.logical_shape, weight.local_shape, weight.placement) == ((7168, 14336), (896, 14336), "colwise")
+    assert isinstance(mtp.eh_proj.weight, DTensor) and mtp.eh_proj.weight.placements == (Shard(0),)
+    assert not any(isinstance(n.weight, DTensor) for n in (mtp.enorm, mtp.hnorm, mtp.norm))  # replicate
+    norms = [get_family_build_info(n) for n in (mtp.enorm, mtp.hnorm, mtp.norm)]
+    assert [n.resolved.family.name for n in norms] == ["norm"] * 3  # type: ignore[union-attr]
+
+
 def test_indivisible_heads_are_rejected_before_anything_is_sharded(tp8, small_registry) -> None:
     with pytest.raises(BuildError, match=r"^layers\.0\.mixer: family 'attention' \(variant 'local'\): cannot "
                                          r"shard parameter 'q_proj.weight' over tp=8: its dim 0 has size 64 in 4 "

@@ -17,8 +17,9 @@ from hpdsl.model.strategy import Strategy
 from hpdsl.torch.parallelize import refusals
 from torch_support import examples_registry
 from train_batch import pooled_results, shared, train_batch
-from train_support import (DEEPSEEK_V3, DEEPSEEK_V3_SMALL, MIXTRAL, QWEN3_NEXT, QWEN3_NEXT_SMALL, ROOT, hpdsl,
-                           matches_one_process, matches_one_process_and_the_estimate, static_bytes_equal)
+from train_support import (DEEPSEEK_V3, DEEPSEEK_V3_SMALL, MIXTRAL, QWEN3_NEXT, QWEN3_NEXT_SMALL, ROOT,
+                           activations_within_ten_percent, hpdsl, matches_one_process,
+                           matches_one_process_and_the_estimate, static_bytes_equal)
 from train_support import MIXTRAL_SMALL as SMALL
 
 
@@ -103,9 +104,9 @@ EIGHT = {name: [MIXTRAL, *SMALL, "--nproc", "8", "--steps", "3", "--dp", "4", "-
          for name, flags in (("tp2-sp", ("--tp", "2", "--sp")), ("pp2", ("--pp", "2", "--global-batch", "8")))}
 """The 8-process runs of this file: one launch with tests/torch/test_train_pipeline.py's (tests/torch/train_batch.py)."""
 eight = pooled_results("eight", "train", EIGHT)
-TWO = {"llama-tied-tp2": [str(ROOT / "examples" / "llama2_7b.hpf"), "--set=layers=2", "--set=hidden=64",
-                          "--set=heads=4", "--set=kv_heads=2", "--set=vocab=128", "--set=ffn_width=96",
-                          "--set=tie_embeddings=true", "--tp", "2", "--nproc", "2"]}
+LLAMA_TP2 = [str(ROOT / "examples" / "llama2_7b.hpf"), "--set=layers=2", "--set=hidden=64", "--set=heads=4",
+             "--set=kv_heads=2", "--set=vocab=128", "--set=ffn_width=96", "--tp", "2", "--nproc", "2"]
+TWO = {"llama-tied-tp2": [*LLAMA_TP2, "--set=tie_embeddings=true"], "llama-mtp-tp2": [*LLAMA_TP2, "--set=mtp=1"]}
 """The 2-process run of this file: one launch with tests/torch/test_train_etp_alone.py's."""
 two = pooled_results("two", "train", TWO)
 
@@ -285,6 +286,16 @@ def test_a_tied_head_reads_the_vocabulary_split_table_under_tp(two: dict[str, di
     result = two["llama-tied-tp2"]
     matches_one_process(result)
     static_bytes_equal(result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_mtp_layers_projection_is_split_and_gathered_over_tp_as_its_layout_says(two: dict[str, dict]) -> None:
+    """Without sequence parallelism (a dense model): eh_proj colwise, its output gathered (families/projection.hpf)."""
+    result = two["llama-mtp-tp2"]
+    matches_one_process(result)
+    static_bytes_equal(result, ("params_bytes", "optimizer_bytes"))
+    activations_within_ten_percent(result)
 
 
 @pytest.mark.slow

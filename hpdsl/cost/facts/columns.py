@@ -16,9 +16,9 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
-from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls
+from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_slots
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
-                                     pricing_end_slots, pricing_families)
+                                     pricing_end_slots, pricing_families, pricing_mtp_slots)
 from hpdsl.cost.facts.replication import replicated_roles
 
 
@@ -100,10 +100,12 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 index[role, kind] = len(columns)
                 config = cost_model.kind_config(kind)
                 label, bindings = kind or "layer", pricing_bindings(cost_model, kind)
+                matmuls = layer_matmuls(config, bindings, families)
+                if role == "mtp":  # and its projection beside the layer (hpdsl/bound/slots.py mtp_slots)
+                    matmuls = with_slots(matmuls, pricing_mtp_slots(cost_model), families)
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
                                       config, layer_params(config, bindings, families),
-                                      replicated_roles(cost_model, config, kind),
-                                      layer_matmuls(config, bindings, families)))
+                                      replicated_roles(cost_model, config, kind), matmuls))
     embedding, output = end_matmuls(cost_model, pricing_end_slots(cost_model), families)
     columns += [Column("embedding", "embedding", matmuls=embedding), Column("output", "output", matmuls=output)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),

@@ -20,9 +20,10 @@ from the layouts"):
 
 Terms: a mixer's rank-2 weights are attMM and its convolutions conv; the
 feed-forward slots' ffMM; the head's (or the tied table's) output; an embedding's
-own projections embedding. Placement, as hpdsl/cost/facts/replication.py reads
-the layouts: a slot that replicates every entry is priced split (t), and the
-replication facts run a whole mixer on every tp rank; otherwise a colwise or
+own projections embedding; an MTP layer's projection (the mtp_proj slot) mtp.
+Placement, as hpdsl/cost/facts/replication.py reads the layouts: a slot that
+replicates every entry is priced split (t), and the replication facts run a
+whole mixer on every tp rank; otherwise a colwise or
 rowwise entry is split over tp and a replicated one (MLA's latent
 down-projections) runs on every tp rank, divided by sp only.
 """
@@ -119,7 +120,11 @@ def _entry_term(slot: Slot, path: str, entry: LayoutEntryIR) -> tuple[str, Fract
         return ("conv" if rank >= 3 else "attMM"), Fraction(1)
     if slot.role in FFN_ROLES:
         return "ffMM", Fraction(1)
-    return ("output", Fraction(1)) if slot.role == "head" else ("", Fraction(0))
+    return _ROLE_TERMS.get(slot.role, ""), Fraction(1 if slot.role in _ROLE_TERMS else 0)
+
+
+_ROLE_TERMS = {"head": "output", "mtp_proj": "mtp"}
+"""The term of every rank-2 weight of the head's and an MTP projection's slots."""
 
 
 def tied_head_matmuls(slot: Slot, families: Mapping[str, FamilyIR]) -> dict[str, Macs]:
@@ -155,6 +160,12 @@ def layer_matmuls(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappi
     return attrs.evolve(_summed(slot_matmuls(slot, families) for slot in slots), declared=declared)
 
 
+def with_slots(matmuls: Matmuls, slots: Iterable[Slot], families: Mapping[str, FamilyIR]) -> Matmuls:
+    """Return `matmuls` plus the weight multiply-adds of `slots` (an MTP layer's, beside its decoder layer's)."""
+    total = _summed([dict(matmuls.by_term), *(slot_matmuls(slot, families) for slot in slots)])
+    return attrs.evolve(total, declared=matmuls.declared)
+
+
 def end_matmuls(cost_model: CostModel, ends: Iterable[Slot],
                 families: Mapping[str, FamilyIR]) -> tuple[Matmuls, Matmuls]:
     """Return the (embedding, output) columns' weight multiply-adds per token from the model-level slots."""
@@ -175,4 +186,5 @@ def _summed(parts: Iterable[dict[str, Macs]]) -> Matmuls:
     return Matmuls(tuple(sorted(total.items())))
 
 
-__all__ = ["FFN_ROLES", "Macs", "Matmuls", "end_matmuls", "layer_matmuls", "slot_matmuls", "tied_head_matmuls"]
+__all__ = ["FFN_ROLES", "Macs", "Matmuls", "end_matmuls", "layer_matmuls", "slot_matmuls", "tied_head_matmuls",
+           "with_slots"]

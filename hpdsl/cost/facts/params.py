@@ -4,12 +4,13 @@ Every slot's parameters are the sum of the layout entries of the family bound
 to it (hpdsl/bound/tally.py): the mixer (attention, mla, gated_delta_net, an ssm
 family), the feed-forward (mlp; a MoE block's router, routed experts, each
 shared expert and their gate), every norm, the embedding, a learned position
-table, T5's relative-position bias tables and the head. No slot is priced by a formula here; the torch backend
-builds each slot through the same family and refuses a module that differs
-from its layout, so the estimate equals the built count by construction. What
-no family builds is priced beside the slots, as hpdsl/torch/ builds it: an MTP
-layer's 2h→h projection (docs/cost-model.md, "Parameters"). A model bound
-without families is priced with the standard ones (families/*.hpf).
+table, T5's relative-position bias tables, the head and what an MTP layer holds
+beside its decoder layer (its norms and its 2h→h projection, the mtp_proj slot).
+No slot is priced by a formula here; the torch backend builds each slot through
+the same family and refuses a module that differs from its layout, so the
+estimate equals the built count by construction (docs/cost-model.md,
+"Parameters"). A model bound without families is priced with the standard ones
+(families/*.hpf).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel, LayerConfig
-from hpdsl.bound.slots import Slot, end_slots, final_norm_slot, kind_bindings, layer_slots
+from hpdsl.bound.slots import Slot, end_slots, kind_bindings, layer_slots, mtp_slots
 from hpdsl.bound.tally import slot_tally
 from hpdsl.cost.facts.roles import MIXER_ROLES  # the report's `attention`: a mixer's (and a cross-attention's) roles
 from hpdsl.errors import HpdslError
@@ -86,7 +87,7 @@ class GroupParams:
 class ParamReport:
     """A model's parameter counts; `total` and `active` exclude MTP layers.
 
-    `mtp_extra` is what one MTP layer adds to its decoder layer (its three norms and projection).
+    `mtp_extra` is what one MTP layer adds to its decoder layer (its three norms and projection: its mtp slots).
     """
 
     total: Number
@@ -162,10 +163,9 @@ def layer_params(cfg: LayerConfig, bindings: Mapping[str, str], families: Mappin
 
 
 def mtp_extra(cost_model: CostModel, families: Mapping[str, FamilyIR] | None = None) -> int:
-    """Return what an MTP layer adds to its decoder layer: its two input norms and head norm, and the 2h→h projection."""
-    norm = _priced(cost_model, final_norm_slot(cost_model))
-    h = cost_model.base.hidden
-    return 3 * slot_params(norm, families or pricing_families(cost_model)) + 2 * h * h  # MTPLayer's eh_proj
+    """Return what an MTP layer adds to its decoder layer: its slots' layouts (two norms, projection, head norm)."""
+    families = families or pricing_families(cost_model)
+    return sum(slot_params(slot, families) for slot in pricing_mtp_slots(cost_model))
 
 
 def slot_params(slot: Slot, families: Mapping[str, FamilyIR]) -> int:
@@ -197,6 +197,11 @@ def pricing_bindings(cost_model: CostModel, kind: str | None) -> Mapping[str, st
 def pricing_end_slots(cost_model: CostModel) -> tuple[Slot, ...]:
     """Return the model-level slots (embedding, final norm, positions, head) with the families they are priced with."""
     return _end_slots(cost_model)
+
+
+def pricing_mtp_slots(cost_model: CostModel) -> tuple[Slot, ...]:
+    """Return the slots an MTP layer holds beside its decoder layer, with the families they are priced with."""
+    return tuple(_priced(cost_model, s) for s in mtp_slots(cost_model))
 
 
 def _end_slots(cost_model: CostModel) -> tuple[Slot, ...]:

@@ -14,10 +14,7 @@ from __future__ import annotations
 from hpdsl.bound.slots import EMBEDDING_END, Slot, layer_slots
 from hpdsl.bound.tally import slot_tally
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.params import pricing_bindings, pricing_end_slots, pricing_families, towers
-
-MTP_EXTRA_TENSORS = 4.0
-"""What an MTP layer adds to its decoder layer: two input norms, a head norm (one weight each) and eh_proj."""
+from hpdsl.cost.facts.params import pricing_bindings, pricing_end_slots, pricing_families, pricing_mtp_slots, towers
 
 
 def slot_tensors(slot: Slot, columns: ModelColumns) -> float:
@@ -27,7 +24,7 @@ def slot_tensors(slot: Slot, columns: ModelColumns) -> float:
 
 
 def column_tensors(column: Column, columns: ModelColumns) -> float:
-    """Return the parameter tensors one instance of `column` holds (a layer; the embedding; the output's norm and head)."""
+    """Return the parameter tensors one instance of `column` holds (a layer, an MTP layer; the embedding; the output)."""
     cost_model = columns.cost_model
     ends = {slot.path: slot for slot in pricing_end_slots(cost_model)}
     if column.role == "embedding":  # the tables, project_in, an embedding norm, and T5's bias table per tower
@@ -38,5 +35,6 @@ def column_tensors(column: Column, columns: ModelColumns) -> float:
         return towers(cost_model.model) * (slot_tensors(ends["norm"], columns) if "norm" in ends else 0.0) + head
     assert column.config is not None
     slots = layer_slots(column.config, pricing_bindings(cost_model, column.kind))
-    extra = MTP_EXTRA_TENSORS if column.role == "mtp" else 0.0
-    return sum(slot_tensors(slot, columns) for slot in slots) + extra
+    if column.role == "mtp":  # its two input norms, its projection and its head norm (hpdsl/bound/slots.py mtp_slots)
+        slots = (*slots, *pricing_mtp_slots(cost_model))
+    return sum(slot_tensors(slot, columns) for slot in slots)

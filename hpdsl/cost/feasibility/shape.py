@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import attrs
 import numpy as np
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.bound.slots import end_slots, model_slots
+from hpdsl.bound.config import dim_environment
+from hpdsl.bound.slots import end_slots, model_slots, mtp_slots
+from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.cost.facts.columns import ModelColumns, head_counts
+from hpdsl.cost.facts.params import pricing_families, pricing_mtp_slots
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.conditions import evaluate
+from hpdsl.ir.layouts import entry_present, evaluate_dim, layout_for, whole
 from hpdsl.ir.nodes import FamilyIR, RequireIR
 from hpdsl.model import ops as OP
 from hpdsl.model.axes import AxisSizes, condition_inputs, config_selectors
@@ -85,9 +90,30 @@ def model_shape(columns: ModelColumns) -> Shape:
     if cost.model.learned_positions:  # the position table splits by rows over tp (families/embedding.hpf)
         rows = (cost.model.max_positions or 0) + (cost.model.position_offset or 0)
         widths["learned position table's rows", rows] = None
+    widths.update(dict.fromkeys(mtp_split_widths(cost)))
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
                  tuple(cp_heads), tuple(tails))
+
+
+def mtp_split_widths(cost: CostModel) -> Iterator[tuple[str, int]]:
+    """Yield (label, size) of every tp-split dim of an MTP layer's slots (the standard eh_proj's hidden rows).
+
+    Read off their families' layouts, as the build shards them (hpdsl/torch/layout.py refuses a tp that does not
+    divide a split dim); a split in head blocks (`by heads`) is the heads' rule.
+    """
+    families = pricing_families(cost)
+    for slot in pricing_mtp_slots(cost):
+        family = families.get(slot.family)
+        if family is None or not family.layout:
+            continue  # unpriced: hpdsl/bound/shape.py refuses the slot
+        env = {**dim_environment(slot.config), **WHOLE_AXES}
+        for path, entry in layout_for(family, priced_variant(family, slot.config)).items():
+            if entry.dim is None or entry.unit is not None or not entry_present(entry, env):
+                continue
+            size = whole(evaluate_dim(entry.dims[entry.dim], env))
+            if size:
+                yield f"MTP layers' {slot.path}.{path} dim {entry.dim}", size
 
 
 def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
@@ -98,7 +124,7 @@ def family_requires(cost: CostModel) -> tuple[FamilyRequire, ...]:
     tp > 1 for a model with a full-width QK-norm only.
     """
     found: dict[tuple[str, str, tuple[tuple[str, Scalar], ...]], FamilyRequire] = {}
-    slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost)] if cost.families else []
+    slots = [*(slot for _kind, slot in model_slots(cost)), *end_slots(cost), *mtp_slots(cost)] if cost.families else []
     for slot in slots:
         family = cost.families.get(slot.family)
         if family is None:

@@ -51,7 +51,8 @@ BACKWARD = 2.0       # backward FLOPs per forward FLOP
 LINEAR_CHUNK = 64    # tokens per chunk of the delta rule families/gated_delta_net.hpf prices (FLA's kernels)
 SOFT_CAP = 3.0       # per capped logit: c·tanh(x / c), as families/attention.hpf prices a capped score (Gemma 2)
 
-MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output", "embedding")
+MATMUL_TERMS = ("attMM", "attBMM", "indexer", "linrec", "conv", "scan", "ffMM", "router", "output", "embedding",
+                "mtp")
 """The terms that are matrix products or convolutions: what FlopCounterMode counts (2 per multiply-add)."""
 
 
@@ -249,10 +250,9 @@ def column_flop_coeffs(column: Column, columns: ModelColumns) -> FlopCoeffs:
     layer = layer_flop_coeffs(column.config, column.matmuls, column.whole)
     if column.role == "layer":
         return layer
-    h = model.hidden
-    out = output_flop_coeffs(h, columns.columns[columns.output].matmuls, capped_logits=_capped_logits(model))
-    # MTP: two input norms, the 2h→h projection, then its own final norm and output head.
-    return attrs.evolve(layer, t=layer.t + 2 * 2 * h * h + out.t, sp=layer.sp + 2 * NORM * h + out.sp)
+    out = output_flop_coeffs(model.hidden, columns.columns[columns.output].matmuls, capped_logits=_capped_logits(model))
+    # MTP: two input norms, the projection its mtp_proj slot's layout declares, then its head norm and the head.
+    return layer + FlopCoeffs(sp=2 * NORM * model.hidden) + matmul_coeffs(column.matmuls.of("mtp")) + out
 
 
 # --------------------------------------------------------------------------
@@ -380,8 +380,8 @@ def column_model_flops(column: Column, columns: ModelColumns) -> ModelFlops:
     assert column.config is not None
     terms = layer_flop_terms(column.config, column.matmuls)
     per_token = sum(terms[name].t + terms[name].sp for name in MODEL_TERMS if name in terms)
-    if column.role == "mtp":
-        per_token += 2 * 2 * model.hidden * model.hidden + out
+    if column.role == "mtp":  # its projection (the mtp_proj slot's layout) and the shared head
+        per_token += 2 * float(column.matmuls.of("mtp").total) + out
     return ModelFlops(per_token=per_token, per_key=terms["attBMM"].ts + terms["indexer"].w_ts)
 
 

@@ -9,10 +9,9 @@ placed colwise or rowwise, its replicated ones the sum of the `replicate`
 entries, and a routed-experts slot's entries are ep·etp-sharded whatever their
 tp placement (each rank holds experts / ep of them, each 1/etp wide). No
 per-slot formula says what is sharded (docs/cost-model.md, "Parameters per
-rank").
-
-What no family declares yet is split as hpdsl/torch/ builds it: an MTP layer's
-2h→h projection (column-parallel) and its three norms (replicated).
+rank"). An MTP layer's column holds its decoder layer's slots and the slots
+beside it (hpdsl/bound/slots.py `mtp_slots`: its norms and projection), split
+the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.slots import EMBEDDING_END, Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES, priced_variant
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.params import NORM_SUBMODULES, slot_params, pricing_bindings, pricing_end_slots, pricing_families, towers
+from hpdsl.cost.facts.params import (NORM_SUBMODULES, pricing_bindings, pricing_end_slots, pricing_families,
+                                     pricing_mtp_slots, slot_params, towers)
 from hpdsl.cost.facts.replication import SHARDED_PLACEMENTS, slot_replicated
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
@@ -112,10 +112,8 @@ def column_params(column: Column, columns: ModelColumns) -> ParamSplit:
     cfg = column.config
     assert cfg is not None
     split = slots_split(layer_slots(cfg, pricing_bindings(cost_model, column.kind)), families, column.whole)
-    if column.role == "mtp":
-        # An MTP layer's column-parallel 2h→h projection and its replicated norms (no slot yet)
-        eh_proj = 2 * cfg.hidden * cfg.hidden
-        split = attrs.evolve(split, tp=split.tp + eh_proj, rep=split.rep + columns.report.mtp_extra - eh_proj)
+    if column.role == "mtp":  # its norms and projection, as their families' layouts place them
+        split = split + slots_split(pricing_mtp_slots(cost_model), families)
     return split
 
 

@@ -3,7 +3,7 @@
 from hpdsl.torch.modules.attention import Attention, RingAttention
 from hpdsl.torch.modules.common import LayerNorm, RMSNorm
 from hpdsl.torch.modules.deltanet import ChunkedGatedDeltaNet, EagerGatedDeltaNet, GatedDeltaNet
-from hpdsl.torch.modules.embedding import Embedding, InputProjection, OutputHead, OutputProjection
+from hpdsl.torch.modules.embedding import Embedding, InputProjection, MTPProjection, OutputHead, OutputProjection
 from hpdsl.torch.modules.experts import ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts
 from hpdsl.torch.modules.gate import TanhGate
 from hpdsl.torch.modules.mamba import Mamba, Mamba2
@@ -15,6 +15,7 @@ from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "InputProjection", "LayerNorm", "Mamba", "Mamba2", "MLAttention",
-           "MLP", "MoE", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PlainMLP", "RelativePositionBias",
+           "MLP", "MoE", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PlainMLP",
+           "RelativePositionBias",
            "RMSNorm", "RingAttention",
            "RingMLAttention", "Router", "SharedExpertGate", "ShortConv", "TanhGate"]

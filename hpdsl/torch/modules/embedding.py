@@ -5,8 +5,9 @@ states another; times √hidden under Gemma's embed_scale); the head projects
 embed_width-wide states onto the vocabulary, with a bias only where the model
 states head_bias. Where embed_width ≠ hidden, `InputProjection` lifts the rows to
 hidden and `OutputProjection` lowers the last hidden states back (OPT-350m;
-families/projection.hpf). They subclass torch's Embedding and Linear, so their
-parameters are torch's (`weight`) and whatever initialises those initialises these.
+families/projection.hpf); `MTPProjection` is an MTP layer's 2·hidden → hidden
+eh_proj. They subclass torch's Embedding and Linear, so their parameters are
+torch's (`weight`) and whatever initialises those initialises these.
 """
 
 from __future__ import annotations
@@ -78,4 +79,15 @@ class OutputProjection(nn.Linear):
         super().__init__(config.hidden, embed_width(config), bias=False)
 
 
-__all__ = ["Embedding", "InputProjection", "OutputHead", "OutputProjection", "embed_width"]
+class MTPProjection(nn.Linear):
+    """mtp_proj: an MTP layer's normalised [embedding, hidden] (2·hidden wide) back to hidden, no bias."""
+
+    gather_output = True
+    """Under tp its column-split output is gathered whole for the decoder layer after it (hpdsl/torch/layout.py)."""
+
+    def __init__(self, config: ModuleConfig, *, context: Mapping[str, Any] | None = None,
+                 module_fqn: str = "") -> None:
+        super().__init__(2 * config.hidden, config.hidden, bias=False)
+
+
+__all__ = ["Embedding", "InputProjection", "MTPProjection", "OutputHead", "OutputProjection", "embed_width"]
