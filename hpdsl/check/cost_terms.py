@@ -6,9 +6,10 @@ reads only slot-config names (DIM_NAMES, the float fields, the author fields
 declared), cp, ep, pp and `keys`, and is linear in `keys` (no `keys` in a
 divisor, none times another); `recompute` names `selective`; its `if` reads as a
 layout entry's does (hpdsl/check/layouts.py). A `saved` term is per token: it
-reads no `keys` and takes no `recompute`. A family bound to a mixer slot the
-estimator has no activation formula for (NEEDS_SAVED) and declaring no `saved`
-term is warned of at the binding: its module's saved tensors would price zero.
+reads no `keys` and takes no `recompute`. Where a kind fills its ssm or
+linear_attention mixer (NEEDS_SAVED: no activation formula of the estimator's
+prices it) from a family declaring no `saved` term, the binding is warned of: its
+module's saved tensors would price zero. A binding no kind uses is not.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
 from hpdsl.model.layouts import LAYOUT_AXES
-from hpdsl.scope import Scope, top_level_slots
+from hpdsl.scope import Scope, kind_flavours, kind_slots, profile_kinds, profile_slots
 
 NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec"}
 """Mixer slots whose saved activations only their family's `saved` terms price, and the term each names.
@@ -30,6 +31,9 @@ NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec"}
 The attention slots (attention, mla, cross_attention) are priced by the
 estimator's attention terms (q, k, v, scores, output; docs/cost-model.md).
 """
+
+FLAVOUR_SLOTS = {"ssm": "ssm", "linear": "linear_attention"}
+"""The mixer slot a kind of each attention flavour fills (hpdsl/model/slots.py ATTENTION_FLAVOURS)."""
 
 
 def check_cost_terms(scope: Scope, collector: Collector) -> None:
@@ -41,9 +45,8 @@ def check_cost_terms(scope: Scope, collector: Collector) -> None:
                 for block in family_items(item, ast.CostBlock):
                     for term in block.terms:
                         check_cost_term(term, collector, declared)
-    for block in _slot_blocks(scope):
-        for binding in block.bindings:
-            _check_saved_binding(binding, scope, collector)
+    for binding in _used_mixer_bindings(scope):
+        _check_saved_binding(binding, scope, collector)
 
 
 def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozenset[str]) -> None:
@@ -99,14 +102,17 @@ def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
                         hint="remove `recompute ...` from the saved term")
 
 
-def _slot_blocks(scope: Scope) -> list[ast.SlotsBlock]:
-    """Return every slots block in scope: the top-level ones, each profile's and each kind's."""
-    blocks = list(top_level_slots(scope))
+def _used_mixer_bindings(scope: Scope) -> list[ast.SlotBinding]:
+    """Return each binding a kind of a profile in scope fills its ssm or linear_attention mixer from, once."""
+    used: dict[int, ast.SlotBinding] = {}
     for profile in scope.profiles.values():
-        for item in profile.items:
-            inner = item.items if isinstance(item, ast.Kind) else (item,)
-            blocks += [block for block in inner if isinstance(block, ast.SlotsBlock)]
-    return blocks
+        kinds, bound = profile_kinds(profile), profile_slots(profile, scope)
+        for kind in kinds.values():
+            slot = FLAVOUR_SLOTS.get(kind_flavours(kind, kinds)[0])
+            binding = kind_slots(kind, kinds, bound).get(slot) if slot else None
+            if binding is not None:
+                used.setdefault(id(binding), binding)
+    return list(used.values())
 
 
 def _check_saved_binding(binding: ast.SlotBinding, scope: Scope, collector: Collector) -> None:

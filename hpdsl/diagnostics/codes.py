@@ -101,7 +101,7 @@ CODES: dict[str, str] = {
     "unknown-recompute": "a cost term's `recompute` names something other than selective",
     "saved-term-keys": "a saved term reads `keys`: saved terms are elements per token",
     "saved-term-recompute": "a saved term states `recompute`",
-    "unpriced-activations": "a family bound to an ssm or linear_attention slot declares no `saved` term",
+    "unpriced-activations": "a kind's ssm or linear_attention mixer is a family that declares no `saved` term",
     "layout-condition-type": "a layout entry's `if` uses a flag as a number or a number as a flag",
     "unpriced-slot": "a slot's family has no layout, or one the estimator cannot evaluate on the model's dims",
     "unknown-variant": "a layout entry's `for` names a variant the family does not declare",
