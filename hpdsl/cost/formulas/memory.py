@@ -10,11 +10,11 @@ lists the terms); for a GPT-style layer they give Korthikanti et al.'s
 34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
 selective-recompute variants exactly.
 
-What a mixer keeps beside its input and its output is declared with its family:
-the `saved` terms of its `cost { }` block (families/mamba.hpf, gated_delta_net.hpf,
-...; docs/language.md "Saved activations"), which ride with the column
-(hpdsl/cost/facts/columns.py `Column.saved`); none of a mixer's own formulas is
-written here. Attention's q, k, v, scores and output are still priced below.
+What a state-space or delta-rule mixer keeps beside the layer's input is declared
+with its family: the `saved` terms of its `cost { }` block (families/mamba.hpf,
+gated_delta_net.hpf, ...; docs/language.md "Saved activations"), which ride with
+the column (hpdsl/cost/facts/columns.py `Column.saved`); none of those mixers'
+formulas is written here. Attention's q, k, v, scores and output are still priced below.
 
 Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
 of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
