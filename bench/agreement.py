@@ -30,6 +30,8 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from hpdsl.bound.bind import CostModel, LayerConfig, bind
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.cost_terms import DeclaredTerm
 from hpdsl.cost.formulas.flops import MATMUL_TERMS, forward_flops_by_term
 from hpdsl.cost.formulas.memory import layer_activation_bytes
 from hpdsl.ir.nodes import LayerGroup, ModelIR, ProfileIR, RunFacts, block_stated, evolve
@@ -240,19 +242,22 @@ def agreement(model: ModelIR, registry: Registry, *, batch: int = 2, seq_len: in
                         param_bytes=width)
     name = label or model.name
     rows = [_model_flops(name, measured, estimated, paths)]
+    columns = model_columns(cost)
     for path, kind in _last_of_each_kind(paths):
+        # The column's `saved` terms: what its mixer's family declares it keeps (docs/language.md).
         rows += _layer_rows(name, path, kind, cost.kind_config(kind), measured, estimated[kind or "layer"],
-                            run, strategy)
+                            run, strategy, columns.layer_column(kind).saved)
     return tuple(rows)
 
 
 def _layer_rows(name: str, path: str, kind: str | None, cfg: LayerConfig, measured: Measurement,
-                terms: dict[str, float], run: RunFacts, strategy: Strategy) -> list[Agreement]:
+                terms: dict[str, float], run: RunFacts, strategy: Strategy,
+                saved: tuple[DeclaredTerm, ...]) -> list[Agreement]:
     """Return one layer's FLOPs and saved-bytes rows (flash priced iff only a fused kernel ran)."""
     part = f"{kind or 'layer'} ({path})"
     kernels = measured.attention_kernels(path) if op_count(cfg.ops, OP.ATT_BMM) > 0 else ()
     strategy = strategy.with_(flash_attention=kernels == ("flash",))
-    none, _, _ = layer_activation_bytes(cfg, run, strategy)
+    none, _, _ = layer_activation_bytes(cfg, run, strategy, saved)
     return [Agreement(name, part, "forward FLOPs", measured.flops.get(path, 0.0),
                       sum(terms.get(t, 0.0) for t in MATMUL_TERMS)),
             Agreement(name, part, "saved bytes", measured.saved[path], none, " + ".join(kernels))]

@@ -5,7 +5,11 @@ of hpdsl/model/cost_terms.py UNITS, its name one of TERMS, its expression
 reads only slot-config names (DIM_NAMES, the float fields, the author fields
 declared), cp, ep, pp and `keys`, and is linear in `keys` (no `keys` in a
 divisor, none times another); `recompute` names `selective`; its `if` reads as a
-layout entry's does (hpdsl/check/layouts.py).
+layout entry's does (hpdsl/check/layouts.py). A `saved` term is per token: it
+reads no `keys` and takes no `recompute`. Where a kind fills its ssm or
+linear_attention mixer (NEEDS_SAVED: no activation formula of the estimator's
+prices it) from a family declaring no `saved` term, the binding is warned of: its
+module's saved tensors would price zero. A binding no kind uses is not.
 """
 
 from __future__ import annotations
@@ -14,16 +18,26 @@ from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.check.layouts import _check_condition_name, _condition_names
-from hpdsl.model.cost_terms import FLOAT_NAMES, KEYS, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import FLOAT_NAMES, KEYS, SAVED, TERMS, UNITS, keys_degree
 from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
 from hpdsl.model.layouts import LAYOUT_AXES
-from hpdsl.scope import Scope
+from hpdsl.scope import Scope, kind_flavours, kind_slots, profile_kinds, profile_slots
+
+NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec"}
+"""Mixer slots whose saved activations only their family's `saved` terms price, and the term each names.
+
+The attention slots (attention, mla, cross_attention) are priced by the
+estimator's attention terms (q, k, v, scores, output; docs/cost-model.md).
+"""
+
+FLAVOUR_SLOTS = {"ssm": "ssm", "linear": "linear_attention"}
+"""The mixer slot a kind of each attention flavour fills (hpdsl/model/slots.py ATTENTION_FLAVOURS)."""
 
 
 def check_cost_terms(scope: Scope, collector: Collector) -> None:
-    """Report every problem with the cost terms of the families in scope."""
+    """Report every problem with the cost terms of the families in scope, and mixers bound with no saved terms."""
     declared = declared_dim_names(scope)
     for file in scope.files:
         for item in file.items:
@@ -31,6 +45,8 @@ def check_cost_terms(scope: Scope, collector: Collector) -> None:
                 for block in family_items(item, ast.CostBlock):
                     for term in block.terms:
                         check_cost_term(term, collector, declared)
+    for binding in _used_mixer_bindings(scope):
+        _check_saved_binding(binding, scope, collector)
 
 
 def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozenset[str]) -> None:
@@ -38,7 +54,8 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
     if term.unit.value not in UNITS:
         collector.error(term.unit.span, "unknown-cost-unit",
                         f"'{term.unit.value}' is not a cost term's unit; expected {', '.join(UNITS)}",
-                        hint=did_you_mean(term.unit.value, UNITS) or "write `flops NAME = ...` (forward FLOPs per token)")
+                        hint=did_you_mean(term.unit.value, UNITS) or "write `flops NAME = ...` (forward FLOPs per "
+                        "token) or `saved NAME = ...` (elements per token kept for the backward)")
     if term.name.value not in TERMS:
         collector.error(term.name.span, "unknown-cost-term",
                         f"'{term.name.value}' is not a term the estimator prices; expected one of {', '.join(TERMS)}",
@@ -65,6 +82,52 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
         for ref, alone in _condition_names(term.condition):
             if ref.value not in FLOAT_NAMES:
                 _check_condition_name(ref, alone, collector, declared)
+    if term.unit.value == SAVED:
+        _check_saved(term, collector)
 
 
-__all__ = ["check_cost_term", "check_cost_terms"]
+def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
+    """Report what a `saved` term may not say: `keys` (it is per token) and `recompute`."""
+    for ref in ast.dim_names(term.expr):
+        if ref.value == KEYS:
+            collector.error(ref.span, "saved-term-keys",
+                            f"the saved term '{term.name.value}' reads `keys`; a saved term is elements per token, "
+                            "the same at every sequence length",
+                            hint="remove `keys`: the attention's score tensors (per key) are the estimator's own "
+                                 "terms (docs/cost-model.md, \"Activation memory\")")
+    if term.recompute is not None:
+        collector.error(term.recompute.span, "saved-term-recompute",
+                        f"the saved term '{term.name.value}' states `recompute`; what selective recompute drops "
+                        "is not declared with a saved term (a saved term is kept under selective recompute)",
+                        hint="remove `recompute ...` from the saved term")
+
+
+def _used_mixer_bindings(scope: Scope) -> list[ast.SlotBinding]:
+    """Return each binding a kind of a profile in scope fills its ssm or linear_attention mixer from, once."""
+    used: dict[int, ast.SlotBinding] = {}
+    for profile in scope.profiles.values():
+        kinds, bound = profile_kinds(profile), profile_slots(profile, scope)
+        for kind in kinds.values():
+            slot = FLAVOUR_SLOTS.get(kind_flavours(kind, kinds)[0])
+            binding = kind_slots(kind, kinds, bound).get(slot) if slot else None
+            if binding is not None:
+                used.setdefault(id(binding), binding)
+    return list(used.values())
+
+
+def _check_saved_binding(binding: ast.SlotBinding, scope: Scope, collector: Collector) -> None:
+    """Warn of a family bound to a NEEDS_SAVED mixer slot that declares no `saved` term."""
+    slot, family = binding.slot.value, scope.families.get(binding.family.value)
+    if slot not in NEEDS_SAVED or family is None:
+        return
+    if any(t.unit.value == SAVED for block in family_items(family, ast.CostBlock) for t in block.terms):
+        return
+    collector.warning(binding.family.span, "unpriced-activations",
+                      f"family '{family.name.value}' fills slot '{slot}' but declares no `saved` term: what its "
+                      "module keeps for the backward beside the layer's input prices as 0 bytes",
+                      hint=f"declare what the module keeps in the family's cost block, `saved {NEEDS_SAVED[slot]} "
+                           "= EXPR`: elements per token at the compute dtype over the slot's dims "
+                           "(docs/language.md, \"Saved activations\")")
+
+
+__all__ = ["NEEDS_SAVED", "check_cost_term", "check_cost_terms"]

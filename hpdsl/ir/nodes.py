@@ -273,7 +273,9 @@ class LayoutEntryIR:
 
 @attrs.frozen
 class CostTermIR:
-    """One cost term a family declares: forward FLOPs per token (hpdsl/cost/facts/cost_terms.py prices it).
+    """One cost term a family declares: forward FLOPs, or elements saved for backward, per token (`unit`).
+
+    hpdsl/cost/facts/cost_terms.py evaluates it; a `saved` term reads no `keys`.
 
     `expr` is linear in `keys`, the keys a query attends to; `replicated` runs it
     whole on every tp rank; `selective` marks its per-key work as what selective

@@ -10,8 +10,10 @@ from hpdsl.ir.nodes import DimIR
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import FIELDS
 
-UNITS = ("flops",)
-"""The units a cost term may state: forward FLOPs per token."""
+UNITS = ("flops", "saved")
+"""The units a cost term may state: forward FLOPs per token, or elements per token saved for the backward."""
+
+FLOPS, SAVED = UNITS
 
 FLOAT_NAMES: tuple[str, ...] = tuple(name for name, field in FIELDS.items() if field.type == "float")
 """The model fields a cost term may read beside the dims (hpdsl.bound.config.DIM_NAMES): the float ones."""
@@ -33,7 +35,8 @@ TERMS: dict[str, tuple[str | None, int]] = {
 }
 """The terms a family may declare: the op whose count says how often a layer runs it, and its count per mixer.
 
-None: once in a layer with any mixer (its attMM count nonzero), however many.
+None: once in a layer with any mixer (its attMM count nonzero), however many. A `saved` term is named
+by the work that saves it and counted as that work is (`saved scan`: once per mixer).
 """
 
 
@@ -52,4 +55,4 @@ def keys_degree(expr: DimIR) -> int | None:
     return None if None in degrees else sum(d for d in degrees if d is not None)
 
 
-__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "keys_degree"]
+__all__ = ["FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS", "UNITS", "keys_degree"]

@@ -193,3 +193,40 @@ def test_a_module_that_drifts_from_the_layout_is_refused(tmp_path: Path, monkeyp
     registry = compile_sources([Source("acme.hpf", OWN.replace('"acme.ssm:', '"acme.drifted:'))])
     with pytest.raises(BuildError, match="w_out.bias"):
         build_model("acme_small", registry=registry, device="cpu")
+
+
+def test_the_docs_module_saves_what_its_saved_term_declares(tmp_path: Path, monkeypatch, fresh_acme) -> None:
+    """The built TinySSM keeps for backward, beside its input and parameters, the `saved scan` elements per token.
+
+    Measured with autograd's saved-tensor hooks on the module the builder made: each saved tensor
+    once (a tensor saved by two ops is one); the parameters, the tensors with no token dim (the
+    decay, computed from A once per step) and the mixer's input left out, the estimator pricing the
+    layer's input apart.
+    """
+    torch = pytest.importorskip("torch")
+    from hpdsl.torch import build_model
+
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    registry = compile_sources([Source("acme.hpf", OWN)])
+    mixer = next(m for m in build_model("acme_small", registry=registry, device="cpu").modules()
+                 if type(m).__name__ == "TinySSM")
+    batch, seq = 3, 5  # b·s = 15: no saved tensor's leading dim is a model width by chance
+    x = torch.randn(batch, seq, 32, requires_grad=True)
+    params = {p.untyped_storage().data_ptr() for p in mixer.parameters()}
+    kept: dict[tuple[int, int, tuple[int, ...]], int] = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params and ptr != x.untyped_storage().data_ptr() and t.shape[:1] in ((batch,), (batch * seq,)):
+            kept[ptr, t.storage_offset(), tuple(t.shape)] = t.numel()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        mixer(x)
+    column = model_columns(bind(registry.models["acme_small"], registry.profile("acme"),
+                                families=registry.families)).layer_column("ssm_layer")
+    inner, state = 2 * 32, 4
+    assert [(t.name, t.t) for t in column.saved] == [("scan", inner * state + 4 * inner)]
+    assert sum(kept.values()) / (batch * seq) == inner * state + 4 * inner == 512

@@ -2,8 +2,8 @@
 
 Parameters: the layout's sum. Matmuls: its rank ≥ 2 weights, in_proj and out_proj the attMM
 term, the taps (a convolution's weight: ssm_conv multiply-adds per channel and token) the conv
-term. No state: no scan FLOPs. Activations: six hidden-wide
-tensors per token (in_proj's B, C, x; B·x; the convolution's output; C·conv).
+term. No state: no scan FLOPs. Activations: its family's `saved scan`, six
+hidden-wide tensors per token (in_proj's B, C, x; B·x; the convolution's output; C·conv).
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ def test_no_state_no_scan_and_the_taps_are_matmuls() -> None:
 
 def test_it_saves_six_hidden_wide_tensors_per_token() -> None:
     cost = _cost()
-    conv, run = cost.kind_config("conv"), cost.profile.run
-    without_mixer = attrs.evolve(conv, ops={**conv.ops, "attMM": 0})
-    assert layer_act_coeffs(conv, run).t_c - layer_act_coeffs(without_mixer, run).t_c == 6 * H
+    column, run = model_columns(cost).layer_column("conv"), cost.profile.run
+    assert [(term.name, term.t) for term in column.saved] == [("scan", 6 * H)]  # its family's `saved scan`
+    without_terms = layer_act_coeffs(column.config, run, whole=column.whole)
+    priced = layer_act_coeffs(column.config, run, whole=column.whole, saved=column.saved)
+    # The layout replicates the mixer: its tensors are whole on every tp rank, not divided by t.
+    assert (priced.whole_c - without_terms.whole_c, priced.t_c) == (6 * H, without_terms.t_c)

@@ -103,3 +103,13 @@ def test_a_kinds_dims_print_on_one_line_while_they_fit() -> None:
     assert "    dims { kv_heads = 2 * kv_heads  attention_sinks = 1 }\n" in format_source(Source("p.hpf", short))
     long = "profile p { kind k { dims { " + "  ".join(f"heads = heads + {'x' * 40}{n}" for n in range(3)) + " } } }\n"
     assert "    dims {\n      heads = heads + " in format_source(Source("p.hpf", long))
+
+
+def test_a_saved_term_formats_with_the_flops_terms_and_parses_back() -> None:
+    text = ('family f {\n  factory "p.m:F"\n  cost {\n    flops scan = hidden\n'
+            '    saved   scan=5*ssm_expand*hidden+2*ssm_state  replicate if ssm_proj_bias\n  }\n}\n')
+    formatted = format_source(Source("f.hpf", text))
+    assert "    saved scan = 5 * ssm_expand * hidden + 2 * ssm_state replicate if ssm_proj_bias\n" in formatted
+    assert "    flops scan = hidden\n" in formatted  # the `=` signs lined up
+    assert format_source(Source("f.hpf", formatted)) == formatted
+    assert parse_text(formatted) == parse_text(text)

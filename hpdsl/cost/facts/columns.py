@@ -16,6 +16,7 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
+from hpdsl.cost.facts.cost_terms import DeclaredTerm, layer_saved
 from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_slots
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
                                      pricing_end_slots, pricing_families, pricing_mtp_slots)
@@ -33,6 +34,7 @@ class Column:
     params: LayerParams | None = None
     whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (hpdsl/cost/facts/replication.py)
     matmuls: Matmuls = Matmuls()  # weight multiply-adds per token from the slots' layouts (hpdsl/cost/facts/matmuls.py)
+    saved: tuple[DeclaredTerm, ...] = ()  # the slots' families' `saved` terms (hpdsl/cost/formulas/memory.py)
 
 
 @attrs.frozen(eq=False)
@@ -105,7 +107,8 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                     matmuls = with_slots(matmuls, pricing_mtp_slots(cost_model), families)
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
                                       config, layer_params(config, bindings, families),
-                                      replicated_roles(cost_model, config, kind), matmuls))
+                                      replicated_roles(cost_model, config, kind), matmuls,
+                                      layer_saved(config, bindings, families)))
     embedding, output = end_matmuls(cost_model, pricing_end_slots(cost_model), families)
     columns += [Column("embedding", "embedding", matmuls=embedding), Column("output", "output", matmuls=output)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),

@@ -15,6 +15,11 @@ How often a layer runs a term is its kind's op vector (docs/cost-model.md, "Cost
 terms from the families"): TERMS names the op that counts each one, and its
 count per mixer; the slots of a layer declaring a term share the layer's runs
 equally (an encoder-decoder's two attentions).
+
+A `saved` term (docs/language.md, "Saved activations") is read the same way:
+its `t` is elements per token the module keeps for its backward, at the compute
+dtype, counted as the work it is named by; hpdsl/cost/formulas/memory.py adds
+it to the layer's saved activations (`layer_saved`).
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from fractions import Fraction
 import attrs
 
 from hpdsl.bound.config import dim_environment
-from hpdsl.bound.slots import Slot
+from hpdsl.bound.bind import LayerConfig
+from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import CostTermIR, DimIR, FamilyIR
 from hpdsl.model import ops as OP
-from hpdsl.model.cost_terms import FLOAT_NAMES, KEYS, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS, keys_degree
 
 @attrs.frozen
 class DeclaredTerm:
@@ -80,14 +86,15 @@ def term_environment(config: object) -> dict[str, int | float]:
     return env
 
 
-def slot_terms(slot: Slot, families: Mapping[str, FamilyIR]) -> list[DeclaredTerm]:
-    """Return the cost terms the family bound to `slot` declares and runs on its config, evaluated."""
+def slot_terms(slot: Slot, families: Mapping[str, FamilyIR], unit: str = FLOPS) -> list[DeclaredTerm]:
+    """Return the cost terms of `unit` the family bound to `slot` declares and runs on its config, evaluated."""
     family = families.get(slot.family)
-    if family is None or not family.costs:
+    costs = [cost for cost in family.costs if cost.unit == unit] if family is not None else []
+    if not costs:
         return []
     env = term_environment(slot.config)
     values = {name: Fraction(value) for name, value in env.items()}
-    return [term for cost in family.costs if (term := _evaluated(cost, env, values)) is not None]
+    return [term for cost in costs if (term := _evaluated(cost, env, values)) is not None]
 
 
 def _evaluated(cost: CostTermIR, env: Mapping[str, int | float], values: dict[str, Fraction]) -> DeclaredTerm | None:
@@ -120,5 +127,12 @@ def layer_terms(ops: Mapping[str, int], per_slot: Iterable[list[DeclaredTerm]]) 
     return tuple(out)
 
 
-__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "DeclaredTerm", "evaluate_term", "keys_degree", "layer_terms",
-           "slot_terms", "term_environment"]
+def layer_saved(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR]
+                ) -> tuple[DeclaredTerm, ...]:
+    """Return the `saved` terms of one layer priced with `cfg`: its slots' families', each run as the kind counts it."""
+    slots = layer_slots(cfg, bindings)
+    return layer_terms(cfg.ops, (slot_terms(slot, families, SAVED) for slot in slots))
+
+
+__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "DeclaredTerm", "evaluate_term", "keys_degree", "layer_saved",
+           "layer_terms", "slot_terms", "term_environment"]

@@ -10,6 +10,12 @@ lists the terms); for a GPT-style layer they give Korthikanti et al.'s
 34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
 selective-recompute variants exactly.
 
+What a state-space or delta-rule mixer keeps beside the layer's input is declared
+with its family: the `saved` terms of its `cost { }` block (families/mamba.hpf,
+gated_delta_net.hpf, ...; docs/language.md "Saved activations"), which ride with
+the column (hpdsl/cost/facts/columns.py `Column.saved`); none of those mixers'
+formulas is written here. Attention's q, k, v, scores and output are still priced below.
+
 Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
 of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
 """
@@ -21,6 +27,7 @@ import attrs
 from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.facts.cost_terms import DeclaredTerm
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
@@ -86,18 +93,20 @@ def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
     return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * (cfg.value_dim or cfg.head_dim)
 
 
-def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset()
-                     ) -> ActCoeffs:
-    """Return the activation coefficients of one layer priced with `cfg`.
+def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset(),
+                     saved: tuple[DeclaredTerm, ...] = ()) -> ActCoeffs:
+    """Return the activation coefficients of one layer priced with `cfg` and its families' `saved` terms.
 
     When `whole` names the layer's mixer role (its family layout replicates it
     over tp, hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its
-    scores are kept whole on every tp rank instead of divided by t.
+    scores are kept whole on every tp rank instead of divided by t. A saved term
+    is split as the mixer's heads are; one marked `replicate` is whole on every tp rank.
     """
     ops, h, a = cfg.ops, cfg.hidden, cfg.heads
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
-    d_q = _ssm_saved(cfg) if cfg.attn_kind == "ssm" else a * cfg.head_dim
+    # A state-space mixer has no heads: what it keeps beside its input is its family's saved terms alone.
+    d_q = 0.0 if cfg.attn_kind == "ssm" else a * cfg.head_dim
     sp_c, t_c = att * h - _shared_input(cfg, att), att * d_q
     sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
     if cfg.attn_kind == "mla":
@@ -108,7 +117,7 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
         sp_b += att * b_n * (latents + cfg.rope_dim)
     t_c += att * (2 if cfg.output_gate else 0) * d_q
     t_c += op_count(ops, OP.ATT_BMM) / 2 * sum(attention_widths(cfg))
-    t_c += op_count(ops, OP.LINREC) * _linear_saved(cfg)
+    t_c += float(sum(term.t for term in saved if not term.replicated))
     t_b = int(cfg.qk_norm and att > 0) * b_n * (a + cfg.kv_heads) * cfg.head_dim
     softmax, casts = op_count(ops, OP.SOFTMAX), op_count(ops, OP.HEAD_CAST)
     ffn = _ffn_act(cfg)
@@ -120,6 +129,9 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
         # All the head-split terms above but the FFN's are the mixer's.
         hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
         coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
+    kept_whole = float(sum(term.t for term in saved if term.replicated))
+    if kept_whole:
+        coeffs = attrs.evolve(coeffs, whole_c=coeffs.whole_c + kept_whole)
     routed_w = ffn.t_c - cfg.shared_experts * (_ffn_halves(op_count(ops, OP.FF_MM))[1]
                                                + op_count(ops, OP.FF_ACT)) * cfg.shared_width
     moves = gathered_moves(cfg, run, ffn.sp_c if cfg.experts > 1 else 0.0, routed_w if cfg.experts > 1 else 0.0,
@@ -140,32 +152,6 @@ def _shared_input(cfg: LayerConfig, att: float) -> float:
     """
     shared = cfg.wiring == "parallel" and att == 1 and op_count(cfg.ops, OP.FF_MM) > 0 and cfg.experts <= 1
     return float(cfg.hidden) if shared else 0.0
-
-
-def _ssm_saved(cfg: LayerConfig) -> float:
-    """Return what a selective-scan mixer saves per token beside its input, as a fused kernel does.
-
-    The in-projection's two halves, the convolution's output, x_proj's Δ/B/C,
-    the time step Δ and the scan's output (the out-projection's input): the
-    d_inner × N states are recomputed in backward, not kept. A short
-    convolution (ssm_state 0, families/short_conv.hpf) keeps six hidden-wide tensors: the
-    in-projection's B, C and x (3·hidden), the convolution's input B·x, its output
-    and the out-projection's input C·conv (hidden each).
-    """
-    if not cfg.ssm_state:
-        return float(6 * cfg.hidden)
-    inner = cfg.ssm_expand * cfg.hidden
-    return float(5 * inner + cfg.ssm_dt_rank + 2 * cfg.ssm_state)
-
-
-def _linear_saved(cfg: LayerConfig) -> float:
-    """Return what one delta-rule update saves per token: conv input, q/k/v, the β and decay inputs.
-
-    The core output (the gated norm's input) is the attMM term's d_q, as the
-    attention output is for full attention; the gate z is its gated term.
-    """
-    qkv = 2 * cfg.key_heads * cfg.key_head_dim + cfg.value_heads * cfg.value_head_dim
-    return 2 * qkv + 2 * cfg.value_heads
 
 
 def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
@@ -233,7 +219,7 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     if column.role == "output":
         return _output(model, run)
     assert column.config is not None
-    layer = layer_act_coeffs(column.config, run, whole=column.whole)
+    layer = layer_act_coeffs(column.config, run, whole=column.whole, saved=column.saved)
     if column.role == "layer":
         return layer
     h = model.hidden
@@ -314,8 +300,8 @@ def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
     return (FP32 - x.compute_bytes) * c.cpu_w + c.cpu_heads * (x.seq_len * FP32 - FLASH_STAT_BYTES)
 
 
-def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
-                           ) -> tuple[float, float, float]:
+def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy,
+                           saved: tuple[DeclaredTerm, ...] = ()) -> tuple[float, float, float]:
     """Return the bytes one layer priced with `cfg` saves per micro-batch under `strategy`: (none, selective, full).
 
     The same expressions the grid pricing runs, for one strategy: what one rank
@@ -323,7 +309,7 @@ def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy
     under full recompute.
     """
     x = scalar_context(strategy, run)
-    none, selective, full = activation(layer_act_coeffs(cfg, run), x)
+    none, selective, full = activation(layer_act_coeffs(cfg, run, saved=saved), x)
     return float(none), float(selective), float(full)
 
 
