@@ -23,12 +23,16 @@ from hpdsl.ir.nodes import DimIR
 
 
 class SplitRule(Protocol):
-    """What splitting reads of a weight rule (hpdsl/torch/weights.py WeightRule)."""
+    """What splitting reads of a weight rule (hpdsl/torch/weights.py WeightRule, frozen: read-only)."""
 
-    source: str
-    parts: tuple[str, ...]
-    sizes: tuple[DimIR, ...]
-    groups: DimIR | None
+    @property
+    def source(self) -> str: ...
+    @property
+    def parts(self) -> tuple[str, ...]: ...
+    @property
+    def sizes(self) -> tuple[DimIR, ...]: ...
+    @property
+    def groups(self) -> DimIR | None: ...
 
 
 def sizes_env(model: nn.Module, target: str, fallback: LayerConfig | None) -> dict[str, int]:
