@@ -5,7 +5,8 @@ built model's (`weight "model.layers.{i}.self_attn." -> "layers.{i}.mixer."`,
 grammar/hpdsl.lark): a name ending in "." is a prefix, the rest of the name
 carried over; `{i}` (any `{name}`) stands for a run of digits, a layer or expert
 index; `transposed` swaps a tensor's last two dims (transformers' packed experts
-are [E, out, in], the built model's [E, in, out]). Every name matches the
+are [E, out, in], the built model's [E, in, out]; a 1-D bias stays as it is);
+`split(...) by (...)` cuts a fused tensor into parts (hpdsl/torch/weight_split.py). Every name matches the
 longest rule of the profile's own blocks, else the longest of the `hf "*"`
 blocks (profiles/default.hpf: transformers' Llama names), a rule whose target
 the model holds first. Every name left over on either side is an error, all
@@ -129,18 +130,8 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
         if missing or clashes:
             continue
         filled.update(dict.fromkeys(targets, name))
-        source = value.transpose(-2, -1) if rule.transposed and value.dim() >= 2 else value
-        shape = f"{tuple(value.shape)}" + (f" (transposed {tuple(source.shape)})" if source is not value else "")
-        parts = ", ".join(str(tuple(ours[target].shape)) for target in targets)
-        pieces = split_rows(name, source, rule, sizes_env(model, targets[0], config), problems, (shape, parts)) \
-            if rule.parts else (source,)
-        for target, piece in zip(targets, pieces):
-            if tuple(piece.shape) != tuple(ours[target].shape):
-                problems.append(f"transformers' '{name}' has shape {shape}"
-                                f"{', its part ' + str(tuple(piece.shape)) if rule.parts else ''}, "
-                                f"the built model's '{target}' {tuple(ours[target].shape)}")
-                continue
-            pairs.append((ours[target], piece))
+        env = sizes_env(model, targets[0], config) if rule.parts else {}
+        pairs += _placed(name, value, rule, [(target, ours[target]) for target in targets], env, problems)
     problems += [f"the built model's '{name}' gets no tensor from transformers' state dict"
                  for name in ours if name not in filled and not _tied_alias(ours, name, filled)]
     if problems:
@@ -150,6 +141,24 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
     with torch.no_grad():
         for tensor, value in pairs:
             tensor.copy_(value)
+
+
+def _placed(name: str, value: Tensor, rule: WeightRule, targets: Sequence[tuple[str, Tensor]],
+            env: Mapping[str, int], problems: list[str]) -> list[tuple[Tensor, Tensor]]:
+    """Return (built tensor, transformers' tensor or its split part) pairs; each shape that differs is a problem."""
+    source = value.transpose(-2, -1) if rule.transposed and value.dim() >= 2 else value
+    shape = f"{tuple(value.shape)}" + (f" (transposed {tuple(source.shape)})" if source is not value else "")
+    parts = ", ".join(str(tuple(tensor.shape)) for _, tensor in targets)
+    pieces = split_rows(name, source, rule, env, problems, (shape, parts)) if rule.parts else (source,)
+    placed = []
+    for (target, tensor), piece in zip(targets, pieces):
+        if tuple(piece.shape) != tuple(tensor.shape):
+            problems.append(f"transformers' '{name}' has shape {shape}"
+                            f"{', its part ' + str(tuple(piece.shape)) if rule.parts else ''}, "
+                            f"the built model's '{target}' {tuple(tensor.shape)}")
+            continue
+        placed.append((tensor, piece))
+    return placed
 
 
 def _tied_alias(ours: Mapping[str, Tensor], name: str, filled: Mapping[str, str]) -> bool:
