@@ -301,13 +301,33 @@ class HfDerive:
 
 
 @attrs.frozen
+class HfSplit:
+    """`split("a.", "b.", ...) by (DIMS, ...) [interleaved DIM]`: a fused tensor's rows, part by part."""
+
+    targets: tuple[Literal, ...]
+    sizes: tuple[DimExpr, ...]
+    groups: DimExpr | None = None
+    span: Span = _span()
+
+
+@attrs.frozen
 class HfWeight:
-    """`weight "hf.name" -> "our.name" [transposed]`: a transformers state-dict name (or prefix) → the built model's."""
+    """`weight "hf.name" -> "our.name" [transposed]`: a transformers state-dict name (or prefix) → the built model's.
+
+    With `split`, the tensor is cut by rows into the split's targets; `target` is its first (what a
+    diagnostic about the rule's target points at).
+    """
 
     source: Literal
     target: Literal
     transposed: bool = False
     span: Span = _span()
+    split: HfSplit | None = None
+
+    @property
+    def targets(self) -> tuple[Literal, ...]:
+        """Return every built-model name the rule writes: the split's parts, else its one target."""
+        return self.split.targets if self.split is not None else (self.target,)
 
 
 HfRule = Union[HfDefault, HfMap, HfRead, HfIgnore, HfPattern, HfDerive, HfWeight]

@@ -51,7 +51,6 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets or a learned position table)"),
     Bound("rope_theta", float, 10000.0, "the rotary base"),
-    Bound("norm_eps", float, 1e-6, "the normalisations' epsilon"),
     Bound("extra", dict, None, "the author fields (declared in a profile or family) and their values"),
 )}
 """What binding and building add to the model's fields."""

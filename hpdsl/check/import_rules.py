@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from hpdsl import ast
+from hpdsl.bound.config import DIM_NAMES
 from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.importers.rules import BUILTIN_READS, EVERY_CONFIG
 from hpdsl.ir.lower_fields import lower_fields
@@ -88,7 +89,7 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
                                 hint=_close(key.value, BUILTIN_READS)
                                 or "map it to a field (`map KEY -> FIELD`) or ignore it (`ignore \"why\" { KEY }`)")
     elif isinstance(rule, ast.HfWeight):
-        _check_weight(rule, collector)
+        _check_weight(rule, declared, collector)
     elif isinstance(rule, ast.HfPattern):
         for symbol in rule.symbols:
             if len(str(symbol.symbol.value)) != 1:
@@ -98,17 +99,37 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
                                      'write one character, e.g. "M" -> linear_attention')
 
 
-def _check_weight(rule: ast.HfWeight, collector: Collector) -> None:
-    source, target = str(rule.source.value), str(rule.target.value)
-    if not source or not target or source.endswith(".") != target.endswith("."):
-        collector.error(rule.target.span, "bad-weight-name",
-                        f"weight maps {source!r} to {target!r}: both must be whole names or both prefixes",
-                        hint='a prefix ends with "." on both sides: weight "model.norm." -> "norm."')
-    elif placeholders(source) != placeholders(target):
-        collector.error(rule.target.span, "bad-weight-name",
-                        f"weight {source!r} has placeholders {sorted(placeholders(source))}, "
-                        f"{target!r} has {sorted(placeholders(target))}",
-                        hint='name the same placeholders on both sides, e.g. "{i}" for the layer index')
+def _check_weight(rule: ast.HfWeight, declared: Mapping[str, Field], collector: Collector) -> None:
+    source = str(rule.source.value)
+    for literal in rule.targets:
+        target = str(literal.value)
+        if not source or not target or source.endswith(".") != target.endswith("."):
+            collector.error(literal.span, "bad-weight-name",
+                            f"weight maps {source!r} to {target!r}: both must be whole names or both prefixes",
+                            hint='a prefix ends with "." on both sides: weight "model.norm." -> "norm."')
+        elif placeholders(source) != placeholders(target):
+            collector.error(literal.span, "bad-weight-name",
+                            f"weight {source!r} has placeholders {sorted(placeholders(source))}, "
+                            f"{target!r} has {sorted(placeholders(target))}",
+                            hint='name the same placeholders on both sides, e.g. "{i}" for the layer index')
+    if rule.split is not None:
+        _check_split(rule.split, declared, collector)
+
+
+def _check_split(split: ast.HfSplit, declared: Mapping[str, Field], collector: Collector) -> None:
+    """A split states one size per part; its sizes and groups read the counts a layer config holds."""
+    if len(split.sizes) != len(split.targets):
+        collector.error(split.span, "bad-weight-split",
+                        f"split names {len(split.targets)} parts but states {len(split.sizes)} sizes",
+                        hint="state one size (its rows) per part, in the parts' order: "
+                             "split(\"q.\", \"k.\") by (heads * head_dim, kv_heads * head_dim)")
+    counts = set(DIM_NAMES) | {name for name, field in declared.items() if field.type in ("int", "bool")}
+    for dim in (*split.sizes, *(() if split.groups is None else (split.groups,))):
+        for name in ast.dim_names(dim):
+            if name.value not in counts:
+                collector.error(name.span, "bad-weight-split",
+                                f"split size reads '{name.value}', which is not a model field holding a count",
+                                hint=_close(name.value, counts) or "docs/language.md lists the model fields")
 
 
 def placeholders(pattern: str) -> set[str]:

@@ -63,6 +63,8 @@ CODES: dict[str, str] = {
     "unknown-import-key": "an hf read names a config key no built-in import rule reads",
     "bad-pattern-symbol": "an hf pattern symbol is not one character",
     "bad-weight-name": "an hf weight rule's sides are not both prefixes or both names, or name other placeholders",
+    "bad-weight-split": "an hf weight rule's split states another number of sizes than parts, or a size reads "
+                        "a name that is not a model field holding a count",
     # --- slot bindings ----------------------------------------------------
     "unknown-slot": "a slots block binds a name that is not a slot",
     "unknown-family": "a slots block binds a slot to a family that is not declared",

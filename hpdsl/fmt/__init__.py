@@ -36,7 +36,8 @@ import attrs
 from hpdsl import ast
 from hpdsl.diagnostics.span import Source, Span
 from hpdsl.fmt.inline import (format_dim, format_dims, format_expr, format_field_decl, format_literal,
-                              format_operand, format_placement, format_selector_type, format_stack_list)
+                              format_operand, format_placement, format_selector_type, format_stack_list,
+                              format_weight)
 from hpdsl.syntax import parse_source
 from hpdsl.syntax.text import BOM
 
@@ -116,8 +117,7 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.HfDerive: lambda n: f"derive {n.field.value} = {format_dim(n.value)}",
     ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value,
     ast.Setting: lambda n: f"{n.key.value} = {format_literal(n.value)}",
-    ast.HfWeight: lambda n: f"weight {format_literal(n.source)} -> {format_literal(n.target)}"
-                            + (" transposed" if n.transposed else ""),
+    ast.HfWeight: lambda n: format_weight(n),
 }
 
 

@@ -127,6 +127,17 @@ def format_dims(dims: Sequence[ast.DimExpr]) -> str:
     return f"({', '.join(format_dim(d) for d in dims)})"
 
 
+def format_weight(rule: ast.HfWeight) -> str:
+    """Return a `weight` rule: `weight "a." -> "b."`, or its split's parts, sizes and groups, `transposed` last."""
+    split = rule.split
+    if split is None:
+        target = format_literal(rule.target)
+    else:
+        target = (f"split({', '.join(format_literal(t) for t in split.targets)}) by {format_dims(split.sizes)}"
+                  + ("" if split.groups is None else f" interleaved {format_dim(split.groups)}"))
+    return f"weight {format_literal(rule.source)} -> {target}" + (" transposed" if rule.transposed else "")
+
+
 def format_placement(placement: ast.Placement) -> str:
     """Return a placement as `colwise` or `colwise(2)`."""
     dim = "" if placement.dim is None else f"({format_literal(placement.dim)})"

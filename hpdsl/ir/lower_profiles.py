@@ -98,6 +98,17 @@ def _lower_facts(block: ast.SettingsBlock) -> FactsIR:
                    values={s.key.value: s.value.value for s in block.settings})
 
 
+def _weight_rule(rule: ast.HfWeight) -> WeightRuleIR:
+    """Return the IR of one `weight` rule, a split's parts and sizes with it."""
+    split = rule.split
+    if split is None:
+        return WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed)
+    return WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed,
+                        parts=tuple(str(part.value) for part in split.targets),
+                        sizes=tuple(dim_from_ast(size) for size in split.sizes),
+                        groups=None if split.groups is None else dim_from_ast(split.groups))
+
+
 def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     """Return the IR of one checked `hf { ... }` block, its rules in source order."""
     defaults: dict[str, Scalar | None] = {}
@@ -131,7 +142,7 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
         elif isinstance(rule, ast.HfPattern):
             patterns[rule.key.value] = {str(s.symbol.value): s.kind.value for s in rule.symbols}
         elif isinstance(rule, ast.HfWeight):
-            weights.append(WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed))
+            weights.append(_weight_rule(rule))
         else:
             derives[rule.field.value] = dim_from_ast(rule.value)
     return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,

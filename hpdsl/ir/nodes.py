@@ -105,11 +105,18 @@ class FactsIR:
 
 @attrs.frozen
 class WeightRuleIR:
-    """`weight "hf.name" -> "built.name" [transposed]`: one state-dict name rule (hpdsl/torch/weights.py)."""
+    """`weight "hf.name" -> "built.name" [transposed]`: one state-dict name rule (hpdsl/torch/weights.py).
+
+    A split rule (`-> split(...) by (...)`) names its parts in `parts` (`target` is the first) and their
+    rows in `sizes`, dims over the model's fields; `groups`: `interleaved N`'s N, else None.
+    """
 
     source: str
     target: str
     transposed: bool = False
+    parts: tuple[str, ...] = ()
+    sizes: tuple[DimIR, ...] = ()
+    groups: DimIR | None = None
 
 
 @attrs.frozen

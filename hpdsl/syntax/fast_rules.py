@@ -72,13 +72,34 @@ class ImportRuleRules(FamilyRules):
             value = self.dim()
             return ast.HfDerive(field, value, span=self.span(start, self.i - 1))
         if word == "weight":
-            source = self.string()
-            self.expect("->")
-            target = self.string()
-            transposed = self.kinds[self.i] == "n" and self.texts[self.i] == "transposed"
-            self.i += transposed
-            return ast.HfWeight(source, target, transposed, span=self.span(start, self.i - 1))
+            return self._weight(start)
         raise Defer
+
+    def _weight(self, start: int) -> ast.HfWeight:
+        """hf_weight: "weight" STRING -> (STRING | hf_split) TRANSPOSED?, the keyword consumed."""
+        source = self.string()
+        self.expect("->")
+        split = self._split() if self.kinds[self.i] == "n" else None
+        target = self.string() if split is None else split.targets[0]
+        transposed = self.kinds[self.i] == "n" and self.texts[self.i] == "transposed"
+        self.i += transposed
+        return ast.HfWeight(source, target, transposed, span=self.span(start, self.i - 1), split=split)
+
+    def _split(self) -> ast.HfSplit:
+        """hf_split: "split" ( STRING (, STRING)+ ,? ) "by" dims ("interleaved" dim)?"""
+        start = self.keyword("split")
+        self.expect("(")
+        targets = tuple(self.comma_list(self.string, ")"))
+        if len(targets) < 2:
+            raise Defer  # Lark reports a split of one part
+        self.keyword("by")
+        self.expect("(")
+        sizes = tuple(self.comma_list(self.dim, ")"))
+        groups = None
+        if self.kinds[self.i] == "n" and self.texts[self.i] == "interleaved":
+            self.i += 1
+            groups = self.dim()
+        return ast.HfSplit(targets, sizes, groups, span=self.span(start, self.i - 1))
 
     def _default(self, start: int) -> ast.HfDefault:
         """hf_default: "default" NAME (= literal | "unset"), the keyword consumed."""

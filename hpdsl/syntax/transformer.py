@@ -157,9 +157,21 @@ class ToAst(FieldDeclRules):
         field, value = children
         return ast.HfDerive(self._name(field), value, span=self._span(meta))
 
-    def hf_weight(self, meta: Meta, children: list[Token]) -> ast.HfWeight:
+    def hf_weight(self, meta: Meta, children: list[Any]) -> ast.HfWeight:
         source, target, *flag = children
+        if isinstance(target, ast.HfSplit):
+            return ast.HfWeight(self._string(source), target.targets[0], bool(flag), span=self._span(meta),
+                                split=target)
         return ast.HfWeight(self._string(source), self._string(target), bool(flag), span=self._span(meta))
+
+    def hf_split(self, meta: Meta, children: list[Any]) -> ast.HfSplit:
+        targets = tuple(self._string(child) for child in children if isinstance(child, Token))
+        sizes = next(child for child in children if isinstance(child, tuple))
+        groups = next((child.expr for child in children if isinstance(child, _Unit)), None)
+        return ast.HfSplit(targets, sizes, groups, span=self._span(meta))
+
+    def hf_interleave(self, meta: Meta, children: list[Any]) -> _Unit:
+        return _Unit(children[0])
 
     def kind(self, meta: Meta, children: list[Any]) -> ast.Kind:
         name, *rest = children

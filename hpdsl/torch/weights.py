@@ -5,7 +5,8 @@ built model's (`weight "model.layers.{i}.self_attn." -> "layers.{i}.mixer."`,
 grammar/hpdsl.lark): a name ending in "." is a prefix, the rest of the name
 carried over; `{i}` (any `{name}`) stands for a run of digits, a layer or expert
 index; `transposed` swaps a tensor's last two dims (transformers' packed experts
-are [E, out, in], the built model's [E, in, out]). Every name matches the
+are [E, out, in], the built model's [E, in, out]; a 1-D bias stays as it is);
+`split(...) by (...)` cuts a fused tensor into parts (hpdsl/torch/weight_split.py). Every name matches the
 longest rule of the profile's own blocks, else the longest of the `hf "*"`
 blocks (profiles/default.hpf: transformers' Llama names), a rule whose target
 the model holds first. Every name left over on either side is an error, all
@@ -24,7 +25,9 @@ from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
 from hpdsl.importers.rules import EVERY_CONFIG
-from hpdsl.ir.nodes import ProfileIR
+from hpdsl.bound.bind import base_config
+from hpdsl.ir.nodes import DimIR, ModelIR, ProfileIR, WeightRuleIR
+from hpdsl.torch.weight_split import sizes_env, split_rows
 
 
 @attrs.frozen
@@ -34,6 +37,9 @@ class WeightRule:
     source: str
     target: str
     transposed: bool = False
+    parts: tuple[str, ...] = ()
+    sizes: tuple[DimIR, ...] = ()
+    groups: DimIR | None = None
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -42,23 +48,32 @@ class WeightRule:
         return re.compile(body + ("(?P<_rest>.*)" if self.source.endswith(".") else "") + "$")
 
     def apply(self, name: str) -> str | None:
-        """Return the built model's name for transformers' `name`, or None when the rule does not match."""
+        """Return the built model's name for transformers' `name` (a split's first part), or None when it does not match."""
+        names = self.targets(name)
+        return names[0] if names else None
+
+    def targets(self, name: str) -> tuple[str, ...]:
+        """Return the built model's names for transformers' `name`: every part of a split; () when it does not match."""
         found = self.pattern.match(name)
         if found is None:
-            return None
+            return ()
         groups = found.groupdict()
-        target = re.sub(r"\{(\w+)\}", lambda m: groups[m.group(1)], self.target)
-        return target + groups.get("_rest", "")
+        return tuple(re.sub(r"\{(\w+)\}", lambda m: groups[m.group(1)], target) + groups.get("_rest", "")
+                     for target in self.parts or (self.target,))
 
 
 def weight_rules(profile: ProfileIR, model_type: str,
                  profiles: Mapping[str, ProfileIR]) -> tuple[tuple[WeightRule, ...], tuple[WeightRule, ...]]:
     """Return (the profile's own rules for `model_type`, every profile's `hf "*"` rules), as stated."""
-    own = tuple(WeightRule(rule.source, rule.target, rule.transposed) for block in profile.imports if EVERY_CONFIG not in block.model_types
+    own = tuple(_rule(rule) for block in profile.imports if EVERY_CONFIG not in block.model_types
                 and (not block.model_types or model_type in block.model_types) for rule in block.weights)
-    shared = tuple(WeightRule(rule.source, rule.target, rule.transposed) for name in sorted(profiles) for block in profiles[name].imports
+    shared = tuple(_rule(rule) for name in sorted(profiles) for block in profiles[name].imports
                    if EVERY_CONFIG in block.model_types for rule in block.weights)
     return own, shared
+
+
+def _rule(rule: WeightRuleIR) -> WeightRule:
+    return WeightRule(rule.source, rule.target, rule.transposed, rule.parts, rule.sizes, rule.groups)
 
 
 def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
@@ -80,8 +95,13 @@ def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
 
 
 def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: ProfileIR, model_type: str,
-                       profiles: Mapping[str, ProfileIR]) -> None:
-    """Copy transformers' `state` into `model` under the profile's weight rules; every mismatch is one BuildError."""
+                       profiles: Mapping[str, ProfileIR], *, model_ir: ModelIR | None = None) -> None:
+    """Copy transformers' `state` into `model` under the profile's weight rules; every mismatch is one BuildError.
+
+    A split rule's sizes read the config of the module its first part lies in (a layer's attention), else
+    `model_ir`'s base config (hpdsl/bound/bind.py), the model the module was built from.
+    """
+    config = None if model_ir is None else base_config(model_ir, profile)
     ours = model.state_dict(keep_vars=True)
     tiers = weight_rules(profile, model_type, profiles)
     problems: list[str] = []
@@ -97,24 +117,21 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
             problems.append(f"transformers' '{name}' matches no weight rule of profile '{profile.name}' "
                             f"(model_type {model_type}); add `weight \"{name}\" -> \"...\"` to its hf block")
             continue
-        target, rule = mapped
-        if target not in ours:
+        _, rule = mapped
+        targets = rule.targets(name)
+        missing = [target for target in targets if target not in ours]
+        for target in missing:
             close = difflib.get_close_matches(target, list(ours), n=1)
             problems.append(f"transformers' '{name}' maps to '{target}' (rule \"{rule.source}\" -> "
                             f"\"{rule.target}\"), which the built model does not hold"
                             + (f"; did you mean '{close[0]}'?" if close else ""))
+        clashes = [target for target in targets if target in filled]
+        problems += [f"transformers' '{name}' and '{filled[target]}' both map to '{target}'" for target in clashes]
+        if missing or clashes:
             continue
-        if target in filled:
-            problems.append(f"transformers' '{name}' and '{filled[target]}' both map to '{target}'")
-            continue
-        filled[target] = name
-        source = value.transpose(-2, -1) if rule.transposed else value
-        if tuple(source.shape) != tuple(ours[target].shape):
-            problems.append(f"transformers' '{name}' has shape {tuple(value.shape)}"
-                            f"{' (transposed ' + str(tuple(source.shape)) + ')' if rule.transposed else ''}, "
-                            f"the built model's '{target}' {tuple(ours[target].shape)}")
-            continue
-        pairs.append((ours[target], source))
+        filled.update(dict.fromkeys(targets, name))
+        env = sizes_env(model, targets[0], config) if rule.parts else {}
+        pairs += _placed(name, value, rule, [(target, ours[target]) for target in targets], env, problems)
     problems += [f"the built model's '{name}' gets no tensor from transformers' state dict"
                  for name in ours if name not in filled and not _tied_alias(ours, name, filled)]
     if problems:
@@ -124,6 +141,24 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
     with torch.no_grad():
         for tensor, value in pairs:
             tensor.copy_(value)
+
+
+def _placed(name: str, value: Tensor, rule: WeightRule, targets: Sequence[tuple[str, Tensor]],
+            env: Mapping[str, int], problems: list[str]) -> list[tuple[Tensor, Tensor]]:
+    """Return (built tensor, transformers' tensor or its split part) pairs; each shape that differs is a problem."""
+    source = value.transpose(-2, -1) if rule.transposed and value.dim() >= 2 else value
+    shape = f"{tuple(value.shape)}" + (f" (transposed {tuple(source.shape)})" if source is not value else "")
+    parts = ", ".join(str(tuple(tensor.shape)) for _, tensor in targets)
+    pieces = split_rows(name, source, rule, env, problems, (shape, parts)) if rule.parts else (source,)
+    placed = []
+    for (target, tensor), piece in zip(targets, pieces):
+        if tuple(piece.shape) != tuple(tensor.shape):
+            problems.append(f"transformers' '{name}' has shape {shape}"
+                            f"{', its part ' + str(tuple(piece.shape)) if rule.parts else ''}, "
+                            f"the built model's '{target}' {tuple(tensor.shape)}")
+            continue
+        placed.append((tensor, piece))
+    return placed
 
 
 def _tied_alias(ours: Mapping[str, Tensor], name: str, filled: Mapping[str, str]) -> bool:

@@ -181,3 +181,37 @@ def test_the_shipped_profiles_check_clean() -> None:
     files = [parse_text(path.read_text(), path.name) for folder in ("profiles", "families")
              for path in sorted(data_dir(folder).glob("*.hpf"))]
     assert check_files(files)[1] == ()
+
+
+# --- split weight rules (a fused tensor cut into parts: GPT-2's c_attn) -----------------
+
+
+def _split_profile(rule: str) -> str:
+    return (f'profile p {{\n  model_types "gpt2"\n  kind k {{ ops {{ {VECTOR} }} }}\n  hf "gpt2" {{\n'
+            f'    {rule}\n  }}\n}}\n')
+
+
+def test_a_split_rule_over_the_models_counts_is_clean() -> None:
+    rule = ('weight "h.{i}.attn.c_attn." -> split("layers.{i}.mixer.q_proj.", "layers.{i}.mixer.k_proj.", '
+            '"layers.{i}.mixer.v_proj.") by (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim) transposed')
+    assert [d for d in _check(_split_profile(rule)) if d.is_error] == []
+
+
+def test_a_split_size_reading_no_count_is_located_with_a_hint() -> None:
+    rule = 'weight "qkv." -> split("q.", "k.", "v.") by (head_dim, head_dims, norm_eps) interleaved hedas'
+    errors = [d for d in _check(_split_profile(rule)) if d.is_error]
+    assert [(d.code, d.span.line, d.span.col) for d in errors] == [
+        ("bad-weight-split", 5, 5 + rule.index("head_dims")), ("bad-weight-split", 5, 5 + rule.index("norm_eps")),
+        ("bad-weight-split", 5, 5 + rule.index("hedas"))]
+    assert "'head_dims', which is not a model field holding a count" in errors[0].message
+    assert "head_dim" in (errors[0].hint or "") and "heads" in (errors[2].hint or "")
+
+
+def test_a_split_of_other_counts_or_placeholders_is_an_error_per_problem() -> None:
+    rule = 'weight "h.{i}.qkv." -> split("l.{i}.q.", "l.{j}.k.", "l.{i}.v") by (heads, heads)'
+    errors = [d for d in _check(_split_profile(rule)) if d.is_error]
+    assert [(d.code, d.span.col) for d in errors] == [
+        ("bad-weight-split", 5 + rule.index("split(")), ("bad-weight-name", 5 + rule.index('"l.{j}')),
+        ("bad-weight-name", 5 + rule.index('"l.{i}.v"'))]
+    assert errors[0].message == "split names 3 parts but states 2 sizes"
+    assert "{i}" in (errors[1].hint or "") and '"model.norm." -> "norm."' in (errors[2].hint or "")

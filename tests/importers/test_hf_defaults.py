@@ -65,8 +65,9 @@ def _class_default(model_type: str, key: str) -> object:
         kind = "full_attention" if key == "global_head_dim" else "sliding_attention"
         return config.per_layer_config[config.layer_types.index(kind)].head_dim
     value = getattr(config, key, None)
-    if key == "partial_rotary_factor" and value is None:
-        value = (config.rope_parameters or {}).get(key)  # transformers 5 keeps it in rope_parameters
+    if key in ("partial_rotary_factor", "rotary_pct") and value is None:
+        # transformers 5 keeps it in rope_parameters (GPTNeoXConfig reads its older rotary_pct into it)
+        value = (config.rope_parameters or {}).get("partial_rotary_factor")
         per_type = {p.get(key) for p in (config.rope_parameters or {}).values() if isinstance(p, dict)}
         if value is None and len(per_type) == 1:  # ... per layer type, alike (MiMoV2FlashConfig)
             value = per_type.pop()

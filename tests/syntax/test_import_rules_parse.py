@@ -101,6 +101,44 @@ def test_a_weight_rule_parses_lowers_and_formats() -> None:
     assert [(w.source, w.target, w.transposed) for w in rules.weights] == [
         ("model.layers.{i}.self_attn.", "layers.{i}.mixer.", False),
         ("m.{i}.experts.gate_up_proj", "l.{i}.ffn.experts.gate_up_proj", True)]
+# --- split rules: a fused tensor's rows cut into parts (GPT-2's c_attn, GPT-NeoX's query_key_value) ---
+SPLIT_TEXTS = [
+    f'profile p {{ {KIND} hf {{ weight "h.{{i}}.c_attn." -> split("l.{{i}}.q.", "l.{{i}}.k.", "l.{{i}}.v.") '
+    f'by (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim) transposed }} }}',
+    f'profile p {{ {KIND} hf {{ weight "qkv" -> split("q", "k", "v",) by (head_dim, head_dim, head_dim,) '
+    f'interleaved heads  default x = 1 }} }}',
+    f'profile p {{ {KIND} hf {{ weight "g" -> split("a", "b") by (heads / kv_heads * head_dim, (head_dim + 1)) '
+    f'interleaved kv_heads transposed }} }}',
+    f'profile p {{ {KIND} hf {{ map split -> hidden  map interleaved -> heads }} }}',  # both words as names
+    f'profile p {{ {KIND} hf {{ weight "a" -> split("q") by (heads) }} }}',  # one part: no split
+    f'profile p {{ {KIND} hf {{ weight "a" -> split("q", "k") }} }}',  # no sizes
+    f'profile p {{ {KIND} hf {{ weight "a" -> split("q", "k") by (heads, heads) interleaved }} }}',
+]
+
+
+@pytest.mark.parametrize("text", SPLIT_TEXTS)
+def test_lark_and_the_fast_parser_agree_on_split_rules(text: str) -> None:
+    agree(Source("rules.hpf", text))
+
+
+@pytest.mark.parametrize("text", SPLIT_TEXTS[:3])
+def test_a_split_rule_lowers_to_its_parts_and_sizes_and_formats_to_a_fixed_point(text: str) -> None:
+    once = format_source(Source("rules.hpf", text))
+    assert format_source(Source("rules.hpf", once)) == once
+    assert _rules(once) == _rules(text)
+
+
+def test_a_split_rule_lowers_to_its_parts_sizes_and_groups() -> None:
+    (first,), (second,), (third,) = (_rules(text)[0].weights[:1] for text in SPLIT_TEXTS[:3])
+    assert (first.target, first.parts, first.transposed, first.groups) == (
+        "l.{i}.q.", ("l.{i}.q.", "l.{i}.k.", "l.{i}.v."), True, None)
+    assert [size.text for size in first.sizes] == ["heads * head_dim", "kv_heads * head_dim", "kv_heads * head_dim"]
+    assert second.groups is not None and second.groups.text == "heads" and not second.transposed
+    assert [size.text for size in third.sizes] == ["heads * head_dim / kv_heads", "head_dim + 1"]  # canonical
+    assert 'split("q", "k", "v") by (head_dim, head_dim, head_dim) interleaved heads' in format_source(
+        Source("rules.hpf", SPLIT_TEXTS[1]))
+
+
 # --- unmodelled constructs (issue 21: Gemma-4, DeepSeek-V4) ---
 UNMODELLED = [
     f'profile p {{ {KIND} hf {{ unmodelled "hyper-connections" {{ hc_mult  hc_eps = 0  x = "no" }} }} }}',

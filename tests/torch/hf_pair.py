@@ -51,5 +51,6 @@ def hf_pair(config: dict[str, Any], *, seed: int = 0, jitter: float = 0.0,
     ours = materialize(build_model(registry.models["scaled"], registry=registry, device="meta"), "cpu", seed=seed)
     theirs = transformers_model(config, seed=seed, jitter=jitter)
     profile = registry.profile(registry.models["scaled"].profile)
-    load_hf_state_dict(ours, theirs.state_dict(), profile, str(config["model_type"]), registry.profiles)
+    load_hf_state_dict(ours, theirs.state_dict(), profile, str(config["model_type"]), registry.profiles,
+                       model_ir=registry.models["scaled"])
     return ours.eval(), theirs, registry

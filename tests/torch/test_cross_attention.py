@@ -2,7 +2,7 @@
 
 The model is the published Llama-3.2-90B-Vision config (tests/data/hf/llama_3_2_90b_vision.json,
 meta-llama/Llama-3.2-90B-Vision-Instruct's config.json; tests/data/hf/SOURCES.md) with its text_config
-scaled down (SMALL: five layers, cross-attention at layers 1 and 3), its norms' eps hpdsl's (1e-6)
+scaled down (SMALL: five layers, cross-attention at layers 1 and 3), its norms' eps the file's,
 and the default rotary embedding at hpdsl's base (10000), a visible transformation of the published
 file. hpdsl imports it (profiles/mllama.hpf) and builds it; transformers' MllamaForCausalLM builds the
 same text_config with random weights, which are copied into hpdsl's model under the profile's weight
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BATCH, SEQ, STREAM = 2, 10, 6
 
 SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 5, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "vocab_size": 101, "cross_attention_layers": [1, 3], "rms_norm_eps": 1e-6,
+         "num_key_value_heads": 2, "vocab_size": 101, "cross_attention_layers": [1, 3],
          "rope_scaling": None, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
 """The scaled text_config keys; the padding id (past the small vocabulary) becomes null."""
 

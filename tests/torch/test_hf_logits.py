@@ -38,24 +38,24 @@ MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8
 
 # (published file, the keys the scaled config changes, the wiring its layers are built with)
 CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
-    "sequential_llama": ("llama_3_2_1b_instruct", {**ROPE, "rms_norm_eps": 1e-6}, {"pre_norm"}),
-    "parallel_phi": ("phi_2", {"layer_norm_eps": 1e-6}, {"parallel"}),  # 6 of 16 head dims rotary
+    "sequential_llama": ("llama_3_2_1b_instruct", {**ROPE}, {"pre_norm"}),
+    "parallel_phi": ("phi_2", {}, {"parallel"}),  # 6 of 16 head dims rotary
     "sublayer_post_norm_olmo3": ("olmo_3_1_32b_instruct",
-                                 {**KINDS_ROPE, "num_hidden_layers": 4, "sliding_window": 64, "rms_norm_eps": 1e-6},
+                                 {**KINDS_ROPE, "num_hidden_layers": 4, "sliding_window": 64},
                                  {"sublayer_post_norm"}),
     "sandwich_gemma3": ("gemma_3_4b_it", {**KINDS_ROPE, "num_hidden_layers": 6, "head_dim": 16,
-                                          "query_pre_attn_scalar": 24, "sliding_window": 5, "rms_norm_eps": 1e-6},
+                                          "query_pre_attn_scalar": 24, "sliding_window": 5},
                         {"sandwich"}),
-    "hybrid_lfm2": ("lfm2_5_vl_1_6b", {**ROPE, "num_hidden_layers": 4, "block_ff_dim": 96, "norm_eps": 1e-6},
+    "hybrid_lfm2": ("lfm2_5_vl_1_6b", {**ROPE, "num_hidden_layers": 4, "block_ff_dim": 96},
                     {"pre_norm"}),
     # Sigmoid scores, e_score_correction_bias for the choice, norm_topk_prob; the file's routed_scaling_factor
     # is 1.0, so the scaled config sets 2.5 (GLM-4.7's) to exercise the scale.
-    "moe_glm4_moe": ("glm_4_5_air", {**MOE, **ROPE, "head_dim": 16, "routed_scaling_factor": 2.5, "rms_norm_eps": 1e-6},
+    "moe_glm4_moe": ("glm_4_5_air", {**MOE, **ROPE, "head_dim": 16, "routed_scaling_factor": 2.5},
                      {"pre_norm"}),
     # MLA and DeepSeek-V3's group-limited top-k: 8 experts in 4 groups, each token's from its best 2.
     "moe_deepseek_v3": ("deepseek_v3_1", {**MOE, **ROPE, "num_key_value_heads": 4, "n_group": 4, "topk_group": 2,
                                           "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
-                                          "qk_nope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-6},
+                                          "qk_nope_head_dim": 8, "v_head_dim": 16},
                         {"pre_norm"}),
 }
 
@@ -86,6 +86,27 @@ def test_logits_equal_transformers(case: str) -> None:
     ours, theirs, _ = hf_pair(scaled(name, changes), jitter=0.1)
     assert {layer.wiring for layer in ours.layers} == wirings
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+    torch.testing.assert_close(_logits(ours, _ids()), _logits(theirs, _ids(), hf=True), atol=1e-4, rtol=1e-4)
+
+
+EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")
+"""The config keys of the norms' epsilon (profiles/default.hpf and profiles/lfm2.hpf map them to norm_eps)."""
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_built_norm_takes_the_published_epsilon(case: str) -> None:
+    """The file's own epsilon (1e-5 or 1e-6; absent, its config class's), not hpdsl's default, is every built norm's."""
+    ours, theirs, _ = hf_pair(scaled(*CASES[case][:2]))
+    (eps,) = {value for key in EPS_KEYS if (value := getattr(theirs.config, key, None)) is not None}
+    norms = {name: module.eps for name, module in ours.named_modules() if isinstance(getattr(module, "eps", None), float)}
+    assert norms and norms == dict.fromkeys(norms, eps)
+
+
+@pytest.mark.parametrize(("case", "key"), [("sequential_llama", "rms_norm_eps"), ("parallel_phi", "layer_norm_eps")])
+def test_an_epsilon_far_from_the_default_still_gives_transformers_logits(case: str, key: str) -> None:
+    """At eps 0.5 a norm built with any other epsilon moves the logits well past 1e-4 (fails with a fixed one)."""
+    name, changes, _ = CASES[case]
+    ours, theirs, _ = hf_pair(scaled(name, {**changes, key: 0.5}), jitter=0.1)
     torch.testing.assert_close(_logits(ours, _ids()), _logits(theirs, _ids(), hf=True), atol=1e-4, rtol=1e-4)
 
 

@@ -45,7 +45,7 @@ def _mimo(**changes: Any) -> dict[str, Any]:
     """Return a small MiMo-V2-Flash: a full then two sliding layers, head_dim 24, values 16, rotary base 10000."""
     rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.334}
     values = {**SMALL, "num_hidden_layers": 3, "head_dim": 24, "v_head_dim": 16, "n_routed_experts": 4,
-              "num_experts_per_tok": 2, "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "sliding_window": 64,
+              "num_experts_per_tok": 2, "moe_intermediate_size": 32, "sliding_window": 64,
               "rope_parameters": {"full_attention": rope, "sliding_attention": rope}, **changes}
     return transformers.MiMoV2FlashConfig(**values).to_dict()
 

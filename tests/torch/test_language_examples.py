@@ -6,10 +6,10 @@ transformers' count of the same model on the meta device: transformers' config c
 from the compiled model's fields (no published config.json of either model is in the search
 index; the doc says so). `build_model` builds as many parameters. A scaled copy of each (the
 doc's text with its dims made small) is built by hpdsl and by transformers; transformers'
-random weights, its fused query_key_value split into q, k and v, copied into hpdsl's model give
-transformers' logits to 1e-4 in float32 on the CPU. The RWKV section's family, module and
-script are written out as the doc names them: its `mlp` slot is transformers' RwkvFeedForward,
-in count and in what it computes.
+random weights, loaded into hpdsl's model under the example's own `weight` rules (its fused
+query_key_value cut into q, k and v by a `split` rule), give transformers' logits to 1e-4 in
+float32 on the CPU. The RWKV section's family, module and script are written out as the doc
+names them: its `mlp` slot is transformers' RwkvFeedForward, in count and in what it computes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.ir.nodes import ModelIR  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "language.md"
@@ -76,13 +77,14 @@ def _hf_config(model: ModelIR) -> Any:
             hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
             vocab_size=model.vocab, intermediate_size=model.ffn_width, max_position_embeddings=model.max_positions,
             rotary_pct=model.rotary_fraction, hidden_act=model.activation, use_parallel_residual=True,
-            attention_bias=bool(model.qkv_bias), tie_word_embeddings=bool(model.tie_embeddings), layer_norm_eps=1e-6)
+            attention_bias=bool(model.qkv_bias), tie_word_embeddings=bool(model.tie_embeddings),
+            layer_norm_eps=model.norm_eps)
     assert model.profile == "falcon" and model.kv_heads == 1 and model.ffn_width == 4 * model.hidden
     return transformers.FalconConfig(
         hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
         vocab_size=model.vocab, max_position_embeddings=model.max_positions, multi_query=True, parallel_attn=True,
         new_decoder_architecture=False, bias=bool(model.qkv_bias), alibi=False, activation=model.activation,
-        tie_word_embeddings=bool(model.tie_embeddings), layer_norm_epsilon=1e-6)
+        tie_word_embeddings=bool(model.tie_embeddings), layer_norm_epsilon=model.norm_eps)
 
 
 def _meta_count(config: Any) -> int:
@@ -123,48 +125,6 @@ def _scaled(text: str) -> str:
     return text
 
 
-def _split_qkv(profile: str, weight: Any, heads: int, head_dim: int) -> tuple[Any, Any, Any]:
-    """Return q, k and v of a fused query_key_value weight (or bias) as transformers lays it out."""
-    if profile == "gpt_neox":  # head by head: [q_h, k_h, v_h] for each head h
-        per_head = weight.reshape(heads, 3, head_dim, *weight.shape[1:])
-        return tuple(per_head[:, i].reshape(heads * head_dim, *weight.shape[1:]) for i in range(3))
-    q, k, v = weight.split([heads * head_dim, head_dim, head_dim])  # Falcon's multi-query: the heads, k, v
-    return q, k, v
-
-
-_NAMES = {
-    "gpt_neox": [(r"embed\.", "gpt_neox.embed_in."), (r"layers\.(\d+)\.mixer_norm\.", r"gpt_neox.layers.\1.input_layernorm."),
-                 (r"layers\.(\d+)\.ffn_norm\.", r"gpt_neox.layers.\1.post_attention_layernorm."),
-                 (r"layers\.(\d+)\.mixer\.o_proj\.", r"gpt_neox.layers.\1.attention.dense."),
-                 (r"layers\.(\d+)\.mixer\.[qkv]_proj\.", r"gpt_neox.layers.\1.attention.query_key_value."),
-                 (r"layers\.(\d+)\.ffn\.up_proj\.", r"gpt_neox.layers.\1.mlp.dense_h_to_4h."),
-                 (r"layers\.(\d+)\.ffn\.down_proj\.", r"gpt_neox.layers.\1.mlp.dense_4h_to_h."),
-                 (r"norm\.", "gpt_neox.final_layer_norm."), (r"head\.", "lm_head.")],
-    "falcon": [(r"embed\.", "transformer.word_embeddings."),
-               (r"layers\.(\d+)\.mixer_norm\.", r"transformer.h.\1.input_layernorm."),
-               (r"layers\.(\d+)\.mixer\.o_proj\.", r"transformer.h.\1.self_attention.dense."),
-               (r"layers\.(\d+)\.mixer\.[qkv]_proj\.", r"transformer.h.\1.self_attention.query_key_value."),
-               (r"layers\.(\d+)\.ffn\.up_proj\.", r"transformer.h.\1.mlp.dense_h_to_4h."),
-               (r"layers\.(\d+)\.ffn\.down_proj\.", r"transformer.h.\1.mlp.dense_4h_to_h."),
-               (r"norm\.", "transformer.ln_f.")],
-}
-"""hpdsl's parameter names → transformers' (q_proj, k_proj and v_proj are parts of one fused weight)."""
-
-
-def _theirs(profile: str, name: str, state: dict[str, Any], heads: int, head_dim: int) -> Any:
-    for pattern, replacement in _NAMES[profile]:
-        if re.match(pattern, name):
-            hf = re.sub(pattern, replacement, name, count=1)
-            break
-    else:
-        raise AssertionError(f"no transformers name for {name}")
-    part = re.search(r"\.mixer\.([qkv])_proj\.", name)
-    if part is None:
-        return state[hf]
-    q, k, v = _split_qkv(profile, state[hf], heads, head_dim)
-    return {"q": q, "k": k, "v": v}[part.group(1)]
-
-
 @pytest.mark.parametrize("name", ["gpt_neox.hpf", "falcon.hpf"])
 def test_a_scaled_copy_computes_transformers_logits(name: str) -> None:
     model, registry = _model(_scaled(doc_blocks()[name]), name)
@@ -173,10 +133,8 @@ def test_a_scaled_copy_computes_transformers_logits(name: str) -> None:
     config = _hf_config(model)
     config._attn_implementation = "eager"
     theirs = transformers.AutoModelForCausalLM.from_config(config).float().eval()
-    state, head_dim = theirs.state_dict(), model.hidden // model.heads
-    with torch.no_grad():
-        for parameter_name, parameter in ours.named_parameters():
-            parameter.copy_(_theirs(model.profile, parameter_name, state, model.heads, head_dim))
+    load_hf_state_dict(ours, theirs.state_dict(), registry.profile(model.profile), model.profile, registry.profiles,
+                       model_ir=model)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     ids = torch.randint(0, SMALL["vocab"], (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -4,7 +4,8 @@ The section's `.hpf` blocks are written out under the names their first lines gi
 commands run through the real CLI. Each estimate is transformers' count of the same model on the
 meta device (its config class built from the compiled model's fields: no published config.json of
 either model is in the search index, as the doc says), and `build_model` builds as many. A scaled
-copy of each, given transformers' random weights (BLOOM's fused query_key_value split head by head),
+copy of each, given transformers' random weights loaded under its profile's `weight` rules (the
+doc's opt profile, profiles/bloom.hpf: BLOOM's fused query_key_value a `split ... interleaved heads`),
 computes transformers' logits to 1e-4 in float32 on the CPU; the outer wiring's checks are located
 diagnostics with hints.
 """
@@ -26,6 +27,7 @@ from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.ir.nodes import ModelIR  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
+from hpdsl.torch.weights import load_hf_state_dict  # noqa: E402
 from tests.torch import test_language_examples as examples  # noqa: E402
 from tests.torch.test_language_examples import _hpdsl, _model  # noqa: E402
 
@@ -58,7 +60,7 @@ def _hf_config(model: ModelIR) -> Any:
     assert model.profile == "bloom" and model.ffn_width == 4 * model.hidden and model.alibi and model.embed_norm
     return transformers.BloomConfig(hidden_size=model.hidden, n_layer=model.layers, n_head=model.heads,
                                     vocab_size=model.vocab, tie_word_embeddings=bool(model.tie_embeddings),
-                                    layer_norm_epsilon=1e-6)
+                                    layer_norm_epsilon=model.norm_eps)
 
 
 def _meta_count(config: Any) -> int:
@@ -115,39 +117,6 @@ def _scaled(text: str) -> str:
     return text
 
 
-_OPT = [(r"embed\.", "model.decoder.embed_tokens."), (r"positions\.", "model.decoder.embed_positions."),
-        (r"project_(in|out)\.", r"model.decoder.project_\1."),
-        (r"layers\.(\d+)\.mixer_post_norm\.", r"model.decoder.layers.\1.self_attn_layer_norm."),
-        (r"layers\.(\d+)\.ffn_post_norm\.", r"model.decoder.layers.\1.final_layer_norm."),
-        (r"layers\.(\d+)\.mixer\.o_proj\.", r"model.decoder.layers.\1.self_attn.out_proj."),
-        (r"layers\.(\d+)\.mixer\.", r"model.decoder.layers.\1.self_attn."),
-        (r"layers\.(\d+)\.ffn\.up_proj\.", r"model.decoder.layers.\1.fc1."),
-        (r"layers\.(\d+)\.ffn\.down_proj\.", r"model.decoder.layers.\1.fc2.")]
-_BLOOM = [(r"embed\.", "transformer.word_embeddings."), (r"embed_norm\.", "transformer.word_embeddings_layernorm."),
-          (r"norm\.", "transformer.ln_f."),
-          (r"layers\.(\d+)\.mixer_norm\.", r"transformer.h.\1.input_layernorm."),
-          (r"layers\.(\d+)\.ffn_norm\.", r"transformer.h.\1.post_attention_layernorm."),
-          (r"layers\.(\d+)\.mixer\.o_proj\.", r"transformer.h.\1.self_attention.dense."),
-          (r"layers\.(\d+)\.mixer\.[qkv]_proj\.", r"transformer.h.\1.self_attention.query_key_value."),
-          (r"layers\.(\d+)\.ffn\.up_proj\.", r"transformer.h.\1.mlp.dense_h_to_4h."),
-          (r"layers\.(\d+)\.ffn\.down_proj\.", r"transformer.h.\1.mlp.dense_4h_to_h.")]
-
-
-def _theirs(model: ModelIR, name: str, state: dict[str, Any]) -> Any:
-    for pattern, replacement in _OPT if model.profile == "opt" else _BLOOM:
-        if re.fullmatch(pattern + r".*", name):
-            hf = re.sub(pattern, replacement, name, count=1)
-            break
-    else:
-        raise AssertionError(f"no transformers name for {name}")
-    part = re.search(r"\.mixer\.([qkv])_proj\.", name)
-    if model.profile == "opt" or part is None:
-        return state[hf]
-    fused, head_dim = state[hf], model.hidden // model.heads  # BLOOM: [q_h, k_h, v_h] head by head
-    per_head = fused.reshape(model.heads, 3, head_dim, *fused.shape[1:])
-    return per_head[:, "qkv".index(part.group(1))].reshape(model.heads * head_dim, *fused.shape[1:])
-
-
 @pytest.mark.parametrize(("name", "heads"), [("opt_350m.hpf", 4), ("bloom_560m.hpf", 4), ("bloom_560m.hpf", 6)])
 def test_a_scaled_copy_computes_transformers_logits(name: str, heads: int) -> None:
     # 6 heads: ALiBi's slopes beyond the largest power of two (BLOOM's extra, odd-indexed terms).
@@ -162,9 +131,8 @@ def test_a_scaled_copy_computes_transformers_logits(name: str, heads: int) -> No
     with torch.no_grad():
         for parameter in theirs.parameters():  # LayerNorms start at ones and zeros: make every weight bite
             parameter.copy_(torch.randn_like(parameter) * 0.5)
-        state = theirs.state_dict()
-        for parameter_name, parameter in ours.named_parameters():
-            parameter.copy_(_theirs(model, parameter_name, state))
+    load_hf_state_dict(ours, theirs.state_dict(), registry.profile(model.profile), model.profile, registry.profiles,
+                       model_ir=model)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     ids = torch.randint(0, SMALL["vocab"], (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -81,7 +81,7 @@ def test_the_mamba2_mixer_computes_what_transformers_computes(registry: Registry
     ours = Mamba2(_cost(registry).kind_config("linear_attention"))
     theirs = hf_model.model.layers[0].mixer if hasattr(hf_model, "model") else hf_model.backbone.layers[0].mixer
     ours.load_state_dict(theirs.state_dict())
-    ours.norm.eps = theirs.norm.variance_epsilon
+    assert ours.norm.eps == theirs.norm.variance_epsilon  # the config's norm_eps, imported
     x = torch.randn(BATCH, SEQ, 64)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)

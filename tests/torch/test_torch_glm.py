@@ -28,8 +28,8 @@ SEQ, VOCAB = 12, 101
 SCALED = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "first_k_dense_replace": 3,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": VOCAB,
           "max_position_embeddings": 64, "n_routed_experts": 4, "num_experts_per_tok": 2,
-          "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "pad_token_id": None, "rope_theta": 10000.0}
-"""The small dims; rms_norm_eps is hpdsl's norms' epsilon; no pad token (the file's is past the small vocab);
+          "moe_intermediate_size": 32, "pad_token_id": None, "rope_theta": 10000.0}
+"""The small dims (the file's own rms_norm_eps); no pad token (the file's is past the small vocab);
 rope_theta at the built rotary's base 10000 (the importer reads no rotary base: profiles/default.hpf ignores it)."""
 
 def _pair(config: dict[str, Any]) -> tuple[Any, Any]:
@@ -55,7 +55,7 @@ def test_dense_glm_logits_equal_transformers(changes: dict[str, Any]) -> None:
 FLASH = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "mlp_layer_types": ["dense"] * 3,
          "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "vocab_size": VOCAB,
          "max_position_embeddings": 64, "n_routed_experts": 4, "num_experts_per_tok": 2,
-         "moe_intermediate_size": 32, "rms_norm_eps": 1e-6, "q_lora_rank": 24, "kv_lora_rank": 16,
+         "moe_intermediate_size": 32, "q_lora_rank": 24, "kv_lora_rank": 16,
          "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 12}
 """GLM-4.7-Flash's small dims (head_dim is Glm4MoeLiteConfig's alias of qk_rope_head_dim), every layer dense."""
 

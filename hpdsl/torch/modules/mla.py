@@ -40,6 +40,9 @@ from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_atten
                                         rotate)
 from hpdsl.torch.modules.indexer import Indexer, with_aux_loss
 
+LATENT_NORM_EPS = 1e-6
+"""The query and key/value latent norms' epsilon: RMSNorm's default, as transformers builds them."""
+
 
 def _deinterleaved(x: Tensor) -> Tensor:
     """Return x [..., d] with its interleaved pairs regrouped: evens, then odds (transformers' rope_interleave)."""
@@ -74,13 +77,15 @@ class MLAttention(nn.Module):
             # DeepSeek's and GLM-4.7-Flash's attention_bias biases the two latent down-projections
             # and o_proj (transformers' DeepseekV3Attention): qkv_bias and o_bias (families/mla.hpf).
             self.q_a_proj = nn.Linear(h, rank, bias=config.qkv_bias)
-            self.q_a_layernorm = RMSNorm(rank, config.norm_eps)
+            # The latent norms keep RMSNorm's own epsilon, 1e-6, whatever the config's (transformers'
+            # DeepseekV3Attention builds them without its rms_norm_eps).
+            self.q_a_layernorm = RMSNorm(rank, LATENT_NORM_EPS)
             self.q_b_proj = nn.Linear(rank, a * config.q_head_dim, bias=False)
         else:
             self.q_proj = nn.Linear(h, a * config.q_head_dim, bias=False)
         latent = config.kv_lora_rank
         self.kv_a_proj_with_mqa = nn.Linear(h, latent + config.rope_dim, bias=config.qkv_bias)
-        self.kv_a_layernorm = RMSNorm(latent, config.norm_eps)
+        self.kv_a_layernorm = RMSNorm(latent, LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
         self.indexer = Indexer(config) if config.index_n_heads else None
