@@ -40,7 +40,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import columnwise, price_fit
+from hpdsl.cost.price.grid import Work, columnwise, price_fit, representatives, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
@@ -90,47 +90,63 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
                     *range(0, len(grid), BOUND_SLICE)})
     recompute = None if split else tuple(int(r) for r in space.options[3])
     with np.errstate(divide="ignore", invalid="ignore"):
+        # The context is elementwise (the same values whatever grid a row is in); the columns'
+        # work is computed once per mesh, micro-batch, recompute and cp kind, for every (pp, vpp).
+        x = context(grid, prepared.columns.cost_model.profile.run)
+        _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        xu = representatives(x, index)
+        table = work_table(prepared, xu)
+        deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
-            times[lo:hi], peaks[lo:hi] = _group_bounds(prepared, grid.take(slice(lo, hi)), recompute)
+            part = slice(lo, hi)
+            times[part], peaks[part] = _group_bounds(prepared, x.take(part), (table, inverse[part]), deltas)
     return times, peaks
 
 
-def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | None
+def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.ndarray]] | None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Return the bounds of bound rows of one (pp, vpp): the pricing's sums without its non-negative terms.
 
-    `recompute` lists the choices a row stands for (the fewest activation bytes of
-    any is its memory bound, and its time leaves recompute out); None: each row's own.
+    `deltas` are, per recompute choice a row stands for, the activation bytes each
+    column keeps beyond none (of the work's representatives): the fewest of any is
+    its memory bound, and its time leaves recompute out. None: each row's own.
     """
-    x = context(grid, p.columns.cost_model.profile.run)
-    cw = columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
-    layout = p.layout(int(grid.pp[0]), int(grid.vpp[0]), None)
+    cw = columnwise(p, x, flops=False, work=work)   # compute, traffic, activations: none reads recompute or ZeRO
+    layout = p.layout(int(x.pp[0]), int(x.vpp[0]), None)
     g = ranks.group(p, x, cw, layout)
     chunks = g.chunks_of
     kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
     held = None
-    own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
+    inverse = work[1]
+    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] for code, cols in deltas.items()}
     for delta in own.values():   # the fewest any recompute choice keeps, per rank
         per_chunk = (kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
         total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
-    t_row = g.ranks(cw.tau, cw.tau_rec if recompute is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
+    t_row = g.ranks(cw.tau, cw.tau_rec if deltas is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0), 0.0,
                            layout.vpp)
     return step, held.max(axis=0)
 
 
-def _deltas(p: Prepared, x: Any, cw: Any, codes: tuple[int, ...]) -> dict[int, list[np.ndarray]]:
-    """Return per recompute code and column the activation bytes it keeps beyond none, as pricing.column_values does."""
+def _deltas(p: Prepared, xu: Any, table: list[dict[str, np.ndarray]], codes: tuple[int, ...]
+            ) -> dict[int, list[np.ndarray]]:
+    """Return per recompute code and column the activation bytes it keeps beyond none, as pricing.column_values does.
+
+    Of the work's representatives `xu` (their `table`): spread to the rows by the caller.
+    """
     out: dict[int, list[np.ndarray]] = {code: [] for code in codes}
-    for j, none in enumerate(cw.act_none):
+    for j, work in enumerate(table):
+        none = work["act_none"]
         layer = p.columns.columns[j].role in ("layer", "mtp")
-        kept = mem.activation(p.act[j], x) if layer and any(codes) else (none, none, none)
+        kept = mem.activation(p.act[j], xu) if layer and any(codes) else (none, none, none)
         for code in codes:
-            out[code].append(xp.broadcast(kept[code] - none, x.tokens) if layer and code else np.zeros_like(none))
+            out[code].append(np.asarray(xp.broadcast(kept[code] - none, xu.tokens)) if layer and code
+                             else np.zeros_like(none))
     return out
 
 
@@ -196,17 +212,20 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
                 split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
-    code, grid = _expand(space, rows, chunk, split)
+    code, same, grid = _expand(space, rows, chunk, split)
     ok = ~invalid_mask(prepared.columns, grid, requires=False)
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
-    return (code, grid, *price_fit(prepared, grid))
+    return (code, grid, *price_fit(prepared, grid, same[ok]))
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
-            ) -> tuple[np.ndarray, StrategyGrid]:
-    """Return the candidates of the given bound rows (each with every ZeRO choice, and recompute one unless split) and their order codes."""
+            ) -> tuple[np.ndarray, np.ndarray, StrategyGrid]:
+    """Return the candidates of the given bound rows (each with every ZeRO choice, and recompute one unless split).
+
+    With them their order codes and their work codes (Space.work_codes).
+    """
     s = space.sizes
     vi, ri, mi, ci, ki = (r[chunk] for r in rows)
     if split:
@@ -218,7 +237,7 @@ def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split
         vi, ri, mi, ki = (np.repeat(a, s[3] * s[4]) for a in (vi, ri, mi, ki))
     # The enumeration's mixed-radix position: sorting by it restores the exhaustive order.
     code = ((((vi * s[1] + ri) * s[2] + mi) * s[3] + ci) * s[4] + zi) * s[5] + ki
-    return code, space.grid(vi, ri, mi, ci, zi, ki)
+    return code, space.work_codes(ri, mi, ci, ki), space.grid(vi, ri, mi, ci, zi, ki)
 
 
 def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]], space: Space,

@@ -89,6 +89,7 @@ class Space:
     devices: int
     global_batch: int
     seq_len: int
+    mesh_ids: np.ndarray                  # (L,) each layout's (tp, cp, ep, etp) as a small id (work_codes)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -111,6 +112,15 @@ class Space:
         return StrategyGrid({k: np.asarray(v, dtype=np.float64 if k == "mfu" else np.int64)
                              for k, v in arrays.items()}, template.splits, template.devices)
 
+    def work_codes(self, ri: np.ndarray, mi: np.ndarray, ci: np.ndarray, ki: np.ndarray) -> np.ndarray:
+        """Return a code per candidate, equal only where candidates differ in nothing but vpp, pp, dp and ZeRO.
+
+        Such candidates do the same work per column (hpdsl/cost/price/grid.py's work_table):
+        the search prices it once per code.
+        """
+        s = self.sizes
+        return ((self.mesh_ids[ri] * s[2] + mi) * s[3] + ci) * s[5] + ki
+
     def kept(self, ri: np.ndarray, ki: np.ndarray) -> np.ndarray:
         """Return which candidates the search keeps: the cp kind only varies where cp > 1."""
         return (self.rows[ri, 1] > 1) | (self.options[5][ki] == CP_KINDS.index(self.base.cp_kind))
@@ -127,7 +137,8 @@ def search_space(prepared: Prepared, devices: int, *, global_batch: int, seq_len
                np.asarray([RECOMPUTE.index(r) for r in recompute], dtype=np.int64),
                np.asarray([ZERO.index(z) for z in zero], dtype=np.int64),
                np.asarray([CP_KINDS.index(k) for k in cp_kinds], dtype=np.int64))
-    return Space(rows, options, base, devices, global_batch, seq_len)
+    mesh_ids = np.unique(rows[:, [0, 1, 4, 5]], axis=0, return_inverse=True)[1].ravel()
+    return Space(rows, options, base, devices, global_batch, seq_len, mesh_ids)
 
 
 def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
