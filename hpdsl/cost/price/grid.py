@@ -33,8 +33,12 @@ from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
 
 def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
     """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
-    return (shards.static_factors(x), comm_mod.data_parallel_factors(x),
-            xp.where(x.pp > 1, p.output_copy, 0.0))
+    return shards.static_factors(x), comm_mod.data_parallel_factors(x), _output_copy(p, x)
+
+
+def _output_copy(p: Prepared, x: Ctx) -> Any:
+    """Return the embedding copy the output column's rank holds: only where pp > 1."""
+    return xp.where(x.pp > 1, p.output_copy, 0.0)
 
 
 def columnwise(p: Prepared, x: Ctx, *, flops: bool = True, work: Work | None = None) -> Columnwise:
@@ -61,6 +65,22 @@ def columnwise(p: Prepared, x: Ctx, *, flops: bool = True, work: Work | None = N
         vol={axis: [getattr(t, axis) for t in traffic] for axis in ("tp", "cp", "ep")},
         vol_rec={axis: [getattr(t, f"rec_{axis}") for t in traffic] for axis in ("tp", "cp", "ep")},
         **flat)
+
+
+def some_columns(p: Prepared, x: Ctx, work: Work, fields: tuple[str, ...]) -> Columnwise:
+    """Return a Columnwise of only `fields` (FIT_WORK arrays spread from `work`, or "static"), the rest empty.
+
+    The search's bounds read a few quantities of every bound row: only those are computed.
+    """
+    table, inverse = work
+    out: dict[str, Any] = {k: [] for k in attrs.fields_dict(Columnwise) if k not in ("parts", "vol", "vol_rec")}
+    for k in fields:
+        if k != "static":
+            out[k] = [columns[k][inverse] for columns in table]
+    if "static" in fields:
+        factors, copy = shards.static_factors(x), _output_copy(p, x)
+        out["static"] = [xp.broadcast(_static(p, j, x, factors, copy)[2], x.tokens) for j in range(p.n_columns)]
+    return Columnwise(parts=([], [], []), vol={}, vol_rec={}, **out)
 
 
 Work = tuple[list[dict[str, np.ndarray]], np.ndarray]
@@ -156,13 +176,11 @@ def column_work(p: Prepared, j: int, x: Ctx, *, flops: bool = True) -> dict[str,
 def column_static(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
                   output_copy: Any) -> dict[str, Any]:
     """Return one column's bytes and gradient traffic under the candidates' layout and ZeRO (arrays, or floats)."""
-    role = p.columns.columns[j].role
-    layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tokens)
-    dense, expert = shards.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
-    parts = shards.static_bytes(dense, expert, factors)
+    layer, zero = p.columns.columns[j].role in ("layer", "mtp"), xp.zeros_like(x.tokens)
+    dense, expert, static, parts = _static(p, j, x, factors, output_copy)
     once_dense, once_expert, micro_dense, micro_expert = dp_factors
     values = {
-        "static": parts[0] + parts[1] + parts[2], "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
+        "static": static, "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
         "gathered": x.param_bytes * (dense + expert) if layer else zero,
         "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "dp_once": dense * once_dense + expert * once_expert,
@@ -171,6 +189,14 @@ def column_static(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
     out.update(parts=parts)
     return out
+
+
+def _static(p: Prepared, j: int, x: Ctx, factors: Any, output_copy: Any) -> tuple[Any, Any, Any, list[Any]]:
+    """Return a column's (dense, expert) parameters per device, its static bytes and their three parts."""
+    role = p.columns.columns[j].role
+    dense, expert = shards.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
+    parts = shards.static_bytes(dense, expert, factors)
+    return dense, expert, parts[0] + parts[1] + parts[2], parts
 
 
 def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:

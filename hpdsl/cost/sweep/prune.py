@@ -33,14 +33,13 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import stage
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import Work, columnwise, price_fit, representatives, work_table
+from hpdsl.cost.price.grid import Work, price_fit, representatives, some_columns, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
@@ -112,7 +111,8 @@ def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.nda
     column keeps beyond none (of the work's representatives): the fewest of any is
     its memory bound, and its time leaves recompute out. None: each row's own.
     """
-    cw = columnwise(p, x, flops=False, work=work)   # compute, traffic, activations: none reads recompute or ZeRO
+    # What the bounds read: compute, traffic and activations (none reads ZeRO) and the static bytes.
+    cw = some_columns(p, x, work, ("act_none", "static", "tau") + (("act_delta", "tau_rec") if deltas is None else ()))
     layout = p.layout(int(x.pp[0]), int(x.vpp[0]), None)
     g = ranks.group(p, x, cw, layout)
     chunks = g.chunks_of
@@ -213,11 +213,20 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
                 split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
     code, same, grid = _expand(space, rows, chunk, split)
-    ok = ~invalid_mask(prepared.columns, grid, requires=False)
+    ok = ~_invalid(prepared, grid)
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
     return (code, grid, *price_fit(prepared, grid, same[ok]))
+
+
+def _invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
+    """Return invalid_mask(columns, grid, requires=False) through the model's checks, its shape found once."""
+    checks = prepared.checks().checks
+    bad = np.zeros(len(grid), dtype=bool)
+    for rule in checks.plain:   # every rule but the families' requires, which the layouts passed
+        bad |= rule.bad(grid, checks.shape)
+    return bad
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool

@@ -137,7 +137,10 @@ def search_space(prepared: Prepared, devices: int, *, global_batch: int, seq_len
                np.asarray([RECOMPUTE.index(r) for r in recompute], dtype=np.int64),
                np.asarray([ZERO.index(z) for z in zero], dtype=np.int64),
                np.asarray([CP_KINDS.index(k) for k in cp_kinds], dtype=np.int64))
-    mesh_ids = np.unique(rows[:, [0, 1, 4, 5]], axis=0, return_inverse=True)[1].ravel()
+    # tp, cp, ep and etp divide the devices: their places among its divisors, in a mixed radix
+    radix = np.asarray(_divisors(devices))
+    places = np.searchsorted(radix, rows[:, [0, 1, 4, 5]])
+    mesh_ids = ((places[:, 0] * len(radix) + places[:, 1]) * len(radix) + places[:, 2]) * len(radix) + places[:, 3]
     return Space(rows, options, base, devices, global_batch, seq_len, mesh_ids)
 
 
