@@ -212,6 +212,8 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
                 split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
+    # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
+    chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
     code, same, grid = _expand(space, rows, chunk, split)
     ok = ~_invalid(prepared, grid)
     if not np.any(ok):
