@@ -214,12 +214,12 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
     # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
     chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
-    code, same, grid = _expand(space, rows, chunk, split)
+    code, grid = _expand(space, rows, chunk, split)
     ok = ~_invalid(prepared, grid)
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
-    return (code, grid, *price_fit(prepared, grid, same[ok]))
+    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code)))
 
 
 def _invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
@@ -232,11 +232,8 @@ def _invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
-            ) -> tuple[np.ndarray, np.ndarray, StrategyGrid]:
-    """Return the candidates of the given bound rows (each with every ZeRO choice, and recompute one unless split).
-
-    With them their order codes and their work codes (Space.work_codes).
-    """
+            ) -> tuple[np.ndarray, StrategyGrid]:
+    """Return the candidates of the given bound rows (each with every ZeRO choice, and recompute one unless split) and their order codes."""
     s = space.sizes
     vi, ri, mi, ci, ki = (r[chunk] for r in rows)
     if split:
@@ -248,7 +245,16 @@ def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split
         vi, ri, mi, ki = (np.repeat(a, s[3] * s[4]) for a in (vi, ri, mi, ki))
     # The enumeration's mixed-radix position: sorting by it restores the exhaustive order.
     code = ((((vi * s[1] + ri) * s[2] + mi) * s[3] + ci) * s[4] + zi) * s[5] + ki
-    return code, space.work_codes(ri, mi, ci, ki), space.grid(vi, ri, mi, ci, zi, ki)
+    return code, space.grid(vi, ri, mi, ci, zi, ki)
+
+
+def _work_codes(space: Space, code: np.ndarray) -> np.ndarray:
+    """Return the work codes (Space.work_codes) of candidates by their order codes (_expand's mixed radix)."""
+    s = space.sizes
+    ki, rest = code % s[5], code // (s[5] * s[4])   # the ZeRO digit dropped
+    ci, rest = rest % s[3], rest // s[3]
+    mi, rest = rest % s[2], rest // s[2]
+    return space.work_codes(rest % s[1], mi, ci, ki)
 
 
 def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]], space: Space,
