@@ -43,7 +43,7 @@ from hpdsl.cost.price.grid import Work, price_fit, representatives, some_columns
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
-from hpdsl.cost.sweep.space import Space, too_many
+from hpdsl.cost.sweep.space import Space, plain_invalid, too_many
 from hpdsl.model.strategy import CP_KINDS
 
 BOUND_CHUNK = 1 << 13
@@ -215,20 +215,11 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
     # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
     chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
     code, grid = _expand(space, rows, chunk, split)
-    ok = ~_invalid(prepared, grid)
+    ok = ~plain_invalid(prepared, grid)
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
     return (code, grid, *price_fit(prepared, grid, _work_codes(space, code)))
-
-
-def _invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
-    """Return invalid_mask(columns, grid, requires=False) through the model's checks, its shape found once."""
-    checks = prepared.checks().checks
-    bad = np.zeros(len(grid), dtype=bool)
-    for rule in checks.plain:   # every rule but the families' requires, which the layouts passed
-        bad |= rule.bad(grid, checks.shape)
-    return bad
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool

@@ -13,7 +13,6 @@ from hpdsl.cost.facts.bounds import MAX_CANDIDATES
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.feasibility.rules import invalid_mask
-from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.cost.price.types import Prepared
 from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
@@ -177,13 +176,22 @@ def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, s
     micro-batch, cp kind or vpp (hpdsl/cost/feasibility/rules.py).
     """
     experts = max(c.experts for c in prepared.columns.configs)
-    shape = model_shape(prepared.columns)
+    shape = prepared.checks().checks.shape
     tp_of = math.gcd(*(count for _, count in (*shape.heads, *shape.tp_widths)))
     rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths),
                    cp_of=max(seq_len, 0), dp_of=max(global_batch, 0), pp_max=shape.layers)
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
+
+
+def plain_invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
+    """Return invalid_mask(columns, grid, requires=False) through the model's cached checks (its shape found once)."""
+    checks = prepared.checks().checks
+    bad = np.zeros(len(grid), dtype=bool)
+    for rule in checks.plain:   # every rule but the families' requires, which the search's layouts passed
+        bad |= rule.bad(grid, checks.shape)
+    return bad
 
 
 def too_many(count: int, what: str = "price", things: str = "candidates") -> InvalidStrategyError:
