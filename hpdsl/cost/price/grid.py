@@ -94,8 +94,8 @@ WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "
 """The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
 
 
-def representatives(x: Ctx, index: np.ndarray) -> Ctx:
-    """Return the context of the candidates of `x` at `index`, its arrays outside WORK_FIELDS unset (None).
+def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:
+    """Return the context of the candidates of `x` at `index` (all), its arrays outside WORK_FIELDS unset (None).
 
     Candidates that differ only in dp, pp, vpp and ZeRO do the same work per column
     (column_work reads WORK_FIELDS alone): a search computes it once per representative
@@ -103,9 +103,11 @@ def representatives(x: Ctx, index: np.ndarray) -> Ctx:
     the same inputs. The other arrays are left unset so that a formula that came to
     read one fails loudly instead of pricing every candidate as its representative.
     """
-    arrays = {a.name: getattr(x, a.name)[index] if a.name in WORK_FIELDS else None for a in attrs.fields(Ctx)
+    def pick(a: np.ndarray) -> np.ndarray:
+        return a if index is None else a[index]
+    arrays = {a.name: pick(getattr(x, a.name)) if a.name in WORK_FIELDS else None for a in attrs.fields(Ctx)
               if isinstance(getattr(x, a.name), np.ndarray)}
-    curves = tuple((m[index] if isinstance(m, np.ndarray) else m, c) for m, c in x.curves)
+    curves = tuple((pick(m) if isinstance(m, np.ndarray) else m, c) for m, c in x.curves)
     return attrs.evolve(x, curves=curves, **arrays)
 
 

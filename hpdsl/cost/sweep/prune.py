@@ -82,24 +82,26 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
     """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices."""
     vi, ri, mi, ci, ki = rows
     # Each row once, at its recompute choice (the first, unless split) and the strongest ZeRO level.
-    grid = space.grid(vi, ri, mi, ci, np.full(len(vi), int(np.argmax(space.options[4]))), ki)
+    zi = np.full(len(vi), int(np.argmax(space.options[4])))
     times, peaks = np.full(len(vi), np.nan), np.full(len(vi), np.nan)
-    key = (grid.pp << 20) | grid.vpp
-    edges = sorted({0, len(grid), *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(),
-                    *range(0, len(grid), BOUND_SLICE)})
+    key = (space.rows[ri, 2] << 20) | space.options[0][vi]
+    edges = sorted({0, len(vi), *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(),
+                    *range(0, len(vi), BOUND_SLICE)})
     recompute = None if split else tuple(int(r) for r in space.options[3])
+    run = prepared.columns.cost_model.profile.run
     with np.errstate(divide="ignore", invalid="ignore"):
-        # The context is elementwise (the same values whatever grid a row is in); the columns'
-        # work is computed once per mesh, micro-batch, recompute and cp kind, for every (pp, vpp).
-        x = context(grid, prepared.columns.cost_model.profile.run)
+        # The columns' work is computed once per mesh, micro-batch, recompute and cp kind, for
+        # every (pp, vpp): the context is elementwise, and a space's candidates share its grid-wide
+        # facts (one device, one implementation), so its rows' context is theirs in any grid.
         _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        xu = representatives(x, index)
+        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run))
         table = work_table(prepared, xu)
         deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
             part = slice(lo, hi)
-            times[part], peaks[part] = _group_bounds(prepared, x.take(part), (table, inverse[part]), deltas)
+            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run)
+            times[part], peaks[part] = _group_bounds(prepared, x, (table, inverse[part]), deltas)
     return times, peaks
 
 
