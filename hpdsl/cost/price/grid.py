@@ -105,8 +105,8 @@ def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:
     """
     def pick(a: np.ndarray) -> np.ndarray:
         return a if index is None else a[index]
-    arrays = {a.name: pick(getattr(x, a.name)) if a.name in WORK_FIELDS else None for a in attrs.fields(Ctx)
-              if isinstance(getattr(x, a.name), np.ndarray)}
+    arrays: dict[str, Any] = {a.name: pick(getattr(x, a.name)) if a.name in WORK_FIELDS else None
+                              for a in attrs.fields(Ctx) if isinstance(getattr(x, a.name), np.ndarray)}
     curves = tuple((pick(m) if isinstance(m, np.ndarray) else m, c) for m, c in x.curves)
     return attrs.evolve(x, curves=curves, **arrays)
 
