@@ -143,15 +143,15 @@ def column_work(p: Prepared, j: int, x: Ctx, *, flops: bool = True) -> dict[str,
     else:
         none = rec = mem.activation(p.act[j], x)[0]
     c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
-    fwd = flop_mod.device_forward(c, x, keys)
-    bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
+    fwd, again = flop_mod.device_forward(c, x, keys), flop_mod.device_flash_backward(c, x, keys)
+    bwd = flop_mod.BACKWARD * fwd + again
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
     scores = flop_mod.device_scores(c, x, keys) if c.ts or c.w_ts else zero
     score = scores / x.achieved_flops if c.ts or c.w_ts else zero
     compute, compute_rec = (fwd + bwd) / x.achieved_flops, frec / x.achieved_flops
     if uses_device_model(x):  # mfu 0: the device's curve and bandwidth (cost/formulas/device_time.py)
         t = column_seconds(p.columns.columns[j], p.columns, x, fwd=fwd, bwd=bwd, rec=frec, scores=scores,
-                           again=flop_mod.device_flash_backward(c, x, keys), keys=keys, saved=none,
+                           again=again, keys=keys, saved=none,
                            kept=rec if layer else none)
         compute = xp.where(x.device_model, t.compute, compute)
         compute_rec = xp.where(x.device_model, t.recompute, compute_rec)
