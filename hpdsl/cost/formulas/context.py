@@ -112,7 +112,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     host = [host_facts(name) for name in grid.devices]
     link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = (np.array([h[k] for h in host])[dev]
                                                                             for k in range(4))
-    used = np.unique(dev)
+    used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
@@ -152,12 +152,17 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
     def collective(span: Val, *kinds: str) -> Val:
         """Return the device model's bandwidth of `kinds` run in equal volume (harmonic mean), else the old one."""
         reached = tier(span, kinds[0]) if len(kinds) == 1 else len(kinds) / sum(1.0 / tier(span, k) for k in kinds)
-        return xp.where(device_model, reached, bandwidth(span))
+        return reached if every_device_model else xp.where(device_model, reached, bandwidth(span))
 
     def latency(span: Val) -> Val:
+        if not latency_on:  # no tier states one: zero throughout
+            return xp.zeros_like(span * 1.0)
         return xp.where(device_model, tier(span, "latency"), 0.0)
 
     device_model = g["mfu"] == 0
+    # Grid-wide facts that let a term skip what np.where would throw away (the same values).
+    every_device_model = isinstance(device_model, np.ndarray) and bool(np.all(device_model))
+    latency_on = bool(np.any(link["node_latency"]) or np.any(link["network_latency"]))
     zero_none = g["zero"] == 0
     dp_span = t * cp * dp
 
@@ -194,7 +199,7 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         bw_pp=collective(2 * t * cp * dp, "p2p"),
         lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
         lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
-        latency_on=bool(np.any(link["node_latency"]) or np.any(link["network_latency"])),
+        latency_on=latency_on,
         host_on=bool(np.any(link["op_overhead"])))
 
 
@@ -214,7 +219,7 @@ def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]
     """
     out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
     prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
-    pairs = np.unique(prec * len(OPTIMIZER_NAMES) + opt)  # a few codes: no Python loop over candidates
+    pairs = np.flatnonzero(np.bincount(prec * len(OPTIMIZER_NAMES) + opt))  # a few codes, in order (np.unique's)
     for p_code, o_code in (divmod(int(code), len(OPTIMIZER_NAMES)) for code in pairs):
         at = (prec == p_code) & (opt == o_code)
         w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)

@@ -2,7 +2,8 @@
 
 Pure functions written against hpdsl/cost/xp.py's protocol, so the grid
 evaluator calls them with arrays over candidates and the scalar one (traced,
-hpdsl/cost/trace.py) with floats: only + - * /, where and xp.cube_root. The terms are
+hpdsl/cost/trace.py) with floats: only + - * /, where and xp.cube_root (curve_efficiency
+has an array path: the same operations, on each size's segment only). The terms are
 described in docs/cost-model.md#the-device-time-model.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from hpdsl.cost.formulas import xp
 
@@ -28,11 +31,28 @@ OPTIMIZER_PASSES = 2.0
 
 def curve_efficiency(curve: Curve, size: Any) -> Any:
     """Return the share of peak at `size`: piecewise linear between points, proportional below the first, flat above."""
+    if isinstance(size, np.ndarray) and len(curve) > 1:
+        return _curve_array(curve, size)
     first_size, first = curve[0]
     share = first * size / first_size
     for (s0, e0), (s1, e1) in zip(curve, curve[1:]):
         share = xp.where(size > s0, e0 + (e1 - e0) * (size - s0) / (s1 - s0), share)
     return xp.where(size > curve[-1][0], curve[-1][1], share)
+
+
+def _curve_array(curve: Curve, size: np.ndarray) -> np.ndarray:
+    """Return curve_efficiency over an array: each size's segment found once, the same operations on it.
+
+    The segment of a size is the last whose start is below it (where the loop of
+    curve_efficiency leaves it); its share is e0 + (e1 − e0)·(size − s0)/(s1 − s0) in that order.
+    """
+    points = np.asarray(curve, dtype=np.float64)
+    sizes, shares = points[:, 0], points[:, 1]
+    above = np.searchsorted(sizes[:-1], size, side="left")   # segment starts below each size
+    at = np.maximum(above - 1, 0)
+    rise, run = (shares[1:] - shares[:-1])[at], (sizes[1:] - sizes[:-1])[at]
+    share = np.where(above > 0, shares[at] + rise * (size - sizes[at]) / run, shares[0] * size / sizes[0])
+    return np.where(size > sizes[-1], shares[-1], share)
 
 
 def machine_efficiency(curves: Sequence[tuple[Any, Curve]], size: Any) -> Any:

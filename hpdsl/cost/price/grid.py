@@ -33,53 +33,125 @@ from hpdsl.cost.price.types import Columnwise, GridPrice, Prepared
 
 def shared_factors(p: Prepared, x: Ctx) -> tuple[Any, Any, Any]:
     """Return what every column's prices share: ZeRO factors, gradient-reduction factors, the output's copy."""
-    return (shards.static_factors(x), comm_mod.data_parallel_factors(x),
-            xp.where(x.pp > 1, p.output_copy, 0.0))
+    return shards.static_factors(x), comm_mod.data_parallel_factors(x), _output_copy(p, x)
 
 
-def columnwise(p: Prepared, x: Ctx, *, flops: bool = True) -> Columnwise:
+def _output_copy(p: Prepared, x: Ctx) -> Any:
+    """Return the embedding copy the output column's rank holds: only where pp > 1."""
+    return xp.where(x.pp > 1, p.output_copy, 0.0)
+
+
+def columnwise(p: Prepared, x: Ctx, *, flops: bool = True, work: Work | None = None) -> Columnwise:
     """Return every per-column quantity of a grid (a column's values do not depend on the layout).
 
-    Without `flops` the model-convention FLOPs are left out (empty lists): the search ranks by time and memory.
+    Without `flops` the model-convention FLOPs and what only the per-rank detail reads (executed
+    FLOPs, traffic by axis) are left out (empty lists): the search ranks by time and memory.
+    `work` is the columns' work computed once for representatives of the candidates
+    (`work_table`) and which one each candidate is: only the layout's part is computed here.
     """
     shared = shared_factors(p, x)
-    rows = [column_values(p, j, x, *shared, flops=flops) for j in range(p.n_columns)]
+    if work is None:
+        rows = [column_values(p, j, x, *shared, flops=flops) for j in range(p.n_columns)]
+    else:
+        table, inverse = work
+        rows = [{**{k: v[inverse] for k, v in table[j].items()}, **column_static(p, j, x, *shared)}
+                for j in range(p.n_columns)]
     flat = {k: [row[k] for row in rows] if k in rows[0] else [] for k in attrs.fields_dict(Columnwise)
             if k not in ("parts", "vol", "vol_rec")}
     params, grads, optimizer = ([row["parts"][k] for row in rows] for k in range(3))
+    traffic = [row["traffic"] for row in rows if "traffic" in row]
     return Columnwise(
         parts=(params, grads, optimizer),
-        vol={axis: [getattr(row["traffic"], axis) for row in rows] for axis in ("tp", "cp", "ep")},
-        vol_rec={axis: [getattr(row["traffic"], f"rec_{axis}") for row in rows]
-                 for axis in ("tp", "cp", "ep")},
+        vol={axis: [getattr(t, axis) for t in traffic] for axis in ("tp", "cp", "ep")},
+        vol_rec={axis: [getattr(t, f"rec_{axis}") for t in traffic] for axis in ("tp", "cp", "ep")},
         **flat)
+
+
+def some_columns(p: Prepared, x: Ctx, work: Work, fields: tuple[str, ...]) -> Columnwise:
+    """Return a Columnwise of only `fields` (FIT_WORK arrays spread from `work`, or "static"), the rest empty.
+
+    The search's bounds read a few quantities of every bound row: only those are computed.
+    """
+    table, inverse = work
+    out: dict[str, Any] = {k: [] for k in attrs.fields_dict(Columnwise) if k not in ("parts", "vol", "vol_rec")}
+    for k in fields:
+        if k != "static":
+            out[k] = [columns[k][inverse] for columns in table]
+    if "static" in fields:
+        factors, copy = shards.static_factors(x), _output_copy(p, x)
+        out["static"] = [xp.broadcast(_static(p, j, x, factors, copy)[2], x.tokens) for j in range(p.n_columns)]
+    return Columnwise(parts=([], [], []), vol={}, vol_rec={}, **out)
+
+
+Work = tuple[list[dict[str, np.ndarray]], np.ndarray]
+"""Per column the work arrays of some representative candidates, and per candidate its representative."""
+
+WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "tokens", "loss_shards",
+               "compute_bytes", "softmax_bytes", "param_bytes", "flash", "hf", "eager", "cpu", "recompute",
+               "all_layers", "recompute_layers", "ring", "grad_bytes", "optimizer_bytes", "achieved_flops", "peak",
+               "mem_bw", "op_overhead", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp", "lat_cp",
+               "lat_ep", "tree_tp")
+"""The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
+
+
+def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:
+    """Return the context of the candidates of `x` at `index` (all), its arrays outside WORK_FIELDS unset (None).
+
+    Candidates that differ only in dp, pp, vpp and ZeRO do the same work per column
+    (column_work reads WORK_FIELDS alone): a search computes it once per representative
+    and spreads it (columnwise's `work`), each value the same elementwise operations on
+    the same inputs. The other arrays are left unset so that a formula that came to
+    read one fails loudly instead of pricing every candidate as its representative.
+    """
+    def pick(a: np.ndarray) -> np.ndarray:
+        return a if index is None else a[index]
+    arrays: dict[str, Any] = {a.name: pick(getattr(x, a.name)) if a.name in WORK_FIELDS else None
+                              for a in attrs.fields(Ctx) if isinstance(getattr(x, a.name), np.ndarray)}
+    curves = tuple((pick(m) if isinstance(m, np.ndarray) else m, c) for m, c in x.curves)
+    return attrs.evolve(x, curves=curves, **arrays)
+
+
+def work_table(p: Prepared, xu: Ctx) -> list[dict[str, np.ndarray]]:
+    """Return per column the work fit pricing reads (FIT_WORK) of representatives `xu` (`representatives`)."""
+    table = []
+    for j in range(p.n_columns):
+        row = column_work(p, j, xu, flops=False)
+        table.append({k: np.asarray(row[k]) for k in FIT_WORK})
+    return table
+
+
+FIT_WORK = ("act_none", "act_delta", "compute", "compute_rec", "tau", "tau_rec")
+"""The work arrays fit pricing (step time and peak bytes) reads."""
 
 
 def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
                   output_copy: Any, *, flops: bool = True) -> dict[str, Any]:
     """Return one column's arrays (n,), or floats for one strategy: bytes, seconds, FLOPs and traffic per micro-batch.
 
-    `flops=False` leaves out the model-convention FLOPs ("model_*"), which no time or memory reads.
+    `flops=False` leaves out the model-convention FLOPs ("model_*"), which no time or memory reads,
+    and the executed FLOPs and traffic by axis, which only the per-rank detail reads.
     """
+    return {**column_work(p, j, x, flops=flops), **column_static(p, j, x, factors, dp_factors, output_copy)}
+
+
+def column_work(p: Prepared, j: int, x: Ctx, *, flops: bool = True) -> dict[str, Any]:
+    """Return one column's work per micro-batch: saved bytes, seconds, FLOPs and traffic (none reads dp, pp or ZeRO)."""
     role = p.columns.columns[j].role
     layer, zero = role in ("layer", "mtp"), xp.zeros_like(x.tokens)
     if layer:
         none, rec = mem.recomputed_activation(p.act[j], x)
     else:
         none = rec = mem.activation(p.act[j], x)[0]
-    dense, expert = shards.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
-    parts = shards.static_bytes(dense, expert, factors)
-    once_dense, once_expert, micro_dense, micro_expert = dp_factors
     c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
-    fwd = flop_mod.device_forward(c, x, keys)
-    bwd = flop_mod.BACKWARD * fwd + flop_mod.device_flash_backward(c, x, keys)
+    fwd, again = flop_mod.device_forward(c, x, keys), flop_mod.device_flash_backward(c, x, keys)
+    bwd = flop_mod.BACKWARD * fwd + again
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
     scores = flop_mod.device_scores(c, x, keys) if c.ts or c.w_ts else zero
     score = scores / x.achieved_flops if c.ts or c.w_ts else zero
     compute, compute_rec = (fwd + bwd) / x.achieved_flops, frec / x.achieved_flops
     if uses_device_model(x):  # mfu 0: the device's curve and bandwidth (cost/formulas/device_time.py)
         t = column_seconds(p.columns.columns[j], p.columns, x, fwd=fwd, bwd=bwd, rec=frec, scores=scores,
-                           again=flop_mod.device_flash_backward(c, x, keys), keys=keys, saved=none,
+                           again=again, keys=keys, saved=none,
                            kept=rec if layer else none)
         compute = xp.where(x.device_model, t.compute, compute)
         compute_rec = xp.where(x.device_model, t.recompute, compute_rec)
@@ -87,25 +159,46 @@ def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     traffic = comm_mod.layer_comm(p.comm[j], x, 3 * score, xp.where(x.recompute >= 1, score, 0.0))
     values = {
         "act_none": none, "act_delta": rec - none if layer else zero,
-        "static": parts[0] + parts[1] + parts[2], "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
-        "gathered": x.param_bytes * (dense + expert) if layer else zero,
-        "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "compute": compute, "compute_rec": compute_rec, "tau": compute + traffic.time,
-        "tau_rec": compute_rec + traffic.rec_time if layer else zero,
-        "dp_once": dense * once_dense + expert * once_expert,
-        "dp_micro": dense * micro_dense + expert * micro_expert, "fwd": fwd, "bwd": bwd, "rec": frec,
-        "tp_once": sp_grad_allreduce(p.params[j].rep, x)}
+        "tau_rec": compute_rec + traffic.rec_time if layer else zero}
     if flops:
         model_fwd = flop_mod.model_forward(c, x, keys)
         values.update(
-            model_fwd=model_fwd,
+            fwd=fwd, bwd=bwd, rec=frec, model_fwd=model_fwd,
             model_bwd=flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
             model_rec=flop_mod.model_recompute(c, x, keys) if layer else zero,
             model_mfu=x.seq_len * (p.model_flops[j].per_token
                              + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j])))
     out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
-    out.update(parts=parts, traffic=traffic)
+    if flops:
+        out.update(traffic=traffic)
     return out
+
+
+def column_static(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
+                  output_copy: Any) -> dict[str, Any]:
+    """Return one column's bytes and gradient traffic under the candidates' layout and ZeRO (arrays, or floats)."""
+    layer, zero = p.columns.columns[j].role in ("layer", "mtp"), xp.zeros_like(x.tokens)
+    dense, expert, static, parts = _static(p, j, x, factors, output_copy)
+    once_dense, once_expert, micro_dense, micro_expert = dp_factors
+    values = {
+        "static": static, "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
+        "gathered": x.param_bytes * (dense + expert) if layer else zero,
+        "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
+        "dp_once": dense * once_dense + expert * once_expert,
+        "dp_micro": dense * micro_dense + expert * micro_expert,
+        "tp_once": sp_grad_allreduce(p.params[j].rep, x)}
+    out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
+    out.update(parts=parts)
+    return out
+
+
+def _static(p: Prepared, j: int, x: Ctx, factors: Any, output_copy: Any) -> tuple[Any, Any, Any, list[Any]]:
+    """Return a column's (dense, expert) parameters per device, its static bytes and their three parts."""
+    role = p.columns.columns[j].role
+    dense, expert = shards.device_params(p.params[j], x, output_copy if role == "output" else 0.0)
+    parts = shards.static_bytes(dense, expert, factors)
+    return dense, expert, parts[0] + parts[1] + parts[2], parts
 
 
 def sp_grad_allreduce(replicated: float, x: Ctx) -> Any:
@@ -129,30 +222,42 @@ def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: 
     return GridPrice(**{k: v for k, v in result.items() if k != "stages"}, stages=result.get("stages"))
 
 
-def price_fit(prepared: Prepared, grid: StrategyGrid) -> tuple[np.ndarray, np.ndarray]:
-    """Return (step time, peak bytes) of every candidate: what the search ranks by, without the FLOP counts."""
-    result = _price(prepared, grid, detail=False, flops=False)
+def price_fit(prepared: Prepared, grid: StrategyGrid, same: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step time, peak bytes) of every candidate: what the search ranks by, without the FLOP counts.
+
+    `same`, when given, is a code per candidate, equal only for candidates that differ in
+    nothing but dp, pp, vpp and ZeRO (a search knows which): their columns' work is computed once.
+    """
+    result = _price(prepared, grid, detail=False, flops=False, same=same)
     return result["step_time_s"], result["peak_bytes"]
 
 
-def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool) -> dict[str, Any]:
+def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool, same: np.ndarray | None = None
+           ) -> dict[str, Any]:
     """Return the prices of `grid` as arrays by name (and, with `detail`, "stages": a row per candidate).
 
     The grid is ordered by layout (the search's chunks already are), every
-    column's values computed once for all of it, and each layout's run of
-    candidates priced through views of them.
+    column's values computed once for all of it (the work once per `same` code),
+    and each layout's run of candidates priced through views of them.
     """
+    assert flops or not detail, "the per-rank detail reads the executed FLOPs"
     n = len(grid)
     key = (grid.pp.astype(np.int64) << 40) | (grid.vpp.astype(np.int64) << 20) | grid.split_id
     order = None if bool(np.all(key[1:] >= key[:-1])) else np.argsort(key, kind="stable")
     if order is not None:
         grid, key = grid.take(order), key[order]
+        same = None if same is None else same[order]
     bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), n] if n else [0]
     result: dict[str, Any] = {}
     stages: list[dict[str, np.ndarray] | None] = [None] * n
     with np.errstate(divide="ignore", invalid="ignore"):
         x = context(grid, p.columns.cost_model.profile.run)
-        cw = columnwise(p, x, flops=flops)
+        work = None
+        if same is not None:
+            _, index, inverse = np.unique(same, return_index=True, return_inverse=True)
+            work = (work_table(p, representatives(x, index)), inverse.ravel())
+        cw = columnwise(p, x, flops=flops, work=work)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             part = slice(lo, hi)
             layout = p.layout(int(grid.pp[lo]), int(grid.vpp[lo]), grid.splits[int(grid.split_id[lo])])

@@ -136,13 +136,13 @@ def group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> Group:
     return Group(p, x, cw, layout, *rows)
 
 
-def memory(g: Group) -> dict[str, np.ndarray]:
-    """Return (S, n) bytes per rank: static, activations (in flight), transient, total."""
+def memory(g: Group, static_rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Return (S, n) bytes per rank: static (`static_rows`: g.ranks(cw.static)), activations (in flight), transient, total."""
     x, cw, layout, chunks = g.x, g.cw, g.layout, g.chunks_of
     per_chunk = (weighted_sum(chunks.counts, cw.act_none, chunks.spans)
                  + weighted_sum(chunks.recomputed, cw.act_delta, chunks.spans))[chunks.inverse]
     activations = per_rank_sum(in_flight(layout.stages, layout.vpp, x.micro_batches) * per_chunk, layout.stages, layout.vpp)
-    static = g.spread(g.ranks(cw.static))
+    static = g.spread(static_rows)
     largest = _present_max(g.ranks_of.spans, len(g.ranks_of.counts), cw.act_none,
                            g.prepared.columns.layer_columns)
     transient, total = stage.rank_memory(x, static, activations, g.spread(largest), g.spread(_gathered(g)),
@@ -164,7 +164,7 @@ def _gathered(g: Group) -> np.ndarray:
     return g.ranks(g.cw.gathered)  # zero outside the layer columns
 
 
-def time(g: Group) -> dict[str, Any]:
+def time(g: Group, static_rows: np.ndarray) -> dict[str, Any]:
     """Return per distinct rank micro-batch seconds and gradient traffic, and the modeled step time."""
     x, cw = g.x, g.cw
     pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
@@ -172,7 +172,7 @@ def time(g: Group) -> dict[str, Any]:
     once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
     t_row, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
-                                    g.ranks(cw.static) if uses_device_model(x) else 0.0,
+                                    static_rows if uses_device_model(x) else 0.0,
                                     g.ranks(cw.tensors) if uses_device_model(x) else 0.0)
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
@@ -197,7 +197,8 @@ def price_group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout, *, detail: 
                 flops: bool) -> dict[str, Any]:
     """Return one layout group's prices: peak bytes and step time, the FLOPs (`flops`), the per-rank detail."""
     g = group(p, x, cw, layout)
-    mem, seconds = memory(g), time(g)
+    static_rows = g.ranks(cw.static)   # both read each distinct rank's static bytes
+    mem, seconds = memory(g, static_rows), time(g, static_rows)
     out: dict[str, Any] = {"peak_bytes": mem["total"].max(axis=0), "peak_stage": mem["total"].argmax(axis=0),
                            "step_time_s": seconds["step"]}
     if flops:

@@ -33,18 +33,17 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.formulas import comm as comm_mod
 from hpdsl.cost.formulas import stage
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import columnwise, price_fit
+from hpdsl.cost.price.grid import Work, price_fit, representatives, some_columns, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
-from hpdsl.cost.sweep.space import Space, too_many
+from hpdsl.cost.sweep.space import Space, plain_invalid, too_many
 from hpdsl.model.strategy import CP_KINDS
 
 BOUND_CHUNK = 1 << 13
@@ -83,54 +82,73 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
     """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices."""
     vi, ri, mi, ci, ki = rows
     # Each row once, at its recompute choice (the first, unless split) and the strongest ZeRO level.
-    grid = space.grid(vi, ri, mi, ci, np.full(len(vi), int(np.argmax(space.options[4]))), ki)
+    zi = np.full(len(vi), int(np.argmax(space.options[4])))
     times, peaks = np.full(len(vi), np.nan), np.full(len(vi), np.nan)
-    key = (grid.pp << 20) | grid.vpp
-    edges = sorted({0, len(grid), *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(),
-                    *range(0, len(grid), BOUND_SLICE)})
+    key = (space.rows[ri, 2] << 20) | space.options[0][vi]
+    edges = sorted({0, len(vi), *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(),
+                    *range(0, len(vi), BOUND_SLICE)})
     recompute = None if split else tuple(int(r) for r in space.options[3])
+    run = prepared.columns.cost_model.profile.run
     with np.errstate(divide="ignore", invalid="ignore"):
+        # The columns' work is computed once per mesh, micro-batch, recompute and cp kind, for
+        # every (pp, vpp): the context is elementwise, and a space's candidates share its grid-wide
+        # facts (one device, one implementation), so its rows' context is theirs in any grid.
+        _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run))
+        table = work_table(prepared, xu)
+        deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
-            times[lo:hi], peaks[lo:hi] = _group_bounds(prepared, grid.take(slice(lo, hi)), recompute)
+            part = slice(lo, hi)
+            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run)
+            times[part], peaks[part] = _group_bounds(prepared, x, (table, inverse[part]), deltas)
     return times, peaks
 
 
-def _group_bounds(p: Prepared, grid: StrategyGrid, recompute: tuple[int, ...] | None
+def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.ndarray]] | None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Return the bounds of bound rows of one (pp, vpp): the pricing's sums without its non-negative terms.
 
-    `recompute` lists the choices a row stands for (the fewest activation bytes of
-    any is its memory bound, and its time leaves recompute out); None: each row's own.
+    `deltas` are, per recompute choice a row stands for, the activation bytes each
+    column keeps beyond none (of the work's representatives): the fewest of any is
+    its memory bound, and its time leaves recompute out. None: each row's own.
     """
-    x = context(grid, p.columns.cost_model.profile.run)
-    cw = columnwise(p, x, flops=False)   # compute, traffic, activations: none reads recompute or ZeRO
-    layout = p.layout(int(grid.pp[0]), int(grid.vpp[0]), None)
+    # What the bounds read: compute, traffic and activations (none reads ZeRO) and the static bytes.
+    cw = some_columns(p, x, work, ("act_none", "static", "tau") + (("act_delta", "tau_rec") if deltas is None else ()))
+    layout = p.layout(int(x.pp[0]), int(x.vpp[0]), None)
     g = ranks.group(p, x, cw, layout)
     chunks = g.chunks_of
     kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
     held = None
-    own = {-1: cw.act_delta} if recompute is None else _deltas(p, x, cw, recompute)
+    inverse = work[1]
+    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] for code, cols in deltas.items()}
     for delta in own.values():   # the fewest any recompute choice keeps, per rank
         per_chunk = (kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
         total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
-    t_row = g.ranks(cw.tau, cw.tau_rec if recompute is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
+    t_row = g.ranks(cw.tau, cw.tau_rec if deltas is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0), 0.0,
                            layout.vpp)
     return step, held.max(axis=0)
 
 
-def _deltas(p: Prepared, x: Any, cw: Any, codes: tuple[int, ...]) -> dict[int, list[np.ndarray]]:
-    """Return per recompute code and column the activation bytes it keeps beyond none, as pricing.column_values does."""
+def _deltas(p: Prepared, xu: Any, table: list[dict[str, np.ndarray]], codes: tuple[int, ...]
+            ) -> dict[int, list[np.ndarray]]:
+    """Return per recompute code and column the activation bytes it keeps beyond none, as pricing.column_values does.
+
+    Of the work's representatives `xu` (their `table`): spread to the rows by the caller.
+    """
     out: dict[int, list[np.ndarray]] = {code: [] for code in codes}
-    for j, none in enumerate(cw.act_none):
+    for j, work in enumerate(table):
+        none = work["act_none"]
         layer = p.columns.columns[j].role in ("layer", "mtp")
-        kept = mem.activation(p.act[j], x) if layer and any(codes) else (none, none, none)
+        kept = mem.activation(p.act[j], xu) if layer and any(codes) else (none, none, none)
         for code in codes:
-            out[code].append(xp.broadcast(kept[code] - none, x.tokens) if layer and code else np.zeros_like(none))
+            out[code].append(np.asarray(xp.broadcast(kept[code] - none, xu.tokens)) if layer and code
+                             else np.zeros_like(none))
     return out
 
 
@@ -196,12 +214,14 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
                 split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
+    # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
+    chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
     code, grid = _expand(space, rows, chunk, split)
-    ok = ~invalid_mask(prepared.columns, grid, requires=False)
+    ok = ~plain_invalid(prepared, grid)
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
-    return (code, grid, *price_fit(prepared, grid))
+    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code)))
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
@@ -219,6 +239,15 @@ def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split
     # The enumeration's mixed-radix position: sorting by it restores the exhaustive order.
     code = ((((vi * s[1] + ri) * s[2] + mi) * s[3] + ci) * s[4] + zi) * s[5] + ki
     return code, space.grid(vi, ri, mi, ci, zi, ki)
+
+
+def _work_codes(space: Space, code: np.ndarray) -> np.ndarray:
+    """Return the work codes (Space.work_codes) of candidates by their order codes (_expand's mixed radix)."""
+    s = space.sizes
+    ki, rest = code % s[5], code // (s[5] * s[4])   # the ZeRO digit dropped
+    ci, rest = rest % s[3], rest // s[3]
+    mi, rest = rest % s[2], rest // s[2]
+    return space.work_codes(rest % s[1], mi, ci, ki)
 
 
 def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]], space: Space,

@@ -13,7 +13,6 @@ from hpdsl.cost.facts.bounds import MAX_CANDIDATES
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.problems import InvalidStrategyError
 from hpdsl.cost.feasibility.rules import invalid_mask
-from hpdsl.cost.feasibility.shape import model_shape
 from hpdsl.cost.price.types import Prepared
 from hpdsl.model.strategy import CP_KINDS, RECOMPUTE, Strategy, ZERO
 
@@ -89,6 +88,7 @@ class Space:
     devices: int
     global_batch: int
     seq_len: int
+    mesh_ids: np.ndarray                  # (L,) each layout's (tp, cp, ep, etp) as a small id (work_codes)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -111,6 +111,15 @@ class Space:
         return StrategyGrid({k: np.asarray(v, dtype=np.float64 if k == "mfu" else np.int64)
                              for k, v in arrays.items()}, template.splits, template.devices)
 
+    def work_codes(self, ri: np.ndarray, mi: np.ndarray, ci: np.ndarray, ki: np.ndarray) -> np.ndarray:
+        """Return a code per candidate, equal only where candidates differ in nothing but vpp, pp, dp and ZeRO.
+
+        Such candidates do the same work per column (hpdsl/cost/price/grid.py's work_table):
+        the search prices it once per code.
+        """
+        s = self.sizes
+        return ((self.mesh_ids[ri] * s[2] + mi) * s[3] + ci) * s[5] + ki
+
     def kept(self, ri: np.ndarray, ki: np.ndarray) -> np.ndarray:
         """Return which candidates the search keeps: the cp kind only varies where cp > 1."""
         return (self.rows[ri, 1] > 1) | (self.options[5][ki] == CP_KINDS.index(self.base.cp_kind))
@@ -127,7 +136,11 @@ def search_space(prepared: Prepared, devices: int, *, global_batch: int, seq_len
                np.asarray([RECOMPUTE.index(r) for r in recompute], dtype=np.int64),
                np.asarray([ZERO.index(z) for z in zero], dtype=np.int64),
                np.asarray([CP_KINDS.index(k) for k in cp_kinds], dtype=np.int64))
-    return Space(rows, options, base, devices, global_batch, seq_len)
+    # tp, cp, ep and etp divide the devices: their places among its divisors, in a mixed radix
+    radix = np.asarray(_divisors(devices))
+    places = np.searchsorted(radix, rows[:, [0, 1, 4, 5]])
+    mesh_ids = ((places[:, 0] * len(radix) + places[:, 1]) * len(radix) + places[:, 2]) * len(radix) + places[:, 3]
+    return Space(rows, options, base, devices, global_batch, seq_len, mesh_ids)
 
 
 def enumerate_grid(prepared: Prepared, devices: int, *, global_batch: int, seq_len: int,
@@ -163,13 +176,22 @@ def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, s
     micro-batch, cp kind or vpp (hpdsl/cost/feasibility/rules.py).
     """
     experts = max(c.experts for c in prepared.columns.configs)
-    shape = model_shape(prepared.columns)
+    shape = prepared.checks().checks.shape
     tp_of = math.gcd(*(count for _, count in (*shape.heads, *shape.tp_widths)))
     rows = layouts(devices, experts, tp_of=tp_of, etp_of=math.gcd(*shape.expert_widths),
                    cp_of=max(seq_len, 0), dp_of=max(global_batch, 0), pp_max=shape.layers)
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
     return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
+
+
+def plain_invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
+    """Return invalid_mask(columns, grid, requires=False) through the model's cached checks (its shape found once)."""
+    checks = prepared.checks().checks
+    bad = np.zeros(len(grid), dtype=bool)
+    for rule in checks.plain:   # every rule but the families' requires, which the search's layouts passed
+        bad |= rule.bad(grid, checks.shape)
+    return bad
 
 
 def too_many(count: int, what: str = "price", things: str = "candidates") -> InvalidStrategyError:

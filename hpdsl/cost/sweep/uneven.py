@@ -7,10 +7,10 @@ from functools import cache
 import numpy as np
 
 from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.price.grid import price_fit
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.cost.price.types import Prepared
+from hpdsl.cost.sweep.space import plain_invalid
 
 UNEVEN_TRIED = 32
 """Pipelined candidates whose uneven splits are priced: the fastest that fit or nearly fit."""
@@ -60,8 +60,9 @@ def uneven_candidates(prepared: Prepared, grid: StrategyGrid, times: np.ndarray,
     extra = grid.take(np.asarray(rows))
     extra = StrategyGrid({**extra.arrays, "split_id": np.asarray(ids, dtype=np.int64)}, tuple(splits),
                          grid.devices)
-    extra = extra.take(~invalid_mask(prepared.columns, extra, requires=False))
-    return (extra, *price_fit(prepared, extra))
+    ok = ~plain_invalid(prepared, extra)
+    # A split changes only the layout: the candidates of one even one do the same work (price_fit's `same`).
+    return (extra.take(ok), *price_fit(prepared, extra.take(ok), np.asarray(rows)[ok]))
 
 
 @cache

@@ -1,0 +1,61 @@
+"""The search's shared work (hpdsl/cost/price/grid.py work_table, Space.work_codes) and the curve's array path prices bitwise as before."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from cost_builders import example
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpdsl.cost.facts.devices import device_facts
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.kernels import curve_efficiency
+from hpdsl.cost.price.grid import WORK_FIELDS, price_fit, representatives
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.sweep.rank import canonical_zero
+from hpdsl.cost.sweep.space import full_grid, search_space
+from hpdsl.model.strategy import Strategy
+
+
+@pytest.mark.parametrize(("name", "devices", "device"), [("llama3_8b", 64, "h100"), ("mixtral_8x7b", 32, "mi300x"),
+                                                         ("qwen3_30b_a3b", 16, "h100@dgx_h100")])
+def test_work_shared_by_code_prices_every_candidate_as_alone(name: str, devices: int, device: str) -> None:
+    prepared = prepare(example(name))
+    space = search_space(prepared, devices, global_batch=256, seq_len=4096, vpp=(1, 2),
+                         base=Strategy().with_(device=device))
+    grid = full_grid(space)
+    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
+             for k, size in enumerate(space.sizes)]
+    keep = space.kept(index[1], index[5])
+    vi, ri, mi, ci, zi, ki = (i[keep] for i in index)
+    ok = ~invalid_mask(prepared.columns, grid, requires=False)
+    valid = canonical_zero(grid.take(ok))
+    codes = space.work_codes(ri, mi, ci, ki)[ok]
+    assert len(np.unique(codes)) < len(valid)   # some work is shared, or the test checks nothing
+    alone, shared = price_fit(prepared, valid), price_fit(prepared, valid, codes)
+    assert np.array_equal(alone[0], shared[0], equal_nan=True)
+    assert np.array_equal(alone[1], shared[1], equal_nan=True)
+
+
+def test_representatives_leave_the_layout_fields_unset() -> None:
+    prepared = prepare(example("llama3_8b"))
+    space = search_space(prepared, 16, global_batch=256, seq_len=4096)
+    x = context(full_grid(space), prepared.columns.cost_model.profile.run)
+    xu = representatives(x, np.arange(3))
+    for name in ("dp", "pp", "vpp", "zero", "micro_batches", "bw_dp", "bw_pp", "expert_dp", "grads_held"):
+        assert name not in WORK_FIELDS and getattr(xu, name) is None
+    assert np.array_equal(xu.tp, x.tp[:3]) and np.array_equal(xu.bw_tp, x.bw_tp[:3])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(("h100", "a100", "mi300x", "b200", "cpu")),
+       st.lists(st.one_of(st.floats(0, 20000), st.floats(-1, 1e7), st.sampled_from((0.0, 128.0, 256.0, 8192.0))),
+                min_size=1, max_size=40))
+def test_curve_array_path_equals_the_float_path(device: str, sizes: list[float]) -> None:
+    curve = device_facts(device)[1]
+    shares = curve_efficiency(curve, np.asarray(sizes))
+    assert [float(s) for s in shares] == [curve_efficiency(curve, size) for size in sizes]
