@@ -26,14 +26,16 @@ def conditions(flags: Sequence[str], ints: Sequence[str]) -> st.SearchStrategy[C
 
 def layout_line(path: str, dims: Sequence[Dim], condition: Condition) -> str:
     """Return one replicated parameter of a layout block, with its condition."""
-    return f"    {path} ({', '.join(_dim(d) for d in dims)}) replicate{_if(condition)}"
+    return f"    {path} ({', '.join(dim_text(d) for d in dims)}) replicate{condition_text(condition)}"
 
 
-def _dim(dim: Dim) -> str:
+def dim_text(dim: Dim) -> str:
+    """Return a drawn dim as a layout expression: a sum of products."""
     return " + ".join(" * ".join(str(f) for f in term) for term in dim)
 
 
-def _if(condition: Condition) -> str:
+def condition_text(condition: Condition) -> str:
+    """Return a drawn condition as a layout entry's `if` clause (empty for none)."""
     if condition is None:
         return ""
     name, value = condition

@@ -25,7 +25,7 @@ from layout_fixture_modules import Condition, Dim
 from shard_fixture_modules import ShardEntry
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
-from layout_strategies import _dim, _if, conditions
+from layout_strategies import condition_text, conditions, dim_text
 from test_layout_estimate_props import FLAGS, dims, model_text
 
 from hpdsl.api import compile_sources
@@ -66,14 +66,14 @@ def family_text(spec: tuple[ShardEntry, ...]) -> str:
     """Return the drawn layout as an .hpf family (a Linear's entries are its weight and bias)."""
     lines = []
     for name, linear, out_dim, in_dim, placement, bias, condition in spec:
-        shape = f"({_dim(out_dim)}, {_dim(in_dim)})"
+        shape = f"({dim_text(out_dim)}, {dim_text(in_dim)})"
         if not linear:
-            lines.append(f"    {name} {shape} replicate{_if(condition)}")
+            lines.append(f"    {name} {shape} replicate{condition_text(condition)}")
             continue
-        lines.append(f"    {name}.weight {shape} {placement}{_if(condition)}")
+        lines.append(f"    {name}.weight {shape} {placement}{condition_text(condition)}")
         if bias:
-            lines.append(f"    {name}.bias ({_dim(out_dim)}) {'colwise' if placement == 'colwise' else 'replicate'}"
-                         f"{_if(condition)}")
+            lines.append(f"    {name}.bias ({dim_text(out_dim)}) {'colwise' if placement == 'colwise' else 'replicate'}"
+                         f"{condition_text(condition)}")
     params = ", ".join(entry[0] for entry in spec)
     return ('family drawn {\n  factory "shard_fixture_modules:DrawnSharded"\n'
             f'  variant only "shard_fixture_modules:DrawnSharded" default accepts(spec) params({params})\n'
