@@ -36,7 +36,8 @@ def _defaults() -> dict[str, dict[str, object]]:
 
 DEFAULTS = _defaults()
 
-from tests.importers.hf_configs import CONFIGS  # noqa: E402
+from tests.importers.cli_import import import_config  # noqa: E402
+from tests.importers.hf_configs import CONFIGS, shrunk  # noqa: E402
 
 
 CONFIG_CLASS_OF = {"kimi_k2": "deepseek_v3"}
@@ -143,3 +144,14 @@ def test_a_gpt2_config_without_n_positions_gets_transformers_1024_rows(tmp_path:
     with torch.device("meta"):
         hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config))
     assert json.loads(estimate.stdout)["params"]["total"] == sum(p.numel() for p in hf.parameters())
+
+
+@pytest.mark.parametrize(("name", "key"), [("gpt2_large", "layer_norm_epsilon"), ("gpt_neox_20b", "layer_norm_eps"),
+                                           ("qwen3_8b", "rms_norm_eps")])
+def test_a_config_leaving_its_epsilon_out_takes_its_config_classs(tmp_path: Path, name: str, key: str) -> None:
+    """The published file without its eps key: the profile's `default` is the class's (1e-5 or 1e-6, checked above)."""
+    imported = import_config(shrunk(name, drop=(key,)), tmp_path, "m")
+    assert imported.returncode == 0, imported.stderr
+    expected = "1.0e-05" if name != "qwen3_8b" else "1.0e-06"  # GPT2Config, GPTNeoXConfig: 1e-5; Qwen3Config: 1e-6
+    text = (tmp_path / "m.hpf").read_text()
+    assert f"  norm_eps {expected}\n" in text or (expected == "1.0e-06" and "norm_eps" not in text), text
