@@ -145,12 +145,13 @@ def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
             runs.append((kind, 1))
     period = next(p for p in range(1, len(runs) + 1)
                   if len(runs) % p == 0 and runs == runs[:p] * (len(runs) // p))
-    if period > _MAX_PERIOD:
-        # entries written: the head's runs, one period, the tail's runs
+    if period > _SHORT_PERIOD:
+        # entries written: the head's runs, one period, the tail's runs (a pattern of 2 runs 28 times and
+        # 2 more: 58 runs, no whole period, written as 4 entries instead of 58)
         size, start, best = min((len(runs) - p * (_prefix_repeats(runs[h:], p) - 1), h, p)
                                 for h in range(_MAX_HEAD + 1) for p in range(1, _MAX_PERIOD + 1))
         repeat = _prefix_repeats(runs[start:], best)
-        if size < len(runs):
+        if size < period:
             body = ast.StackList(_items(runs[start:start + best]), ast.Literal(repeat, "int"))
             return ast.StackList((*_items(runs[:start]), body, *_items(runs[start + best * repeat:])), None)
     repeat = len(runs) // period
@@ -159,6 +160,9 @@ def compress_kinds(kinds: Sequence[str]) -> ast.StackList:
 
 _MAX_PERIOD = 64
 """The longest run pattern compress_kinds looks for a repeat of."""
+
+_SHORT_PERIOD = 8
+"""A whole period of at most this many runs is written as it is; a longer one is searched for a repeat and a tail."""
 
 _MAX_HEAD = 3
 """The most runs before the repeating pattern starts (dense layers before the MoE ones)."""
