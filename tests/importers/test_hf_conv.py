@@ -90,6 +90,6 @@ def test_full_attn_idxs_place_the_attention_layers_when_layer_types_is_absent(tm
     config["text_config"] = {**text, "full_attn_idxs": [2, 5, 8, 10, 12, 14]}
     (tmp_path / "config.json").write_text(json.dumps(config))
     total, imported = _imported_total(tmp_path)
-    assert "stack [conv * 2, full_attention, conv * 2, full_attention, conv * 2, full_attention, conv, " \
-           "full_attention, conv, full_attention, conv, full_attention, conv]" in imported
+    assert "stack [[conv * 2, full_attention] * 3, conv, full_attention, conv, full_attention, conv, " \
+           "full_attention, conv]" in imported
     assert total == _transformers_total(config) == 1_170_340_608  # the published layer_types' count

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from hpdsl.api import compile_sources
+from hpdsl.diagnostics import Source
+from hpdsl.ir.stack import layer_kinds
 from tests.importers.hf_configs import published
 
 SMALLER = {"hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8,
@@ -41,13 +44,9 @@ def _import(tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _layer_kinds(text: str) -> list[str]:
-    """Return every layer's kind from the imported stack line (runs `kind * n` and single kinds)."""
-    line = next(row for row in text.splitlines() if row.strip().startswith("stack ["))
-    kinds: list[str] = []
-    for run in line.strip().removeprefix("stack [").removesuffix("]").split(", "):
-        name, _, times = run.partition(" * ")
-        kinds += [name] * int(times or 1)
-    return kinds
+    """Return every layer's kind of the imported model, its stack compiled as hpdsl compiles it."""
+    model = compile_sources([Source("vision.hpf", text)]).model("vision")
+    return layer_kinds(g for g in model.groups if not g.mtp)
 
 
 def _transformers_total(config: dict[str, Any]) -> int:
