@@ -17,34 +17,13 @@ from hpdsl.bound.bind import bind
 from hpdsl.cost.facts.columns import model_columns
 from hpdsl.cost.formulas.flops import layer_flop_terms
 from hpdsl.diagnostics import Source
-
-OPS = "attMM 4  attBMM 0  ffMM 3  softmax 0  dropout 0  normOp 2  gather 4  headCast 0  ffAct 1  linrec 0"
-
+from own_ssm import own_ssm_source
 
 def _source(a: int, b: int, c: int, d: int, hidden: int, state: int, expand: int) -> str:
-    return f'''
-family own_ssm {{
-  factory "acme.ssm:Own"
-  variant plain "acme.ssm:Own" default params(w_in, w_out)
-  layout {{
-    w_in.weight  (ssm_expand * hidden, hidden) replicate
-    w_out.weight (hidden, ssm_expand * hidden) replicate
-  }}
-  cost {{
-    flops scan       = {a} * ssm_expand * hidden * ssm_state / {b} + {c} * hidden * keys
-    flops scanUpdate = {d} * ssm_state + hidden * keys recompute selective
-    flops scanUpdate = {d} * hidden if ssm_proj_bias
-  }}
-}}
-profile own {{
-  kind layer {{ attention ssm  slots {{ ssm own_ssm }}  ops {{ {OPS} }} }}
-}}
-model m : own {{
-  hidden {hidden}  layers 2  heads 4  vocab 64  ffn_width 32
-  ssm {{ ssm_state {state}  ssm_conv 4  ssm_expand {expand} }}
-  stack [layer * 2]
-}}
-'''
+    cost = (f"    flops scan       = {a} * ssm_expand * hidden * ssm_state / {b} + {c} * hidden * keys\n"
+            f"    flops scanUpdate = {d} * ssm_state + hidden * keys recompute selective\n"
+            f"    flops scanUpdate = {d} * hidden if ssm_proj_bias")
+    return own_ssm_source(("replicate", "replicate"), cost, hidden, state, expand)
 
 
 @settings(max_examples=25, deadline=None)

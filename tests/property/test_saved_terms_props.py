@@ -20,33 +20,11 @@ from hpdsl.cost.formulas.context import scalar_context
 from hpdsl.cost.formulas.memory import activation, column_act_coeffs, layer_act_coeffs
 from hpdsl.diagnostics import Source
 from hpdsl.model.strategy import Strategy
-
-OPS = "attMM 4  attBMM 0  ffMM 3  softmax 0  dropout 0  normOp 2  gather 4  headCast 0  ffAct 1  linrec 0"
-
+from own_ssm import own_ssm_source
 
 def _source(saved: str, hidden: int, state: int, expand: int) -> str:
-    return f'''
-family own_ssm {{
-  factory "acme.ssm:Own"
-  variant plain "acme.ssm:Own" default params(w_in, w_out)
-  layout {{
-    w_in.weight  (ssm_expand * hidden, hidden) colwise
-    w_out.weight (hidden, ssm_expand * hidden) rowwise
-  }}
-  cost {{
-    flops scan = 2 * ssm_expand * hidden * ssm_state
-    {saved}
-  }}
-}}
-profile own {{
-  kind layer {{ attention ssm  slots {{ ssm own_ssm }}  ops {{ {OPS} }} }}
-}}
-model m : own {{
-  hidden {hidden}  layers 2  heads 4  vocab 64  ffn_width 32
-  ssm {{ ssm_state {state}  ssm_conv 4  ssm_expand {expand}  ssm_proj_bias }}
-  stack [layer * 2]
-}}
-'''
+    return own_ssm_source(("colwise", "rowwise"), f"    flops scan = 2 * ssm_expand * hidden * ssm_state\n    {saved}",
+                          hidden, state, expand, "  ssm_proj_bias")
 
 
 def _kept(saved: str, hidden: int, state: int, expand: int, strategy: Strategy) -> list[float]:
