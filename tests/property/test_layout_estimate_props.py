@@ -17,8 +17,9 @@ import math
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from layout_fixture_modules import Dim, Entry, dim_value, holds
-from layout_strategies import ONE_SHARED_EXPERT, conditions, drawn_family, drawn_model, layout_line
+from layout_fixture_modules import Entry, dim_value, holds
+from layout_slots import FLAGS, dims, model_text
+from layout_strategies import conditions, drawn_family, layout_line
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, parameters
@@ -29,12 +30,6 @@ from hpdsl.torch.resolve import DEFAULT_PREFIXES
 
 PREFIXES = (*DEFAULT_PREFIXES, "layout_fixture_modules.")
 SLOT_ROLES = ("embedding", "head", "norm", "attention", "mlp", "experts", "shared_experts", "ssm", "mtp_proj")
-INTS = ("hidden", "heads", "head_dim", "kv_heads", "ffn_width", "vocab")
-FLAGS = ("qkv_bias", "mlp_bias", "o_bias", "norm_bias")
-
-factors = st.one_of(st.sampled_from(INTS), st.integers(1, 3))
-dims: st.SearchStrategy[Dim] = st.lists(st.lists(factors, min_size=1, max_size=2).map(tuple),
-                                        min_size=1, max_size=2).map(tuple)
 
 
 @st.composite
@@ -49,15 +44,6 @@ def family_text(spec: tuple[Entry, ...]) -> str:
     """Return the drawn layout as an .hpf family."""
     return drawn_family("layout_fixture_modules:Drawn", "spec, stray", [name for name, _, _ in spec],
                         [layout_line(name, shape, condition) for name, shape, condition in spec])
-
-
-def model_text(role: str, flags: dict[str, bool], hidden: int, heads: int) -> str:
-    """Return a profile binding `drawn` to `role` and a two-layer model that has that slot."""
-    blocks = {"experts": ONE_SHARED_EXPERT,
-              "shared_experts": "moe { experts 4  top_k 2  expert_width 24  shared_experts 2  shared_width 40 }",
-              "ssm": "ssm { ssm_state 4  ssm_conv 4  ssm_expand 2 }"}.get(role, "")
-    return drawn_model(role, flags, f"hidden {hidden}  heads {heads}", blocks,
-                       "  attention ssm\n" if role == "ssm" else "")
 
 
 @settings(max_examples=12, deadline=None)

@@ -22,11 +22,11 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from layout_fixture_modules import Condition, Dim
+from layout_slots import FLAGS, dims, model_text
 from shard_fixture_modules import ShardEntry
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 from layout_strategies import condition_text, conditions, dim_text
-from test_layout_estimate_props import FLAGS, dims, model_text
 
 from hpdsl.api import compile_sources
 from hpdsl.cost import bind, estimate
