@@ -7,8 +7,21 @@ it are not part of it but are part of the node that holds it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hpdsl import ast
 from hpdsl.syntax.fast_tokens import Defer, Tokens
+
+_NOT_PLACEMENTS = frozenset({"default", "derive", "ignore", "interleaved", "map", "pattern", "read",
+                             "transposed", "unmodelled", "weight"})
+"""Words Lark's contextual lexer reads as keywords after a layout's dims: the LALR state after that `)`
+is shared with the import rules' (tests/syntax/test_fast_parse.py's keyword swaps found it)."""
+
+_AFTER_EXPRESSION = _NOT_PLACEMENTS | frozenset({
+    "for", "recompute", "replicate", "accepts", "cost", "factory", "field", "layout", "parallel", "params",
+    "require", "selector", "variant"})
+"""Words Lark's contextual lexer reads as keywords at the start of an entry that follows an expression
+(a `by` unit, a cost term's value, an `if` condition): its LALR state there is shared too."""
 
 _COMPARE = frozenset({"==", "!=", "<=", ">=", "<", ">"})
 _SCALARS: dict[str, ast.ScalarKind] = {"int": "int", "float": "float", "string": "string"}
@@ -39,6 +52,7 @@ class FamilyRules(Tokens):
             self.expect("{")
             entries = []
             while self.kinds[self.i] != "}":
+                self.after_entry(entries)
                 entries.append(self.layout_entry())
             self.i += 1
             return ast.Layout(tuple(entries), span=self.span(start, self.i - 1))
@@ -46,6 +60,7 @@ class FamilyRules(Tokens):
             self.expect("{")
             terms = []
             while self.kinds[self.i] != "}":
+                self.after_entry(terms)
                 terms.append(self.cost_term())
             self.i += 1
             return ast.CostBlock(tuple(terms), span=self.span(start, self.i - 1))
@@ -230,6 +245,8 @@ class FamilyRules(Tokens):
         self.expect("(")
         dims = tuple(self.comma_list(self.dim, ")"))
         place = self.i
+        if self.word() in _NOT_PLACEMENTS:
+            raise Defer
         name = self.name()
         dim = None
         if self.kinds[self.i] == "(":
@@ -255,6 +272,11 @@ class FamilyRules(Tokens):
             condition = self.expr()
         return ast.LayoutEntry(path, dims, placement, unit, variants, condition,
                                span=self.span(start, self.i - 1))
+
+    def after_entry(self, before: list[Any]) -> None:
+        """Defer where a layout entry or cost term starts with a word Lark may read as a keyword there."""
+        if before and self.word() in _AFTER_EXPRESSION:
+            raise Defer
 
     def cost_term(self) -> ast.CostTerm:
         """cost_term: NAME NAME = dim cost_replicate? cost_recompute? entry_condition?"""
