@@ -131,7 +131,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
     items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]
-    items += _choices(cfg, choice_facts)
+    items += _choices(cfg, choice_facts, rules)
     moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
     ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
     ssm = (ssm_block(cfg, ssm_facts, fields["hidden"], rules) or short_conv_block(cfg, rules)) \
@@ -220,8 +220,8 @@ def _pick_profile(config: Mapping[str, Any], model_type: str, profiles: Mapping[
 
 def _stated_facts(cfg: Config, rules: Rules) -> dict[str, Any]:
     """Return the bool facts the config states (or transformers defaults); they beat the profile's facts."""
-    stated = {key: next((flag_at(cfg, n) for n in rules.keys(key) if cfg.get(n) is not None), None)
-              for key in FLAG_FIELDS if key != "tie_embeddings"}
+    sources = {key: cfg.source(rules.keys(key)) for key in FLAG_FIELDS if key != "tie_embeddings"}
+    stated = {key: None if source is None else flag_at(cfg, source) for key, source in sources.items()}
     tie = cfg.required("tie_word_embeddings")
     stated["tie_embeddings"] = None if tie is None else flag(tie, "tie_word_embeddings")
     # A profile whose model ignores attention_bias (Phi) lists it on its own ignore list; one whose
@@ -253,7 +253,7 @@ def _norm(cfg: Config) -> str | None:
 def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Rules) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key in INT_FIELDS:
-        source = next((name for name in rules.keys(key) if cfg.get(name) is not None), None)
+        source = cfg.source(rules.keys(key))
         if source is None:
             continue
         value = cfg.get(source)
@@ -261,7 +261,7 @@ def _fields(cfg: Config, facts: Mapping[str, Any], profile: ProfileIR, rules: Ru
             continue  # some configs write 0 for "as many as the query heads"
         fields[key] = whole(value, source, key)
     for key in FLOAT_FIELDS:
-        source = next((name for name in rules.keys(key) if cfg.get(name) is not None), None)
+        source = cfg.source(rules.keys(key))
         if source is not None:
             fields[key] = number(cfg.get(source), source, key)
     fields["layers"] = _layers(cfg, profile, rules)
@@ -295,7 +295,7 @@ def _author_values(cfg: Config, profile: ProfileIR, rules: Rules) -> dict[str, A
     """Return the value of each author field a mapped config key states, checked against its declaration."""
     values: dict[str, Any] = {}
     for field in _author_fields(profile):
-        source = next((name for name in rules.keys(field.name) if cfg.get(name) is not None), None)
+        source = cfg.source(rules.keys(field.name))
         if source is None:
             continue
         value = cfg.get(source)
@@ -341,8 +341,9 @@ def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:
     return layers
 
 
-def _choices(cfg: Config, facts: Mapping[str, str]) -> list[ast.Choice]:
-    choices = list(facts.items())
+def _choices(cfg: Config, facts: Mapping[str, str], rules: Rules) -> list[ast.Choice]:
+    choices = [(key, value) for key, value in facts.items() if cfg.source(rules.keys(key)) is None]
+    choices += _mapped_choices(cfg, rules)
     norm = _norm(cfg)
     if norm is not None:
         choices = [c for c in choices if c[0] != "norm"] + [("norm", norm)]
@@ -360,6 +361,21 @@ def _choices(cfg: Config, facts: Mapping[str, str]) -> list[ast.Choice]:
                                 f"{', '.join(sorted(ACTIVATIONS))}", key)
         choices.append(("activation", act))
     return [ast.Choice(ast.Name(key), ast.Name(value)) for key, value in choices]
+
+
+def _mapped_choices(cfg: Config, rules: Rules) -> list[tuple[str, str]]:
+    """Return each choice field a mapped key states (`map rope_scaling.rope_type -> rope_type`), checked."""
+    mapped: list[tuple[str, str]] = []
+    for name, field in FIELDS.items():
+        source = cfg.source(rules.keys(name)) if field.type == "choice" and field.block is None else None
+        if source is None:
+            continue
+        value = cfg.get(source)
+        if not isinstance(value, str) or value not in field.choices:
+            raise HfImportError(f"{source} is {value!r}; {name} is one of {', '.join(field.choices)} "
+                                f"({field.meaning})", source)
+        mapped.append((name, value))
+    return mapped
 
 
 def _identifier(text: str) -> str:

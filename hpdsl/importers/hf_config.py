@@ -82,13 +82,23 @@ class Config:
     model_type: str
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Return the stated value, else transformers' default, else `default`."""
-        if key in self.stated:
-            return self.stated[key]
+        """Return the stated value (`a.b`: key b of a's object), else transformers' default, else `default`."""
+        found = value_at(self.stated, key)
+        if found is not None or key in self.stated:
+            return found
         return self.defaults.get(key, default)
 
     def __contains__(self, key: str) -> bool:
         return key in self.stated or self.defaults.get(key) is not None
+
+    def source(self, keys: Sequence[str]) -> str | None:
+        """Return the first of `keys` the config states, else the first transformers' defaults give; None: neither.
+
+        A stated key beats a defaulted one whatever their order: a config whose rope_theta is
+        rope_parameters.rope_theta is not priced at its class's default top-level rope_theta.
+        """
+        stated = next((key for key in keys if value_at(self.stated, key) is not None), None)
+        return stated or next((key for key in keys if self.defaults.get(key) is not None), None)
 
     def required(self, key: str) -> Any:
         """Return a key that changes the count: stated or defaulted, else an error naming it."""
@@ -99,6 +109,18 @@ class Config:
         raise HfImportError(f"the config states no {key}, and no profile's import rules give transformers' "
                             f"default for model_type {self.model_type!r}; state it in the config, or "
                             f"add `default {key} = ...` to the profile's hf block (docs/importing.md)", key)
+
+
+def value_at(config: Mapping[str, Any], key: str) -> Any:
+    """Return config[key], or for a dotted key (`rope_scaling.factor`) the value inside its objects; None if absent."""
+    if key in config or "." not in key:
+        return config.get(key)
+    value: Any = config
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
 def first(cfg: Config, names: Sequence[str]) -> Any:
@@ -169,4 +191,4 @@ def field_item(key: str, value: Any) -> ast.Field:
 
 
 __all__ = ["Config", "HfImportError", "count", "effective", "field_item", "first", "flag", "flag_at", "model_types",
-           "number", "shown", "whole"]
+           "number", "shown", "value_at", "whole"]

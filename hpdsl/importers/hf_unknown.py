@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hpdsl.importers.hf_config import HfImportError
+from hpdsl.importers.hf_config import HfImportError, value_at
 from hpdsl.importers.rules import STRUCTURE_KEYS, Rules, all_rules, rules_for
 from hpdsl.ir.nodes import ProfileIR
 
@@ -56,7 +56,7 @@ def unmodelled_constructs(config: Mapping[str, Any], unknown: list[str], rules: 
         bare = key.removeprefix("text_config.")
         if bare not in rules.unmodelled:
             continue
-        value = text.get(bare) if key != bare and isinstance(text, Mapping) else config.get(bare)
+        value = value_at(text, bare) if key != bare and isinstance(text, Mapping) else value_at(config, bare)
         shown = json.dumps(value)
         stated.setdefault(rules.unmodelled[bare], []).append(f"{key} = {shown if len(shown) <= 40 else shown[:36] + ' ...'}")
     if not stated:
@@ -79,10 +79,10 @@ def unknown_keys(config: Mapping[str, Any], rules: Rules, wrapper: Rules | None 
     """
     text = config.get("text_config")
     outer = wrapper if wrapper is not None and isinstance(text, Mapping) else None
-    unknown = [key for key, value in config.items()
-               if not rules.known(key, value) and not (outer is not None and outer.known(key, value))]
+    unknown = [path for key, value in config.items() if not (outer is not None and outer.known(key, value))
+               for path in rules.unknown(key, value)]
     if isinstance(text, Mapping):
-        unknown += [f"text_config.{key}" for key, value in text.items() if not rules.known(key, value)]
+        unknown += [f"text_config.{path}" for key, value in text.items() for path in rules.unknown(key, value)]
     return unknown
 
 
@@ -135,13 +135,26 @@ def wrapper_rules(config: Mapping[str, Any], profiles: Mapping[str, ProfileIR]) 
 
 
 def without(config: Mapping[str, Any], unknown: list[str]) -> dict[str, Any]:
-    """Return the config without the `unknown` keys: what --allow-unknown ignores is not read either."""
-    inner = {key.removeprefix("text_config.") for key in unknown if key.startswith("text_config.")}
-    kept = {key: value for key, value in config.items() if key not in unknown}
-    text = config.get("text_config")
-    if isinstance(text, Mapping) and inner:
-        kept["text_config"] = {key: value for key, value in text.items() if key not in inner}
+    """Return the config without the `unknown` keys: what --allow-unknown ignores is not read either.
+
+    An unknown `text_config.KEY` is dropped from text_config, an unknown `a.b` from a's object.
+    """
+    kept = dict(config)
+    for path in unknown:
+        _drop(kept, path.split("."))
     return kept
+
+
+def _drop(config: dict[str, Any], parts: list[str]) -> None:
+    """Remove the key at `parts` from `config`, copying each object on the way (the caller's stay intact)."""
+    head, *rest = parts
+    if not rest or head in config and not isinstance(config.get(head), Mapping):
+        config.pop(".".join(parts) if rest else head, None)
+        return
+    inner = config.get(head)
+    if isinstance(inner, Mapping):
+        config[head] = dict(inner)
+        _drop(config[head], rest)
 
 
 def refuse(unknown: list[str], allow_unknown: bool, why: str) -> list[str]:

@@ -73,7 +73,25 @@ class Rules:
             return value is None or value == self.ignored_at[key]
         if key in self.ignored or any(fnmatch.fnmatchcase(key, glob) for glob in self.globs):
             return True
+        if self.structured(key) and (value is None or isinstance(value, Mapping)):
+            return not self.unknown(key, value)
         return key.endswith("_config") and isinstance(value, Mapping)
+
+    def unknown(self, key: str, value: Any) -> list[str]:
+        """Return the keys no rule names within a stated key: itself, or inside its object the unnamed ones.
+
+        A key whose object some rule reads into (`map rope_scaling.factor -> rope_factor`)
+        is held key by key: `rope_scaling.beta_fast` unnamed is refused, not the whole object.
+        """
+        if self.structured(key) and isinstance(value, Mapping) and not self.irrelevant(key, value):
+            return [path for sub, inner in value.items() for path in self.unknown(f"{key}.{sub}", inner)]
+        return [] if value is None and self.structured(key) or self.known(key, value) else [key]
+
+    def structured(self, key: str) -> bool:
+        """Whether some rule names a key inside `key`'s object (`rope_parameters.rope_theta`)."""
+        prefix = key + "."
+        named = (*self.mapped, *self.ignored, *self.ignored_at, *self.unmodelled)
+        return any(name.startswith(prefix) for name in named)
 
     def irrelevant(self, key: str, value: Any) -> bool:
         """Whether a key is on the ignore lists at `value` (a tower config that is ignored is not priced)."""

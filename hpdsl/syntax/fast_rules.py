@@ -45,7 +45,7 @@ class ImportRuleRules(FamilyRules):
         if word == "default":
             return self._default(start)
         if word == "map":
-            key = self.name()
+            key = self.key()
             self.expect("->")
             first = self.name()
             if self.kinds[self.i] != ".":
@@ -112,16 +112,25 @@ class ImportRuleRules(FamilyRules):
         return ast.HfDefault(key, None, span=self.span(start, self.i - 1))
 
     def ignored(self) -> ast.HfIgnored:
-        """hf_ignored: NAME (= literal)? | STRING"""
+        """hf_ignored: hf_key (= literal)? | STRING"""
         start = self.i
         if self.kinds[start] == "s":
             return ast.HfIgnored(self.string(), span=self.span(start, start))
-        key = self.name()
+        key = self.key()
         if self.kinds[self.i] != "=":
-            return ast.HfIgnored(key, span=self.span(start, start))
+            return ast.HfIgnored(key, span=self.span(start, self.i - 1))
         self.i += 1
         value = self.literal()
         return ast.HfIgnored(key, value, span=self.span(start, self.i - 1))
+
+    def key(self) -> ast.Name:
+        """hf_key: NAME (. NAME)*"""
+        start = self.i
+        parts = [self.name().value]
+        while self.kinds[self.i] == "." and self.kinds[self.i + 1] == "n":
+            self.i += 1
+            parts.append(self.name().value)
+        return ast.Name(".".join(parts), span=self.span(start, self.i - 1))
 
     def symbol(self) -> ast.HfSymbol:
         """hf_symbol: STRING -> NAME"""

@@ -121,11 +121,14 @@ class ToAst(FieldDeclRules):
         literal = None if isinstance(value, Token) else value  # the UNSET keyword
         return ast.HfDefault(self._name(key), literal, span=self._span(meta))
 
-    def hf_map(self, meta: Meta, children: list[Token]) -> ast.HfMap:
+    def hf_key(self, meta: Meta, children: list[Token]) -> ast.Name:
+        return ast.Name(".".join(str(token) for token in children), span=self._span(meta))
+
+    def hf_map(self, meta: Meta, children: list[Any]) -> ast.HfMap:
         key, *target = children
         if len(target) == 1:
-            return ast.HfMap(self._name(key), self._name(target[0]), span=self._span(meta))
-        return ast.HfMap(self._name(key), self._name(target[1]), self._name(target[0]), span=self._span(meta))
+            return ast.HfMap(key, self._name(target[0]), span=self._span(meta))
+        return ast.HfMap(key, self._name(target[1]), self._name(target[0]), span=self._span(meta))
 
     def hf_read(self, meta: Meta, children: list[Token]) -> ast.HfRead:
         return ast.HfRead(tuple(self._name(t) for t in children), span=self._span(meta))
@@ -140,7 +143,7 @@ class ToAst(FieldDeclRules):
 
     def hf_ignored(self, meta: Meta, children: list[Any]) -> ast.HfIgnored:
         key, *value = children
-        return ast.HfIgnored(self._name(key), value[0] if value else None, span=self._span(meta))
+        return ast.HfIgnored(key, value[0] if value else None, span=self._span(meta))
 
     def hf_ignored_glob(self, meta: Meta, children: list[Token]) -> ast.HfIgnored:
         return ast.HfIgnored(self._string(children[0]), span=self._span(meta))
