@@ -50,7 +50,6 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
                                  "else head_dim (0: head_dim)"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets or a learned position table)"),
-    Bound("rope_theta", float, 10000.0, "the rotary base"),
     Bound("extra", dict, None, "the author fields (declared in a profile or family) and their values"),
 )}
 """What binding and building add to the model's fields."""

@@ -12,13 +12,14 @@ from typing import Any
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note, did_you_mean
-from hpdsl.model.fields import BLOCKS, FIELDS, Field, block_fields, required, top_level
+from hpdsl.model.fields import BLOCKS, FIELDS, KEYWORD_CHOICES, Field, block_fields, required, top_level
 
 # The names a model body may start a statement with, for did-you-mean hints.
-TOP_FIELDS = top_level(kinds=("int", "float", "bool", "string"))
+TOP_FIELDS = {n: f for n, f in top_level().items() if n not in KEYWORD_CHOICES}
 _STATEMENTS = (*top_level(), *BLOCKS, "stack", "layer_types")
 
-_ARTICLES = {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string"}
+_ARTICLES = {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string",
+             "choice": "one of its choices, quoted"}
 
 
 def items_of(items: Iterable[object], kind: type | tuple[type, ...]) -> list[Any]:
@@ -81,10 +82,16 @@ def _field_sound(field: ast.Field, field_spec: Field, collector: Collector) -> b
                         f"'{name}' is stated alone, which only a bool flag may be; it takes {wanted}",
                         hint=f"give it a value: `{name} N` ({field_spec.meaning})")
         return False
-    if not (value.kind == field_spec.type or (field_spec.type == "float" and value.kind == "int")):
+    kind = "string" if field_spec.type == "choice" else field_spec.type
+    if not (value.kind == kind or (kind == "float" and value.kind == "int")):
         collector.error(value.span, "field-type",
                         f"'{name}' takes {wanted}, found {_describe(value)}",
                         hint=_type_hint(name, field_spec))
+        return False
+    if field_spec.type == "choice" and value.value not in field_spec.choices:
+        collector.error(value.span, "unknown-choice",
+                        f"'{value.value}' is not a {name}; the {name} choices are {quoted(field_spec.choices)}",
+                        hint=did_you_mean(str(value.value), field_spec.choices) or f"'{name}' is the {field_spec.meaning}")
         return False
     return _within_bounds(name, value, field_spec, collector)
 
@@ -117,6 +124,9 @@ def _describe(value: ast.Literal) -> str:
 def _type_hint(name: str, field_spec: Field) -> str:
     if field_spec.type == "bool":
         return f"write `{name}` alone for true, or `{name} false`"
+    if field_spec.type == "choice":
+        return f'write `{name} "{field_spec.choices[0]}"`, one of {quoted(field_spec.choices)}'
+
     return f"'{name}' is the {field_spec.meaning}"
 
 

@@ -45,7 +45,7 @@ from hpdsl.importers.hf_unknown import (
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.model.fields import FIELDS, Field, block_flags
+from hpdsl.model.fields import FIELDS, KEYWORD_CHOICES, Field, block_flags
 
 INT_FIELDS = tuple(name for name, field in FIELDS.items()
                    if field.block is None and field.type == "int" and name != "layers")
@@ -341,7 +341,7 @@ def _layers(cfg: Config, profile: ProfileIR, rules: Rules) -> int:
     return layers
 
 
-def _choices(cfg: Config, facts: Mapping[str, str], rules: Rules) -> list[ast.Choice]:
+def _choices(cfg: Config, facts: Mapping[str, str], rules: Rules) -> list[ast.ModelItem]:
     choices = [(key, value) for key, value in facts.items() if cfg.source(rules.keys(key)) is None]
     choices += _mapped_choices(cfg, rules)
     norm = _norm(cfg)
@@ -360,7 +360,8 @@ def _choices(cfg: Config, facts: Mapping[str, str], rules: Rules) -> list[ast.Ch
             raise HfImportError(f"{key} is {stated!r}; hpdsl prices the activations "
                                 f"{', '.join(sorted(ACTIVATIONS))}", key)
         choices.append(("activation", act))
-    return [ast.Choice(ast.Name(key), ast.Name(value)) for key, value in choices]
+    return [ast.Choice(ast.Name(key), ast.Name(value)) if key in KEYWORD_CHOICES else field_item(key, value)
+            for key, value in choices]
 
 
 def _mapped_choices(cfg: Config, rules: Rules) -> list[tuple[str, str]]:

@@ -85,6 +85,9 @@ def _read_table() -> dict[str, Field]:
 # (bench/bench_startup.py), and tests/model/test_fields.py holds the table equal to the .hpf.
 FIELDS: dict[str, Field] = _read_table()
 
+KEYWORD_CHOICES: tuple[str, ...] = ("norm", "mlp", "activation", "wiring")
+"""Choice fields a model states as `norm layernorm` (grammar keywords); any other is `rope_type "yarn"`."""
+
 # .get: while `python -m hpdsl.ir.lower_fields` rewrites a table that lacks the field, the import must not fail.
 WIRINGS: tuple[str, ...] = FIELDS["wiring"].choices if "wiring" in FIELDS else ()
 """The block wirings a layer may have (`wiring`): where its norms stand and where the residual adds go."""

@@ -22,6 +22,7 @@ from typing import Any
 from hpdsl import ast
 from hpdsl.acyclic import acyclic_allocations
 from hpdsl.diagnostics.span import Span
+from hpdsl.syntax.fast_family import AFTER_EXPRESSION
 from hpdsl.syntax.fast_rules import ImportRuleRules
 from hpdsl.syntax.fast_tokens import Defer
 from hpdsl.syntax.text import without_bom
@@ -217,6 +218,8 @@ class _Parser(ImportRuleRules):
     def kind_dim(self) -> ast.KindDim:
         """kind_dim: NAME = dim"""
         start = self.i
+        if self.kinds[start - 1] != "{" and self.word() in AFTER_EXPRESSION:
+            raise Defer  # after the previous entry's expression Lark may read the word as a keyword
         field = self.name()
         self.expect("=")
         value = self.dim()

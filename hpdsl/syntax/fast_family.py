@@ -17,7 +17,7 @@ _NOT_PLACEMENTS = frozenset({"default", "derive", "ignore", "interleaved", "map"
 """Words Lark's contextual lexer reads as keywords after a layout's dims: the LALR state after that `)`
 is shared with the import rules' (tests/syntax/test_fast_parse.py's keyword swaps found it)."""
 
-_AFTER_EXPRESSION = _NOT_PLACEMENTS | frozenset({
+AFTER_EXPRESSION = _NOT_PLACEMENTS | frozenset({
     "for", "recompute", "replicate", "accepts", "cost", "factory", "field", "layout", "parallel", "params",
     "require", "selector", "variant"})
 """Words Lark's contextual lexer reads as keywords at the start of an entry that follows an expression
@@ -50,7 +50,7 @@ class FamilyRules(Tokens):
             return self.field_decl(start)
         if word == "layout":
             self.expect("{")
-            entries = []
+            entries: list[ast.LayoutEntry] = []
             while self.kinds[self.i] != "}":
                 self.after_entry(entries)
                 entries.append(self.layout_entry())
@@ -58,7 +58,7 @@ class FamilyRules(Tokens):
             return ast.Layout(tuple(entries), span=self.span(start, self.i - 1))
         if word == "cost":
             self.expect("{")
-            terms = []
+            terms: list[ast.CostTerm] = []
             while self.kinds[self.i] != "}":
                 self.after_entry(terms)
                 terms.append(self.cost_term())
@@ -275,7 +275,7 @@ class FamilyRules(Tokens):
 
     def after_entry(self, before: list[Any]) -> None:
         """Defer where a layout entry or cost term starts with a word Lark may read as a keyword there."""
-        if before and self.word() in _AFTER_EXPRESSION:
+        if before and self.word() in AFTER_EXPRESSION:
             raise Defer
 
     def cost_term(self) -> ast.CostTerm:

@@ -102,8 +102,8 @@ class ImportRuleRules(FamilyRules):
         return ast.HfSplit(targets, sizes, groups, span=self.span(start, self.i - 1))
 
     def _default(self, start: int) -> ast.HfDefault:
-        """hf_default: "default" NAME (= literal | "unset"), the keyword consumed."""
-        key = self.name()
+        """hf_default: "default" hf_key (= literal | "unset"), the keyword consumed."""
+        key = self.key()
         if self.kinds[self.i] == "=":
             self.i += 1
             value = self.literal()
@@ -116,6 +116,8 @@ class ImportRuleRules(FamilyRules):
         start = self.i
         if self.kinds[start] == "s":
             return ast.HfIgnored(self.string(), span=self.span(start, start))
+        if self.word() == "unset":
+            raise Defer  # after a key Lark reads it as hf_default's keyword (their LALR state is shared)
         key = self.key()
         if self.kinds[self.i] != "=":
             return ast.HfIgnored(key, span=self.span(start, self.i - 1))

@@ -119,7 +119,7 @@ class ToAst(FieldDeclRules):
     def hf_default(self, meta: Meta, children: list[Any]) -> ast.HfDefault:
         key, value = children
         literal = None if isinstance(value, Token) else value  # the UNSET keyword
-        return ast.HfDefault(self._name(key), literal, span=self._span(meta))
+        return ast.HfDefault(key, literal, span=self._span(meta))
 
     def hf_key(self, meta: Meta, children: list[Token]) -> ast.Name:
         return ast.Name(".".join(str(token) for token in children), span=self._span(meta))

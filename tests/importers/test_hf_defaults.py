@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hpdsl.api import check_sources
+from hpdsl.importers.hf_config import value_at
 from hpdsl.importers.rules import EVERY_CONFIG
 
 transformers = pytest.importorskip("transformers")
@@ -65,11 +66,19 @@ def _class_default(model_type: str, key: str) -> object:
         # Gemma4TextConfig keeps head dims per layer: a sliding layer's head_dim, a full layer's global one.
         kind = "full_attention" if key == "global_head_dim" else "sliding_attention"
         return config.per_layer_config[config.layer_types.index(kind)].head_dim
+    if key.startswith("rope_parameters."):  # a rotary default inside the object transformers 5 keeps them in
+        return value_at({"rope_parameters": config.rope_parameters}, key)
+    # A composite config's rotary defaults are its text model's.
+    rope = getattr(config.get_text_config(), "rope_parameters", None) or {}
+    if key == "rope_theta":  # transformers 5 keeps the base in rope_parameters (the full layers', per type)
+        return rope.get("rope_theta") or value_at(rope, "full_attention.rope_theta")
+    if key == "rope_local_base_freq":
+        return value_at(rope, "sliding_attention.rope_theta")
     value = getattr(config, key, None)
     if key in ("partial_rotary_factor", "rotary_pct") and value is None:
         # transformers 5 keeps it in rope_parameters (GPTNeoXConfig reads its older rotary_pct into it)
-        value = (config.rope_parameters or {}).get("partial_rotary_factor")
-        per_type = {p.get(key) for p in (config.rope_parameters or {}).values() if isinstance(p, dict)}
+        value = rope.get("partial_rotary_factor")
+        per_type = {p.get(key) for p in rope.values() if isinstance(p, dict)}
         if value is None and len(per_type) == 1:  # ... per layer type, alike (MiMoV2FlashConfig)
             value = per_type.pop()
     if key == "sliding_window" and value is not None and not config.to_dict().get(key):

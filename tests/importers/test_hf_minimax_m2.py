@@ -57,7 +57,9 @@ def test_the_count_is_transformers(changes: dict[str, Any], tmp_path: Path) -> N
     assert (params["total"], params["active"]) == (total, active)
     assert params["mtp"] == 0  # MiniMaxM2ForCausalLM builds no MTP module, whatever num_mtp_modules says
     assert "qk_norm_full true\n" in text
-    assert f"rotary_fraction {config['rotary_dim'] / config['head_dim']}\n" in text
+    # MiniMaxM2Config: a stated partial_rotary_factor beats the legacy rotary_dim / head_dim (a setdefault).
+    share = config.get("partial_rotary_factor") or config["rotary_dim"] / config["head_dim"]
+    assert f"rotary_fraction {share}\n" in text
 
 
 def test_the_released_count_is_its_checkpoints_weights(tmp_path: Path) -> None:

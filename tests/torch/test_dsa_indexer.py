@@ -20,7 +20,6 @@ from transformers.models.deepseek_v32.modeling_deepseek_v32 import (  # noqa: E4
 
 from hpdsl.bound.config import LayerConfig  # noqa: E402
 from hpdsl.torch.modules import MLAttention  # noqa: E402
-from hpdsl.torch.modules.fused import rotate  # noqa: E402
 from hpdsl.torch.modules.indexer import Indexer  # noqa: E402
 from tests.importers.hf_configs import shrunk  # noqa: E402
 
@@ -115,8 +114,8 @@ def _queries_and_keys(mla: MLAttention, x: torch.Tensor, positions: torch.Tensor
     kv = mla.kv_b_proj(mla.kv_a_layernorm(latent)).view(batch, seq, -1, mla.nope + c.head_dim)
     k_nope = kv[..., :mla.nope]
     k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
-    q = torch.cat([q_nope, rotate(q_rope, positions, c.rope_theta)], dim=-1)
-    k = torch.cat([k_nope, rotate(k_rope, positions, c.rope_theta)], dim=-1)
+    q = torch.cat([q_nope, mla.rotary(q_rope, positions)], dim=-1)
+    k = torch.cat([k_nope, mla.rotary(k_rope, positions)], dim=-1)
     return q, k
 
 

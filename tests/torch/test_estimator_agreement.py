@@ -102,22 +102,23 @@ def test_fused_saves_only_its_inputs_and_gives_the_same_gradients() -> None:
         torch.testing.assert_close(got, want)
 
 
-def test_rotation_backward_is_the_inverse_rotation() -> None:
+@pytest.mark.parametrize("scale", [1.0, 1.3])
+def test_rotation_backward_is_the_inverse_rotation(scale: float) -> None:
     torch.manual_seed(0)
     x = torch.randn(2, 5, 3, 8, requires_grad=True)
     positions = torch.arange(5)
     grad = torch.randn(2, 5, 3, 8)
-    (got,) = torch.autograd.grad(rotate(x, positions, 10000.0), x, grad)
-    # Through plain autograd: the rotation written out (the Jacobian-vector product of the definition).
-    (want,) = torch.autograd.functional.vjp(lambda t: _rotation(t, positions), x, grad)[1:]
+    inverse = 1.0 / (10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float32) / 8))
+    (got,) = torch.autograd.grad(rotate(x, positions, inverse, scale), x, grad)
+    # Through plain autograd: the rotation written out (the Jacobian-vector product of the definition),
+    # cos and sin scaled as YaRN's attention factor scales them.
+    (want,) = torch.autograd.functional.vjp(lambda t: _rotation(t, positions, inverse, scale), x, grad)[1:]
     torch.testing.assert_close(got, want)
 
 
-def _rotation(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    dim = x.shape[-1]
-    inverse = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+def _rotation(x: torch.Tensor, positions: torch.Tensor, inverse: torch.Tensor, scale: float) -> torch.Tensor:
     angles = positions.to(torch.float32)[:, None] * inverse[None, :]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
-    sin = torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
+    cos = scale * torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
+    sin = scale * torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-second, first], dim=-1) * sin

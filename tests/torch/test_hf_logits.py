@@ -29,10 +29,9 @@ SEQ, VOCAB = 12, 101
 SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": VOCAB, "max_position_embeddings": 64}
 """The dims every scaled config takes (its structure, flags and key names stay the published file's)."""
-ROPE = {"rope_scaling": None, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
-"""hpdsl's one rotary base (10000, no scaling): the rotary keys are priced, not built."""
-KINDS_ROPE = {"rope_scaling": None, "rope_parameters": {kind: {"rope_type": "default", "rope_theta": 10000.0}
-                                                        for kind in ("sliding_attention", "full_attention")}}
+ROPE: dict[str, Any] = {}
+"""The rotary keys stay the published file's: the built model turns by them (hpdsl/torch/modules/rope.py)."""
+KINDS_ROPE: dict[str, Any] = {}
 MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
        "moe_intermediate_size": 32, "n_shared_experts": 1}
 

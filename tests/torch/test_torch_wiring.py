@@ -102,7 +102,7 @@ def test_partial_rotary_matches_transformers_rotate_half() -> None:
     angles = torch.cat([positions[:, None] * inverse[None, :]] * 2, dim=-1)[None]
     q_rot, k_rot = apply_rotary_pos_emb(q[..., :dims], k[..., :dims], angles.cos(), angles.sin())
     expected = torch.cat([q_rot, q[..., dims:]], dim=-1)
-    found = rotate(q.transpose(1, 2), positions, 10000.0, dims).transpose(1, 2)  # hpdsl: [b, s, heads, d]
+    found = rotate(q.transpose(1, 2), positions, inverse).transpose(1, 2)  # hpdsl: [b, s, heads, d]
     torch.testing.assert_close(found, expected)
     assert torch.equal(found[..., dims:], q[..., dims:])
 

@@ -30,7 +30,8 @@ from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import (alibi_slopes, attend, banded_attention, causal_mask, core_attention, cp_mesh,
-                                        make_norm, rotate)
+                                        make_norm)
+from hpdsl.torch.modules.rope import Rotary
 
 BACKENDS = ("sdpa", "eager")
 
@@ -64,8 +65,9 @@ class Attention(nn.Module):
         self.q_norm = make_norm(config, q_width) if config.qk_norm else None
         self.k_norm = make_norm(config, k_width) if config.qk_norm else None
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
-        # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers'.
-        self.rotary_dims = int(d * config.rotary_fraction)
+        # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers',
+        # at the layer's rope_type; a sliding-window layer may have its own base (hpdsl/torch/modules/rope.py).
+        self.rotary = Rotary(config, d, config.rotary_fraction, sliding=config.window > 0)
         # Gemma's query_pre_attn_scalar: scores scaled by 1/√attn_scale_dim, not 1/√head_dim.
         self.scale = config.attn_scale_dim ** -0.5 if config.attn_scale_dim else None
         self.softcap = float(config.attn_softcap)
@@ -149,7 +151,7 @@ class Attention(nn.Module):
             q = self._norm(self.q_norm, q.flatten(2)).view_as(q) if self.config.qk_norm_full \
                 else self._norm(self.q_norm, q)
         if positions is not None:
-            q = rotate(q, positions, self.config.rope_theta, self.rotary_dims)
+            q = self.rotary(q, positions)
         return q, gate
 
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -162,7 +164,7 @@ class Attention(nn.Module):
             k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
                 else self._norm(self.k_norm, k)
         if positions is not None:
-            k = rotate(k, positions, self.config.rope_theta, self.rotary_dims)
+            k = self.rotary(k, positions)
         return k, v
 
     def _norm(self, norm: nn.Module, x: Tensor) -> Tensor:

@@ -72,13 +72,14 @@ def fused_pair(fn: Callable[..., tuple[Tensor, Tensor]], *inputs: Tensor) -> tup
     return first, second
 
 
-def _rotated(x: Tensor, positions: Tensor, theta: float, sign: float) -> Tensor:
-    """Return `x` [batch, seq, heads, dim] rotated by sign·(position·frequency), in float32 math."""
-    dim = x.shape[-1]
-    inverse = 1.0 / (theta ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
-    angles = positions.to(torch.float32)[:, None] * inverse[None, :]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
-    sin = sign * torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
+def _rotated(x: Tensor, positions: Tensor, inverse: Tensor, scale: float) -> Tensor:
+    """Return `x` [batch, seq, heads, dim] turned by position·frequency, cos and sin times `scale` (float32 math).
+
+    A negative `scale` turns back: the transpose of the map, which the backward applies to the gradient.
+    """
+    angles = positions.to(torch.float32)[:, None] * inverse.to(x.device)[None, :]
+    cos = abs(scale) * torch.cat([angles.cos(), angles.cos()], -1)[None, :, None, :]
+    sin = scale * torch.cat([angles.sin(), angles.sin()], -1)[None, :, None, :]
     first, second = x.float().chunk(2, dim=-1)
     rotated = torch.cat([-second, first], dim=-1)
     return (x.float() * cos + rotated * sin).to(x.dtype)
@@ -86,30 +87,32 @@ def _rotated(x: Tensor, positions: Tensor, theta: float, sign: float) -> Tensor:
 
 class _Rotation(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: Tensor, positions: Tensor, theta: float) -> Tensor:
-        """Rotate `x`, keeping only the positions."""
-        ctx.save_for_backward(positions)
-        ctx.theta = theta
-        return _rotated(x, positions, theta, 1.0)
+    def forward(ctx: Any, x: Tensor, positions: Tensor, inverse: Tensor, scale: float) -> Tensor:
+        """Rotate `x`, keeping only the positions and the frequencies."""
+        ctx.save_for_backward(positions, inverse)
+        ctx.scale = scale
+        return _rotated(x, positions, inverse, scale)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-        """Rotate the gradient back: a rotation's transpose is its inverse."""
-        (positions,) = ctx.saved_tensors
-        return _rotated(grad, positions, ctx.theta, -1.0), None, None
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
+        """Turn the gradient back: the map is a scaled rotation, its transpose the scaled inverse rotation."""
+        positions, inverse = ctx.saved_tensors
+        return _rotated(grad, positions, inverse, -ctx.scale), None, None, None
 
 
-def rotate(x: Tensor, positions: Tensor, theta: float, dims: int | None = None) -> Tensor:
+def rotate(x: Tensor, positions: Tensor, inverse: Tensor, scale: float = 1.0) -> Tensor:
     """Apply rotary position embeddings to `x` [batch, seq, heads, dim] at `positions` [seq].
 
-    `dims` below the head dim rotates only each head's first `dims` (partial
-    rotary, transformers' Phi): their frequencies are those of a `dims`-wide
-    head, and the other dims pass through unchanged.
+    `inverse` holds one frequency per turned pair (hpdsl/torch/modules/rope.py): the
+    first 2·len(inverse) dims of each head turn, rotate-half style, and the others
+    pass through unchanged (partial rotary, transformers' Phi); cos and sin are
+    scaled by `scale` (YaRN's attention factor).
     """
-    if dims is None or dims >= x.shape[-1]:
-        return _Rotation.apply(x, positions, theta)
+    dims = 2 * inverse.shape[0]
+    if dims >= x.shape[-1]:
+        return _Rotation.apply(x, positions, inverse, scale)
     turned, kept = x[..., :dims], x[..., dims:]
-    return torch.cat([_Rotation.apply(turned, positions, theta), kept], dim=-1)
+    return torch.cat([_Rotation.apply(turned, positions, inverse, scale), kept], dim=-1)
 
 
 __all__ = ["fused", "fused_pair", "rotate"]

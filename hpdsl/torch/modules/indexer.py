@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
-from hpdsl.torch.modules.fused import rotate
+from hpdsl.torch.modules.rope import Rotary
 
 
 class Indexer(nn.Module):
@@ -44,6 +44,7 @@ class Indexer(nn.Module):
         self.wk = nn.Linear(config.hidden, dim, bias=False)
         self.k_norm = nn.LayerNorm(dim, eps=1e-6)
         self.weights_proj = nn.Linear(config.hidden, heads, bias=False)
+        self.rotary = Rotary(config, config.rope_dim)
 
     def keys(self, x: Tensor, positions: Tensor) -> Tensor:
         """Return the index keys [b, s, index_head_dim] of `x` [b, s, h] at `positions`."""
@@ -77,7 +78,7 @@ class Indexer(nn.Module):
 
     def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         rope = self.config.rope_dim
-        return rotate(x, positions, self.config.rope_theta, rope) if rope else x
+        return self.rotary(x, positions) if rope else x
 
 
 class _AuxLoss(torch.autograd.Function):

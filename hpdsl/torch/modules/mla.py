@@ -36,8 +36,8 @@ from hpdsl.torch.layout import TensorParallel
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
 from hpdsl.torch.modules.collectives import gather_along, gather_sequence, sum_gradients
-from hpdsl.torch.modules.common import (RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis,
-                                        rotate)
+from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis
+from hpdsl.torch.modules.rope import Rotary, yarn_scale
 from hpdsl.torch.modules.indexer import Indexer, with_aux_loss
 
 LATENT_NORM_EPS = 1e-6
@@ -89,6 +89,11 @@ class MLAttention(nn.Module):
         self.kv_b_proj = nn.Linear(latent, config.kv_heads * (self.nope + config.head_dim), bias=False)
         self.o_proj = nn.Linear(a * config.head_dim, h, bias=config.o_bias)
         self.indexer = Indexer(config) if config.index_n_heads else None
+        self.rotary = Rotary(config, config.rope_dim)
+        # DeepSeek's YaRN: the softmax scale times mscale² at mscale_all_dim, as transformers' yarn_apply_mscale.
+        self.scale = config.q_head_dim ** -0.5
+        if config.rope_type != "default" and config.rope_mscale_all_dim:
+            self.scale *= yarn_scale(config.rope_factor, config.rope_mscale_all_dim) ** 2
         self.tp: TensorParallel | None = None
 
     def tensor_parallel_applied(self, tp: TensorParallel) -> None:
@@ -118,12 +123,11 @@ class MLAttention(nn.Module):
         if c.rope_dim:
             if c.rope_interleave:  # stored as (x0, y0, x1, y1, ...): regrouped to (x..., y...) first, as transformers
                 q_rope, k_rope = _deinterleaved(q_rope), _deinterleaved(k_rope)
-            q_rope = rotate(q_rope, positions, c.rope_theta)
-            k_rope = rotate(k_rope, positions, c.rope_theta)
+            q_rope, k_rope = self.rotary(q_rope, positions), self.rotary(k_rope, positions)
         q = torch.cat([q_nope, q_rope], dim=-1)
         k = torch.cat([k_nope, k_rope], dim=-1)
         k, v, k_positions = self.gather_sequence(k, v, positions)
-        scale = c.q_head_dim ** -0.5
+        scale = self.scale
         if self.indexer is not None and latent is not None:
             out = self.sparse_attention(x, latent, (q, k, v), positions, k_positions, scale)
         elif k_positions is positions or not c.causal:
