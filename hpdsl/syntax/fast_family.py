@@ -50,7 +50,7 @@ class FamilyRules(Tokens):
             return self.field_decl(start)
         if word == "layout":
             self.expect("{")
-            entries = []
+            entries: list[ast.LayoutEntry] = []
             while self.kinds[self.i] != "}":
                 self.after_entry(entries)
                 entries.append(self.layout_entry())
@@ -58,7 +58,7 @@ class FamilyRules(Tokens):
             return ast.Layout(tuple(entries), span=self.span(start, self.i - 1))
         if word == "cost":
             self.expect("{")
-            terms = []
+            terms: list[ast.CostTerm] = []
             while self.kinds[self.i] != "}":
                 self.after_entry(terms)
                 terms.append(self.cost_term())
