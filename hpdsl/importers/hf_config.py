@@ -86,7 +86,11 @@ class Config:
         found = value_at(self.stated, key)
         if found is not None or key in self.stated:
             return found
-        return self.defaults.get(key, default)
+        return self.defaults.get(key, default) if self._defaulted(key) else default
+
+    def _defaulted(self, key: str) -> bool:
+        """Whether transformers' default for `key` holds: a key inside an object only where no object is stated."""
+        return "." not in key or key.split(".", 1)[0] not in self.stated
 
     def __contains__(self, key: str) -> bool:
         return key in self.stated or self.defaults.get(key) is not None
@@ -98,7 +102,8 @@ class Config:
         rope_parameters.rope_theta is not priced at its class's default top-level rope_theta.
         """
         stated = next((key for key in keys if value_at(self.stated, key) is not None), None)
-        return stated or next((key for key in keys if self.defaults.get(key) is not None), None)
+        return stated or next((key for key in keys if self.defaults.get(key) is not None and self._defaulted(key)),
+                              None)
 
     def required(self, key: str) -> Any:
         """Return a key that changes the count: stated or defaulted, else an error naming it."""
