@@ -21,7 +21,7 @@ from hpdsl.ast.fields import (
     BoolType, EnumType, FieldBound, FieldDecl, FieldType, IntType, ScalarKind, ScalarType, SelectorType,
 )
 from hpdsl.ast.import_rules import (
-    HfDefault, HfDerive, HfIgnore, HfIgnored, HfMap, HfPattern, HfRead, HfRule, HfSplit, HfSymbol, HfWeight,
+    HfDefault, HfDerive, HfIgnore, HfIgnored, HfMap, HfPattern, HfRead, HfRule, HfSplit, HfSymbol, HfValue, HfWeight,
     ImportRules,
 )
 from hpdsl.ast.profiles import (
@@ -38,7 +38,7 @@ __all__ = [
     "Comparison", "Constant", "CostBlock", "CostTerm", "Curve", "CurvePoint", "Declaration", "DefaultKind",
     "Device", "DeviceItem", "DimExpr", "DimProduct", "DimSum", "EnumType", "Expr", "Factory", "Family",
     "FamilyItem", "FfnFlavour", "Field", "FieldBound", "FieldDecl", "FieldType", "File", "HfDefault",
-    "HfDerive", "HfIgnore", "HfIgnored", "HfMap", "HfPattern", "HfRead", "HfRule", "HfSplit", "HfSymbol",
+    "HfDerive", "HfIgnore", "HfIgnored", "HfMap", "HfPattern", "HfRead", "HfRule", "HfSplit", "HfSymbol", "HfValue",
     "HfWeight", "Implies", "ImportDecl", "ImportRules", "IntType", "Kind", "KindDim", "KindDims", "KindItem",
     "KindWiring", "LayerTypes", "Layout", "LayoutEntry", "Literal", "LiteralKind", "Membership", "Model",
     "ModelItem", "ModelTypes", "Name", "Negation", "OpCount", "OpDecl", "OpsBlock", "ParallelAxis",

@@ -26,13 +26,26 @@ class HfDefault:
 
 
 @attrs.frozen
+class HfValue:
+    """`true -> pre_norm` in a map's table: a value the config states, and the field's value it means."""
+
+    stated: Literal
+    value: Literal | Name
+    span: Span = _span()
+
+
+@attrs.frozen
 class HfMap:
-    """`map KEY -> FIELD` or `map KEY -> BLOCK.FIELD`: a config key read into a model field."""
+    """`map KEY -> FIELD [{ VALUE -> VALUE ... }]` (or `-> BLOCK.FIELD`): a config key read into a model field.
+
+    `values` translates the config's values into the field's; a value it does not name is read as it is.
+    """
 
     key: Name
     field: Name
     block: Name | None = None
     span: Span = _span()
+    values: tuple[HfValue, ...] = ()
 
 
 @attrs.frozen

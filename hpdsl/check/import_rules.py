@@ -19,6 +19,7 @@ from hpdsl.bound.config import DIM_NAMES
 from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.importers.rules import BUILTIN_READS, EVERY_CONFIG
 from hpdsl.ir.lower_fields import lower_fields
+from hpdsl.fmt.inline import format_literal
 from hpdsl.model.fields import FIELDS, Field, block_fields
 
 
@@ -139,21 +140,57 @@ def placeholders(pattern: str) -> set[str]:
 
 def _check_map(rule: ast.HfMap, declared: Mapping[str, Field], collector: Collector) -> None:
     if rule.block is None:
-        fields = {name for name, field in FIELDS.items() if field.block is None} | set(declared)
+        table = {**{name: field for name, field in FIELDS.items() if field.block is None}, **declared}
         where = "a model field"
     else:
-        fields = set(block_fields(rule.block.value))
+        table = block_fields(rule.block.value)
         where = f"a field of block '{rule.block.value}'"
-        if not fields:
+        if not table:
             blocks = sorted({f.block for f in FIELDS.values() if f.block})
             collector.error(rule.block.span, "unknown-import-field",
                             f"'{rule.block.value}' is not a model block",
                             hint=_close(rule.block.value, blocks) or f"the blocks are {', '.join(blocks)}")
             return
+    fields = set(table)
     if rule.field.value not in fields:
         collector.error(rule.field.span, "unknown-import-field",
                         f"map names '{rule.field.value}', which is not {where}",
                         hint=_close(rule.field.value, fields) or "docs/language.md lists the model fields")
+        return
+    _check_values(rule, table[rule.field.value], collector)
+
+
+def _check_values(rule: ast.HfMap, field: Field, collector: Collector) -> None:
+    """A map's table states each config value once, and translates it into a value the field takes."""
+    seen: list[ast.Literal] = []
+    for entry in rule.values:
+        first = next((s for s in seen if s.kind == entry.stated.kind and s.value == entry.stated.value), None)
+        if first is not None:
+            collector.error(entry.stated.span, "bad-import-value",
+                            f"map {rule.key.value} translates {format_literal(entry.stated)} twice",
+                            hint="state each config value once in the table",
+                            notes=(Note(first.span, "first stated here"),))
+        seen.append(entry.stated)
+        problem = _value_problem(entry.value, field)
+        if problem:
+            shown = entry.value.value if isinstance(entry.value, ast.Name) else format_literal(entry.value)
+            collector.error(entry.value.span, "bad-import-value",
+                            f"map {rule.key.value} translates {format_literal(entry.stated)} into {shown}, "
+                            f"but {field.name} {problem}",
+                            hint=_close(str(entry.value.value), field.choices)
+                            or f"write a value {field.name} takes (docs/language.md lists the model fields)")
+
+
+def _value_problem(value: ast.Literal | ast.Name, field: Field) -> str:
+    """Return what is wrong with `value` as the field's value ('' when it is one)."""
+    if field.type == "choice":
+        text = value.value if isinstance(value, ast.Name) or value.kind == "string" else None
+        return "" if text in field.choices else f"is one of {', '.join(field.choices)}"
+    wanted = {"bool": ("bool",), "int": ("int",), "float": ("int", "float"), "string": ("string",)}
+    kinds = wanted.get(field.type, ())
+    if isinstance(value, ast.Name) or value.kind not in kinds:
+        return f"holds {'an' if field.type == 'int' else 'a'} {field.type}"
+    return ""
 
 
 def _check_derive(rule: ast.HfDerive, declared: Mapping[str, Field], collector: Collector) -> None:

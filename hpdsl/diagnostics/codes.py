@@ -62,6 +62,8 @@ CODES: dict[str, str] = {
     "unknown-import-field": "an hf map or derive names a model field that does not exist",
     "unknown-import-key": "an hf read names a config key no built-in import rule reads",
     "bad-pattern-symbol": "an hf pattern symbol is not one character",
+    "bad-import-value": "an hf map's table states a config value twice, or translates it into a value its field "
+                        "does not take",
     "bad-weight-name": "an hf weight rule's sides are not both prefixes or both names, or name other placeholders",
     "bad-weight-split": "an hf weight rule's split states another number of sizes than parts, or a size reads "
                         "a name that is not a model field holding a count",

@@ -115,10 +115,16 @@ _STATEMENTS: dict[type, Callable[[Any], str]] = {
     ast.HfDefault: lambda n: f"default {n.key.value} " + ("unset" if n.value is None
                                                           else f"= {format_literal(n.value)}"),
     ast.HfDerive: lambda n: f"derive {n.field.value} = {format_dim(n.value)}",
-    ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value,
+    ast.HfMap: lambda n: f"map {n.key.value} -> " + (f"{n.block.value}." if n.block else "") + n.field.value
+    + (" { " + "  ".join(f"{format_literal(v.stated)} -> {_target(v.value)}" for v in n.values) + " }"
+       if n.values else ""),
     ast.Setting: lambda n: f"{n.key.value} = {format_literal(n.value)}",
     ast.HfWeight: lambda n: format_weight(n),
 }
+
+
+def _target(value: ast.Literal | ast.Name) -> str:
+    return value.value if isinstance(value, ast.Name) else format_literal(value)
 
 
 class _Layout:

@@ -58,7 +58,7 @@ def effective(config: Mapping[str, Any], model_type: str, rules: Rules,
             stated = normalise(config, defaults, rules.patterns)  # a Megatron-style hybrid's pattern and keys
         except PatternError as exc:
             raise HfImportError(str(exc), exc.field) from None
-        return Config(stated, defaults, model_type)
+        return Config(stated, defaults, model_type, rules)
     stated = dict(text)
     defaults = dict(rules.defaults)
     outer = outer_defaults or {}
@@ -70,7 +70,7 @@ def effective(config: Mapping[str, Any], model_type: str, rules: Rules,
             defaults[key] = outer[key]
         else:
             defaults.pop(key, None)
-    return Config(stated, defaults, str(config.get("model_type") or model_type))
+    return Config(stated, defaults, str(config.get("model_type") or model_type), rules)
 
 
 @attrs.frozen
@@ -80,13 +80,18 @@ class Config:
     stated: Mapping[str, Any]
     defaults: Mapping[str, Any]
     model_type: str
+    rules: Rules | None = None
+    """The rules whose maps' tables translate a key's values (`map KEY -> FIELD { VALUE -> VALUE }`)."""
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Return the stated value (`a.b`: key b of a's object), else transformers' default, else `default`."""
+        """Return the stated value (`a.b`: key b of a's object), else transformers' default, else `default`.
+
+        A value the key's map translates is returned as the field's value it means.
+        """
         found = value_at(self.stated, key)
-        if found is not None or key in self.stated:
-            return found
-        return self.defaults.get(key, default) if self._defaulted(key) else default
+        if not (found is not None or key in self.stated):
+            found = self.defaults.get(key, default) if self._defaulted(key) else default
+        return found if self.rules is None else self.rules.translated(key, found)
 
     def _defaulted(self, key: str) -> bool:
         """Whether transformers' default for `key` holds: a key inside an object only where no object is stated."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from hpdsl.ir.nodes import DimIR, ImportRulesIR, ProfileIR, Scalar
+from hpdsl.ir.nodes import DimIR, ImportRulesIR, ProfileIR, Scalar, TranslatedValue
 
 EVERY_CONFIG = "*"
 """The model_type of an `hf "*"` block: its rules hold for every config, whatever profile prices it."""
@@ -62,6 +62,14 @@ class Rules:
     patterns: Mapping[str, Mapping[str, str]]
     derives: Mapping[str, DimIR] = attrs.field(factory=dict)
     unmodelled: Mapping[str, str] = attrs.field(factory=dict)
+    translations: Mapping[str, tuple[TranslatedValue, ...]] = attrs.field(factory=dict)
+
+    def translated(self, key: str, value: Any) -> Any:
+        """Return what a mapped key's stated `value` means by its map's table (`true -> pre_norm`), else `value`."""
+        for entry in self.translations.get(key, ()):
+            if isinstance(entry.stated, bool) == isinstance(value, bool) and entry.stated == value:
+                return entry.value
+        return value
 
     def known(self, key: str, value: Any) -> bool:
         """Whether a stated key is read, mapped or irrelevant to cost at `value`."""
@@ -132,7 +140,7 @@ def rules_for(profile: ProfileIR, model_type: str, profiles: Mapping[str, Profil
     for block in (applies if listed else []) + shared:
         for key, value in block.defaults.items():
             defaults.setdefault(key, value)
-    return _merged(blocks, defaults)
+    return _merged(blocks, defaults, own=len(applies))
 
 
 def all_rules(profiles: Mapping[str, ProfileIR]) -> Rules:
@@ -140,11 +148,19 @@ def all_rules(profiles: Mapping[str, ProfileIR]) -> Rules:
     return _merged([block for name in sorted(profiles) for block in profiles[name].imports], {})
 
 
-def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None]) -> Rules:
+def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None], own: int = 0) -> Rules:
+    """Merge `blocks` in order, the first one stating a key winning; the first `own` are the profile's own.
+
+    A key the profile's own blocks ignore is not read by a shared block's map: GPT-NeoX's attention
+    builds every head from hidden / heads whatever num_key_value_heads says (profiles/neox.hpf).
+    """
     blocks = list(blocks)
+    unread = {key for block in blocks[:own] for key in block.ignored}
     aliases: dict[str, list[str]] = {}
-    for block in blocks:
+    for index, block in enumerate(blocks):
         for key, field in block.maps.items():
+            if index >= own and key in unread:
+                continue
             keys = aliases.setdefault(field, [])
             if key not in keys:
                 keys.append(key)
@@ -153,7 +169,10 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
     patterns: dict[str, Mapping[str, str]] = {}
     derives: dict[str, DimIR] = {}
     unmodelled: dict[str, str] = {}
+    translations: dict[str, tuple[TranslatedValue, ...]] = {}
     for block in blocks:
+        for key, table in block.translations.items():
+            translations.setdefault(key, table)
         for key, why in block.ignored.items():
             ignored.setdefault(key, why)
         for key, value in block.ignored_at.items():
@@ -172,7 +191,8 @@ def _merged(blocks: Iterable[ImportRulesIR], defaults: dict[str, Scalar | None])
             unmodelled.pop(key, None)
     return Rules(defaults=defaults, aliases={field: tuple(keys) for field, keys in aliases.items()},
                  reads=frozenset(key for block in blocks for key in block.reads), ignored=ignored,
-                 ignored_at=ignored_at, patterns=patterns, derives=derives, unmodelled=unmodelled)
+                 ignored_at=ignored_at, patterns=patterns, derives=derives, unmodelled=unmodelled,
+                 translations=translations)
 
 
 __all__ = ["BUILTIN_READS", "EVERY_CONFIG", "Rules", "all_rules", "rules_for"]

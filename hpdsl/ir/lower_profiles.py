@@ -13,7 +13,7 @@ from hpdsl import ast
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import lower_fields
 from hpdsl.ir.nodes import (DimIR, FactsIR, ImportRulesIR, KindIR, OpInfo, ProfileIR, RunFacts, Scalar, SourceRef,
-                            WeightRuleIR)
+                            TranslatedValue, WeightRuleIR)
 from hpdsl.model.slots import SLOTS
 from hpdsl.scope import (Scope, SlotBindings, kind_dims, kind_flavours, kind_slots, kind_vector, kind_wiring,
                          profile_default,
@@ -120,12 +120,15 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     derives: dict[str, DimIR] = {}
     weights: list[WeightRuleIR] = []
     unmodelled: dict[str, str] = {}
+    translations: dict[str, tuple[TranslatedValue, ...]] = {}
     for rule in block.rules:
         if isinstance(rule, ast.HfDefault):
             defaults[rule.key.value] = None if rule.value is None else rule.value.value
         elif isinstance(rule, ast.HfMap):
             field = rule.field.value if rule.block is None else f"{rule.block.value}.{rule.field.value}"
             maps[rule.key.value] = field
+            if rule.values:
+                translations[rule.key.value] = tuple(TranslatedValue(v.stated.value, v.value.value) for v in rule.values)
         elif isinstance(rule, ast.HfRead):
             reads.extend(key.value for key in rule.keys)
         elif isinstance(rule, ast.HfIgnore):
@@ -148,4 +151,4 @@ def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:
     return ImportRulesIR(model_types=tuple(str(t.value) for t in block.types), defaults=defaults,
                          maps=maps, reads=tuple(dict.fromkeys(reads)), ignored=ignored,
                          ignored_at=ignored_at, patterns=patterns, derives=derives,
-                         weights=tuple(weights), unmodelled=unmodelled)
+                         weights=tuple(weights), unmodelled=unmodelled, translations=translations)

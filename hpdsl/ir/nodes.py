@@ -120,6 +120,14 @@ class WeightRuleIR:
 
 
 @attrs.frozen
+class TranslatedValue:
+    """One entry of a map's table (`true -> pre_norm`): a value a config states and the field's value it means."""
+
+    stated: Scalar
+    value: Scalar
+
+
+@attrs.frozen
 class ImportRulesIR:
     """How HuggingFace configs of these model_types import ("*": every config; empty: the profile's).
 
@@ -131,7 +139,8 @@ class ImportRulesIR:
     `derives`: a field the config leaves unset → its dims expression over the others;
     `weights`: transformers' state-dict name (or prefix) → the built model's, read by
     hpdsl/torch/weights.py; `unmodelled`: key → the construct it means that hpdsl does not build (refused
-    unless null or at its `ignored_at` value). docs/importing.md describes them.
+    unless null or at its `ignored_at` value); `translations`: a mapped key → its map's table,
+    each stated value with the field's value it means. docs/importing.md describes them.
     """
 
     model_types: tuple[str, ...] = ()
@@ -144,6 +153,7 @@ class ImportRulesIR:
     derives: dict[str, DimIR] = attrs.field(factory=dict)
     weights: tuple[WeightRuleIR, ...] = ()
     unmodelled: dict[str, str] = attrs.field(factory=dict)
+    translations: dict[str, tuple[TranslatedValue, ...]] = attrs.field(factory=dict)
 
 
 @attrs.frozen

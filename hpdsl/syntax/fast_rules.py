@@ -48,11 +48,12 @@ class ImportRuleRules(FamilyRules):
             key = self.key()
             self.expect("->")
             first = self.name()
-            if self.kinds[self.i] != ".":
-                return ast.HfMap(key, first, span=self.span(start, self.i - 1))
-            self.i += 1
-            field = self.name()
-            return ast.HfMap(key, field, first, span=self.span(start, self.i - 1))
+            block = None
+            if self.kinds[self.i] == ".":
+                self.i += 1
+                block, first = first, self.name()
+            values = self._braced(self.value) if self.kinds[self.i] == "{" else ()
+            return ast.HfMap(key, first, block, span=self.span(start, self.i - 1), values=values)
         if word == "read":
             keys = [self.name()]
             while self.kinds[self.i] == "n" and self.texts[self.i] not in _RULE_KEYWORDS:
@@ -74,6 +75,14 @@ class ImportRuleRules(FamilyRules):
         if word == "weight":
             return self._weight(start)
         raise Defer
+
+    def value(self) -> ast.HfValue:
+        """hf_value: literal -> (literal | NAME)"""
+        start = self.i
+        stated = self.literal()
+        self.expect("->")
+        target = self.literal() if self.at_literal() else self.name()
+        return ast.HfValue(stated, target, span=self.span(start, self.i - 1))
 
     def _weight(self, start: int) -> ast.HfWeight:
         """hf_weight: "weight" STRING -> (STRING | hf_split) TRANSPOSED?, the keyword consumed."""

@@ -37,7 +37,7 @@ _FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(stri
 
 _AFTER_LITERAL = frozenset({"accepts", "activation", "and", "cost", "curve", "default", "derive", "factory", "field",
                             "hf", "ignore", "layer_types", "layout", "map", "mlp", "norm", "or", "parallel", "params",
-                            "pattern", "read", "require", "selector", "stack", "tier", "unmodelled",
+                            "pattern", "read", "require", "selector", "stack", "tier", "true", "false", "unmodelled",
                             "variant", "weight", "wiring"})
 _LITERAL_KINDS = frozenset({"i", "f", "s"})
 

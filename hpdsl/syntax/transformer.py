@@ -126,9 +126,17 @@ class ToAst(FieldDeclRules):
 
     def hf_map(self, meta: Meta, children: list[Any]) -> ast.HfMap:
         key, *target = children
+        values: tuple[ast.HfValue, ...] = target.pop() if isinstance(target[-1], tuple) else ()
         if len(target) == 1:
-            return ast.HfMap(key, self._name(target[0]), span=self._span(meta))
-        return ast.HfMap(key, self._name(target[1]), self._name(target[0]), span=self._span(meta))
+            return ast.HfMap(key, self._name(target[0]), span=self._span(meta), values=values)
+        return ast.HfMap(key, self._name(target[1]), self._name(target[0]), span=self._span(meta), values=values)
+
+    def hf_values(self, meta: Meta, children: list[ast.HfValue]) -> tuple[ast.HfValue, ...]:
+        return tuple(children)
+
+    def hf_value(self, meta: Meta, children: list[Any]) -> ast.HfValue:
+        stated, value = children
+        return ast.HfValue(stated, self._name(value) if isinstance(value, Token) else value, span=self._span(meta))
 
     def hf_read(self, meta: Meta, children: list[Token]) -> ast.HfRead:
         return ast.HfRead(tuple(self._name(t) for t in children), span=self._span(meta))

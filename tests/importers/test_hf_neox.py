@@ -53,9 +53,24 @@ def test_a_config_leaving_rotary_pct_out_takes_gptneoxconfigs_share(tmp_path: Pa
     assert params["total"] == _transformers_total(shrunk("gpt_neox_20b", drop=("rotary_pct",), **SMALL))
 
 
-def test_the_sequential_residual_is_refused_by_name(tmp_path: Path) -> None:
-    """use_parallel_residual false is GPTNeoXLayer's pre-norm stack, which profiles/neox.hpf does not build."""
-    refused = import_config(shrunk("gpt_neox_20b", use_parallel_residual=False, **SMALL), tmp_path, "neox_seq")
+def test_the_sequential_residual_imports_as_pre_norm_and_is_exact(tmp_path: Path) -> None:
+    """use_parallel_residual false is GPTNeoXLayer's pre-norm stack: the map's table reads it as wiring pre_norm."""
+    config = shrunk("gpt_neox_20b", use_parallel_residual=False, **SMALL)
+    params, text = estimate_config(config, tmp_path, "neox_seq")
+    assert "  wiring pre_norm\n" in text, text
+    assert params["total"] == _transformers_total(config)
+
+
+def test_a_residual_flag_the_table_does_not_name_is_refused_by_its_key(tmp_path: Path) -> None:
+    refused = import_config(shrunk("gpt_neox_20b", use_parallel_residual="yes", **SMALL), tmp_path, "neox_bad")
     assert refused.returncode == 1, refused.stderr
-    assert "use_parallel_residual" in refused.stderr and "Traceback" not in refused.stderr
-    assert not (tmp_path / "neox_seq.hpf").exists()
+    assert "use_parallel_residual is 'yes'; wiring is one of" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "neox_bad.hpf").exists()
+
+
+def test_key_value_heads_and_head_dim_are_not_read(tmp_path: Path) -> None:
+    """GPTNeoXAttention builds q, k and v of hidden / heads per head whatever num_key_value_heads and head_dim say."""
+    config = shrunk("gpt_neox_20b", num_key_value_heads=2, head_dim=8, **SMALL)
+    params, text = estimate_config(config, tmp_path, "neox_kv")
+    assert "kv_heads" not in text and "head_dim" not in text, text
+    assert params["total"] == _transformers_total(config)

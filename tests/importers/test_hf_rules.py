@@ -210,3 +210,43 @@ def test_a_weight_rule_of_two_forms_or_other_placeholders_is_a_located_error() -
     assert found == [("bad-weight-name", first), ("bad-weight-name", first + 1)]
     hints = [d.hint or "" for d in result.diagnostics]
     assert any('"model.norm." -> "norm."' in h for h in hints) and any("{i}" in h for h in hints)
+
+
+TRANSLATED = ACME.replace("    read activation_function\n",
+                          "    read activation_function\n"
+                          "    map acme_residual -> wiring { 0 -> pre_norm  1 -> post_norm }\n")
+
+
+def test_a_maps_table_translates_the_configs_values_and_reads_others_as_they_are() -> None:
+    """`map KEY -> FIELD { VALUE -> VALUE }`: a stated value the table names is read as the field's value it means."""
+    from hpdsl.importers.hf import import_hf_config
+    from hpdsl.importers.hf_config import HfImportError
+
+    registry = check_sources([Source("acme.hpf", TRANSLATED)], stdlib=True).registry
+    assert registry is not None
+    profiles = dict(registry.profiles)
+    gpt2 = {**CONFIGS["gpt2_large"][0], "model_type": "acme_gpt"}
+    for stated, wiring in ((0, "pre_norm"), (1, "post_norm"), ("pre_norm", "pre_norm")):
+        text = import_hf_config({**gpt2, "acme_residual": stated}, profiles=profiles, name="a").text
+        assert f"  wiring {wiring}\n" in text, (stated, text)
+    # A bool is not the table's 1: read as it is, it is no wiring, and the error names the key.
+    try:
+        import_hf_config({**gpt2, "acme_residual": True}, profiles=profiles, name="a")
+    except HfImportError as exc:
+        assert exc.field == "acme_residual" and "acme_residual is True; wiring is one of" in str(exc)
+    else:
+        raise AssertionError("a value neither the table nor the field names imported")
+
+
+def test_a_table_value_the_field_does_not_take_or_stated_twice_is_a_located_error() -> None:
+    bad = TRANSLATED.replace("{ 0 -> pre_norm  1 -> post_norm }", "{ 0 -> prenorm  0 -> pre_norm  2 -> 3 }")
+    result = check_sources([Source("acme.hpf", bad)], stdlib=True)
+    text = "    map acme_residual -> wiring { 0 -> prenorm  0 -> pre_norm  2 -> 3 }"
+    line = bad.split("\n").index(text) + 1
+    found = [(d.code, d.span.line, d.span.col) for d in result.diagnostics if d.is_error]
+    columns = (text.index("prenorm") + 1, text.index("0 -> pre_norm") + 1, text.index("3 }") + 1)
+    assert found == [("bad-import-value", line, col) for col in columns]
+    messages = [(d.message, d.hint) for d in result.diagnostics if d.is_error]
+    assert "translates 0 into prenorm, but wiring is one of pre_norm" in messages[0][0]
+    assert messages[0][1] == "did you mean 'pre_norm'?"
+    assert "translates 0 twice" in messages[1][0] and "translates 2 into 3" in messages[2][0]

@@ -167,7 +167,8 @@ models = st.builds(ast.Model, names, st.none() | names, _tuples(model_items, max
 hf_ignored = st.builds(ast.HfIgnored, names, st.none() | literals) | st.builds(ast.HfIgnored, string_literals)
 hf_rules = st.one_of(
     st.builds(ast.HfDefault, names, st.none() | literals),
-    st.builds(ast.HfMap, names, names, st.none() | names),
+    st.builds(ast.HfMap, names, names, st.none() | names,
+              values=_tuples(st.builds(ast.HfValue, literals, literals | names), max_size=3)),
     st.builds(ast.HfRead, _tuples(names, 1, 20)),  # up to 20 keys, so some reads pass 120 columns
     st.builds(ast.HfIgnore, string_literals, _tuples(hf_ignored, max_size=16)),
     st.builds(ast.HfPattern, names, _tuples(st.builds(ast.HfSymbol, string_literals, names), max_size=4)),

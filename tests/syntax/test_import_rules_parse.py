@@ -27,6 +27,9 @@ TEXTS = [
     f'profile p {{ {KIND} hf {{ default map = 1 map read -> x }} }}',   # keywords as names where Lark allows
     f'profile p {{ {KIND} hf {{ default x = 1 map a -> b }} }}',        # a keyword right after a literal
     f'profile p {{ {KIND} hf {{ ignore "w" {{ a = 1 map }} }} }}',      # ... where only a name may stand
+    f'profile p {{ {KIND} hf {{ map a -> wiring {{ true -> parallel  false -> pre_norm }} map b -> c {{}} }} }}',
+    f'profile p {{ {KIND} hf {{ map a.b -> m.f {{ "x" -> "y"  1 -> 2.5  -> map }} }} }}',  # a value missing
+    f'profile p {{ {KIND} hf {{ map a -> f {{ 1 -> default  2 -> map }} default x = 1 }} }}',  # keywords as names
     f'profile p {{ {KIND} hf {{ default x }} }}',
     f'profile p {{ {KIND} hf {{ map a -> }} }}',
     f'profile p {{ {KIND} hf {{ derive a = }} }}',
@@ -53,7 +56,7 @@ def test_every_rule_parses_to_its_node() -> None:
     assert (block.key.value, block.block.value, block.field.value) == ("b", "moe", "experts")
 
 
-@pytest.mark.parametrize("text", [t for t in TEXTS[:8] if "read unset" not in t] + [TEXTS[-1]])
+@pytest.mark.parametrize("text", [t for t in TEXTS[:8] if "read unset" not in t] + [TEXTS[9], TEXTS[11], TEXTS[-1]])
 def test_fmt_is_canonical_and_a_fixed_point(text: str) -> None:
     once = format_source(Source("rules.hpf", text))
     assert format_source(Source("rules.hpf", once)) == once

@@ -39,6 +39,9 @@ MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8
 CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
     "sequential_llama": ("llama_3_2_1b_instruct", {**ROPE}, {"pre_norm"}),
     "parallel_phi": ("phi_2", {}, {"parallel"}),  # 6 of 16 head dims rotary
+    # GPT-NeoX's fused query_key_value, a LayerNorm per block; use_parallel_residual false stacks the blocks.
+    "parallel_two_norms_neox": ("gpt_neox_20b", {}, {"parallel_two_norms"}),
+    "sequential_neox": ("gpt_neox_20b", {"use_parallel_residual": False}, {"pre_norm"}),
     "sublayer_post_norm_olmo3": ("olmo_3_1_32b_instruct",
                                  {**KINDS_ROPE, "num_hidden_layers": 4, "sliding_window": 64},
                                  {"sublayer_post_norm"}),
