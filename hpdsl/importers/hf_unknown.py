@@ -174,11 +174,14 @@ def composite_note(config: Mapping[str, Any], rules: Rules, model_type: str,
     It names the towers left out and the wrapper's own keys its profile's rules
     declare (the vision tower's and projector's, `profiles` given).
     """
-    if not isinstance(config.get("text_config"), Mapping):
-        return []
     towers = sorted(k for k, v in config.items() if k.endswith("_config") and k != "text_config"
                     and isinstance(v, Mapping) and not rules.irrelevant(k, v))
     outer = str(config.get("model_type") or "composite")
+    if not isinstance(config.get("text_config"), Mapping):
+        # A flat composite (Qwen2.5-VL's published files): the language model's keys at the top level.
+        return [f"{outer} is a composite config: priced as its language model, the top-level keys; "
+                f"{', '.join(towers)} is not part of the model (hpdsl prices the language model; a vision "
+                "tower is a model of its own with the 'vision' profile)"] if towers else []
     note = (f"{outer} is a composite config: imported text_config only, priced as its language model "
             f"(model_type {model_type})")
     if towers:

