@@ -93,3 +93,17 @@ def test_what_the_profile_cannot_price_is_refused_by_name(changes: dict[str, Any
     imported = _import({**config, **_hub(4), **changes}, tmp_path)
     assert imported.returncode == 1, imported.stderr
     assert key in imported.stderr and "Traceback" not in imported.stderr
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_the_rotary_bases_are_rope_parameters_whatever_the_top_level_keys_say(drop: bool, tmp_path: Path) -> None:
+    """MiMoV2FlashConfig reads neither rope_theta nor swa_rope_theta; absent rope_parameters, its defaults hold."""
+    config = {**_config(num_hidden_layers=7), **_hub(7), "rope_theta": 1234.0, "swa_rope_theta": 99.0}
+    if drop:
+        config.pop("rope_parameters")
+    theirs = transformers.MiMoV2FlashConfig(**config).rope_parameters
+    imported = _import(config, tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "mimo.hpf").read_text()
+    assert f"  rope_theta {theirs['full_attention']['rope_theta']:.1f}\n" in text, text
+    assert f"  local_rope_theta {theirs['sliding_attention']['rope_theta']:.1f}\n" in text, text
