@@ -39,6 +39,11 @@ MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8
 CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
     "sequential_llama": ("llama_3_2_1b_instruct", {**ROPE}, {"pre_norm"}),
     "parallel_phi": ("phi_2", {}, {"parallel"}),  # 6 of 16 head dims rotary
+    # Ministral 3's yarn with Llama 4's query scaling (llama_4_scaling_beta), its original context cut to 4
+    # positions so that the 12 scaled positions reach past it.
+    "query_scaled_ministral3": ("devstral_small_2_24b", {"head_dim": 16, "rope_parameters": {
+        **published("devstral_small_2_24b")["text_config"]["rope_parameters"], "original_max_position_embeddings": 4}},
+        {"pre_norm"}),
     # GPT-NeoX's fused query_key_value, a LayerNorm per block; use_parallel_residual false stacks the blocks.
     "parallel_two_norms_neox": ("gpt_neox_20b", {}, {"parallel_two_norms"}),
     "sequential_neox": ("gpt_neox_20b", {"use_parallel_residual": False}, {"pre_norm"}),

@@ -31,7 +31,7 @@ from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import (alibi_slopes, attend, banded_attention, causal_mask, core_attention, cp_mesh,
                                         make_norm)
-from hpdsl.torch.modules.rope import Rotary
+from hpdsl.torch.modules.rope import Rotary, query_scale
 
 BACKENDS = ("sdpa", "eager")
 
@@ -152,6 +152,8 @@ class Attention(nn.Module):
                 else self._norm(self.q_norm, q)
         if positions is not None:
             q = self.rotary(q, positions)
+            if self.config.rope_query_beta:
+                q = q * query_scale(self.config, positions).to(q.dtype)[None, :, None, None]
         return q, gate
 
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -73,6 +73,16 @@ def frequencies(config: Any, dim: int, fraction: float = 1.0, *, sliding: bool =
     return inverse, 1.0
 
 
+def query_scale(config: Any, positions: Tensor) -> Tensor:
+    """Return Llama 4's query scale at `positions`: 1 + β·ln(1 + ⌊p / original positions⌋) (rope_query_beta β).
+
+    Ministral 3 multiplies its rotated queries by it (transformers' get_llama_4_attn_scale): 1 within the
+    context the frequencies were trained at, growing by β per doubling of the distance past it.
+    """
+    original = config.rope_original_positions or config.max_positions
+    return 1 + config.rope_query_beta * torch.log(1 + torch.floor(positions.to(torch.float32) / original))
+
+
 def _exponents(theta: float, dim: int, pairs: int | None = None) -> Tensor:
     """Return θ^(-2i/dim) for the first `pairs` pairs (all dim / 2 by default), in float32."""
     steps = torch.arange(0, 2 * (dim // 2 if pairs is None else pairs), 2, dtype=torch.int64).to(torch.float32)
