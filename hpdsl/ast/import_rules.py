@@ -121,7 +121,8 @@ class HfWeight:
     """`weight "hf.name" -> "our.name" [transposed]`: a transformers state-dict name (or prefix) → the built model's.
 
     With `split`, the tensor is cut by rows into the split's targets; `target` is its first (what a
-    diagnostic about the rule's target points at).
+    diagnostic about the rule's target points at). With `join` (`weight join("a.", "b.") -> "c."`),
+    transformers' tensors are joined by rows, in order, into the one target; `source` is the first.
     """
 
     source: Literal
@@ -129,6 +130,12 @@ class HfWeight:
     transposed: bool = False
     span: Span = _span()
     split: HfSplit | None = None
+    join: tuple[Literal, ...] = ()
+
+    @property
+    def sources(self) -> tuple[Literal, ...]:
+        """Return every transformers name the rule reads: the join's parts, else its one source."""
+        return self.join or (self.source,)
 
     @property
     def targets(self) -> tuple[Literal, ...]:

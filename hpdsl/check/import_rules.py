@@ -101,18 +101,22 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
 
 
 def _check_weight(rule: ast.HfWeight, declared: Mapping[str, Field], collector: Collector) -> None:
-    source = str(rule.source.value)
+    if rule.join and rule.split is not None:
+        collector.error(rule.span, "bad-weight-name", "a weight rule both joins and splits tensors",
+                        hint="join transformers' tensors into one built tensor, or split one into several: "
+                             "state two rules")
     for literal in rule.targets:
         target = str(literal.value)
-        if not source or not target or source.endswith(".") != target.endswith("."):
-            collector.error(literal.span, "bad-weight-name",
-                            f"weight maps {source!r} to {target!r}: both must be whole names or both prefixes",
-                            hint='a prefix ends with "." on both sides: weight "model.norm." -> "norm."')
-        elif placeholders(source) != placeholders(target):
-            collector.error(literal.span, "bad-weight-name",
-                            f"weight {source!r} has placeholders {sorted(placeholders(source))}, "
-                            f"{target!r} has {sorted(placeholders(target))}",
-                            hint='name the same placeholders on both sides, e.g. "{i}" for the layer index')
+        for source in (str(s.value) for s in rule.sources):
+            if not source or not target or source.endswith(".") != target.endswith("."):
+                collector.error(literal.span, "bad-weight-name",
+                                f"weight maps {source!r} to {target!r}: both must be whole names or both prefixes",
+                                hint='a prefix ends with "." on both sides: weight "model.norm." -> "norm."')
+            elif placeholders(source) != placeholders(target):
+                collector.error(literal.span, "bad-weight-name",
+                                f"weight {source!r} has placeholders {sorted(placeholders(source))}, "
+                                f"{target!r} has {sorted(placeholders(target))}",
+                                hint='name the same placeholders on both sides, e.g. "{i}" for the layer index')
     if rule.split is not None:
         _check_split(rule.split, declared, collector)
 

@@ -135,7 +135,8 @@ def format_weight(rule: ast.HfWeight) -> str:
     else:
         target = (f"split({', '.join(format_literal(t) for t in split.targets)}) by {format_dims(split.sizes)}"
                   + ("" if split.groups is None else f" interleaved {format_dim(split.groups)}"))
-    return f"weight {format_literal(rule.source)} -> {target}" + (" transposed" if rule.transposed else "")
+    source = f"join({', '.join(format_literal(s) for s in rule.join)})" if rule.join else format_literal(rule.source)
+    return f"weight {source} -> {target}" + (" transposed" if rule.transposed else "")
 
 
 def format_placement(placement: ast.Placement) -> str:

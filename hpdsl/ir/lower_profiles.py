@@ -101,12 +101,13 @@ def _lower_facts(block: ast.SettingsBlock) -> FactsIR:
 def _weight_rule(rule: ast.HfWeight) -> WeightRuleIR:
     """Return the IR of one `weight` rule, a split's parts and sizes with it."""
     split = rule.split
+    sources = tuple(str(source.value) for source in rule.join)
     if split is None:
-        return WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed)
+        return WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed, sources=sources)
     return WeightRuleIR(str(rule.source.value), str(rule.target.value), rule.transposed,
                         parts=tuple(str(part.value) for part in split.targets),
                         sizes=tuple(dim_from_ast(size) for size in split.sizes),
-                        groups=None if split.groups is None else dim_from_ast(split.groups))
+                        groups=None if split.groups is None else dim_from_ast(split.groups), sources=sources)
 
 
 def lower_import_rules(block: ast.ImportRules) -> ImportRulesIR:

@@ -108,7 +108,8 @@ class WeightRuleIR:
     """`weight "hf.name" -> "built.name" [transposed]`: one state-dict name rule (hpdsl/torch/weights.py).
 
     A split rule (`-> split(...) by (...)`) names its parts in `parts` (`target` is the first) and their
-    rows in `sizes`, dims over the model's fields; `groups`: `interleaved N`'s N, else None.
+    rows in `sizes`, dims over the model's fields; `groups`: `interleaved N`'s N, else None. A join rule
+    (`weight join(...) -> ...`) names transformers' tensors joined by rows in `sources` (`source` the first).
     """
 
     source: str
@@ -117,6 +118,7 @@ class WeightRuleIR:
     parts: tuple[str, ...] = ()
     sizes: tuple[DimIR, ...] = ()
     groups: DimIR | None = None
+    sources: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -85,14 +85,24 @@ class ImportRuleRules(FamilyRules):
         return ast.HfValue(stated, target, span=self.span(start, self.i - 1))
 
     def _weight(self, start: int) -> ast.HfWeight:
-        """hf_weight: "weight" STRING -> (STRING | hf_split) TRANSPOSED?, the keyword consumed."""
-        source = self.string()
+        """hf_weight: "weight" (STRING | hf_join) -> (STRING | hf_split) TRANSPOSED?, the keyword consumed."""
+        join = self._join() if self.kinds[self.i] == "n" else ()
+        source = join[0] if join else self.string()
         self.expect("->")
         split = self._split() if self.kinds[self.i] == "n" else None
         target = self.string() if split is None else split.targets[0]
         transposed = self.kinds[self.i] == "n" and self.texts[self.i] == "transposed"
         self.i += transposed
-        return ast.HfWeight(source, target, transposed, span=self.span(start, self.i - 1), split=split)
+        return ast.HfWeight(source, target, transposed, span=self.span(start, self.i - 1), split=split, join=join)
+
+    def _join(self) -> tuple[ast.Literal, ...]:
+        """hf_join: "join" ( STRING (, STRING)+ ,? )"""
+        self.keyword("join")
+        self.expect("(")
+        sources = tuple(self.comma_list(self.string, ")"))
+        if len(sources) < 2:
+            raise Defer  # Lark reports a join of one part
+        return sources
 
     def _split(self) -> ast.HfSplit:
         """hf_split: "split" ( STRING (, STRING)+ ,? ) "by" dims ("interleaved" dim)?"""

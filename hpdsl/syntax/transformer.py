@@ -170,10 +170,14 @@ class ToAst(FieldDeclRules):
 
     def hf_weight(self, meta: Meta, children: list[Any]) -> ast.HfWeight:
         source, target, *flag = children
+        join: tuple[ast.Literal, ...] = source if isinstance(source, tuple) else ()
+        first = join[0] if join else self._string(source)
         if isinstance(target, ast.HfSplit):
-            return ast.HfWeight(self._string(source), target.targets[0], bool(flag), span=self._span(meta),
-                                split=target)
-        return ast.HfWeight(self._string(source), self._string(target), bool(flag), span=self._span(meta))
+            return ast.HfWeight(first, target.targets[0], bool(flag), span=self._span(meta), split=target, join=join)
+        return ast.HfWeight(first, self._string(target), bool(flag), span=self._span(meta), join=join)
+
+    def hf_join(self, meta: Meta, children: list[Token]) -> tuple[ast.Literal, ...]:
+        return tuple(self._string(child) for child in children)
 
     def hf_split(self, meta: Meta, children: list[Any]) -> ast.HfSplit:
         targets = tuple(self._string(child) for child in children if isinstance(child, Token))

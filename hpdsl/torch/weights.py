@@ -6,7 +6,8 @@ grammar/hpdsl.lark): a name ending in "." is a prefix, the rest of the name
 carried over; `{i}` (any `{name}`) stands for a run of digits, a layer or expert
 index; `transposed` swaps a tensor's last two dims (transformers' packed experts
 are [E, out, in], the built model's [E, in, out]; a 1-D bias stays as it is);
-`split(...) by (...)` cuts a fused tensor into parts (hpdsl/torch/weight_split.py). Every name matches the
+`split(...) by (...)` cuts a fused tensor into parts (hpdsl/torch/weight_split.py), `join(...)` joins
+several by rows into one (Qwen3.5's in_proj_qkv and in_proj_z, one in_proj_qkvz). Every name matches the
 longest rule of the profile's own blocks, else the longest of the `hf "*"`
 blocks (profiles/default.hpf: transformers' Llama names), a rule whose target
 the model holds first. Every name left over on either side is an error, all
@@ -16,6 +17,7 @@ reported at once.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Container, Mapping, Sequence
 
@@ -40,12 +42,16 @@ class WeightRule:
     parts: tuple[str, ...] = ()
     sizes: tuple[DimIR, ...] = ()
     groups: DimIR | None = None
+    sources: tuple[str, ...] = ()  # a join's parts, in row order; () for a rule of one source
 
     @property
     def pattern(self) -> re.Pattern[str]:
         """The regex a state-dict name matches: placeholders as digit runs, a prefix open at the end."""
-        body = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>\\d+)", re.escape(self.source))
-        return re.compile(body + ("(?P<_rest>.*)" if self.source.endswith(".") else "") + "$")
+        return _pattern(self.source)
+
+    def part(self, name: str) -> tuple[int, str] | None:
+        """Return (index, source) of the join part (or the one source) transformers' `name` matches, else None."""
+        return next(((i, s) for i, s in enumerate(self.sources or (self.source,)) if _pattern(s).match(name)), None)
 
     def apply(self, name: str) -> str | None:
         """Return the built model's name for transformers' `name` (a split's first part), or None when it does not match."""
@@ -54,7 +60,8 @@ class WeightRule:
 
     def targets(self, name: str) -> tuple[str, ...]:
         """Return the built model's names for transformers' `name`: every part of a split; () when it does not match."""
-        found = self.pattern.match(name)
+        part = self.part(name)
+        found = None if part is None else _pattern(part[1]).match(name)
         if found is None:
             return ()
         groups = found.groupdict()
@@ -73,7 +80,14 @@ def weight_rules(profile: ProfileIR, model_type: str,
 
 
 def _rule(rule: WeightRuleIR) -> WeightRule:
-    return WeightRule(rule.source, rule.target, rule.transposed, rule.parts, rule.sizes, rule.groups)
+    return WeightRule(rule.source, rule.target, rule.transposed, rule.parts, rule.sizes, rule.groups, rule.sources)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern(source: str) -> re.Pattern[str]:
+    """Return the regex of one source: placeholders as digit runs, a prefix open at the end."""
+    body = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>\\d+)", re.escape(source))
+    return re.compile(body + ("(?P<_rest>.*)" if source.endswith(".") else "") + "$")
 
 
 def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
@@ -89,7 +103,8 @@ def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
             matches = [(rule, target) for rule in tier if (target := rule.apply(name)) is not None
                        and (target in held or not only_held)]
             if matches:
-                rule, target = max(matches, key=lambda match: len(match[0].source))
+                # The longest source the name matches wins (a join's matched part, not its first).
+                rule, target = max(matches, key=lambda match: len((match[0].part(name) or (0, ""))[1]))
                 return target, rule
     return None
 
@@ -108,6 +123,7 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
     filled: dict[str, str] = {}
     pairs: list[tuple[Tensor, Tensor]] = []
     seen: set[tuple[int, tuple[int, ...]]] = set()
+    joined: dict[str, tuple[WeightRule, dict[int, tuple[str, Tensor]]]] = {}
     for name, value in state.items():
         if (key := (value.data_ptr(), tuple(value.shape))) in seen and value.numel():
             continue  # a tied tensor (lm_head is the embedding): loaded once under its first name
@@ -125,6 +141,10 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
             problems.append(f"transformers' '{name}' maps to '{target}' (rule \"{rule.source}\" -> "
                             f"\"{rule.target}\"), which the built model does not hold"
                             + (f"; did you mean '{close[0]}'?" if close else ""))
+        if rule.sources and not missing:
+            index = (rule.part(name) or (0, ""))[0]
+            joined.setdefault(targets[0], (rule, {}))[1][index] = (name, value)
+            continue  # joined with the other parts once all are read
         clashes = [target for target in targets if target in filled]
         problems += [f"transformers' '{name}' and '{filled[target]}' both map to '{target}'" for target in clashes]
         if missing or clashes:
@@ -132,6 +152,8 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
         filled.update(dict.fromkeys(targets, name))
         env = sizes_env(model, targets[0], config) if rule.parts else {}
         pairs += _placed(name, value, rule, [(target, ours[target]) for target in targets], env, problems)
+    for target, (rule, read) in joined.items():
+        pairs += _joined(target, rule, read, ours, filled, problems)
     problems += [f"the built model's '{name}' gets no tensor from transformers' state dict"
                  for name in ours if name not in filled and not _tied_alias(ours, name, filled)]
     if problems:
@@ -159,6 +181,37 @@ def _placed(name: str, value: Tensor, rule: WeightRule, targets: Sequence[tuple[
             continue
         placed.append((tensor, piece))
     return placed
+
+
+def _joined(target: str, rule: WeightRule, read: Mapping[int, tuple[str, Tensor]], ours: Mapping[str, Tensor],
+            filled: dict[str, str], problems: list[str]) -> list[tuple[Tensor, Tensor]]:
+    """Return the (built tensor, transformers' parts joined by rows) pair of one join target; a problem otherwise."""
+    names = [read[i][0] for i in sorted(read)]
+    if target in filled:
+        problems.append(f"transformers' '{names[0]}' and '{filled[target]}' both map to '{target}'")
+        return []
+    filled[target] = names[0]  # a problem below names the target: not also "gets no tensor"
+    if len(read) < len(rule.sources):
+        lacking = [source for i, source in enumerate(rule.sources) if i not in read]
+        problems.append(f"the built model's '{target}' joins {len(rule.sources)} tensors (rule join(...) -> "
+                        f"\"{rule.target}\"), but transformers' state dict holds no {', '.join(lacking)} beside "
+                        f"{', '.join(names)}")
+        return []
+    parts = [read[i][1].transpose(-2, -1) if rule.transposed and read[i][1].dim() >= 2 else read[i][1]
+             for i in range(len(rule.sources))]
+    # Rows are dim −2 of a weight (output features), dim 0 of a bias; every other dim must agree.
+    rest = {(part.dim(), tuple(part.shape[:-2]) + tuple(part.shape[-1:]) if part.dim() >= 2 else ()) for part in parts}
+    if len(rest) != 1:
+        problems.append(f"transformers' {', '.join(names)} have shapes "
+                        f"{', '.join(str(tuple(p.shape)) for p in parts)}: they join by rows only where "
+                        f"the rest of their shapes agree ('{target}')")
+        return []
+    whole = torch.cat(parts, dim=-2 if parts[0].dim() >= 2 else 0)
+    if tuple(whole.shape) != tuple(ours[target].shape):
+        problems.append(f"transformers' {', '.join(names)} joined have shape {tuple(whole.shape)}, "
+                        f"the built model's '{target}' {tuple(ours[target].shape)}")
+        return []
+    return [(ours[target], whole)]
 
 
 def _tied_alias(ours: Mapping[str, Tensor], name: str, filled: Mapping[str, str]) -> bool:

@@ -250,3 +250,17 @@ def test_a_table_value_the_field_does_not_take_or_stated_twice_is_a_located_erro
     assert "translates 0 into prenorm, but wiring is one of pre_norm" in messages[0][0]
     assert messages[0][1] == "did you mean 'pre_norm'?"
     assert "translates 0 twice" in messages[1][0] and "translates 2 into 3" in messages[2][0]
+
+
+def test_a_join_rule_of_two_forms_or_joining_and_splitting_is_a_located_error() -> None:
+    rules = ('hf "acme_gpt" {\n'
+             '    weight join("h.{i}.q.", "h.{i}.z") -> "layers.{i}.mixer.qz."\n'
+             '    weight join("h.{i}.b.", "h.{j}.a.") -> "layers.{i}.mixer.ba."\n'
+             '    weight join("x", "y") -> split("p", "q") by (hidden, hidden)\n')
+    result = check_sources([Source("acme.hpf", ACME.replace('hf "acme_gpt" {\n', rules, 1))], stdlib=True)
+    first = ACME.split("\n").index('  hf "acme_gpt" {') + 2
+    found = [(d.code, d.span.line, d.message) for d in result.diagnostics if d.is_error]
+    assert [(code, line) for code, line, _ in found] == [("bad-weight-name", first), ("bad-weight-name", first + 1),
+                                                          ("bad-weight-name", first + 2)]
+    assert "'h.{i}.z' to 'layers.{i}.mixer.qz.': both must be whole names or both prefixes" in found[0][2]
+    assert "'h.{j}.a.' has placeholders ['j']" in found[1][2] and "both joins and splits" in found[2][2]

@@ -87,7 +87,20 @@ WEIGHT_TEXTS = [
     f'profile p {{ {KIND} hf {{ weight "a" -> "b" transposed transposed }} }}',
     f'profile p {{ {KIND} hf {{ weight "a" -> }} }}',
     f'profile p {{ {KIND} hf {{ weight transposed -> "b" }} }}',
+    f'profile p {{ {KIND} hf {{ weight join("m.{{i}}.qkv.", "m.{{i}}.z.",) -> "l.{{i}}.qkvz."  default x = 1 }} }}',
+    f'profile p {{ {KIND} hf {{ weight join("a") -> "b" }} }}',  # one part: no join
+    f'profile p {{ {KIND} hf {{ weight join("a", "b") -> split("c", "d") by (heads, heads) }} }}',  # parses; checked
+    f'profile p {{ {KIND} hf {{ map join -> hidden }} }}',  # the word as a name
 ]
+
+
+def test_a_join_rule_lowers_to_its_sources_and_formats_to_a_fixed_point() -> None:
+    text = WEIGHT_TEXTS[6]
+    once = format_source(Source("rules.hpf", text))
+    assert 'weight join("m.{i}.qkv.", "m.{i}.z.") -> "l.{i}.qkvz."' in once
+    assert format_source(Source("rules.hpf", once)) == once and _rules(once) == _rules(text)
+    (rule,) = _rules(text)[0].weights
+    assert (rule.source, rule.sources, rule.target) == ("m.{i}.qkv.", ("m.{i}.qkv.", "m.{i}.z."), "l.{i}.qkvz.")
 
 
 @pytest.mark.parametrize("text", WEIGHT_TEXTS)

@@ -5,9 +5,10 @@ small dims: transformers builds it with random weights (norms, biases and the ro
 correction moved off their initial values), hpdsl imports and builds it, and
 hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under the profile's
 `weight` rules (no name map in this file). In float32 on the CPU both give the same logits to
-1e-4. The cases cover every wiring a profile states today: sequential (pre-norm Llama),
-parallel (Phi), norms after each sublayer (OLMo-3), sandwich (Gemma-3), hybrid (LFM2's short
-convolutions beside attention) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
+1e-4. The cases cover every wiring a profile states today: sequential (pre-norm Llama, GPT-NeoX's
+sequential residual), parallel (Phi; GPT-NeoX's two norms), norms after each sublayer (OLMo-3),
+sandwich (Gemma-3), hybrid (LFM2's short convolutions beside attention; Qwen3.5's Gated DeltaNet,
+its projections joined by `join` rules, dense and MoE) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
 routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k).
 """
 
@@ -32,6 +33,9 @@ SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "nu
 ROPE: dict[str, Any] = {}
 """The rotary keys stay the published file's: the built model turns by them (hpdsl/torch/modules/rope.py)."""
 KINDS_ROPE: dict[str, Any] = {}
+QWEN3_5 = {"num_hidden_layers": 4, "head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+           "linear_key_head_dim": 8, "linear_value_head_dim": 8,
+           "rope_parameters": {**published("qwen3_5_9b")["text_config"]["rope_parameters"], "mrope_section": [1, 1, 0]}}
 MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
        "moe_intermediate_size": 32, "n_shared_experts": 1}
 
@@ -53,6 +57,18 @@ CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
     "sandwich_gemma3": ("gemma_3_4b_it", {**KINDS_ROPE, "num_hidden_layers": 6, "head_dim": 16,
                                           "query_pre_attn_scalar": 24, "sliding_window": 5},
                         {"sandwich"}),
+    # Gated DeltaNet beside gated attention (Qwen3.5's in_proj_qkv and in_proj_z joined into one projection),
+    # partial rotary with M-RoPE's sections on a text sequence, QK-norm and (1 + w) norms.
+    "hybrid_qwen3_5": ("qwen3_5_9b", {**QWEN3_5, "layer_types": ["linear_attention"] * 3 + ["full_attention"]},
+                       {"pre_norm"}),
+    # ... with Qwen3.5-MoE's experts (packed gate_up_proj) and its sigmoid-gated shared expert.
+    "hybrid_moe_qwen3_5": ("qwen3_6_35b_a3b", {**QWEN3_5, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+                                               "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                               "shared_expert_intermediate_size": 48,
+                                               "rope_parameters": {**QWEN3_5["rope_parameters"], **{
+                                                   k: v for k, v in published("qwen3_6_35b_a3b")["text_config"]
+                                                   ["rope_parameters"].items() if k != "mrope_section"}}},
+                           {"pre_norm"}),
     "hybrid_lfm2": ("lfm2_5_vl_1_6b", {**ROPE, "num_hidden_layers": 4, "block_ff_dim": 96},
                     {"pre_norm"}),
     # Sigmoid scores, e_score_correction_bias for the choice, norm_topk_prob; the file's routed_scaling_factor
@@ -145,3 +161,27 @@ def test_a_profile_without_a_models_names_reports_every_one() -> None:
     assert "the built model's 'norm.weight' gets no tensor" in message
     count = int(message.split(" ", 1)[0])
     assert count == message.count("\n  ") and count > 10  # one error, every problem a line of it
+
+
+def _without(state: dict[str, Any], drop: str) -> dict[str, Any]:
+    return {name: value for name, value in state.items() if drop not in name}
+
+
+def test_a_join_missing_a_part_or_of_other_shapes_is_one_error_naming_them() -> None:
+    """Qwen3.5's join rules: in_proj_z absent, or in_proj_b cut short, is a located problem, not a partial load."""
+    ours, theirs, registry = hf_pair(scaled(*CASES["hybrid_qwen3_5"][:2]))
+    profile, profiles = registry.profile("qwen3_5"), registry.profiles
+    with pytest.raises(BuildError) as raised:
+        load_hf_state_dict(ours, _without(theirs.state_dict(), "layers.0.linear_attn.in_proj_z."), profile,
+                           "qwen3_5_text", profiles)
+    message = str(raised.value)
+    assert message.startswith("1 weight name problem")
+    assert ("the built model's 'layers.0.mixer.in_proj_qkvz.weight' joins 2 tensors" in message
+            and "holds no model.layers.{i}.linear_attn.in_proj_z. beside model.layers.0.linear_attn.in_proj_qkv.weight"
+            in message), message
+    state = dict(theirs.state_dict())
+    state["model.layers.1.linear_attn.in_proj_b.weight"] = state["model.layers.1.linear_attn.in_proj_b.weight"][:1]
+    with pytest.raises(BuildError, match=r"in_proj_b.weight, model.layers.1.linear_attn.in_proj_a.weight joined "
+                                         r"have shape \(5, 64\), the built model's 'layers.1.mixer.in_proj_ba.weight' "
+                                         r"\(8, 64\)"):
+        load_hf_state_dict(ours, state, profile, "qwen3_5_text", profiles)

@@ -153,7 +153,7 @@ class GatedDeltaNet(nn.Module):
         repeat = c.value_heads // c.key_heads
         if repeat > 1:
             q, k = q.repeat_interleave(repeat, dim=2), k.repeat_interleave(repeat, dim=2)
-        q, k = F.normalize(q.float(), dim=-1, eps=1e-6), F.normalize(k.float(), dim=-1, eps=1e-6)
+        q, k = l2norm(q.float()), l2norm(k.float())
         out, state = self.delta_rule(q, k, v.float(), g, beta, initial)
         return out.to(dtype), state
 
@@ -175,6 +175,11 @@ class EagerGatedDeltaNet(GatedDeltaNet):
     """Gated DeltaNet with the token-by-token recurrence (the `eager` variant, the reference)."""
 
     kernel = "eager"
+
+
+def l2norm(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """Return x · rsqrt(Σx² + eps) over the last dim: FLA's l2norm (and transformers', aligned with it), not x / max(‖x‖, eps)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
 def recurrent_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor) -> Tensor:
