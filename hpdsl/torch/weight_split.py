@@ -7,7 +7,8 @@ sizes are dims over the config of the module the first part lies in (its
 layer's attention: the head shapes of that layer), else the model's base
 config. With `interleaved N` the rows are N groups of the sizes side by side:
 GPT-NeoX's query_key_value is [q_h, k_h, v_h] for each head h (N = heads,
-sizes head_dim each); Falcon's new_decoder_architecture groups per kv head.
+sizes head_dim each); Falcon's new_decoder_architecture groups per kv head. Parts naming one
+target are joined in order (hpdsl/torch/weights.py `_placed`): a regrouping of rows.
 """
 
 from __future__ import annotations

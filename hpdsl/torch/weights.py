@@ -170,10 +170,18 @@ def _placed(name: str, value: Tensor, rule: WeightRule, targets: Sequence[tuple[
     """Return (built tensor, transformers' tensor or its split part) pairs; each shape that differs is a problem."""
     source = value.transpose(-2, -1) if rule.transposed and value.dim() >= 2 else value
     shape = f"{tuple(value.shape)}" + (f" (transposed {tuple(source.shape)})" if source is not value else "")
-    parts = ", ".join(str(tuple(tensor.shape)) for _, tensor in targets)
+    parts = ", ".join(str(tuple(tensor.shape)) for _, tensor in dict(targets).items())
     pieces = split_rows(name, source, rule, env, problems, (shape, parts)) if rule.parts else (source,)
+    # Parts naming one target are joined in order: Qwen3-Next's in_proj_qkvz, q, k, v and z per key head in
+    # transformers, all of q, then k, v and z in the built projection (a split interleaved by key heads).
+    rows = max(source.dim() - 2, 0)
+    gathered: dict[str, list[Tensor]] = {}
+    for (target, _), piece in zip(targets, pieces):
+        gathered.setdefault(target, []).append(piece)
+    joined = {target: pieces_[0] if len(pieces_) == 1 else torch.cat(pieces_, dim=rows)
+              for target, pieces_ in gathered.items()}
     placed = []
-    for (target, tensor), piece in zip(targets, pieces):
+    for (target, tensor), piece in ((t, joined[t[0]]) for t in dict(targets).items() if t[0] in joined):
         if tuple(piece.shape) != tuple(tensor.shape):
             problems.append(f"transformers' '{name}' has shape {shape}"
                             f"{', its part ' + str(tuple(piece.shape)) if rule.parts else ''}, "

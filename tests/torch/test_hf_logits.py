@@ -185,3 +185,20 @@ def test_a_join_missing_a_part_or_of_other_shapes_is_one_error_naming_them() -> 
                                          r"have shape \(5, 64\), the built model's 'layers.1.mixer.in_proj_ba.weight' "
                                          r"\(8, 64\)"):
         load_hf_state_dict(ours, state, profile, "qwen3_5_text", profiles)
+
+
+def test_qwen3_next_logits_equal_transformers() -> None:
+    """Qwen3-Next fuses q, k, v, z (and b, a) key head by key head: its split rules regroup them (profiles/qwen3_5.hpf).
+
+    No published Qwen3-Next config.json is in the search index (tests/data/hf/SOURCES.md): the config is
+    Qwen3NextConfig's own at small dims (its layer pattern, experts and shared expert as the class builds them).
+    """
+    config = transformers.Qwen3NextConfig(
+        hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+        num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+        vocab_size=VOCAB, max_position_embeddings=64,
+        layer_types=["linear_attention"] * 3 + ["full_attention"]).to_dict()
+    config = {key: value for key, value in config.items() if key not in ("pad_token_id", "bos_token_id", "eos_token_id")}
+    ours, theirs, _ = hf_pair(config, jitter=0.1)
+    torch.testing.assert_close(_logits(ours, _ids()), _logits(theirs, _ids(), hf=True), atol=1e-4, rtol=1e-4)
