@@ -17,7 +17,7 @@ KEYWORDS = (
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "if", "stack",
     "layer_types", "cost", "replicate", "recompute", "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp",
     "activation", "wiring", "dims",
-    "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "split", "interleaved", "unset",
+    "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "split", "join", "interleaved", "unset",
     "unmodelled",
     "device", "cluster", "curve", "tier", "field", "float", "string", "required",
 )
