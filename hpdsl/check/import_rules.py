@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.diagnostics import Collector, Note, did_you_mean
+from hpdsl.fmt.inline import format_literal
 from hpdsl.importers.rules import BUILTIN_READS, EVERY_CONFIG
 from hpdsl.ir.lower_fields import lower_fields
-from hpdsl.fmt.inline import format_literal
 from hpdsl.model.fields import FIELDS, Field, block_fields
 
 

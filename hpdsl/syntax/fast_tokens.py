@@ -37,8 +37,8 @@ _FIRST = {**dict.fromkeys(string.ascii_letters + "_", "n"), **dict.fromkeys(stri
 
 _AFTER_LITERAL = frozenset({"accepts", "activation", "and", "cost", "curve", "default", "derive", "factory", "field",
                             "hf", "ignore", "layer_types", "layout", "map", "mlp", "norm", "or", "parallel", "params",
-                            "pattern", "read", "require", "selector", "stack", "tier", "true", "false", "unmodelled",
-                            "variant", "weight", "wiring"})
+                            "pattern", "read", "require", "selector", "stack", "tier", "true", "false",
+                            "unmodelled", "variant", "weight", "wiring"})
 _LITERAL_KINDS = frozenset({"i", "f", "s"})
 
 # Below parser.MAX_NESTING with room to spare: one level here is at most a few tree levels there.

@@ -178,7 +178,10 @@ class EagerGatedDeltaNet(GatedDeltaNet):
 
 
 def l2norm(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """Return x · rsqrt(Σx² + eps) over the last dim: FLA's l2norm (and transformers', aligned with it), not x / max(‖x‖, eps)."""
+    """Return x · rsqrt(Σx² + eps) over the last dim: FLA's l2norm, which transformers' matches.
+
+    Not F.normalize's x / max(‖x‖, eps): the two differ by 1e-4 of the logits at small keys.
+    """
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
