@@ -180,7 +180,7 @@ class EagerGatedDeltaNet(GatedDeltaNet):
 def l2norm(x: Tensor, eps: float = 1e-6) -> Tensor:
     """Return x · rsqrt(Σx² + eps) over the last dim: FLA's l2norm, which transformers' matches.
 
-    Not F.normalize's x / max(‖x‖, eps): the two differ by 1e-4 of the logits at small keys.
+    Not F.normalize's x / max(‖x‖, eps): that moved a scaled Qwen3.5's logits by 3e-3 (tests/torch/test_hf_logits.py).
     """
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
