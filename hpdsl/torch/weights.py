@@ -44,14 +44,12 @@ class WeightRule:
     groups: DimIR | None = None
     sources: tuple[str, ...] = ()  # a join's parts, in row order; () for a rule of one source
 
-    @property
-    def pattern(self) -> re.Pattern[str]:
-        """The regex a state-dict name matches: placeholders as digit runs, a prefix open at the end."""
-        return _pattern(self.source)
-
-    def part(self, name: str) -> tuple[int, str] | None:
-        """Return (index, source) of the join part (or the one source) transformers' `name` matches, else None."""
-        return next(((i, s) for i, s in enumerate(self.sources or (self.source,)) if _pattern(s).match(name)), None)
+    def part(self, name: str) -> tuple[int, re.Match[str]] | None:
+        """Return (index, match) of the join part (or the one source) transformers' `name` matches, else None."""
+        for index, source in enumerate(self.sources or (self.source,)):
+            if (found := _pattern(source).match(name)) is not None:
+                return index, found
+        return None
 
     def apply(self, name: str) -> str | None:
         """Return the built model's name for transformers' `name` (a split's first part), or None when it does not match."""
@@ -61,10 +59,9 @@ class WeightRule:
     def targets(self, name: str) -> tuple[str, ...]:
         """Return the built model's names for transformers' `name`: every part of a split; () when it does not match."""
         part = self.part(name)
-        found = None if part is None else _pattern(part[1]).match(name)
-        if found is None:
+        if part is None:
             return ()
-        groups = found.groupdict()
+        groups = part[1].groupdict()
         return tuple(re.sub(r"\{(\w+)\}", lambda m: groups[m.group(1)], target) + groups.get("_rest", "")
                      for target in self.parts or (self.target,))
 
@@ -81,6 +78,12 @@ def weight_rules(profile: ProfileIR, model_type: str,
 
 def _rule(rule: WeightRuleIR) -> WeightRule:
     return WeightRule(rule.source, rule.target, rule.transposed, rule.parts, rule.sizes, rule.groups, rule.sources)
+
+
+def _matched_length(rule: WeightRule, name: str) -> int:
+    """Return the length of the source `name` matches: a join's matched part, not its first."""
+    part = rule.part(name)
+    return 0 if part is None else len((rule.sources or (rule.source,))[part[0]])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -103,8 +106,7 @@ def map_name(name: str, tiers: Sequence[Sequence[WeightRule]],
             matches = [(rule, target) for rule in tier if (target := rule.apply(name)) is not None
                        and (target in held or not only_held)]
             if matches:
-                # The longest source the name matches wins (a join's matched part, not its first).
-                rule, target = max(matches, key=lambda match: len((match[0].part(name) or (0, ""))[1]))
+                rule, target = max(matches, key=lambda match: _matched_length(match[0], name))
                 return target, rule
     return None
 
@@ -142,7 +144,7 @@ def load_hf_state_dict(model: nn.Module, state: Mapping[str, Tensor], profile: P
                             f"\"{rule.target}\"), which the built model does not hold"
                             + (f"; did you mean '{close[0]}'?" if close else ""))
         if rule.sources and not missing:
-            index = (rule.part(name) or (0, ""))[0]
+            index = (rule.part(name) or (0, None))[0]
             joined.setdefault(targets[0], (rule, {}))[1][index] = (name, value)
             continue  # joined with the other parts once all are read
         clashes = [target for target in targets if target in filled]

@@ -124,6 +124,20 @@ FILES.update({
 # --- end of the HAND_WRITTEN replacements ---
 
 
+def transformers_total(config: dict[str, Any], how: str = "causal") -> int:
+    """Return transformers' parameter count of `config` on the meta device (bench/hf_counts.py; skip without torch)."""
+    import sys
+
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from hf_counts import hf_counts
+
+    return hf_counts(config, how)[0]
+
+
 def published(name: str) -> dict[str, Any]:
     """Return the published config FILES names, parsed from its file under tests/data/hf/."""
     parsed: dict[str, Any] = json.loads((DATA / FILES[name][0]).read_text(encoding="utf-8"))

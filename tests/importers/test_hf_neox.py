@@ -8,27 +8,14 @@ on the meta device (bench/hf_counts.py); the variants are the file made by shrun
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.importers.cli_import import estimate_config, import_config
-from tests.importers.hf_configs import published, shrunk
+from tests.importers.hf_configs import published, shrunk, transformers_total
 
 SMALL = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 1024,
          "vocab_size": 512}
 """GPT-NeoX-20B cut to a size transformers builds in a moment (its every other key as published)."""
-
-
-def _transformers_total(config: dict[str, Any]) -> int:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    from hf_counts import hf_counts
-
-    return hf_counts(config, "causal")[0]
 
 
 def test_gpt_neox_20b_imports_its_wiring_rotary_share_and_biases(tmp_path: Path) -> None:
@@ -44,13 +31,13 @@ def test_unbiased_attention_and_another_rotary_share_are_exact(tmp_path: Path) -
     config = shrunk("gpt_neox_20b", attention_bias=False, rotary_pct=0.5, **SMALL)
     params, text = estimate_config(config, tmp_path, "neox_small")
     assert "  qkv_bias false\n" in text and "  o_bias false\n" in text and "  rotary_fraction 0.5\n" in text
-    assert params["total"] == _transformers_total(config)
+    assert params["total"] == transformers_total(config)
 
 
 def test_a_config_leaving_rotary_pct_out_takes_gptneoxconfigs_share(tmp_path: Path) -> None:
     params, text = estimate_config(shrunk("gpt_neox_20b", drop=("rotary_pct",), **SMALL), tmp_path, "neox_default")
     assert "  rotary_fraction 0.25\n" in text
-    assert params["total"] == _transformers_total(shrunk("gpt_neox_20b", drop=("rotary_pct",), **SMALL))
+    assert params["total"] == transformers_total(shrunk("gpt_neox_20b", drop=("rotary_pct",), **SMALL))
 
 
 def test_the_sequential_residual_imports_as_pre_norm_and_is_exact(tmp_path: Path) -> None:
@@ -58,7 +45,7 @@ def test_the_sequential_residual_imports_as_pre_norm_and_is_exact(tmp_path: Path
     config = shrunk("gpt_neox_20b", use_parallel_residual=False, **SMALL)
     params, text = estimate_config(config, tmp_path, "neox_seq")
     assert "  wiring pre_norm\n" in text, text
-    assert params["total"] == _transformers_total(config)
+    assert params["total"] == transformers_total(config)
 
 
 def test_a_residual_flag_the_table_does_not_name_is_refused_by_its_key(tmp_path: Path) -> None:
@@ -73,4 +60,4 @@ def test_key_value_heads_and_head_dim_are_not_read(tmp_path: Path) -> None:
     config = shrunk("gpt_neox_20b", num_key_value_heads=2, head_dim=8, **SMALL)
     params, text = estimate_config(config, tmp_path, "neox_kv")
     assert "kv_heads" not in text and "head_dim" not in text, text
-    assert params["total"] == _transformers_total(config)
+    assert params["total"] == transformers_total(config)

@@ -10,26 +10,13 @@ file with the stated keys changed.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.importers.cli_import import estimate_config, import_config
-from tests.importers.hf_configs import published
+from tests.importers.hf_configs import published, transformers_total
 
 SMALL = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
          "intermediate_size": 512, "vocab_size": 512}
-
-
-def _transformers_total(config: dict[str, Any]) -> int:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    from hf_counts import hf_counts
-
-    return hf_counts(config, "vl")[0]
 
 
 def test_the_published_file_imports_as_its_language_model_saying_so(tmp_path: Path) -> None:
@@ -49,7 +36,7 @@ def test_qwen2_vl_the_same_language_model_is_exact(tmp_path: Path) -> None:
               "architectures": ["Qwen2VLForConditionalGeneration"]}
     params, text = estimate_config(config, tmp_path, "qwen2vl")
     assert '  rope_type "default"\n' in text
-    assert params["total"] == _transformers_total(config)
+    assert params["total"] == transformers_total(config, "vl")
 
 
 def test_a_rope_scaling_type_neither_the_table_nor_hpdsl_names_is_refused(tmp_path: Path) -> None:

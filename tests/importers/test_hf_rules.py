@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hpdsl.api import check_sources
 from hpdsl.diagnostics import Source
@@ -198,15 +199,19 @@ def test_a_forced_profile_stating_activation_for_its_type_yields_to_the_publishe
     assert json.loads(estimate.stdout)["params"]["total"] == 1_235_814_400  # tests/data/hf/counts.json
 
 
+def _with_rules(*rules: str) -> tuple[Any, int]:
+    """Return ACME checked with `rules` opening its hf block, and the line of the first of them."""
+    block = 'hf "acme_gpt" {\n' + "".join(f"    {rule}\n" for rule in rules)
+    result = check_sources([Source("acme.hpf", ACME.replace('hf "acme_gpt" {\n', block, 1))], stdlib=True)
+    return result, ACME.split("\n").index('  hf "acme_gpt" {') + 2
+
+
 def test_a_weight_rule_of_two_forms_or_other_placeholders_is_a_located_error() -> None:
     """`weight` rules: both sides prefixes (ending in ".") or both whole names, with the same placeholders."""
-    rules = ('hf "acme_gpt" {\n'
-             '    weight "transformer.h.{i}." -> "layers.{i}.ffn"\n'
-             '    weight "transformer.h.{i}.ln_1." -> "layers.{j}.mixer_norm."\n'
-             '    weight "transformer.wte." -> "embed."\n')
-    result = check_sources([Source("acme.hpf", ACME.replace('hf "acme_gpt" {\n', rules, 1))], stdlib=True)
+    result, first = _with_rules('weight "transformer.h.{i}." -> "layers.{i}.ffn"',
+                                'weight "transformer.h.{i}.ln_1." -> "layers.{j}.mixer_norm."',
+                                'weight "transformer.wte." -> "embed."')
     found = [(d.code, d.span.line) for d in result.diagnostics if d.is_error]
-    first = ACME.split("\n").index('  hf "acme_gpt" {') + 2
     assert found == [("bad-weight-name", first), ("bad-weight-name", first + 1)]
     hints = [d.hint or "" for d in result.diagnostics]
     assert any('"model.norm." -> "norm."' in h for h in hints) and any("{i}" in h for h in hints)
@@ -253,12 +258,9 @@ def test_a_table_value_the_field_does_not_take_or_stated_twice_is_a_located_erro
 
 
 def test_a_join_rule_of_two_forms_or_joining_and_splitting_is_a_located_error() -> None:
-    rules = ('hf "acme_gpt" {\n'
-             '    weight join("h.{i}.q.", "h.{i}.z") -> "layers.{i}.mixer.qz."\n'
-             '    weight join("h.{i}.b.", "h.{j}.a.") -> "layers.{i}.mixer.ba."\n'
-             '    weight join("x", "y") -> split("p", "q") by (hidden, hidden)\n')
-    result = check_sources([Source("acme.hpf", ACME.replace('hf "acme_gpt" {\n', rules, 1))], stdlib=True)
-    first = ACME.split("\n").index('  hf "acme_gpt" {') + 2
+    result, first = _with_rules('weight join("h.{i}.q.", "h.{i}.z") -> "layers.{i}.mixer.qz."',
+                                'weight join("h.{i}.b.", "h.{j}.a.") -> "layers.{i}.mixer.ba."',
+                                'weight join("x", "y") -> split("p", "q") by (hidden, hidden)')
     found = [(d.code, d.span.line, d.message) for d in result.diagnostics if d.is_error]
     assert [(code, line) for code, line, _ in found] == [("bad-weight-name", first), ("bad-weight-name", first + 1),
                                                           ("bad-weight-name", first + 2)]
