@@ -203,7 +203,7 @@ def render_estimate(e: Estimate) -> str:
         f"{_si(e.flops.per_device, 'FLOP')}; model (MFU convention) {_si(e.flops.model_total, 'FLOP')}",
         f"step {e.step_time_s:,.3f} s, {e.tokens_per_s:,.0f} tokens/s, MFU {e.mfu:.1%} of peak "
         + (f"(assumed {s.mfu} of peak on the executed FLOPs)" if s.mfu else
-           "(the device time model: its matmul curve, memory bandwidth and links)"),
+           f"(the device time model: its matmul curve, memory bandwidth and links; {_peaks_used(s)})"),
         "where the step goes: " + describe_breakdown(e.breakdown),
         "traffic per step on the busiest device: "
         + ", ".join(f"{axis} {_si(v, 'B')}" for axis, v in e.communication.items() if v),
@@ -221,6 +221,18 @@ def render_estimate(e: Estimate) -> str:
     verdict = "fits" if e.memory.fits else "does NOT fit"
     tail = f"peak {_gib(e.memory.peak_bytes)} GiB on stage {e.memory.peak_stage}: {verdict}"
     return "\n".join(head) + "\n" + _render(table) + tail
+
+
+def _peaks_used(s: Strategy) -> str:
+    """Return the dtypes and peaks the device time model priced a strategy's arithmetic at."""
+    from hpdsl.cost.facts.devices import dtype_peak
+    from hpdsl.cost.facts.precision import PRECISIONS
+
+    precision = PRECISIONS[s.precision]
+    (mm, mm_peak), (rest, peak) = dtype_peak(s.device, precision.matmul), dtype_peak(s.device, precision.scores)
+    if (mm, mm_peak) == (rest, peak):
+        return f"matmuls at the {rest} peak, {_si(peak, 'FLOP/s')}"
+    return f"a layer's weight matmuls at the {mm} peak, {_si(mm_peak, 'FLOP/s')}, the rest at {rest}'s, {_si(peak, 'FLOP/s')}"
 
 
 def render_search(r: SearchResult) -> str:

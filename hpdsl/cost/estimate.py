@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.devices import get_device, get_machine
+from hpdsl.cost.facts.devices import dtype_peak, get_device, get_machine
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
@@ -144,8 +144,20 @@ class Estimate:
 
 
 def time_model(strategy: Strategy) -> dict[str, Any]:
-    """Return how the step time was priced: the device time model (mfu 0, the default) or a constant share of peak."""
-    return {"time_model": "mfu" if strategy.mfu else "device", "assumed_mfu": strategy.mfu or None}
+    """Return how the step time was priced: the device time model (mfu 0, the default) or a constant share of peak.
+
+    Under the device time model it names the dtype and peak each kind of arithmetic is
+    priced at: a layer's weight matmuls, and the rest (a dtype the device states no
+    peak for falls back to bf16's, named here).
+    """
+    out: dict[str, Any] = {"time_model": "mfu" if strategy.mfu else "device", "assumed_mfu": strategy.mfu or None}
+    if not strategy.mfu:
+        precision = PRECISIONS[strategy.precision]
+        (mm_dtype, mm_peak), (dtype, peak) = (dtype_peak(strategy.device, precision.matmul),
+                                              dtype_peak(strategy.device, precision.scores))
+        out.update(layer_matmul_dtype=mm_dtype, layer_matmul_peak_flops=mm_peak, compute_dtype=dtype,
+                   compute_peak_flops=peak)
+    return out
 
 
 def _stage_json(stage: StageMemory) -> dict[str, Any]:

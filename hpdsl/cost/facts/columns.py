@@ -17,6 +17,7 @@ import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
 from hpdsl.cost.facts.cost_terms import DeclaredTerm, layer_saved
+from hpdsl.cost.facts.casts import Casts, layer_casts
 from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_slots
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
                                      pricing_end_slots, pricing_families, pricing_mtp_slots)
@@ -35,6 +36,7 @@ class Column:
     whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (hpdsl/cost/facts/replication.py)
     matmuls: Matmuls = Matmuls()  # weight multiply-adds per token from the slots' layouts (hpdsl/cost/facts/matmuls.py)
     saved: tuple[DeclaredTerm, ...] = ()  # the slots' families' `saved` terms (hpdsl/cost/formulas/memory.py)
+    casts: Casts = Casts()  # what fp8-mixed casts of its linears (hpdsl/cost/facts/casts.py)
 
 
 @attrs.frozen(eq=False)
@@ -103,12 +105,14 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 config = cost_model.kind_config(kind)
                 label, bindings = kind or "layer", pricing_bindings(cost_model, kind)
                 matmuls = layer_matmuls(config, bindings, families)
+                extra = pricing_mtp_slots(cost_model) if role == "mtp" else ()
                 if role == "mtp":  # and its projection beside the layer (hpdsl/bound/slots.py mtp_slots)
-                    matmuls = with_slots(matmuls, pricing_mtp_slots(cost_model), families)
+                    matmuls = with_slots(matmuls, extra, families)
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
                                       config, layer_params(config, bindings, families),
                                       replicated_roles(cost_model, config, kind), matmuls,
-                                      layer_saved(config, bindings, families)))
+                                      layer_saved(config, bindings, families),
+                                      layer_casts(config, bindings, families, extra)))
     embedding, output = end_matmuls(cost_model, pricing_end_slots(cost_model), families)
     columns += [Column("embedding", "embedding", matmuls=embedding), Column("output", "output", matmuls=output)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),

@@ -74,6 +74,17 @@ def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
     return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
 
 
+def dtype_peak(name: str, dtype: str) -> tuple[str, float]:
+    """Return the dtype whose dense peak machine `name` states for `dtype`, and that peak: bf16's where it states none.
+
+    A device need state only its bf16 peak (hpdsl/model/machine.py PEAK_DTYPES); the
+    fallback is named in every estimate's `machine` section, so a missing fp8 or fp32
+    peak is never assumed silently.
+    """
+    peaks = get_machine(name).device.peak_flops
+    return (dtype, peaks[dtype]) if dtype in peaks else ("bf16", peaks["bf16"])
+
+
 def host_facts(name: str) -> tuple[float, float, float, float]:
     """Return machine `name`'s host seconds per op (0: not priced), the optimizer's bytes/s, seconds per tensor and DTensor."""
     d = get_machine(name).device

@@ -9,6 +9,12 @@ Adam's two fp32 moments: 2 + 4 + 4 + 8 = 18 bytes per parameter unsharded, the
 (docs/cost-model.md#static-memory). A profile's stated run facts
 (`grad_bytes`, `main_param_bytes`, `optimizer_states`, `optimizer_state_bytes`)
 override the table's values.
+
+Each recipe also names the dtypes the device time model prices its arithmetic at
+(docs/cost-model.md#the-device-time-model): fp8-mixed runs a layer's weight matmuls
+at the device's fp8 peak (torchao's Float8Linear and Transformer Engine convert the
+layers' linears; the head, attention's score matmuls and the rest stay bf16), fp32
+everything at the fp32 peak (PyTorch does not use TF32 for matmuls by default).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ class Precision:
     extra: int        # other per-parameter state (fp8: the cached fp8 weight copy for the backward)
     compute: int      # activations saved for the backward
     note: str
+    matmul: str = "bf16"   # the dtype whose peak prices a layer's weight matmuls (device time model)
+    scores: str = "bf16"   # the dtype of everything else: attention's score matmuls, the head, the rest
 
 
 @attrs.frozen
@@ -43,8 +51,9 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("bf16-mixed", 2, 4, 4, 0, 2, "bf16 weights and activations, fp32 gradients and master weights"),
     Precision("fp8-mixed", 2, 4, 4, 1, 2,
               "bf16 weights plus a cached fp8 copy, fp32 gradients and master weights; the per-tensor "
-              "scaling state (amax history, scales) is a few KiB per layer and not priced"),
-    Precision("fp32", 4, 4, 0, 0, 4, "fp32 weights, gradients and activations, no master copy"),
+              "scaling state (amax history, scales) is a few KiB per layer and not priced", matmul="fp8"),
+    Precision("fp32", 4, 4, 0, 0, 4, "fp32 weights, gradients and activations, no master copy",
+              matmul="fp32", scores="fp32"),
 )}
 """The recipes `--precision` names; the first is the default."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import device_facts, get_device, host_facts, link_facts
+from hpdsl.cost.facts.devices import device_facts, dtype_peak, get_device, host_facts, link_facts
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -62,7 +62,10 @@ class Ctx:
     optimizer_bytes: F  # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
     achieved_flops: F  # achieved FLOP/s: peak·mfu (peak where mfu is 0, the device time model)
-    peak: F           # dense peak FLOP/s of the device (the device time model, hpdsl/cost/formulas/device_time.py)
+    peak: F           # dense peak FLOP/s of the precision's compute dtype (device time model: device_time.py)
+    peak_mm: F        # dense peak FLOP/s of a layer's weight matmuls: fp8's under fp8-mixed, else `peak`
+    fp8: Any          # fp8-mixed: the layers' linears cast their operands (hpdsl/cost/facts/casts.py)
+    any_fp8: bool     # some candidate is fp8-mixed (else the cast terms are skipped)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
     op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
     opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
@@ -112,6 +115,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     host = [host_facts(name) for name in grid.devices]
     link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = (np.array([h[k] for h in host])[dev]
                                                                             for k in range(4))
+    link["peak"], link["peak_mm"] = precision_peaks(grid, dev)
     used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
@@ -129,6 +133,8 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
             "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
+    precision = PRECISIONS[s.precision]
+    link["peak"], link["peak_mm"] = dtype_peak(s.device, precision.scores)[1], dtype_peak(s.device, precision.matmul)[1]
     link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = host_facts(s.device)
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
@@ -170,6 +176,7 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
     # Eager attention keeps the score matrix whatever --flash says
     # (docs/cost-model.md#activations-per-implementation).
     eager = g["impl"] == IMPLS.index("hf-eager")
+    fp8 = g["precision"] == PRECISION_NAMES.index("fp8-mixed")
     return Ctx(
         tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
@@ -183,7 +190,8 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
         optimizer_bytes=widths["optimizer"],
         overlapped_grad_reduce=run.overlapped_grad_reduce,
-        achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak_flops"] * 1.0,
+        achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
+        peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
         op_overhead=xp.where(device_model, link["op_overhead"], 0.0), opt_bw=link["opt_bw"],
         # FSDP2 (dp) and the tp plan make every parameter a DTensor, whose optimizer ops dispatch through it
@@ -201,6 +209,17 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
         latency_on=latency_on,
         host_on=bool(np.any(link["op_overhead"])))
+
+
+def precision_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return per candidate the peaks its precision prices at on its device: (compute dtype's, weight matmuls')."""
+    peak, peak_mm = np.zeros(len(grid)), np.zeros(len(grid))
+    prec = np.maximum(grid.precision, 0)
+    for code in np.flatnonzero(np.bincount(dev * len(PRECISION_NAMES) + prec)):  # a few pairs, in order
+        d, p = divmod(int(code), len(PRECISION_NAMES))
+        at, precision, name = (dev == d) & (prec == p), PRECISIONS[PRECISION_NAMES[p]], grid.devices[d]
+        peak[at], peak_mm[at] = dtype_peak(name, precision.scores)[1], dtype_peak(name, precision.matmul)[1]
+    return peak, peak_mm
 
 
 def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:

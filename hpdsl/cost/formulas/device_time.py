@@ -16,6 +16,7 @@ import attrs
 import numpy as np
 
 from hpdsl.cost.formulas import xp
+from hpdsl.cost.facts.casts import Casts
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas import kernels
@@ -88,10 +89,12 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
     score_work = 3 * scores + again  # forward, the backward's two matmuls per forward one, flash's again
     mm_work = fwd + bwd - score_work
     rec_scores = xp.where(x.recompute == 2, scores, rec)
-    seconds = kernels.matmul_seconds(mm_work, x.peak, mm_share)
+    # fp8-mixed converts the layers' linears (torchao's Float8Linear, Transformer Engine); the head stays bf16.
+    mm_peak = x.peak if column.role in ("embedding", "output") else x.peak_mm
+    seconds = kernels.matmul_seconds(mm_work, mm_peak, mm_share)
     seconds = seconds + kernels.memory_seconds(saved, x.mem_bw,
                                                passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
-    rec_seconds = kernels.matmul_seconds(rec - rec_scores, x.peak, mm_share)
+    rec_seconds = kernels.matmul_seconds(rec - rec_scores, mm_peak, mm_share)
     rec_seconds = rec_seconds + kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
     score_seconds = scores * 0.0
     if not _is_zero(scores):
@@ -99,11 +102,33 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
         score_seconds = kernels.matmul_seconds(scores, x.peak, score_share)
         seconds = seconds + kernels.matmul_seconds(score_work, x.peak, score_share)
         rec_seconds = rec_seconds + kernels.matmul_seconds(rec_scores, x.peak, score_share)
+    if x.any_fp8 and column.casts != Casts():
+        cast, cast_again = cast_bytes(column.casts, x)
+        seconds = seconds + xp.where(x.fp8, cast / x.mem_bw, 0.0)
+        rec_seconds = rec_seconds + xp.where(x.fp8 & (x.recompute == 2), cast_again / x.mem_bw, 0.0)
     if x.host_on:  # eager dispatch: each op's host time, beside its arithmetic (it does not overlap on a CPU)
         host = column_ops(column, x) * x.op_overhead
         seconds = seconds + host
         rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * host, 0.0)
     return ColumnSeconds(seconds, rec_seconds, score_seconds)
+
+
+def cast_bytes(casts: Casts, x: Ctx) -> tuple[Any, Any]:
+    """Return the bytes fp8-mixed's casts move per micro-batch on a rank: forward and backward, and a recomputed forward.
+
+    Each operand (the linear's input, its output gradient) and each weight is read for
+    its absolute maximum and read again to be written as fp8 (2c + 1 bytes per element
+    at c bytes); the weight-gradient matmul takes the input and the output gradient,
+    and the input-gradient matmul the weight, cast once more in the other layout
+    (c + 1): 3c + 2 per element a step, 2c + 1 again for a recomputed forward.
+    """
+    c, p = x.compute_bytes, x.param_bytes
+    inputs = x.tokens * (float(casts.colwise_inputs) / x.sp_shards + float(casts.inputs)
+                         + float(casts.split_inputs) / x.tp)
+    grads = x.tokens * (float(casts.grads) + float(casts.split_grads) / x.tp)
+    weights = (float(casts.weights) / x.tp + float(casts.whole_weights)
+               + float(casts.expert_weights) / (x.ep * x.etp))
+    return (inputs + grads) * (3 * c + 2) + weights * (3 * p + 2), inputs * (2 * c + 1) + weights * (2 * p + 1)
 
 
 def _is_zero(value: Any) -> bool:
