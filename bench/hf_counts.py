@@ -3,8 +3,8 @@
 For each file tests/importers/hf_configs.py FILES names, transformers builds the model from the
 config (AutoConfig.for_model; `quantization_config` left out, it changes no count) on the meta
 device and counts its language model: every parameter for a causal or seq2seq model; for a
-vision-language one ("vl") those under `model.language_model.` and the output head, the vision
-tower and projector left out (hpdsl prices a composite config as its text model). A "vl" file
+vision-language or audio-language one ("vl") those under `model.language_model.` and the output
+head, the vision or audio tower and projector left out (hpdsl prices a composite config as its text model). A "vl" file
 also gets `text_total`/`text_active`: the count of transformers' text model class alone
 (AutoModelForCausalLM of its text_config, the head tied as the outer config ties it, as the
 composite model does), which the importer's estimate is held to. For MoE the active count is
@@ -47,6 +47,8 @@ def hf_model(config: dict[str, Any], how: str) -> Any:
     hf_config = transformers.AutoConfig.for_model(**values)
     auto = {"causal": transformers.AutoModelForCausalLM, "seq2seq": transformers.AutoModelForSeq2SeqLM,
             "vl": transformers.AutoModelForImageTextToText}[how]
+    if how == "vl" and type(hf_config) not in auto._model_mapping:  # an audio-language model (Voxtral)
+        auto = transformers.AutoModelForMultimodalLM
     with torch.device("meta"):
         return auto.from_config(hf_config)
 

@@ -106,9 +106,21 @@ class Config:
         A stated key beats a defaulted one whatever their order: a config whose rope_theta is
         rope_parameters.rope_theta is not priced at its class's default top-level rope_theta.
         """
-        stated = next((key for key in keys if value_at(self.stated, key) is not None), None)
-        return stated or next((key for key in keys if self.defaults.get(key) is not None and self._defaulted(key)),
-                              None)
+        stated = next((key for key in keys if value_at(self.stated, key) is not None and not self._off(key)), None)
+        return stated or next((key for key in keys if self.defaults.get(key) is not None and self._defaulted(key)
+                               and key not in self.stated), None)
+
+    def _off(self, key: str) -> bool:
+        """Whether a stated key's value is one its rules ignore (`ignore "..." { KEY = VALUE }`): it sets nothing.
+
+        Such a key, like one stated as null, leaves its field unset rather than at transformers'
+        default for an absent key: Mistral-7B-v0.3's `sliding_window: null` is no window, not
+        MistralConfig's 4,096, and YaRN's `mscale_all_dim: 0.0` is off, as transformers tests it for truth.
+        """
+        if self.rules is None or key not in self.rules.ignored_at:
+            return False
+        value, off = value_at(self.stated, key), self.rules.ignored_at[key]
+        return isinstance(value, bool) == isinstance(off, bool) and value == off
 
     def required(self, key: str) -> Any:
         """Return a key that changes the count: stated or defaulted, else an error naming it."""

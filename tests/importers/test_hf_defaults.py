@@ -41,9 +41,10 @@ from tests.importers.cli_import import import_config  # noqa: E402
 from tests.importers.hf_configs import CONFIGS, shrunk  # noqa: E402
 
 
-CONFIG_CLASS_OF = {"kimi_k2": "deepseek_v3"}
+CONFIG_CLASS_OF = {"kimi_k2": "deepseek_v3", "exaone4_5_text": "exaone4"}
 """model_types transformers reads with another's config class: Kimi_K25Config builds a kimi_k2 text_config
-as a DeepseekV3Config (transformers/models/kimi_k25/configuration_kimi_k25.py)."""
+as a DeepseekV3Config (transformers/models/kimi_k25/configuration_kimi_k25.py), Exaone4_5_Config an
+exaone4_5_text one as an Exaone4Config (configuration_exaone4_5.py)."""
 
 
 def _pattern_of(layer_types: list[str]) -> int | None:
