@@ -144,6 +144,10 @@ FILES.update({
     # allenai/olmOCR-2-7B-1025's config.json (Qwen2.5-VL, its text_config model_type qwen2_5_vl_text;
     # transformers 4.55.2)
     "olmocr_2_7b_1025": ("olmocr_2_7b_1025.json", "vl"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--Qwen3.6-27B-NVFP4_config.json
+    # @90f7fc0fcba7: nvidia/Qwen3.6-27B-NVFP4's config.json (ModelOpt's: 4-space indentation; qwen3_5, its
+    # text_config states output_gate_type "swish", the wrapper language_model_only)
+    "qwen3_6_27b_nvfp4": ("qwen3_6_27b_nvfp4.json", "vl"),
 })
 # --- end of the HAND_WRITTEN replacements ---
 

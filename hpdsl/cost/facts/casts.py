@@ -82,12 +82,12 @@ def _entry_casts(slot: Slot, entry: LayoutEntryIR, env: Mapping[str, int]) -> Ca
         return Casts(split_inputs=half, split_grads=half, expert_weights=Fraction(numel))
     if len(sizes) != 2:  # a convolution: not converted
         return Casts()
-    out, inp, numel_ = Fraction(int(sizes[0] or 0)), Fraction(int(sizes[1] or 0)), Fraction(numel)
+    out, inp, weight = Fraction(int(sizes[0] or 0)), Fraction(int(sizes[1] or 0)), Fraction(numel)
     if entry.placement == "colwise":
-        return Casts(colwise_inputs=inp, split_grads=out, weights=numel_)
+        return Casts(colwise_inputs=inp, split_grads=out, weights=weight)
     if entry.placement == "rowwise":
-        return Casts(split_inputs=inp, grads=out, weights=numel_)
-    return Casts(inputs=inp, grads=out, whole_weights=numel_)
+        return Casts(split_inputs=inp, grads=out, weights=weight)
+    return Casts(inputs=inp, grads=out, whole_weights=weight)
 
 
 def layer_casts(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping[str, FamilyIR],
