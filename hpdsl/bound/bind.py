@@ -235,7 +235,8 @@ def kind_dim_values(kind: KindIR, base: LayerConfig) -> dict[str, Any]:
     """Return the fields a kind's `dims { }` set, evaluated on the model's fields (the base config).
 
     A flag is set where its dims are not 0. A value that is not a whole number of
-    at least 1 keeps the model's, and hpdsl/bound/shape.py refuses the model.
+    at least the field's minimum (1, or 0 for index_n_heads) keeps the model's, and
+    hpdsl/bound/shape.py refuses the model.
     """
     env = dim_environment(base)
     values: dict[str, Any] = {}
@@ -245,19 +246,25 @@ def kind_dim_values(kind: KindIR, base: LayerConfig) -> dict[str, Any]:
             continue
         if FIELDS[field].type == "bool":
             values[field] = value != 0
-        elif value.denominator == 1 and value >= 1:
+        elif value.denominator == 1 and value >= _least(field):
             values[field] = int(value)
     return values
 
 
-def kind_dim_problem(expr: DimIR, base: LayerConfig) -> str | None:
-    """Return why a kind's dims give no value for an int field on this model (None: they do)."""
+def kind_dim_problem(expr: DimIR, base: LayerConfig, field: str) -> str | None:
+    """Return why a kind's dims give no value for int field `field` on this model (None: they do)."""
     value = evaluate_dim(expr, dim_environment(base))
     if value is None:
         return f"{expr.text} reads a field the model does not state"
-    if value.denominator != 1 or value < 1:
-        return f"{expr.text} is {value}, not a whole number of at least 1"
+    if value.denominator != 1 or value < _least(field):
+        return f"{expr.text} is {value}, not a whole number of at least {_least(field)}"
     return None
+
+
+def _least(field: str) -> int:
+    """Return the least value a kind's dims may give an int field: its declared minimum, else 1."""
+    minimum = FIELDS[field].minimum
+    return 1 if minimum is None else minimum
 
 
 def _needs_kinds(used: list[str], profile: ProfileIR) -> bool:

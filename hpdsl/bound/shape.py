@@ -162,10 +162,10 @@ def _kind_problems(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
 
 
 def _kind_dims(cost: CostModel, kind: str) -> Iterator[LayerProblem]:
-    """Yield a kind's dims that give an int field no whole value of at least 1 on this model."""
+    """Yield a kind's dims that give an int field no whole value of at least its minimum on this model."""
     declared = cost.profile.kinds.get(kind)
     for field, expr in (declared.dims if declared is not None else {}).items():
-        why = None if FIELDS[field].type == "bool" else kind_dim_problem(expr, cost.base)
+        why = None if FIELDS[field].type == "bool" else kind_dim_problem(expr, cost.base, field)
         if why is not None:
             yield LayerProblem("non-positive-field",
                                f"kind '{kind}' sets {field} = {why} on model '{cost.model.name}'",

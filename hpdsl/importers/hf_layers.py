@@ -41,6 +41,9 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     _require_cross_layers(cfg, profile)
     mixers = _mixer_kinds(cfg, layers)
     ffns = _ffn_kinds(cfg, profile, layers)
+    if mixers is not None and ffns is None and set(mixers) <= {INDEXED, SHARED_INDEX}:
+        first = count(cfg, "first_k_dense_replace") or 0  # the DSA layers' feed-forwards: dense first, then MoE
+        ffns = ["dense" if i < first else "moe" for i in range(layers)]
     if mixers is not None and ffns is not None:
         both = [f"{mixer}_{ffn}" for mixer, ffn in zip(mixers, ffns)]
         if set(both) <= set(profile.kinds):  # MiMo-V2-Flash: full_attention_dense, sliding_attention_moe, ...
@@ -95,6 +98,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     indices = cfg.get("full_attn_idxs")
     if isinstance(indices, list):  # LFM2 (no layer_types): attention at these layers, short convolutions elsewhere
         return ["full_attention" if i in indices else "conv" for i in range(layers)]
+    indexed = _indexer_kinds(cfg, layers)
+    if indexed is not None:  # GLM-5.2: a DSA indexer of its own ("full") or the previous one's choice ("shared")
+        return indexed
     crossing = _cross_layers(cfg, layers)
     if crossing is not None:  # Mllama: cross-attention layers at these, self-attention elsewhere
         return ["cross_attention" if i in crossing else "full_attention" for i in range(layers)]
@@ -109,6 +115,34 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+INDEXED, SHARED_INDEX = "indexed", "shared_index"
+"""The mixer half of a DSA layer's kind: its own lightning indexer, or the previous indexed layer's selection."""
+
+
+def _indexer_kinds(cfg: Config, layers: int) -> list[str] | None:
+    """Return each layer's DSA mixer as GlmMoeDsaConfig reads it; None when every layer has its own indexer.
+
+    `indexer_types` ("full" or "shared" per layer), else `index_topk_pattern` ("F"/"S"
+    per layer), else layer i is full where max(i − index_skip_topk_offset + 1, 0) is a
+    multiple of index_topk_freq (defaults 2 and 1: every layer full).
+    """
+    codes: dict[object, str] = {"full": INDEXED, "shared": SHARED_INDEX}
+    stated = cfg.get("indexer_types")
+    if isinstance(stated, list) and stated:
+        kinds = _listed(stated, layers, "indexer_types", codes)
+    elif isinstance(cfg.get("index_topk_pattern"), str):
+        kinds = _listed(list(cfg.get("index_topk_pattern")), layers, "index_topk_pattern",
+                        {"F": INDEXED, "S": SHARED_INDEX})
+    elif cfg.get("index_topk_freq") is not None:
+        freq = whole(cfg.get("index_topk_freq"), "index_topk_freq")
+        offset = cfg.get("index_skip_topk_offset")
+        offset = 2 if offset is None else whole(offset, "index_skip_topk_offset", "first_k_dense")
+        kinds = [INDEXED if max(i - offset + 1, 0) % freq == 0 else SHARED_INDEX for i in range(layers)]
+    else:
+        return None
+    return None if set(kinds) == {INDEXED} else kinds
 
 
 def _require_cross_layers(cfg: Config, profile: ProfileIR) -> None:

@@ -49,9 +49,10 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
 KIND_DIM_FIELDS = ("heads", "kv_heads", "head_dim", "value_dim", "attention_sinks", "qk_norm", "qkv_bias", "o_bias",
-                   "k_eq_v", "no_rope")
+                   "k_eq_v", "no_rope", "index_n_heads")
 """The fields a kind's `dims { }` may set in its layers: their head shapes and attention flags
-(hpdsl/check/kind_dims.py; `no_rope`: no-position layers); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
+(hpdsl/check/kind_dims.py; `no_rope`: no-position layers; `index_n_heads = 0`: no DSA indexer, GLM-5.2's
+shared-index layers); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
 
 ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm", "cross")
 """A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear

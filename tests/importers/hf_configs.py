@@ -148,6 +148,14 @@ FILES.update({
     # @90f7fc0fcba7: nvidia/Qwen3.6-27B-NVFP4's config.json (ModelOpt's: 4-space indentation; qwen3_5, its
     # text_config states output_gate_type "swish", the wrapper language_model_only)
     "qwen3_6_27b_nvfp4": ("qwen3_6_27b_nvfp4.json", "vl"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/zai-org--GLM-5.2_config.json
+    # @e418fe29d6f6: zai-org/GLM-5.2's config.json (glm_moe_dsa, transformers 5.12.0): 21 of its 78 layers run
+    # their own DSA indexer, the others share the previous one's selection (indexer_types)
+    "glm_5_2": ("glm_5_2.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/nvidia--GLM-5.1-NVFP4_config.json
+    # @e418fe29d6f6: nvidia/GLM-5.1-NVFP4's config.json (GLM-5.1 stating indexer_types, every layer "full",
+    # and mlp_layer_types)
+    "glm_5_1_nvfp4": ("glm_5_1_nvfp4.json", "causal"),
 })
 # --- end of the HAND_WRITTEN replacements ---
 

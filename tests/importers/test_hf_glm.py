@@ -114,3 +114,31 @@ def test_deepseek_attention_bias_biases_the_latent_down_projections(tmp_path: Pa
     _imported(config, tmp_path)
     params = _params(tmp_path)
     assert (params["total"], params["active"]) == _transformers_counts(config)
+
+
+GLM_5_2_STACK = "stack [indexed_dense * 3, [shared_index_moe * 3, indexed_moe] * 18, shared_index_moe * 3]"
+"""zai-org/GLM-5.2's 78 layers: three dense, then MoE; each layer's own DSA indexer or the previous one's selection."""
+
+
+def test_glm_5_2_s_shared_index_layers_are_kinds_without_an_indexer(tmp_path: Path) -> None:
+    text = _imported(shrunk("glm_5_2"), tmp_path)
+    assert GLM_5_2_STACK in text
+
+
+@pytest.mark.parametrize("derivation", ["index_topk_freq", "index_topk_pattern"])
+def test_glm_5_2_s_layers_derive_from_the_keys_glm_moe_dsa_config_derives_them_from(derivation: str,
+                                                                                     tmp_path: Path) -> None:
+    # GlmMoeDsaConfig: indexer_types, else index_topk_pattern ("F"/"S"), else freq 4 and offset 3.
+    config = shrunk("glm_5_2", drop=("indexer_types",))
+    if derivation == "index_topk_pattern":
+        config["index_topk_pattern"] = "".join("F" if t == "full" else "S" for t in shrunk("glm_5_2")["indexer_types"])
+        del config["index_topk_freq"]
+    assert GLM_5_2_STACK in _imported(config, tmp_path)
+
+
+def test_a_layer_list_of_other_values_is_refused_naming_the_key(tmp_path: Path) -> None:
+    config = shrunk("glm_5_2")
+    config["indexer_types"] = ["full", "sparse"] + config["indexer_types"][2:]
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    run = _hpdsl("import-hf", "config.json", cwd=tmp_path)
+    assert run.returncode == 1 and "indexer_types holds 'sparse'; expected one of 'full', 'shared'" in run.stderr
