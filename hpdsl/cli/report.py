@@ -232,7 +232,8 @@ def _peaks_used(s: Strategy) -> str:
     (mm, mm_peak), (rest, peak) = dtype_peak(s.device, precision.matmul), dtype_peak(s.device, precision.scores)
     if (mm, mm_peak) == (rest, peak):
         return f"matmuls at the {rest} peak, {_si(peak, 'FLOP/s')}"
-    return f"a layer's weight matmuls at the {mm} peak, {_si(mm_peak, 'FLOP/s')}, the rest at {rest}'s, {_si(peak, 'FLOP/s')}"
+    return (f"a layer's weight matmuls at the {mm} peak, {_si(mm_peak, 'FLOP/s')}, "
+            f"the rest at {rest}'s, {_si(peak, 'FLOP/s')}")
 
 
 def render_search(r: SearchResult) -> str:

@@ -82,7 +82,8 @@ def priced_step(model: str, fsdp: int, tp: int, local_batch: int, ac: str, preci
     args = [sys.executable, "-m", "hpdsl.cli", "estimate", str(DATA / "llama3.hpf"), "--model", model,
             "--device", machine, "--cluster", machine, "--seq-len", str(SEQ), "--zero", "os+grad+params",
             "--dp", str(fsdp), "--tp", str(tp), "--micro-batch", str(local_batch),
-            "--global-batch", str(fsdp * local_batch), "--impl", "fused", "--precision", precision, *recompute, "--json"]
+            "--global-batch", str(fsdp * local_batch), "--impl", "fused", "--precision", precision, *recompute,
+            "--json"]
     if tp > 1:
         args.append("--sp")  # torchtitan's TP plan shards the norms' sequence (SequenceParallel)
     run = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False, env=dict(os.environ))

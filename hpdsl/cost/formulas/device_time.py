@@ -114,7 +114,7 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
 
 
 def cast_bytes(casts: Casts, x: Ctx) -> tuple[Any, Any]:
-    """Return the bytes fp8-mixed's casts move per micro-batch on a rank: forward and backward, and a recomputed forward.
+    """Return the bytes fp8-mixed's casts move per micro-batch and rank: forward and backward, a recomputed forward.
 
     Each operand (the linear's input, its output gradient) and each weight is read for
     its absolute maximum and read again to be written as fp8 (2c + 1 bytes per element

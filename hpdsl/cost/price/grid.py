@@ -89,8 +89,8 @@ Work = tuple[list[dict[str, np.ndarray]], np.ndarray]
 WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "tokens", "loss_shards",
                "compute_bytes", "softmax_bytes", "param_bytes", "flash", "hf", "eager", "cpu", "recompute",
                "all_layers", "recompute_layers", "ring", "grad_bytes", "optimizer_bytes", "achieved_flops", "peak",
-               "peak_mm", "fp8", "mem_bw", "op_overhead", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp", "lat_cp",
-               "lat_ep", "tree_tp")
+               "peak_mm", "fp8", "mem_bw", "op_overhead", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp",
+               "lat_cp", "lat_ep", "tree_tp")
 """The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
 
 
