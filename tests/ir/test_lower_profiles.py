@@ -38,7 +38,10 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     # hpdsl counts t5's score work per attention (profiles/t5.hpf, docs/validation.md), not upstream's
     "t5": {"encoder": ((4, 2, 2, 1, 5, 2, 4, 1, 1, 0), "full", None),
            "decoder": ((8, 4, 2, 2, 7, 3, 6, 2, 1, 0), "full", None)},
-    "deepseek": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
+    # GLM-5.2's layers by indexer_types: their own DSA indexer, or the previous one's selection (no indexer).
+    "deepseek": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe"),
+                 "indexed_dense": (DECODER, "full", "dense"), "indexed_moe": (DECODER, "full", "moe"),
+                 "shared_index_dense": (DECODER, "full", "dense"), "shared_index_moe": (DECODER, "full", "moe")},
     "cm": {"dense": (DECODER, "full", "dense"), "moe": (DECODER, "full", "moe")},
     "qwen3_5": {"full_attention": (DECODER, "full", None),
                 "linear_attention": ((4, 0, 3, 0, 0, 2, 4, 0, 1, 1), "linear", None)},
@@ -111,14 +114,15 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
 
 MODEL_TYPES = {
     # A composite (vision-language) wrapper is listed by the profile that prices its text model.
-    "llama2": ("llama", "mistral", "phi3", "ministral3", "mistral3"), "mixtral": ("mixtral",),
-    "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text", "qwen2_vl", "qwen2_5_vl"),
+    "llama2": ("llama", "mistral", "phi3", "ministral3", "mistral3", "voxtral"), "mixtral": ("mixtral",),
+    "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text", "qwen2_vl", "qwen2_5_vl",
+             "qwen2_vl_text", "qwen2_5_vl_text"),
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
     "deepseek": ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "deepseek_v32", "glm_moe_dsa"), "t5": ("t5",),
     "starcoder2": ("starcoder2",),
     "gpt2": ("gpt2",), "olmoe": ("olmoe",), "gemma3": ("gemma3_text", "gemma3"), "gpt_oss": ("gpt_oss",),
     "jamba": ("jamba",), "bamba": ("bamba",), "nemotron_h": ("nemotron_h",),
-    "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4",), "lfm2": ("lfm2", "lfm2_vl"),
+    "phi": ("phi",), "olmo3": ("olmo3",), "exaone4": ("exaone4", "exaone4_5", "exaone4_5_text"), "lfm2": ("lfm2", "lfm2_vl"),
     "gemma2": ("gemma2",),
     "glm4_moe": ("glm4_moe", "glm4_moe_lite"),
     "mllama": ("mllama_text_model", "mllama"),
@@ -191,7 +195,8 @@ def test_inheritance_is_recorded_and_applied() -> None:
 
 def test_facts_keep_source_order_and_merge_per_model_type() -> None:
     qwen = _profiles()["qwen"]
-    assert [block.model_types for block in qwen.facts] == [("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"),
+    assert [block.model_types for block in qwen.facts] == [("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl",
+                                                            "qwen2_vl_text", "qwen2_5_vl_text"),
                                                            ("qwen3", "qwen3_moe", "qwen3_vl_text")]
     assert qwen.facts_for("qwen2")["qkv_bias"] is True
     assert qwen.facts_for("qwen3_moe")["qk_norm"] is True
@@ -324,7 +329,9 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
     sliding = {"kv_heads": "2 * kv_heads", "attention_sinks": "1"}
     assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding,
                     ("gemma4", "full_attention"): {"head_dim": "global_head_dim", "kv_heads": "global_kv_heads"},
-                    ("gemma4", "sliding_attention"): {"k_eq_v": "0"}}
+                    ("gemma4", "sliding_attention"): {"k_eq_v": "0"},
+                    ("deepseek", "shared_index_dense"): {"index_n_heads": "0"},
+                    ("deepseek", "shared_index_moe"): {"index_n_heads": "0"}}
 
 
 def test_a_kinds_own_dims_override_its_bases() -> None:
