@@ -230,10 +230,12 @@ def _peaks_used(s: Strategy) -> str:
 
     precision = PRECISIONS[s.precision]
     (mm, mm_peak), (rest, peak) = dtype_peak(s.device, precision.matmul), dtype_peak(s.device, precision.scores)
+    missing = sorted({want for want, used in ((precision.matmul, mm), (precision.scores, rest)) if want != used})
+    fallback = f"; no peak_{' or peak_'.join(missing)} stated, so bf16's" if missing else ""
     if (mm, mm_peak) == (rest, peak):
-        return f"matmuls at the {rest} peak, {_si(peak, 'FLOP/s')}"
+        return f"matmuls at the {rest} peak, {_si(peak, 'FLOP/s')}{fallback}"
     return (f"a layer's weight matmuls at the {mm} peak, {_si(mm_peak, 'FLOP/s')}, "
-            f"the rest at {rest}'s, {_si(peak, 'FLOP/s')}")
+            f"the rest at {rest}'s, {_si(peak, 'FLOP/s')}{fallback}")
 
 
 def render_search(r: SearchResult) -> str:

@@ -93,6 +93,9 @@ def test_a_device_without_an_fp8_peak_prices_fp8_at_bf16_and_says_so(tmp_path: P
     priced = estimate(model, Strategy(tp=8, precision="fp8-mixed", device=str(device)))
     machine = priced.to_json()["machine"]
     assert machine["layer_matmul_dtype"] == "bf16" and machine["layer_matmul_peak_flops"] == 9.89e14
+    from hpdsl.cli.report import render_estimate
+
+    assert "matmuls at the bf16 peak, 989.00 TFLOP/s; no peak_fp8 stated, so bf16's" in render_estimate(priced)
 
 
 def test_the_mfu_model_names_no_dtype_peaks(llama: object) -> None:
