@@ -116,7 +116,7 @@ MODEL_TYPES = {
     # A composite (vision-language) wrapper is listed by the profile that prices its text model.
     "llama2": ("llama", "mistral", "phi3", "ministral3", "mistral3", "voxtral"), "mixtral": ("mixtral",),
     "qwen": ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text", "qwen2_vl", "qwen2_5_vl",
-             "qwen2_vl_text", "qwen2_5_vl_text"),
+             "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"),
     "qwen3_5": ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
     "deepseek": ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "deepseek_v32", "glm_moe_dsa"), "t5": ("t5",),
     "starcoder2": ("starcoder2",),
@@ -197,7 +197,7 @@ def test_facts_keep_source_order_and_merge_per_model_type() -> None:
     qwen = _profiles()["qwen"]
     assert [block.model_types for block in qwen.facts] == [("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl",
                                                             "qwen2_vl_text", "qwen2_5_vl_text"),
-                                                           ("qwen3", "qwen3_moe", "qwen3_vl_text")]
+                                                           ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")]
     assert qwen.facts_for("qwen2")["qkv_bias"] is True
     assert qwen.facts_for("qwen3_moe")["qk_norm"] is True
     assert "qk_norm" not in qwen.facts_for("qwen2")
