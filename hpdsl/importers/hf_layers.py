@@ -82,9 +82,14 @@ def _period_kinds(cfg: Config, layers: int) -> list[str] | None:
             + ("_moe" if routed and i % e_period == e_offset else "_dense") for i in range(layers)]
 
 
+DSA_LAYER_TYPES = frozenset({"deepseek_sparse_attention", "indexed_attention"})
+"""The layer_types transformers writes for a DSA model (GlmMoeDsaConfig, 5.11 and 5.24): every layer the same;
+which layers run their own indexer is indexer_types' to say."""
+
+
 def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     types = cfg.get("layer_types")
-    if isinstance(types, list) and types:
+    if isinstance(types, list) and types and not set(map(str, types)) <= DSA_LAYER_TYPES:
         if len(types) < layers:
             raise HfImportError(f"layer_types lists {len(types)} layers, but num_hidden_layers "
                                 f"is {layers}", "layer_types")

@@ -136,6 +136,12 @@ def test_glm_5_2_s_layers_derive_from_the_keys_glm_moe_dsa_config_derives_them_f
     assert GLM_5_2_STACK in _imported(config, tmp_path)
 
 
+def test_the_layer_types_transformers_writes_for_a_dsa_model_say_nothing_more(tmp_path: Path) -> None:
+    # nvidia/GLM-5.2-NVFP4's file states them as transformers 5.11 wrote them, one value for every layer.
+    config = shrunk("glm_5_2", layer_types=["deepseek_sparse_attention"] * 78)
+    assert GLM_5_2_STACK in _imported(config, tmp_path)
+
+
 def test_a_layer_list_of_other_values_is_refused_naming_the_key(tmp_path: Path) -> None:
     config = shrunk("glm_5_2")
     config["indexer_types"] = ["full", "sparse"] + config["indexer_types"][2:]
