@@ -225,11 +225,11 @@ def render_estimate(e: Estimate) -> str:
 
 def _peaks_used(s: Strategy) -> str:
     """Return the dtypes and peaks the device time model priced a strategy's arithmetic at."""
-    from hpdsl.cost.facts.devices import dtype_peak
+    from hpdsl.cost.facts.devices import precision_peaks
     from hpdsl.cost.facts.precision import PRECISIONS
 
     precision = PRECISIONS[s.precision]
-    (mm, mm_peak), (rest, peak) = dtype_peak(s.device, precision.matmul), dtype_peak(s.device, precision.scores)
+    (mm, mm_peak), (rest, peak) = precision_peaks(s.device, s.precision)
     missing = sorted({want for want, used in ((precision.matmul, mm), (precision.scores, rest)) if want != used})
     fallback = f"; no peak_{' or peak_'.join(missing)} stated, so bf16's" if missing else ""
     if (mm, mm_peak) == (rest, peak):

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from hpdsl.bound.bind import CostModel
-from hpdsl.cost.facts.devices import dtype_peak, get_device, get_machine
+from hpdsl.cost.facts.devices import get_device, get_machine, precision_peaks
 from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
@@ -152,9 +152,7 @@ def time_model(strategy: Strategy) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"time_model": "mfu" if strategy.mfu else "device", "assumed_mfu": strategy.mfu or None}
     if not strategy.mfu:
-        precision = PRECISIONS[strategy.precision]
-        (mm_dtype, mm_peak), (dtype, peak) = (dtype_peak(strategy.device, precision.matmul),
-                                              dtype_peak(strategy.device, precision.scores))
+        (mm_dtype, mm_peak), (dtype, peak) = precision_peaks(strategy.device, strategy.precision)
         out.update(layer_matmul_dtype=mm_dtype, layer_matmul_peak_flops=mm_peak, compute_dtype=dtype,
                    compute_peak_flops=peak)
     return out

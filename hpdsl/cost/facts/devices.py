@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 import attrs
 
 from hpdsl.cost.facts.machines import ALIASES, CATALOG, Machine, UnknownMachineError, normal, unknown_message
+from hpdsl.cost.facts.precision import PRECISIONS
 from hpdsl.errors import InputError
 from hpdsl.model.machine import COLLECTIVES, SCOPES
 
@@ -83,6 +84,12 @@ def dtype_peak(name: str, dtype: str) -> tuple[str, float]:
     """
     peaks = get_machine(name).device.peak_flops
     return (dtype, peaks[dtype]) if dtype in peaks else ("bf16", peaks["bf16"])
+
+
+def precision_peaks(name: str, precision: str) -> tuple[tuple[str, float], tuple[str, float]]:
+    """Return the (dtype, peak) machine `name` prices precision `precision`'s layer weight matmuls and the rest at."""
+    recipe = PRECISIONS[precision]
+    return dtype_peak(name, recipe.matmul), dtype_peak(name, recipe.scores)
 
 
 def host_facts(name: str) -> tuple[float, float, float, float]:

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import device_facts, dtype_peak, get_device, host_facts, link_facts
+from hpdsl.cost.facts.devices import device_facts, get_device, host_facts, link_facts, precision_peaks
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -115,7 +115,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     host = [host_facts(name) for name in grid.devices]
     link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = (np.array([h[k] for h in host])[dev]
                                                                             for k in range(4))
-    link["peak"], link["peak_mm"] = precision_peaks(grid, dev)
+    link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
     used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
@@ -133,8 +133,7 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
             "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
-    precision = PRECISIONS[s.precision]
-    link["peak"], link["peak_mm"] = dtype_peak(s.device, precision.scores)[1], dtype_peak(s.device, precision.matmul)[1]
+    (_, link["peak_mm"]), (_, link["peak"]) = precision_peaks(s.device, s.precision)
     link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = host_facts(s.device)
     return _ctx(f, codes, scalar_widths(s, run), link, run)
 
@@ -211,14 +210,14 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         host_on=bool(np.any(link["op_overhead"])))
 
 
-def precision_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return per candidate the peaks its precision prices at on its device: (compute dtype's, weight matmuls')."""
     peak, peak_mm = np.zeros(len(grid)), np.zeros(len(grid))
     prec = np.maximum(grid.precision, 0)
     for code in np.flatnonzero(np.bincount(dev * len(PRECISION_NAMES) + prec)):  # a few pairs, in order
         d, p = divmod(int(code), len(PRECISION_NAMES))
-        at, precision, name = (dev == d) & (prec == p), PRECISIONS[PRECISION_NAMES[p]], grid.devices[d]
-        peak[at], peak_mm[at] = dtype_peak(name, precision.scores)[1], dtype_peak(name, precision.matmul)[1]
+        at = (dev == d) & (prec == p)
+        (_, peak_mm[at]), (_, peak[at]) = precision_peaks(grid.devices[d], PRECISION_NAMES[p])
     return peak, peak_mm
 
 
