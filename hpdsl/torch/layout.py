@@ -17,7 +17,8 @@ constructor and before anyone uses the module, in this order:
    all checked before any parameter is sharded;
 4. the module is sharded over the mesh's tp axis with DTensor's
    parallelize_module: an nn.Linear whose weight (and bias) is colwise gets
-   ColwiseParallel, one whose weight is rowwise and bias replicated
+   ColwiseParallel (`SharedInputColwise`: the colwise linears reading one
+   input share its gradient's all-reduce), one whose weight is rowwise and bias replicated
    RowwiseParallel, an nn.Embedding whose table splits on dim 0 (vocabulary
    rows) RowwiseParallel; a module with `local_output = False` keeps its
    output a DTensor (the output head: logits split over the vocabulary), a
@@ -36,6 +37,7 @@ materialise after sharding, or build every rank from the same seed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -110,6 +112,36 @@ class GatheredColwise(ColwiseParallel):
         # Redistributed from output columns to sequence chunks, this rank's chunk is a view of the whole gathered
         # output: what the next layer saves of it would keep the whole sequence alive. A copy keeps the chunk only.
         return chunk.clone()
+
+
+class SharedInputColwise(ColwiseParallel):
+    """ColwiseParallel whose linears reading one input, within one forward of their family module, share it.
+
+    Each colwise linear annotates its plain input as a replicated DTensor; made
+    separately, each of those annotations all-reduces its own share of the
+    input's gradient in the backward (q, k and v: three collectives). Shared, the
+    linears' gradients add up on the one DTensor first and it all-reduces once:
+    Megatron's column-parallel region (the `f` of docs/cost-model.md's tp terms),
+    what torchtitan's plan gets from one PrepareModuleInput. `shared` is the
+    family module's table of annotated inputs, emptied before and after each of
+    its forwards; an input changed in place since is annotated again.
+    """
+
+    def __init__(self, shared: dict[int, tuple[Any, int, DTensor]], *, use_local_output: bool) -> None:
+        super().__init__(use_local_output=use_local_output)
+        self.shared = shared
+
+    def _prepare_input_fn(self, input_layouts: Any, desired_input_layouts: Any,  # type: ignore[override]
+                          mod: nn.Module, inputs: Any, device_mesh: DeviceMesh) -> Any:
+        x = inputs[0]
+        if isinstance(x, DTensor) or tuple(input_layouts) != tuple(desired_input_layouts):
+            return ColwiseParallel._prepare_input_fn(input_layouts, desired_input_layouts, mod, inputs, device_mesh)
+        held = self.shared.get(id(x))
+        if held is not None and held[0]() is x and held[1] == x._version:
+            return held[2]
+        annotated = DTensor.from_local(x, device_mesh, input_layouts, run_check=False)
+        self.shared[id(x)] = (weakref.ref(x), x._version, annotated)
+        return annotated
 
 
 SEQUENCE = Shard(1)
@@ -251,7 +283,11 @@ def _tp_mesh(context: JobContext, tp: int, where: str) -> DeviceMesh:
 def _shard(module: nn.Module, params: Mapping[str, nn.Parameter], entries: Mapping[str, LayoutEntryIR],
            mesh: DeviceMesh, where: str) -> None:
     owners = sorted({name.rpartition(".")[0] for name in params if entries[name].dim is not None})
-    plan = {owner: _style(module.get_submodule(owner), owner, entries, where) for owner in owners}
+    shared: dict[int, tuple[Any, int, DTensor]] = {}
+    plan = {owner: _style(module.get_submodule(owner), owner, entries, where, shared) for owner in owners}
+    if any(isinstance(style, SharedInputColwise) for style in plan.values()):
+        module.register_forward_pre_hook(lambda *_: shared.clear())
+        module.register_forward_hook(lambda *_: shared.clear())
     for owner, style in plan.items():  # every style is known before the first module is sharded
         parallelize_module(module.get_submodule(owner), mesh, style)
     for sub in module.modules():
@@ -260,7 +296,8 @@ def _shard(module: nn.Module, params: Mapping[str, nn.Parameter], entries: Mappi
             hook(TensorParallel(mesh))
 
 
-def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], where: str) -> ParallelStyle:
+def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], where: str,
+           shared: dict[int, tuple[Any, int, DTensor]]) -> ParallelStyle:
     """Return the DTensor style that places the parameters of `owner` as its layout entries say."""
     prefix = f"{path}." if path else ""
     placed = {name: entries[prefix + name] for name, _ in owner.named_parameters(recurse=False)}
@@ -270,8 +307,8 @@ def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], wh
     style: ParallelStyle | None = None
     if isinstance(owner, nn.Linear) and weight is not None:
         if weight.dim == 0 and (bias is None or bias.dim == 0):
-            style = GatheredColwise() if getattr(owner, "gather_output", False) else ColwiseParallel(
-                use_local_output=local)
+            style = GatheredColwise() if getattr(owner, "gather_output", False) else SharedInputColwise(
+                shared, use_local_output=local)
         elif weight.dim == 1 and (bias is None or bias.dim is None):
             style = RowwiseParallel(use_local_output=local)
     elif isinstance(owner, nn.Embedding) and weight is not None and weight.dim == 0:
@@ -288,4 +325,5 @@ def _style(owner: nn.Module, path: str, entries: Mapping[str, LayoutEntryIR], wh
     return style
 
 
-__all__ = ["AppliedLayout", "GatheredColwise", "ParameterLayout", "SEQUENCE", "TensorParallel", "apply_layout"]
+__all__ = ["AppliedLayout", "GatheredColwise", "ParameterLayout", "SEQUENCE", "SharedInputColwise", "TensorParallel",
+           "apply_layout"]

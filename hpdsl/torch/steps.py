@@ -11,6 +11,7 @@ caller) and the measurements the estimator prices, taken at the first step.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -78,6 +79,12 @@ class Job:
         self.measured["optimizer_bytes"] = optimizer_bytes(optimizer)
 
 
+@contextmanager
+def unmeasured() -> Iterator[list[int]]:
+    """Run the block without counting its saved activations; yield [0] as the counters do."""
+    yield [0]
+
+
 def build_job(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Mapping[str, Any],
               device: torch.device, tokens: Tokens) -> Job:
     """Build this rank's job for the strategy on `device` (pipelined when pp > 1)."""
@@ -114,8 +121,11 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
     def step(index: int) -> torch.Tensor:
         held, total = [0], torch.zeros((), device=device)
         # One batch: what its forward saves (its backward saves nothing). Several: every micro-batch's
-        # saved activations counted while autograd holds them, the step's peak.
-        with (saved_activation_peak(model) if micro > 1 else saved_activations(model)) as saved:
+        # saved activations counted while autograd holds them, the step's peak. Only the first step is
+        # measured: the hooks run Python at every saved tensor, host time a training step does not spend.
+        measuring = "activation_peak_bytes" not in job.measured
+        counter = saved_activation_peak(model) if micro > 1 else saved_activations(model)
+        with counter if measuring else unmeasured() as saved:
             for part in range(micro):
                 first = where * share + part * strategy.micro_batch
                 ids, targets = (t.to(device) for t in tokens.rank_batch(
@@ -124,7 +134,7 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
                 total = total + (loss.full_tensor() if isinstance(loss, DTensor) else loss).detach()
                 if part == 0 and micro > 1 and "held_grads_bytes" not in job.measured:
                     held[0] = held_grad_bytes(model)
-        if "activation_peak_bytes" not in job.measured:
+        if measuring:
             job.measured["activation_peak_bytes"] = saved[0]
             if micro > 1:
                 job.measured["held_grads_bytes"] = held[0]
@@ -204,7 +214,8 @@ def _pipelined(model_ir: ModelIR, registry: Registry, strategy: Strategy, config
 
     def step(index: int) -> torch.Tensor:
         ids, targets = (t.to(device) for t in tokens.rank_batch(index, rows, seq, depth, part))
-        with saved_activation_peak(held) as saved, loss_parallel():  # the loss's forward and backward
+        counter = saved_activation_peak(held) if ran[0] <= 1 else unmeasured()  # measured in the first two steps
+        with counter as saved, loss_parallel():  # the loss's forward and backward
             micro = run_step(runner, chunks, strategy, ids, targets)
         shard_like_params(held)
         if tables is not None:
