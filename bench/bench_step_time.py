@@ -9,9 +9,10 @@
    scaled Llama-3 (examples/llama3_8b.hpf with --set, fp32) runs `hpdsl train
    --json` for --steps steps; the measured step time is the median of the steps
    after the first (step 0 warms up: allocation, pipelining's shape inference).
-3. `hpdsl estimate --device <calibrated.hpf> --json` prices the same strategy
-   with the device time model (the default); its time breakdown says where the
-   estimate puts the step's time.
+3. `hpdsl estimate --cluster <calibrated.hpf> --json` prices the same strategy
+   with the device time model (the default) on the calibrated device and its
+   links (the file's cluster: each collective's measured bandwidth); its time
+   breakdown says where the estimate puts the step's time.
 
 Prints measured, estimated and their ratio per row, the breakdown, and the
 machine's load (uptime) before and after: on a shared machine the measurement
@@ -106,7 +107,7 @@ def measure(flags: tuple[str, ...], steps: int) -> float:
 def priced(flags: tuple[str, ...], device: Path) -> dict[str, object]:
     """Return `hpdsl estimate --json` of the strategy on the calibrated device."""
     sets = [arg for field in SCALE for arg in ("--set", field)]
-    return hpdsl("estimate", str(MODEL), *flags, *COMMON, *sets, "--device", str(device), "--json")
+    return hpdsl("estimate", str(MODEL), *flags, *COMMON, *sets, "--cluster", str(device), "--json")
 
 
 def main() -> None:

@@ -72,10 +72,11 @@ def check_value(setting: ast.Setting, key: Key, where: str, collector: Collector
         collector.error(value.span, "bad-machine-value",
                         f"{where}: '{key.name}' must be {'an integer' if key.kind == 'int' else 'a number'}, "
                         f"found {value.kind}", hint=key.meaning)
-    elif not key.low < float(value.value) <= key.high:
+    elif not (key.low < float(value.value) <= key.high or (key.zero_ok and float(value.value) == 0)):
         top = "" if key.high == float("inf") else f" and at most {key.high:g}"
+        low = f"from {key.low:g}" if key.zero_ok and key.low == 0 else f"above {key.low:g}"
         collector.error(value.span, "bad-machine-value",
-                        f"{where}: '{key.name}' is {value.value}, expected above {key.low:g}{top}",
+                        f"{where}: '{key.name}' is {value.value}, expected {low}{top}",
                         hint=key.meaning)
 
 

@@ -21,10 +21,13 @@ from hpdsl.errors import InputError
 def calibrate_command(output: Path, name: str, ranks: int, threads: int) -> None:
     """Measure this machine as `hpdsl train` runs (--ranks processes at once) and write a device .hpf.
 
+    The file declares the device and the cluster NAME_links around it (its measured
+    collectives): `--cluster` the file to price with both.
+
     \b
     Examples:
       hpdsl calibrate -o here.hpf
-      hpdsl estimate examples/llama3_8b.hpf --device here.hpf
+      hpdsl estimate examples/llama3_8b.hpf --cluster here.hpf
     """
     from hpdsl.api import compile_paths, write_text_atomic
 
@@ -46,5 +49,9 @@ def calibrate_command(output: Path, name: str, ranks: int, threads: int) -> None
                f"{measured.memory_bandwidth / 1e9:,.1f} GB/s, all-reduce {measured.collective_bandwidth / 1e9:,.2f} GB/s, "
                f"op {measured.op_overhead * 1e6:,.0f} us, message step {measured.link_latency * 1e6:,.0f} us, "
                f"optimizer {measured.optimizer_bandwidth / 1e9:,.2f} GB/s, tensor {measured.tensor_overhead * 1e6:,.0f} us, "
-               f"DTensor {measured.dtensor_overhead * 1e6:,.0f} us ({ranks} ranks at once, "
+               f"DTensor {measured.dtensor_overhead * 1e6:,.0f} us, DTensor op "
+               f"{measured.dtensor_op_overhead * 1e6:,.0f} us, FSDP2 unit {measured.shard_overhead * 1e6:,.0f} us, "
+               f"overlap {measured.comm_overlap:.2f}, "
+               + ", ".join(f"{c} {bw / 1e9:,.2f} GB/s" for c, bw in measured.collectives)
+               + f" ({ranks} ranks at once, "
                f"{measured.threads} threads each)")

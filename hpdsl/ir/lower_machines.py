@@ -32,7 +32,9 @@ def lower_device(device: ast.Device) -> DeviceIR:
         source=SourceRef.from_span(device.name.span), op_overhead=float(v.get("op_overhead", 0.0)),
         link_latency=float(v.get("link_latency", 0.0)),
         optimizer_bandwidth=float(v.get("optimizer_bandwidth", 0.0)),
-        tensor_overhead=float(v.get("tensor_overhead", 0.0)), dtensor_overhead=float(v.get("dtensor_overhead", 0.0)))
+        tensor_overhead=float(v.get("tensor_overhead", 0.0)), dtensor_overhead=float(v.get("dtensor_overhead", 0.0)),
+        dtensor_op_overhead=float(v.get("dtensor_op_overhead", 0.0)), shard_overhead=float(v.get("shard_overhead", 0.0)),
+        comm_overlap=float(v.get("comm_overlap", 1.0)))
 
 
 def lower_cluster(cluster: ast.Cluster) -> ClusterIR:

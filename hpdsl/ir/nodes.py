@@ -430,6 +430,9 @@ class DeviceIR:
     optimizer_bandwidth: float = 0.0  # bytes/s of the optimizer step (0: memory_bandwidth x efficiency)
     tensor_overhead: float = 0.0      # host seconds per parameter tensor a step (optimizer, norm, zero_grad)
     dtensor_overhead: float = 0.0     # ... per DTensor parameter (tp or dp > 1; 0: tensor_overhead)
+    dtensor_op_overhead: float = 0.0  # host seconds per op of a layer under tp > 1 (0: op_overhead)
+    shard_overhead: float = 0.0       # host seconds per FSDP2 unit and micro-batch (ZeRO-3; 0: not priced)
+    comm_overlap: float = 1.0         # share of an overlapped collective's time hidden behind compute
 
 
 @attrs.frozen

@@ -25,6 +25,7 @@ class Key:
     meaning: str
     required: bool = False
     low: float = 0.0            # exclusive for numbers: every quantity here is positive
+    zero_ok: bool = False       # 0 is allowed too (a share that may be none)
     high: float = float("inf")  # inclusive
     default: float | str | None = None
     choices: tuple[str, ...] = ()  # a string key's allowed values (none: any)
@@ -54,6 +55,13 @@ DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
         "and zero_grad visit each tensor (default 0)", high=1.0),
     Key("dtensor_overhead", "float", "host seconds per parameter tensor a step when the parameters are DTensors "
         "(tp or dp > 1; default tensor_overhead)", high=1.0),
+    Key("dtensor_op_overhead", "float", "host seconds per op of a layer whose linears are DTensors (tp > 1: "
+        "their dispatch through DTensor; default op_overhead)", high=1.0),
+    Key("shard_overhead", "float", "host seconds per FSDP2 unit and micro-batch beyond its bytes: the all-gather "
+        "and reduce-scatter's copies, bookkeeping and message latency (ZeRO-3; default 0)", high=1.0, zero_ok=True),
+    Key("comm_overlap", "float", "share of a collective's time that hides behind compute where the backend "
+        "overlaps them (gradient reduction, ZeRO's gathers; default 1: all of it, as on a GPU's own links)",
+        high=1.0, zero_ok=True),
     Key("source", "string", "where the numbers come from (datasheet, measurement)", required=True),
 )}
 """Every key a `device` block may set."""

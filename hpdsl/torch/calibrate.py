@@ -8,14 +8,13 @@ ranks' results are averaged. Measured with torch on the CPU (fp32): square
 matmuls of rising size, a large tensor copy (memory bandwidth), a tiny Linear's
 forward and backward (the host time one op costs beyond its arithmetic), torch's
 AdamW step over a large tensor (the optimizer's bandwidth), a 32 MiB all-reduce
-(the ring's bytes per rank over its time) and a one-element all-reduce (a
-message step's latency). The device's peak is the fastest matmul measured, so
+(the ring's bytes per rank over its time) and 16 to 256 KiB all-reduces (a
+message step's latency: their time beyond their bytes). The device's peak is the fastest matmul measured, so
 the curve's shares are relative to it.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import time
@@ -25,14 +24,13 @@ import attrs
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.device_mesh import DeviceMesh
+
+from hpdsl.torch.calibrate_links import (WINDOW_S, collective_seconds, measure_collectives, measure_links,
+                                         measure_overlap, sustained_seconds, together)
 
 SIZES = (64, 128, 256, 512, 1024, 2048)
 """The square matmul sizes measured (m = n = k)."""
-
-WINDOW_S = 0.25
-"""Seconds each measurement runs for (at least MIN_CALLS calls): its time per call is the window's mean."""
-
-MIN_CALLS = 3
 
 OPTIMIZER_PARAMS = 2**20
 """Parameters of the tensor the optimizer measurement steps (4 MiB of fp32 weights)."""
@@ -52,35 +50,10 @@ class Measured:
     optimizer_bandwidth: float = 0.0
     tensor_overhead: float = 0.0
     dtensor_overhead: float = 0.0
-
-
-def sustained_seconds(run: Callable[[], object], window: float = WINDOW_S, least: int = MIN_CALLS) -> float:
-    """Return the mean wall time per call of `run` over a window of `window` s and at least `least` calls."""
-    run()  # warm-up: allocation, first-call dispatch
-    calls, start = 0, time.perf_counter()
-    while calls < least or time.perf_counter() - start < window:
-        run()
-        calls += 1
-    return (time.perf_counter() - start) / calls
-
-
-def collective_seconds(run: Callable[[], object], window: float = WINDOW_S, least: int = MIN_CALLS) -> float:
-    """Return the mean wall time per call of collective `run` over about `window` s, every rank calling it as often.
-
-    Each rank times `least` calls; the ranks agree (the largest) on how many calls fill the window,
-    so none waits on a collective the others never start.
-    """
-    run()
-    start = time.perf_counter()
-    for _ in range(least):
-        run()
-    per_call = (time.perf_counter() - start) / least
-    count = torch.tensor([max(least, math.ceil(window / max(per_call, 1e-9)))])
-    dist.all_reduce(count, op=dist.ReduceOp.MAX)
-    calls, start = int(count.item()), time.perf_counter()
-    for _ in range(calls):
-        run()
-    return (time.perf_counter() - start) / calls
+    dtensor_op_overhead: float = 0.0
+    shard_overhead: float = 0.0
+    collectives: tuple[tuple[str, float], ...] = ()  # bytes/s each collective reaches (all_reduce's: ring bytes)
+    comm_overlap: float = 1.0
 
 
 ROUNDS = 3
@@ -94,7 +67,7 @@ def measure_matmul(sizes: Sequence[int] = SIZES, window: float = WINDOW_S) -> tu
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(ROUNDS):
         for n, (a, b) in inputs.items():
-            _together()
+            together()
             rounds[n].append(sustained_seconds(lambda: torch.matmul(a, b), window / ROUNDS, least=1))
     return tuple((n, 2.0 * n**3 / sorted(times)[len(times) // 2]) for n, times in rounds.items())
 
@@ -103,7 +76,7 @@ def measure_memory(megabytes: int = 256, window: float = WINDOW_S) -> float:
     """Return bytes/s a tensor copy moves (read and write)."""
     src = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
-    _together()
+    together()
     return 2.0 * src.numel() * 4 / sustained_seconds(lambda: dst.copy_(src), window)
 
 
@@ -114,8 +87,64 @@ def measure_op_overhead(window: float = WINDOW_S) -> float:
     def run() -> None:
         layer(x).backward(torch.ones(4, 8))
 
-    _together()
+    together()
     return sustained_seconds(run, window)
+
+
+def measure_dtensor_op_overhead(mesh: DeviceMesh, window: float = WINDOW_S) -> float:
+    """Return the seconds a tiny colwise-sharded Linear's forward and backward take: one op's host time under tp.
+
+    The linear is sharded over the ranks as the tp plan shards one (ColwiseParallel), its input
+    a replicated DTensor leaf, so the op dispatches through DTensor without a collective: the
+    host time DTensor adds, beside the message latency link_latency prices.
+    """
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    ranks = dist.get_world_size()
+    layer = parallelize_module(torch.nn.Linear(8, 8 * ranks), mesh, ColwiseParallel())
+    x = distribute_tensor(torch.randn(4, 8), mesh, [Replicate()]).requires_grad_()
+
+    def run() -> None:
+        layer(x).sum().backward()
+
+    together()
+    return sustained_seconds(run, window)
+
+
+UNITS = 8
+"""FSDP2 units (tiny Linears) the per-unit measurement runs forward and backward."""
+
+
+def measure_shard_overhead(mesh: DeviceMesh, window: float = WINDOW_S) -> float:
+    """Return the seconds one FSDP2 unit adds to a forward and backward beyond its bytes (ZeRO-3's per-unit cost).
+
+    UNITS tiny Linears, each fully_shard-ed over the ranks as hpdsl/torch/parallelize.py shards a
+    layer (and the stack as the root), against the same stack unsharded: per unit, the all-gather,
+    the reduce-scatter, their copies, FSDP2's hooks and the collectives' latency at a tiny size.
+    """
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    def stack() -> torch.nn.Sequential:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(UNITS)))
+
+    plain, sharded = stack(), stack()
+    for unit in sharded:
+        fully_shard(unit, mesh=mesh, reshard_after_forward=False)
+    fully_shard(sharded, mesh=mesh, reshard_after_forward=False)
+    for module in sharded.modules():  # gloo has neither AVG nor PREMUL_SUM (as parallelize.py sets it)
+        if isinstance(module, FSDPModule):
+            module.set_force_sum_reduction_for_comms(True)
+    x = torch.randn(4, 16)
+
+    def run(model: torch.nn.Module) -> Callable[[], None]:
+        return lambda: model(x).sum().backward()
+
+    together()
+    alone = sustained_seconds(run(plain), window / 2)
+    together()
+    return max(collective_seconds(run(sharded), window / 2) - alone, 0.0) / (UNITS + 1)
 
 
 def measure_optimizer(params: int = OPTIMIZER_PARAMS, window: float = WINDOW_S) -> float:
@@ -123,7 +152,7 @@ def measure_optimizer(params: int = OPTIMIZER_PARAMS, window: float = WINDOW_S) 
     weight = torch.nn.Parameter(torch.randn(params))
     weight.grad = torch.randn(params)
     step = torch.optim.AdamW([weight], lr=1e-3).step
-    _together()
+    together()
     return 2.0 * 16 * params / sustained_seconds(step, window)
 
 
@@ -156,25 +185,9 @@ def measure_tensor_overhead(mesh: object | None = None, window: float = WINDOW_S
         opt.step()
         opt.zero_grad()
 
-    _together()
+    together()
     seconds = collective_seconds(run, window) if mesh is not None else sustained_seconds(run, window)
     return seconds / TENSORS
-
-
-def measure_links(ranks: int, megabytes: int = 32, window: float = WINDOW_S) -> tuple[float, float]:
-    """Return the all-reduce bandwidth (ring bytes per rank over its time) and one message step's latency (s)."""
-    buffer, tiny = torch.ones(megabytes * 2**20 // 4), torch.ones(1)
-    _together()
-    seconds = collective_seconds(lambda: dist.all_reduce(buffer), window)
-    bandwidth = 2.0 * (ranks - 1) / ranks * buffer.numel() * 4 / seconds
-    _together()
-    latency = collective_seconds(lambda: dist.all_reduce(tiny), window) / (2 * (ranks - 1))  # a ring's steps
-    return bandwidth, latency
-
-
-def _together() -> None:
-    """Start the next measurement on every rank at once (the ranks contend as the trainer's do)."""
-    dist.barrier()
 
 
 def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], window: float, out: object) -> None:
@@ -187,10 +200,14 @@ def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], 
         optimizer = measure_optimizer(window=window)
         from torch.distributed.device_mesh import init_device_mesh
 
+        mesh = init_device_mesh("cpu", (ranks,))
         tensor = measure_tensor_overhead(None, window)
-        dtensor = measure_tensor_overhead(init_device_mesh("cpu", (ranks,)), window)
+        dtensor = measure_tensor_overhead(mesh, window)
         bandwidth, latency = measure_links(ranks, window=window)
-        mine = (matmul, memory, op, optimizer, bandwidth, latency, tensor, dtensor)
+        dtensor_op, shard = measure_dtensor_op_overhead(mesh, window), measure_shard_overhead(mesh, window)
+        collectives, overlap = measure_collectives(ranks, window=window), measure_overlap(window)
+        mine = (matmul, memory, op, optimizer, bandwidth, latency, tensor, dtensor, dtensor_op, shard, collectives,
+                overlap)
         everyone: list[object] = [None] * ranks
         dist.all_gather_object(everyone, mine)
         if rank == 0:
@@ -219,7 +236,11 @@ def calibrate(ranks: int = 2, threads: int | None = 1, sizes: Sequence[int] = SI
 
     matmul = tuple((n, sum(float(row[0][i][1]) for row in rows) / len(rows)) for i, (n, _) in enumerate(rows[0][0]))
     return Measured(matmul, mean(1), mean(4), ranks, threads, op_overhead=mean(2), link_latency=mean(5),
-                    optimizer_bandwidth=mean(3), tensor_overhead=mean(6), dtensor_overhead=mean(7))
+                    optimizer_bandwidth=mean(3), tensor_overhead=mean(6), dtensor_overhead=mean(7),
+                    dtensor_op_overhead=mean(8), shard_overhead=mean(9),
+                    collectives=tuple((c, sum(float(dict(row[10])[c]) for row in rows) / len(rows))
+                                      for c, _ in rows[0][10]),
+                    comm_overlap=mean(11))
 
 
 def device_text(name: str, m: Measured, memory_bytes: int) -> str:
@@ -231,11 +252,17 @@ def device_text(name: str, m: Measured, memory_bytes: int) -> str:
 // peak: the fastest fp32 square matmul measured (the curve's shares are relative to it);
 // memory bandwidth: a 256 MiB tensor copy, bytes read and written over its time;
 // links: a gloo all-reduce between {m.ranks} processes on this machine (ring bytes per rank), and a
-//   one-element all-reduce over its 2(n - 1) ring steps (link_latency);
+//   16 to 256 KiB all-reduce's time beyond its bytes over its 2(n - 1) ring steps (link_latency, the median);
 // op_overhead: a tiny Linear's forward and backward (one op's host time); optimizer_bandwidth: AdamW's step
 //   over {OPTIMIZER_PARAMS} fp32 parameters, 2 passes over weights, gradients and two states;
 // tensor_overhead, dtensor_overhead: the gradient norm, AdamW's step and zero_grad over {TENSORS} tiny
-//   parameters, per parameter: plain tensors, and DTensors sharded over the {m.ranks} ranks.
+//   parameters, per parameter: plain tensors, and DTensors sharded over the {m.ranks} ranks;
+// dtensor_op_overhead: the tiny Linear colwise-sharded over the ranks (DTensor), its input replicated;
+// shard_overhead: {UNITS} tiny Linears fully_shard-ed (FSDP2) over the ranks against the same unsharded, per unit;
+// comm_overlap: what a 32 MiB all-reduce beside matmuls of its length saves over the two one after the other,
+//   over the shorter (0: the cores that compute also move the bytes);
+// cluster {name}_links: the same links, each collective's bandwidth (32 MiB; p2p: a pair's exchange) over the
+//   fastest's (its tier's efficiencies). `--cluster` this file to price with them.
 // Every number is each rank's sustained time over a {WINDOW_S} s window, all {m.ranks} ranks at once, averaged.
 device {name} {{
   memory_bytes = {memory_bytes}
@@ -251,8 +278,31 @@ device {name} {{
   optimizer_bandwidth = {_float(m.optimizer_bandwidth)}
   tensor_overhead = {_float(m.tensor_overhead)}
   dtensor_overhead = {_float(m.dtensor_overhead)}
+  dtensor_op_overhead = {_float(m.dtensor_op_overhead)}
+  shard_overhead = {_float(m.shard_overhead)}
+  comm_overlap = {m.comm_overlap:.4f}
   source = "hpdsl calibrate, {stamp}"
   curve matmul {{ {points} }}
+}}
+{cluster_text(name, m)}"""
+
+
+def cluster_text(name: str, m: Measured) -> str:
+    """Return the .hpf text of the cluster `{name}_links`: one node of the device, its tier as calibration measured it."""
+    rates = {"all_reduce": m.collective_bandwidth, **dict(m.collectives)}
+    fastest = max(rates.values())
+    shares = "\n".join(f"    {c} = {min(max(bw / fastest, 1e-4), 1.0):.4f}" for c, bw in rates.items())
+    return f"""
+cluster {name}_links {{
+  device = "{name}"
+  devices_per_node = {max(os.cpu_count() or 1, m.ranks)}
+  source = "hpdsl calibrate: gloo between {m.ranks} processes on this machine"
+  tier loopback {{
+    scope = "node"
+    bandwidth = {_float(fastest)}
+    latency = {_float(max(m.link_latency, 1e-9))}
+{shares}
+  }}
 }}
 """
 

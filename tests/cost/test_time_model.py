@@ -210,3 +210,61 @@ def test_without_a_dtensor_overhead_dtensors_cost_the_tensor_overhead(llama: obj
     tp = Strategy(tp=2, global_batch=1)
     gap = estimate(llama, tp.with_(device=slow)).step_time_s - estimate(llama, tp.with_(device=plain)).step_time_s
     assert gap == pytest.approx(291 * 1e-3, rel=1e-9)
+
+
+def test_under_tp_each_op_costs_the_devices_dtensor_op_overhead(llama: object, tmp_path: Path) -> None:
+    # As the test above: 32 layers of 18 ops under tp (their 4 gathers too), 2 for the embedding and 4 for the
+    # output, each now at the DTensor op's 5 ms (the tp plan's linears dispatch through DTensor); 1 ms at tp 1.
+    plain = _device(tmp_path / "plain.hpf")
+    host = _device(tmp_path / "host.hpf", "op_overhead = 1.0e-3 dtensor_op_overhead = 5.0e-3")
+    tp, one = Strategy(tp=2, sequence_parallel=False, global_batch=1), Strategy(global_batch=1)
+    gap_tp = estimate(llama, tp.with_(device=host)).step_time_s - estimate(llama, tp.with_(device=plain)).step_time_s
+    assert gap_tp == pytest.approx((32 * 18 + 2 + 4) * 5e-3, rel=1e-9)
+    gap = estimate(llama, one.with_(device=host)).step_time_s - estimate(llama, one.with_(device=plain)).step_time_s
+    assert gap == pytest.approx((32 * 14 + 1 + 3) * 1e-3, rel=1e-9)
+    assert grid_estimate(llama, tp.with_(device=host)).step_time_s == estimate(llama, tp.with_(device=host)).step_time_s
+    assert estimate(llama, tp.with_(device=host)).to_json()["machine"]["dtensor_op_overhead"] == 5e-3
+
+
+def test_each_fsdp2_unit_costs_the_devices_shard_overhead_every_micro_batch(llama: object, tmp_path: Path) -> None:
+    # ZeRO-3 over dp 2: 32 layers and the root, each an FSDP2 unit (hpdsl/torch/parallelize.py), 2 ms each
+    # per micro-batch; nothing without ZeRO-3's sharding or without a second data-parallel rank.
+    plain, host = _device(tmp_path / "plain.hpf"), _device(tmp_path / "host.hpf", "shard_overhead = 2.0e-3")
+
+    def gap(strategy: Strategy) -> float:
+        return (estimate(llama, strategy.with_(device=host)).step_time_s  # type: ignore[arg-type]
+                - estimate(llama, strategy.with_(device=plain)).step_time_s)  # type: ignore[arg-type]
+
+    zero3 = Strategy(dp=2, zero="os+grad+params", global_batch=2)
+    assert gap(zero3) == pytest.approx(33 * 2e-3, rel=1e-9)
+    assert gap(zero3.with_(global_batch=6)) == pytest.approx(3 * 33 * 2e-3, rel=1e-9)  # 3 micro-batches
+    assert gap(Strategy(dp=2, zero="os+grad", global_batch=2)) == 0.0
+    assert gap(Strategy(zero="os+grad+params", global_batch=1)) == 0.0
+    assert grid_estimate(llama, zero3.with_(device=host)).step_time_s == estimate(llama, zero3.with_(device=host)).step_time_s
+    assert estimate(llama, zero3.with_(device=host)).to_json()["machine"]["shard_overhead"] == 2e-3
+
+
+def test_comm_overlap_is_the_share_of_the_gradient_traffic_hidden_behind_compute(llama: object, tmp_path: Path) -> None:
+    # ZeRO-3 over 64 ranks reduce-scatters and gathers every micro-batch behind its compute: a device
+    # that hides none of it (a CPU's cores move the bytes) pays it all, one that hides half pays between.
+    devices = {share: _device(tmp_path / f"o{share}.hpf", f"comm_overlap = {share}") for share in (0.0, 0.5, 1.0)}
+    zero3 = Strategy(dp=64, zero="os+grad+params", global_batch=256)
+    step = {share: estimate(llama, zero3.with_(device=d)).step_time_s for share, d in devices.items()}  # type: ignore[arg-type]
+    assert step[0.0] > step[1.0]
+    assert step[0.5] == pytest.approx((step[0.0] + step[1.0]) / 2, rel=1e-9)
+    assert step[1.0] == estimate(llama, zero3.with_(device=_device(tmp_path / "p.hpf"))).step_time_s  # type: ignore[arg-type]
+    assert grid_estimate(llama, zero3.with_(device=devices[0.0])).step_time_s == step[0.0]  # type: ignore[arg-type]
+
+
+def test_comm_overlap_may_be_zero_but_not_below() -> None:
+    from hpdsl.api import compile_sources
+    from hpdsl.diagnostics import Source
+    from hpdsl.errors import SpecError
+
+    text = device_text("cpuish", "a test", extra="comm_overlap = -0.5")
+    with pytest.raises(SpecError) as caught:
+        compile_sources([Source("cpuish.hpf", text)], stdlib=False)
+    assert "'comm_overlap' is -0.5, expected from 0 and at most 1" in str(caught.value.diagnostics)
+    unit = compile_sources([Source("cpuish.hpf", device_text("cpuish", "a test", extra="comm_overlap = 0"))],
+                           stdlib=False)
+    assert unit.devices["cpuish"].comm_overlap == 0.0

@@ -34,14 +34,23 @@ def test_a_sustained_time_is_the_mean_over_the_window_not_the_best_call() -> Non
 
 def test_the_written_device_compiles_and_prices_its_host_facts(tmp_path: Path) -> None:
     measured = Measured(((64, 2.0e9), (256, 8.0e9)), 1.0e10, 5.0e8, 2, 1, op_overhead=2.0e-4, link_latency=3.0e-5,
-                        optimizer_bandwidth=2.0e9, tensor_overhead=4.0e-5, dtensor_overhead=6.0e-4)
+                        optimizer_bandwidth=2.0e9, tensor_overhead=4.0e-5, dtensor_overhead=6.0e-4,
+                        dtensor_op_overhead=9.0e-4, shard_overhead=4.0e-3, comm_overlap=0.0,
+                        collectives=(("all_gather", 2.5e8), ("reduce_scatter", 1.0e8), ("all_to_all", 5.0e8),
+                                     ("p2p", 1.0e9)))
     path = tmp_path / "here.hpf"
     path.write_text(device_text("here", measured, 2**34), encoding="utf-8")
     device = compile_paths([path], stdlib=False).devices["here"]
     assert (device.op_overhead, device.link_latency, device.optimizer_bandwidth) == (2.0e-4, 3.0e-5, 2.0e9)
     assert [(p.size, p.efficiency) for p in device.matmul] == [(64.0, 0.25), (256.0, 1.0)]
-    assert host_facts(str(path)) == (2.0e-4, 2.0e9, 4.0e-5, 6.0e-4)
+    assert host_facts(str(path)) == (2.0e-4, 2.0e9, 4.0e-5, 6.0e-4, 9.0e-4, 4.0e-3, 0.0)
     assert (device.tensor_overhead, device.dtensor_overhead) == (4.0e-5, 6.0e-4)
+    # Its links as a cluster of the same file: each collective's share of the fastest (p2p here).
+    cluster = compile_paths([path], stdlib=False).clusters["here_links"]
+    (tier,) = cluster.tiers
+    assert (cluster.device, tier.bandwidth, tier.latency) == ("here", 1.0e9, 3.0e-5)
+    assert dict(tier.efficiency) == {"all_reduce": 0.5, "all_gather": 0.25, "reduce_scatter": 0.1,
+                                     "all_to_all": 0.5, "p2p": 1.0}
     llama = bind_model([ROOT / "examples" / "llama3_8b.hpf"], "llama3_8b")
     machine = estimate(llama, Strategy(tp=2, global_batch=1, device=str(path))).to_json()["machine"]
     assert machine["op_overhead"] == 2.0e-4 and machine["link_latency"] == 3.0e-5
@@ -55,6 +64,10 @@ def test_calibration_measures_on_every_rank_at_once() -> None:
     assert measured.memory_bandwidth > 0 and measured.collective_bandwidth > 0
     assert 0 < measured.op_overhead < 1 and 0 < measured.link_latency < 1 and measured.optimizer_bandwidth > 0
     assert 0 < measured.tensor_overhead < 1 and 0 < measured.dtensor_overhead < 1
+    assert 0 < measured.dtensor_op_overhead < 1 and 0 <= measured.shard_overhead < 1
+    assert 0 <= measured.comm_overlap <= 1
+    assert [c for c, _ in measured.collectives] == ["all_gather", "reduce_scatter", "all_to_all", "p2p"]
+    assert all(bandwidth > 0 for _, bandwidth in measured.collectives)
 
 
 @pytest.mark.parametrize(("flags", "message"), [(("--ranks", "1"), "--ranks must be at least 2"),

@@ -172,6 +172,32 @@ def test_tp_8_shards_heads_and_widths_and_records_both_shapes(tp8, examples_regi
     assert story["layout"]["parameters"]["v_proj.weight"]["local_shape"] == [128, 4096]
 
 
+def _all_reduces(run) -> int:
+    """Return the all-reduces `run()` issues (torch's CommDebugMode counts DTensor's collectives)."""
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    with CommDebugMode() as comms:
+        run()
+    return sum(n for op, n in comms.get_comm_counts().items() if "all_reduce" in str(op))
+
+
+def test_the_colwise_linears_reading_one_input_all_reduce_its_gradient_once(tp8, examples_registry) -> None:
+    # Megatron's column-parallel region: q, k and v (gate and up) read one input; its gradient's three
+    # (two) shares add up on one replicated DTensor and all-reduce once. A layer: 2 forward, 2 backward.
+    model = shrink(examples_registry.model("llama3_8b"), per_group=1, groups=1)
+    built = materialize(build_model(model, tp8, registry=examples_registry))
+    layer = built.layers[0]
+    x = torch.randn(1, 4, 4096, requires_grad=True)
+    mlp_out = layer.ffn(x)
+    assert _all_reduces(lambda: mlp_out.sum().backward()) == 1  # gate and up: one, not two
+    assert _all_reduces(lambda: layer.ffn(x)) == 1  # down_proj's rowwise sum
+    ids = torch.randint(0, model.vocab, (1, 4))
+    logits = built(ids)
+    backward = _all_reduces(lambda: logits.float().sum().backward())
+    # attention's q/k/v input and the feed-forward's gate/up input, then the head's colwise input
+    assert backward == 3
+
+
 def test_tp_8_splits_mla_by_heads_and_replicates_its_latents(tp8, examples_registry) -> None:
     model = shrink(examples_registry.model("deepseek_v3"), per_group=1, groups=1)
     mla = build_model(model, tp8, registry=examples_registry).layers[0].mixer

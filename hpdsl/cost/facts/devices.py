@@ -92,11 +92,21 @@ def precision_peaks(name: str, precision: str) -> tuple[tuple[str, float], tuple
     return dtype_peak(name, recipe.matmul), dtype_peak(name, recipe.scores)
 
 
-def host_facts(name: str) -> tuple[float, float, float, float]:
-    """Return machine `name`'s host seconds per op (0: not priced), the optimizer's bytes/s, seconds per tensor and DTensor."""
+HOST_FACTS = ("op_overhead", "opt_bw", "tensor", "dtensor", "dtensor_op", "shard", "overlap")
+"""What host_facts returns, in order: the names the pricing contexts keep them under."""
+
+
+def host_facts(name: str) -> tuple[float, ...]:
+    """Return machine `name`'s host facts, as HOST_FACTS names them (op_overhead 0: the host term is not priced).
+
+    Host seconds per op (plain, and under tp through DTensor), the optimizer's bytes/s, host
+    seconds per parameter tensor (plain, DTensor) and per FSDP2 unit and micro-batch, and the
+    share of an overlapped collective that hides behind compute.
+    """
     d = get_machine(name).device
     return (d.op_overhead, d.optimizer_bandwidth or d.memory_bandwidth * d.memory_efficiency, d.tensor_overhead,
-            d.dtensor_overhead or d.tensor_overhead)
+            d.dtensor_overhead or d.tensor_overhead, d.dtensor_op_overhead or d.op_overhead, d.shard_overhead,
+            d.comm_overlap)
 
 
 def link_facts(name: str) -> dict[str, float]:

@@ -88,7 +88,9 @@ class Machine:
                 "inter_node_bandwidth": self.link_bandwidth("network"),
                 "op_overhead": self.device.op_overhead, "link_latency": self.latency("node"),
                 "tensor_overhead": self.device.tensor_overhead,
-                "dtensor_overhead": self.device.dtensor_overhead or self.device.tensor_overhead}
+                "dtensor_overhead": self.device.dtensor_overhead or self.device.tensor_overhead,
+                "dtensor_op_overhead": self.device.dtensor_op_overhead or self.device.op_overhead,
+                "shard_overhead": self.device.shard_overhead, "comm_overlap": self.device.comm_overlap}
 
 
 def unknown_message(name: str, what: str, shipped: Iterable[str], aliases: Iterable[str] = ()) -> str:

@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import device_facts, get_device, host_facts, link_facts, precision_peaks
+from hpdsl.cost.facts.devices import HOST_FACTS, device_facts, get_device, host_facts, link_facts, precision_peaks
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import RunFacts
-from hpdsl.model.strategy import IMPLS, Strategy
+from hpdsl.model.strategy import IMPLS, ZERO, Strategy
 
 F = Val
 
@@ -70,6 +70,8 @@ class Ctx:
     op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
     opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
     tensor_overhead: F  # host seconds per parameter tensor a step (device model): DTensor's under tp or dp > 1
+    shard_overhead: F  # host seconds per FSDP2 unit and micro-batch (device model, ZeRO-3 over dp·cp > 1; else 0)
+    comm_overlap: F   # share of an overlapped collective hidden behind compute (1 outside the device model)
     curves: Any       # ((mask, matmul curve), ...): each candidate's device's curve
     device_model: Any  # mfu 0 (the default): price with the device's matmul curve and bandwidth, not peak·mfu
     bw_tp: F
@@ -113,8 +115,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     facts = [device_facts(name) for name in grid.devices]
     link["mem_bw"] = np.array([f[0] for f in facts])[dev]
     host = [host_facts(name) for name in grid.devices]
-    link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = (np.array([h[k] for h in host])[dev]
-                                                                            for k in range(4))
+    link.update({key: np.array([h[k] for h in host])[dev] for k, key in enumerate(HOST_FACTS)})
     link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
     used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
     link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
@@ -134,8 +135,12 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
             "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
     (_, link["peak_mm"]), (_, link["peak"]) = precision_peaks(s.device, s.precision)
-    link["op_overhead"], link["opt_bw"], link["tensor"], link["dtensor"] = host_facts(s.device)
+    link.update(zip(HOST_FACTS, host_facts(s.device)))
     return _ctx(f, codes, scalar_widths(s, run), link, run)
+
+
+ZERO3 = ZERO.index("os+grad+params")
+"""The ZeRO code whose parameters FSDP2 shards (hpdsl/torch/parallelize.py)."""
 
 
 def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dict[str, Any],
@@ -192,7 +197,12 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
         peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
-        op_overhead=xp.where(device_model, link["op_overhead"], 0.0), opt_bw=link["opt_bw"],
+        # Under tp a layer's linears are DTensors: each of its ops dispatches at the device's dtensor_op_overhead.
+        op_overhead=xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0),
+        opt_bw=link["opt_bw"],
+        # FSDP2 units (ZeRO-3 over dp·cp > 1): each all-gathers and reduce-scatters once a micro-batch.
+        shard_overhead=xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"], 0.0), 0.0),
+        comm_overlap=xp.where(device_model, link["overlap"], 1.0),
         # FSDP2 (dp) and the tp plan make every parameter a DTensor, whose optimizer ops dispatch through it
         tensor_overhead=xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]), 0.0),
         # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers

@@ -41,23 +41,27 @@ def exposed_micro(x: Ctx) -> bool:
 
 
 def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: Any, once: Any,
-              tp_once: Any, static: Any = 0.0, tensors: Any = 0.0) -> tuple[Any, Any]:
+              tp_once: Any, static: Any = 0.0, tensors: Any = 0.0, units: Any = 0.0) -> tuple[Any, Any]:
     """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward.
 
     Under the device time model (mfu 0) the optimizer step over the rank's `static`
     bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py),
     with its host time per parameter tensor (`tensors` of them, the device's tensor_overhead).
+    Under ZeRO-3 each FSDP2 unit (the rank's `units` layers and each chunk's root) costs the
+    device's shard_overhead every micro-batch, on the rank's critical path.
     """
     t_rank = tau + pp_bytes / x.bw_pp
+    if uses_device_model(x):
+        t_rank = t_rank + (units + x.vpp) * x.shard_overhead  # zero outside the device model and ZeRO-3
     micro_s, once_s = dp_micro / x.bw_dp, once / x.bw_dp
     if x.latency_on:  # message steps at the tiers' latency (docs/cost-model.md#the-device-time-model)
         t_rank = t_rank + xp.where(x.pp > 1, 2 * x.vpp * x.lat_pp, 0.0)
         micro_s, once_s = micro_s + dp_latency(x, dp_micro, once=False), once_s + dp_latency(x, once, once=True)
     if compute is not None:
-        # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute.
-        t_rank = t_rank + xp.maximum(0.0, micro_s - compute)
+        # ZeRO-2/3 reduce (and gather) every micro-batch, hidden behind its compute as far as the device overlaps.
+        t_rank = t_rank + micro_s - x.comm_overlap * xp.minimum(micro_s, compute)
     if compute is not None and x.overlapped_grad_reduce:
-        once_s = xp.maximum(0.0, once_s - 2 / 3 * compute)  # hidden behind the last backward
+        once_s = once_s - x.comm_overlap * xp.minimum(once_s, 2 / 3 * compute)  # hidden behind the last backward
     once_s = once_s + tp_once / x.bw_tp  # tp: after the backward, before the step: not overlapped
     if x.latency_on:
         once_s = once_s + xp.where(tp_once > 0, 2 * (x.tp - 1) * x.lat_tp, 0.0)

@@ -183,6 +183,7 @@ def column_static(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
     once_dense, once_expert, micro_dense, micro_expert = dp_factors
     values = {
         "static": static, "tensors": zero + (p.tensors[j] if p.tensors else 0.0),
+        "units": zero + 1.0 if layer else zero,  # hpdsl/torch/parallelize.py: fully_shard per layer
         "gathered": x.param_bytes * (dense + expert) if layer else zero,
         "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
         "dp_once": dense * once_dense + expert * once_expert,

@@ -173,7 +173,8 @@ def time(g: Group, static_rows: np.ndarray) -> dict[str, Any]:
     t_row, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
                                     static_rows if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.tensors) if uses_device_model(x) else 0.0)
+                                    g.ranks(cw.tensors) if uses_device_model(x) else 0.0,
+                                    g.ranks(cw.units) if uses_device_model(x) else 0.0)
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
                            once_s.max(axis=0), g.layout.vpp)

@@ -216,8 +216,9 @@ class _Ranks:
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")
-        times = [stage.rank_time(x, tau, pp_bytes, c, m, o, t, st, n) for tau, c, m, o, t, st, n in
-                 zip(self.ranks("tau", "tau_rec"), compute, micro, once, tp_once, static, self.ranks("tensors"))]
+        times = [stage.rank_time(x, tau, pp_bytes, c, m, o, t, st, n, u) for tau, c, m, o, t, st, n, u in
+                 zip(self.ranks("tau", "tau_rec"), compute, micro, once, tp_once, static, self.ranks("tensors"),
+                     self.ranks("units"))]
         t_rank = [t for t, _ in times]
         step = stage.step_time(x, _sequential(t_rank), _largest(t_rank), _largest([o for _, o in times]), v)
         moved = {axis: self.ranks(f"vol_{axis}", f"vol_rec_{axis}") for axis in ("tp", "cp", "ep")}

@@ -99,6 +99,7 @@ class Columnwise:
     act_delta: Cols      # kept under the strategy's recompute minus kept without it
     static: Cols         # parameter + gradient + optimizer bytes
     tensors: Cols        # parameter tensors (the optimizer's per-tensor host time)
+    units: Cols          # FSDP2 units: one per layer (the device's shard_overhead per micro-batch)
     parts: tuple[Cols, Cols, Cols]
     gathered: Cols       # one layer's parameters gathered under ZeRO-3
     deferred: Cols       # deferred accumulation: unsharded gradients beyond the ZeRO-sharded ones
