@@ -21,7 +21,7 @@ the CPU share two sustained one-thread matmul probes reach just before and after
 the run, against the calibrated speed (near 1 when the load held still between
 calibration and run), and the ratio divided by it.
 
-    .venv/bin/python bench/bench_step_time.py [--steps 6] [--keep DIR]
+    .venv/bin/python bench/bench_step_time.py [--steps 11] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def priced(flags: tuple[str, ...], device: Path) -> dict[str, object]:
 def main() -> None:
     """Calibrate, train and estimate each strategy, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6, help="training steps per strategy (the first is dropped)")
+    parser.add_argument("--steps", type=int, default=11, help="training steps per strategy (the first is dropped)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write the calibrated devices into this folder (else a temp dir)")
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Where one `hpdsl train` step of bench/bench_step_time.py's model goes on this machine's CPUs (issue 22).
 
-For a strategy (dp2, tp2 or pp2, bench_step_time's), `hpdsl train --print-command`
+For a strategy (dp2, tp2 or pp2, bench_step_time's; `one`: the model on one process), `hpdsl train --print-command`
 gives the worker's config; this script runs the same worker code under torchrun
 (hpdsl/torch/train.py's `run`, step by step) and, after --warm steps, profiles
 --steps steps without it and --steps more with torch.profiler on every rank: the phases of a step (forward and
@@ -35,14 +35,15 @@ def launch(name: str, warm: int, steps: int) -> None:
     from bench_step_time import COMMON, MODEL, SCALE, STRATEGIES
 
     sets = [arg for field in SCALE for arg in ("--set", field)]
-    line = subprocess.run([sys.executable, "-m", "hpdsl.cli", "train", str(MODEL), *STRATEGIES[name], *COMMON, *sets,
-                           "--nproc", "2", "--steps", str(warm + 2 * steps), "--print-command"], cwd=ROOT,
+    flags, nproc = (STRATEGIES[name], 2) if name in STRATEGIES else ((), 1)
+    line = subprocess.run([sys.executable, "-m", "hpdsl.cli", "train", str(MODEL), *flags, *COMMON, *sets,
+                           "--nproc", str(nproc), "--steps", str(warm + 2 * steps), "--print-command"], cwd=ROOT,
                           capture_output=True, text=True, check=True).stdout
     config = shlex.split(line)[-2]
     with tempfile.TemporaryDirectory(prefix="hpdsl-profile-") as tmp:
         (Path(tmp) / "config.json").write_text(config, encoding="utf-8")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                         str(Path(__file__).resolve()), "--worker", str(Path(tmp) / "config.json"), str(warm),
                         str(steps)], cwd=ROOT, env=env, check=True)
 
@@ -117,7 +118,8 @@ def main() -> None:
         worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("strategy", choices=("dp2", "tp2", "pp2"))
+    parser.add_argument("strategy", choices=("dp2", "tp2", "pp2", "one"),
+                        help="bench_step_time's strategies, or one: the model on one process")
     parser.add_argument("--warm", type=int, default=2, help="steps before the profiled ones")
     parser.add_argument("--steps", type=int, default=2, help="profiled steps")
     args = parser.parse_args()

@@ -15,6 +15,7 @@ the curve's shares are relative to it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -61,14 +62,29 @@ ROUNDS = 3
 calibration moves every size alike (the curve's shares stay the machine's, not the moment's)."""
 
 
+COLD_BYTES = 64 * 2**20
+"""Operand bytes each rank's matmuls of one size rotate through: more than a CPU's caches hold."""
+
+
 def measure_matmul(sizes: Sequence[int] = SIZES, window: float = WINDOW_S) -> tuple[tuple[int, float], ...]:
-    """Return (size, FLOP/s) of fp32 square matmuls, each size begun by every rank at once, in ROUNDS rounds."""
-    inputs = {n: (torch.randn(n, n), torch.randn(n, n)) for n in sizes}
+    """Return (size, FLOP/s) of fp32 square matmuls, each size begun by every rank at once, in ROUNDS rounds.
+
+    Each call multiplies the next of several operand pairs, COLD_BYTES in all, so its operands
+    come from memory as a layer's weights and activations do in a step (the layers between two
+    uses of one evict them), not from the cache a loop over one pair keeps them in (0.85 of the
+    speed on this machine's 2 ranks at 256 to 1,024).
+    """
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(ROUNDS):
-        for n, (a, b) in inputs.items():
+        for n in sizes:
+            pairs = itertools.cycle([(torch.randn(n, n), torch.randn(n, n))
+                                     for _ in range(max(2, COLD_BYTES // (8 * n * n)))])
+
+            def run() -> None:
+                torch.matmul(*next(pairs))
+
             together()
-            rounds[n].append(sustained_seconds(lambda: torch.matmul(a, b), window / ROUNDS, least=1))
+            rounds[n].append(sustained_seconds(run, window / ROUNDS, least=1))
     return tuple((n, 2.0 * n**3 / sorted(times)[len(times) // 2]) for n, times in rounds.items())
 
 
@@ -249,7 +265,8 @@ def device_text(name: str, m: Measured, memory_bytes: int) -> str:
     points = "  ".join(f"{n} {max(flops / peak, 1e-4):.4f}" for n, flops in m.matmul)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""// Measured by `hpdsl calibrate` on {stamp}: {m.threads} torch threads, {m.ranks} gloo ranks.
-// peak: the fastest fp32 square matmul measured (the curve's shares are relative to it);
+// peak: the fastest fp32 square matmul measured, its operands rotated through {COLD_BYTES // 2**20} MiB (from memory,
+//   not the cache; the curve's shares are relative to it);
 // memory bandwidth: a 256 MiB tensor copy, bytes read and written over its time;
 // links: a gloo all-reduce between {m.ranks} processes on this machine (ring bytes per rank), and a
 //   16 to 256 KiB all-reduce's time beyond its bytes over its 2(n - 1) ring steps (link_latency, the median);
