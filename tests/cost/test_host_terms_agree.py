@@ -1,0 +1,75 @@
+"""The calibrated host and link facts price the same in the search's grid, its shared work and the scalar estimate.
+
+A device that states every host fact `hpdsl calibrate` writes (op and DTensor op overheads,
+per-tensor and per-FSDP2-unit costs, comm_overlap below 1) must leave the three pricing paths
+bitwise equal, as the shipped devices do (tests/cost/test_search_work.py).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import uuid
+from pathlib import Path
+
+import numpy as np
+from cost_builders import device_text, example
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpdsl.cost.estimate import estimate, grid_estimate
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.price.grid import price_fit
+from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.sweep.rank import canonical_zero
+from hpdsl.cost.sweep.space import full_grid, search_space
+from hpdsl.model.strategy import Strategy
+
+FOLDER = Path(tempfile.mkdtemp(prefix="hpdsl-host-terms-"))
+"""Each drawn device gets its own file: a machine key is its path, and the catalog holds what it compiled."""
+
+
+def _device(op: float, dtensor_op: float, tensor: float, shard: float, overlap: float) -> str:
+    path = FOLDER / f"host_{uuid.uuid4().hex}.hpf"
+    extra = (f"op_overhead = {op:.3e} dtensor_op_overhead = {dtensor_op:.3e} tensor_overhead = {tensor:.3e} "
+             f"shard_overhead = {shard:.3e} comm_overlap = {overlap}")
+    path.write_text(device_text("host", "drawn host facts", extra=extra), encoding="utf-8")
+    return str(path)
+
+
+SECONDS = st.floats(1e-6, 1e-2)
+LLAMA = prepare(example("llama3_8b"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(op=SECONDS, dtensor_op=SECONDS, tensor=SECONDS, shard=SECONDS, overlap=st.sampled_from((0.0, 0.3, 1.0)),
+       tp=st.sampled_from((1, 2, 4)), dp=st.sampled_from((1, 2, 4)), pp=st.sampled_from((1, 2)),
+       zero=st.sampled_from(("none", "os", "os+grad", "os+grad+params")), micro=st.sampled_from((1, 2)))
+def test_the_grid_prices_the_host_facts_as_the_scalar_estimate(op: float, dtensor_op: float, tensor: float,
+                                                                shard: float, overlap: float, tp: int, dp: int,
+                                                                pp: int, zero: str, micro: int) -> None:
+    device = _device(op, dtensor_op, tensor, shard, overlap)
+    strategy = Strategy(tp=tp, dp=dp, pp=pp, zero=zero, global_batch=dp * pp * micro, device=device)  # type: ignore[arg-type]
+    scalar = estimate(LLAMA, strategy)
+    assert grid_estimate(LLAMA, strategy).step_time_s == scalar.step_time_s
+    if zero == "os+grad+params" and dp > 1:  # each FSDP2 unit: the rank's layers and its root, every micro-batch
+        plain = _device(op, dtensor_op, tensor, 0.0, overlap)
+        gap = scalar.step_time_s - estimate(LLAMA, strategy.with_(device=plain)).step_time_s
+        assert gap > 0
+
+
+def test_the_search_shares_work_on_a_calibrated_device() -> None:
+    device = _device(2e-4, 1e-3, 1e-4, 4e-3, 0.0)
+    space = search_space(LLAMA, 16, global_batch=64, seq_len=2048, vpp=(1, 2), base=Strategy().with_(device=device))
+    grid = full_grid(space)
+    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
+             for k, size in enumerate(space.sizes)]
+    keep = space.kept(index[1], index[5])
+    _, ri, mi, ci, _, ki = (i[keep] for i in index)
+    ok = ~invalid_mask(LLAMA.columns, grid, requires=False)
+    valid = canonical_zero(grid.take(ok))
+    codes = space.work_codes(ri, mi, ci, ki)[ok]
+    assert len(np.unique(codes)) < len(valid)
+    alone, shared = price_fit(LLAMA, valid), price_fit(LLAMA, valid, codes)
+    assert np.array_equal(alone[0], shared[0], equal_nan=True)
+    assert np.array_equal(alone[1], shared[1], equal_nan=True)
