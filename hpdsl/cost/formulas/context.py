@@ -107,18 +107,26 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
     table = [get_device(name) for name in grid.devices]
     dev = np.maximum(grid.device_id, 0)
-    link: dict[str, Any] = {key: np.array([getattr(d, key) for d in table])[dev]
+    used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
+    only = int(used[0]) if len(used) == 1 else None
+
+    def spread(values: list[Any]) -> Any:
+        # One device on the whole grid (a search): its facts stay scalars, which every formula broadcasts
+        # at the cost of one number rather than an array (the same float operations on each candidate).
+        return values[only] if only is not None else np.array(values)[dev]
+
+    link: dict[str, Any] = {key: spread([getattr(d, key) for d in table])
                             for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
                                         "devices_per_node")}
     links = [link_facts(name) for name in grid.devices]
-    link.update({key: np.array([facts[key] for facts in links])[dev] for key in links[0]})
+    link.update({key: spread([facts[key] for facts in links]) for key in links[0]})
     facts = [device_facts(name) for name in grid.devices]
-    link["mem_bw"] = np.array([f[0] for f in facts])[dev]
+    link["mem_bw"] = spread([f[0] for f in facts])
     host = [host_facts(name) for name in grid.devices]
-    link.update({key: np.array([h[k] for h in host])[dev] for k, key in enumerate(HOST_FACTS)})
+    link.update({key: spread([h[k] for h in host]) for k, key in enumerate(HOST_FACTS)})
     link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
-    used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
-    link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
+    link["curves"] = ((True, facts[only][1]),) if only is not None else (
+        tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),))
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
 
