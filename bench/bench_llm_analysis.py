@@ -16,7 +16,7 @@ priced on floats ("1st"), the second compiles the shape's plan ("2nd"); both
 one-off costs are reported apart from the steady state ("hpdsl"). Target (issue 11): hpdsl's estimate at
 least 5x faster than llm-analysis. Needs the bench extra (`pip install
 hpdsl[bench]`; llm-analysis pins old transformers and huggingface-hub, so
-`pip install --no-deps llm-analysis fire` beside a current stack works too).
+`pip install --no-deps llm-analysis fire termcolor` beside a current stack works too).
 
     .venv/bin/python bench/bench_llm_analysis.py [--rounds 7] [--number 200]
 """

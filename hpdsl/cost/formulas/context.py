@@ -228,11 +228,16 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         host_on=bool(np.any(link["op_overhead"])))
 
 
-def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[Any, Any]:
     """Return per candidate the peaks its precision prices at on its device: (compute dtype's, weight matmuls')."""
     peak, peak_mm = np.zeros(len(grid)), np.zeros(len(grid))
     prec = np.maximum(grid.precision, 0)
-    for code in np.flatnonzero(np.bincount(dev * len(PRECISION_NAMES) + prec)):  # a few pairs, in order
+    codes = np.flatnonzero(np.bincount(dev * len(PRECISION_NAMES) + prec))  # a few pairs, in order
+    if len(codes) == 1:  # one device and precision on the whole grid (a search): scalars, as context's facts
+        d, p = divmod(int(codes[0]), len(PRECISION_NAMES))
+        (_, mm), (_, compute) = precision_peaks(grid.devices[d], PRECISION_NAMES[p])
+        return compute, mm
+    for code in codes:
         d, p = divmod(int(code), len(PRECISION_NAMES))
         at = (dev == d) & (prec == p)
         (_, peak_mm[at]), (_, peak[at]) = precision_peaks(grid.devices[d], PRECISION_NAMES[p])
