@@ -9,7 +9,8 @@ hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under 
 sequential residual), parallel (Phi; GPT-NeoX's two norms), norms after each sublayer (OLMo-3),
 sandwich (Gemma-3), hybrid (LFM2's short convolutions beside attention; Qwen3.5's Gated DeltaNet,
 its projections joined by `join` rules, dense and MoE) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
-routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k).
+routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k; gpt-oss: a biased router,
+biased experts with a clamped, interleaved SwiGLU).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ QWEN3_5 = {"num_hidden_layers": 4, "head_dim": 16, "linear_num_key_heads": 2, "l
            "rope_parameters": {**published("qwen3_5_9b")["text_config"]["rope_parameters"], "mrope_section": [1, 1, 0]}}
 MOE = {"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
        "moe_intermediate_size": 32, "n_shared_experts": 1}
+
+GPT_OSS = {"head_dim": 16, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": 5}
 
 # (published file, the keys the scaled config changes, the wiring its layers are built with)
 CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
@@ -80,6 +83,11 @@ CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
                                           "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
                                           "qk_nope_head_dim": 8, "v_head_dim": 16},
                         {"pre_norm"}),
+    # gpt-oss: sliding and full layers by layer_types, sinks, q/k/v/o biases, YaRN, a biased router (softmax
+    # over the top-k logits), biased experts packed gate and up column by column, their gate
+    # gate·σ(1.702·gate)·(up + 1) clamped at swiglu_limit: the file's 7.0, and 0.05 so the clamp acts.
+    "moe_gpt_oss": ("gpt_oss_120b", GPT_OSS, {"pre_norm"}),
+    "moe_gpt_oss_clamped": ("gpt_oss_120b", {**GPT_OSS, "swiglu_limit": 0.05}, {"pre_norm"}),
 }
 
 

@@ -123,6 +123,36 @@ def test_grouped_experts_equal_a_per_token_loop() -> None:
     torch.testing.assert_close(experts(x, indices, weights), expected, rtol=1e-5, atol=1e-6)
 
 
+GPT_OSS_UNIT = {"glu_alpha": 1.702, "glu_limit": 0.5}
+
+
+def _gpt_oss_unit(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """GptOssExperts._apply_gate's arithmetic on a split gate and up (transformers' gpt_oss modeling)."""
+    gate, up = gate.clamp(max=0.5), up.clamp(min=-0.5, max=0.5)
+    return (up + 1) * (gate * torch.sigmoid(gate * 1.702))
+
+
+def test_the_gated_unit_takes_glu_alpha_glu_limit_and_interleaving() -> None:
+    """The dense gated MLP and the experts apply gpt-oss's clamped unit; interleaved experts read gate at ::2."""
+    from hpdsl.torch.modules import GatedMLP
+    torch.manual_seed(5)
+    x = torch.randn(7, 16) * 4   # past the limit, so the clamp acts
+    mlp = GatedMLP(ModuleConfig(hidden=16, ffn_width=8, **GPT_OSS_UNIT))
+    expected = mlp.down_proj(_gpt_oss_unit(mlp.gate_proj(x), mlp.up_proj(x)))
+    torch.testing.assert_close(mlp(x), expected)
+    experts = GroupedExperts(ModuleConfig(hidden=16, ffn_width=8, experts=2, top_k=1, glu_interleaved=True,
+                                          **GPT_OSS_UNIT))
+    both = x @ experts.gate_up_proj[1]
+    expected = _gpt_oss_unit(both[:, ::2], both[:, 1::2]) @ experts.down_proj[1]
+    torch.testing.assert_close(experts.expert(1, x), expected)
+    plain = GroupedExperts(ModuleConfig(hidden=16, ffn_width=8, experts=2, top_k=1))
+    halves = (x @ plain.gate_up_proj[0]).chunk(2, dim=-1)
+    torch.testing.assert_close(plain.expert(0, x), (torch.nn.functional.silu(halves[0]) * halves[1])
+                               @ plain.down_proj[0])
+    with pytest.raises(BuildError, match="no glu_alpha, glu_limit or glu_interleaved"):
+        MXFP8GroupedExperts(ModuleConfig(hidden=64, ffn_width=32, experts=2, top_k=1, glu_interleaved=True))
+
+
 def test_moe_adds_gated_shared_experts() -> None:
     torch.manual_seed(5)
     cfg = ModuleConfig(hidden=16, ffn_width=8, experts=4, top_k=2, shared_experts=1, shared_width=8,

@@ -110,6 +110,25 @@ def activation(name: str) -> Callable[[Tensor], Tensor]:
         raise BuildError(f"unknown activation '{name}'; expected one of {sorted(_ACTIVATIONS)}") from None
 
 
+def gated_unit(config: ModuleConfig | None) -> Callable[[Tensor, Tensor], Tensor]:
+    """Return (gate, up) -> act(gate)·up as `config` states it: its activation, or glu_alpha's and glu_limit's.
+
+    gpt-oss's experts (transformers' GptOssExperts._apply_gate) clamp the gate to at most
+    glu_limit and the up to ±glu_limit, take gate·σ(glu_alpha·gate) and multiply it by up + 1.
+    """
+    act = activation(config.activation if config is not None else "silu")
+    alpha = float(config.glu_alpha or 0.0) if config is not None else 0.0
+    limit = float(config.glu_limit or 0.0) if config is not None else 0.0
+    if not alpha and not limit:
+        return lambda gate, up: act(gate) * up
+
+    def unit(gate: Tensor, up: Tensor) -> Tensor:
+        if limit:
+            gate, up = gate.clamp(max=limit), up.clamp(min=-limit, max=limit) + 1
+        return (gate * torch.sigmoid(alpha * gate) if alpha else act(gate)) * up
+    return unit
+
+
 def activate(act: Callable[[Tensor], Tensor], x: Tensor, up: Tensor | None = None) -> Tensor:
     """Return act(x), or act(x)·up when gated, keeping only the inputs for the backward (fused)."""
     if up is None:

@@ -28,7 +28,7 @@ from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh
 from hpdsl.torch.modules.collectives import all_to_all, exchange_counts
-from hpdsl.torch.modules.common import activate, activation, job_of
+from hpdsl.torch.modules.common import activate, activation, gated_unit, job_of
 from hpdsl.torch.modules.fused import fused
 from hpdsl.torch.modules.grouped import expert_of_rows, grouped_applies, grouped_mm, offsets_of
 
@@ -41,6 +41,8 @@ class GroupedExperts(nn.Module):
         super().__init__()
         self.where = f"{module_fqn or '<root>'}: {type(self).__name__}"
         self.act = activation(config.activation if config is not None else "silu")
+        self.unit = gated_unit(config)
+        self.interleaved = bool(config.glu_interleaved) if config is not None else False
         self.first, self.local, self.etp, self.etp_rank = 0, 0, 1, 0
         self.setup_parallel(job_of(context, module_fqn))
         if module is not None:
@@ -165,7 +167,7 @@ class GroupedExperts(nn.Module):
     def _activated(self, hidden: Tensor) -> Tensor:
         """Return the activation of the first GEMM's output: act(gate)·up when gated, else act(hidden)."""
         if self.gated:
-            return fused(functools.partial(_gated, self.act), hidden)  # keeps [gate | up] only
+            return fused(functools.partial(_gated, self.unit, self.interleaved), hidden)  # keeps gate and up only
         return activate(self.act, hidden)
 
     def matmul(self, x: Tensor, weight: Tensor) -> Tensor:
@@ -237,7 +239,9 @@ class ExpertParallelExperts(GroupedExperts):
             return mine
         if name == "down_proj":
             return mine.chunk(self.etp, dim=1)[self.etp_rank]
-        halves = mine.chunk(2, dim=-1) if self.gated and name in ("gate_up_proj", "up_bias") else (mine,)
+        # [gate | up] splits each half; interleaved pairs stay together in a contiguous slice.
+        halves = mine.chunk(2, dim=-1) if self.gated and not self.interleaved and name in ("gate_up_proj", "up_bias") \
+            else (mine,)
         return torch.cat([half.chunk(self.etp, dim=-1)[self.etp_rank] for half in halves], dim=-1)
 
     def width_parallel(self, rows: Tensor, counts: Tensor) -> Tensor:
@@ -283,8 +287,10 @@ class MXFP8GroupedExperts(ExpertParallelExperts):
             raise BuildError(f"{where} requires TP=CP=PP=1; active {', '.join(active)}")
         if job.size("ep") not in (1, 2):
             raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={job.size('ep')}")
-        if config is not None and (not config.gated or config.activation != "silu" or config.mlp_bias):
-            raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu)")
+        if config is not None and (not config.gated or config.activation != "silu" or config.mlp_bias
+                                   or config.glu_alpha or config.glu_limit or config.glu_interleaved):
+            raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu; no glu_alpha, glu_limit "
+                             "or glu_interleaved)")
         super().__init__(config, module=module, module_fqn=module_fqn, context=job)
         if self.hidden % self.block or self.width % self.block:
             raise BuildError(f"{where} needs hidden ({self.hidden}) and expert width ({self.width}) "
@@ -310,9 +316,10 @@ def mxfp8_round(x: Tensor, dim: int, block: int = 32) -> Tensor:
     return x + (rounded - x).detach()
 
 
-def _gated(act: Callable[[Tensor], Tensor], both: Tensor) -> Tensor:
-    gate, up = both.chunk(2, dim=-1)
-    return act(gate) * up
+def _gated(unit: Callable[[Tensor, Tensor], Tensor], interleaved: bool, both: Tensor) -> Tensor:
+    # [gate | up], or gate and up column by column (glu_interleaved: gpt-oss's packing)
+    gate, up = (both[..., ::2], both[..., 1::2]) if interleaved else both.chunk(2, dim=-1)
+    return unit(gate, up)
 
 
 def _transposed(weight: nn.Parameter) -> nn.Parameter:

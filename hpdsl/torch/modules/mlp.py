@@ -11,7 +11,8 @@ from torch import Tensor, nn
 
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike
-from hpdsl.torch.modules.common import activate, activation
+from hpdsl.torch.modules.common import activate, activation, gated_unit
+from hpdsl.torch.modules.fused import fused
 
 
 class MLP(nn.Module):
@@ -27,6 +28,7 @@ class MLP(nn.Module):
         if width < 1:
             raise ValueError(f"a feed-forward block needs a positive width, found {width}")
         self.act = activation(config.activation)
+        self.unit = gated_unit(config)
         self.gate_proj = nn.Linear(h, width, bias=bias) if gated else None
         self.up_proj = nn.Linear(h, width, bias=bias)
         self.down_proj = nn.Linear(width, h, bias=bias)
@@ -35,7 +37,7 @@ class MLP(nn.Module):
         """Return the block's output for `x` [..., h]."""
         if self.gate_proj is None:
             return self.down_proj(activate(self.act, self.up_proj(x)))
-        return self.down_proj(activate(self.act, self.gate_proj(x), self.up_proj(x)))
+        return self.down_proj(fused(self.unit, self.gate_proj(x), self.up_proj(x)))
 
 
 class GatedMLP(MLP):
