@@ -136,3 +136,18 @@ def test_a_scaled_nemotron_3_nano_has_transformers_parameters_and_trains() -> No
     assert built.layers[0].mixer.in_proj.weight.shape == (2 * 96 + 2 * 2 * 8 + 6, 64)
     built(torch.randint(0, 128, (BATCH, SEQ))).float().square().mean().backward()
     assert all(p.grad is not None for p in built.parameters())
+
+
+def test_a_scaled_nemotron_3_nanos_matmul_flops_are_the_estimate() -> None:
+    # The MoE layers' router and top-k experts (each token through 2 of 8), the mixer-only layers no router.
+    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
+    imported = import_hf_config(NANO_SMALL, profiles=stdlib.profiles, name="nano_small")
+    registry = compile_sources([Source("nano_small.hpf", imported.text)])
+    model = registry.models["nano_small"]
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    assert terms["linear_attention"].get("router", 0.0) == terms["full_attention"].get("router", 0.0) == 0.0
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    torch.manual_seed(0)
+    built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
+    assert _measured(built) == estimate == 8_912_896
