@@ -140,8 +140,10 @@ def _small_ssm(model: ModelIR, hidden: int) -> dict[str, object]:
     if model.ssm_dt_rank is not None:
         dims["ssm_dt_rank"] = hidden // 16  # HF's "auto" rank, ⌈hidden / 16⌉
     if model.ssm_heads is not None:
-        dims["ssm_heads"] = 8  # head dim ssm_expand × hidden / 8
+        dims["ssm_heads"] = 8  # head dim ssm_expand × hidden / 8, or ssm_head_dim
         dims["ssm_groups"] = None if model.ssm_groups is None else min(model.ssm_groups, 2)
+    if model.ssm_head_dim is not None:  # d_inner 1.5 × hidden: no multiple of it, as Nemotron 3 Nano's 4,096 of 2,688
+        dims["ssm_head_dim"] = 3 * hidden // 16
     return dims
 
 

@@ -137,6 +137,9 @@ def dim_environment(config: object) -> dict[str, int]:
         env["embed_width"] = env["hidden"]
     if not env.get("value_width") and "head_dim" in env:  # a config built without layer_config: head_dim wide
         env["value_width"] = env["head_dim"]
+    heads, inner = env.get("ssm_heads"), env.get("ssm_expand", 0) * env.get("hidden", 0)
+    if not env.get("ssm_head_dim") and heads and inner and inner % heads == 0:  # unset: d_inner = ssm_expand × hidden
+        env["ssm_head_dim"] = inner // heads
     return env
 
 

@@ -35,7 +35,7 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
     if experts is None or (experts in (0, 1) and not isinstance(experts, bool)):
         return None  # no experts, or one: a dense feed-forward
     experts = whole(experts, source, "experts")
-    shared_width = cfg.get("shared_expert_intermediate_size")
+    shared_width = first(cfg, keys["shared_width"])  # the profile's maps (Nemotron-H: moe_shared_expert_...)
     shared = first(cfg, keys["shared_experts"])
     if shared is None:
         shared = 1 if shared_width else 0
@@ -47,9 +47,10 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
     if shared:
         values["shared_experts"] = whole(shared, "n_shared_experts", "shared_experts")
     if shared_width:
+        values["shared_width"] = whole(shared_width, keys["shared_width"][0], "shared_width")
+    if cfg.get("shared_expert_intermediate_size"):
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
-        values.update(shared_width=whole(shared_width, "shared_expert_intermediate_size", "shared_width"),
-                      shared_gate=True)
+        values["shared_gate"] = True
     values.update({k: bool(v) for k, v in facts.items() if v})
     values.update(_routing(cfg, keys))
     return ast.Block(ast.Name("moe"), tuple(field_item(k, v) for k, v in values.items()))

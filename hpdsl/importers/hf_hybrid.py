@@ -4,7 +4,8 @@ transformers' NemotronHConfig turns `hybrid_override_pattern` ("M-M*-...": M a
 Mamba-2 layer, * attention, - an MLP, E a MoE) into `layers_block_type`, one
 kind name per layer, and takes the layer count from it, not from
 num_hidden_layers. Its Mamba-2 mixer is mamba_num_heads × mamba_head_dim wide
-(`expand` is not read), its in and out projections take their bias from
+(`expand` is not read; the profile maps the head dim to ssm_head_dim, which
+families/mamba2.hpf reads), its in and out projections take their bias from
 `use_bias` (`mamba_proj_bias` is not read), its attention has no bias whatever
 `attention_bias` says, and its MLP's activation is `mlp_hidden_act`. normalise()
 rewrites such a config into the keys the importer reads for every model type,
@@ -53,9 +54,6 @@ def normalise(stated: Mapping[str, Any], defaults: Mapping[str, Any],
     out.pop("attention_bias", None)  # NemotronHAttention's projections are bias=False whatever it says
     out["hidden_act"] = get("mlp_hidden_act")  # NemotronHMLP reads mlp_hidden_act; hidden_act is unread
     out.pop("mlp_hidden_act", None)
-    out["expand"] = _expand(get("mamba_num_heads"), get("mamba_head_dim"), get("hidden_size"))
-    for key in ("mamba_head_dim", "mamba_expand"):
-        out.pop(key, None)
     _same(get("attention_head_dim"), get("head_dim"), "attention_head_dim")
     out.pop("attention_head_dim", None)
     if get("mamba_hidden_act") not in (None, "silu"):
@@ -82,19 +80,6 @@ def layer_types(config: Mapping[str, Any], patterns: Mapping[str, Mapping[str, s
         raise PatternError(f"{source} holds {unknown}; its characters are "
                            f"{', '.join(f'{c!r} ({k})' for c, k in symbols.items())}", source)
     return [symbols[char] for char in pattern]
-
-
-def _expand(heads: Any, head_dim: Any, hidden: Any) -> int:
-    """Return d_inner / hidden, d_inner = mamba_num_heads × mamba_head_dim; refuse a width it does not divide."""
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (heads, head_dim, hidden)):
-        raise PatternError(f"mamba_num_heads {heads!r}, mamba_head_dim {head_dim!r} and hidden_size {hidden!r} "
-                           "must be positive whole numbers", "mamba_head_dim")
-    inner = heads * head_dim
-    if inner % hidden:
-        raise PatternError(f"the Mamba-2 width mamba_num_heads × mamba_head_dim = {inner} is not a whole multiple "
-                           f"of hidden_size {hidden}; hpdsl's mamba2 family is ssm_expand × hidden wide",
-                           "mamba_head_dim")
-    return inner // hidden
 
 
 def _same(megatron: Any, head_dim: Any, key: str) -> None:

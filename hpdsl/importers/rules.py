@@ -42,7 +42,7 @@ BUILTIN_READS: frozenset[str] = frozenset({
     # Mllama's cross-attention layers (hf_layers.py)
     "cross_attention_layers",
     # Nemotron-H's Megatron-style keys (hf_hybrid.py)
-    "layers_block_type", "mlp_hidden_act", "mamba_head_dim", "attention_head_dim", "mamba_hidden_act",
+    "layers_block_type", "mlp_hidden_act", "attention_head_dim", "mamba_hidden_act",
     "mtp_hybrid_override_pattern", "mtp_layers_block_type",
 })
 """Config keys a built-in rule of the importer can read; a profile enables each with `read KEY`."""

@@ -400,3 +400,18 @@ FILES.update({
 REFUSED_TODAY.update({
     "gemma_4_e2b_it": "text_config.hidden_size_per_layer_input = 256: per-layer input embeddings",
 })
+# --- Nemotron 3 (issue 21: nemotron_h's MoE layers, pattern E; a Mamba-2 width no multiple of hidden) ---
+FILES.update({
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json @5f2e6bb0cce1: nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's
+    # config.json (4-space indentation, no final newline; states norm_eps, which NemotronHConfig does not read)
+    "nemotron_3_nano_30b_a3b": ("nemotron_3_nano_30b_a3b.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4_config.json @5f2e6bb0cce1: its config.json (4-space
+    # indentation, no final newline; moe_latent_size, an MTP layer, time_step_limit [0.0, Infinity])
+    "nemotron_3_super_120b_a12b_nvfp4": ("nemotron_3_super_120b_a12b_nvfp4.json", "causal"),
+})
+REFUSED_TODAY.update({
+    "nemotron_3_super_120b_a12b_nvfp4": "moe_latent_size = 1024: latent projections around the routed experts",
+})
+CONFIGS["nemotron_3_nano_30b_a3b"] = (published("nemotron_3_nano_30b_a3b"), "causal")

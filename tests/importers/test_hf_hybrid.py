@@ -47,12 +47,14 @@ def test_biases_and_widths_are_read_as_nemotron_h_reads_them(profiles) -> None:
     import torch
 
     # use_bias is the Mamba projections' bias; attention_bias builds nothing; d_inner is heads × head dim
-    # (expand unread); the MLP's activation is mlp_hidden_act.
+    # (ssm_head_dim; expand is read into ssm_expand, which the mixer then does not read); the MLP's
+    # activation is mlp_hidden_act.
     config = {**SMALL, "use_bias": True, "attention_bias": True, "mlp_bias": True, "expand": 7,
               "hidden_act": "silu", "mlp_hidden_act": "relu2", "use_conv_bias": False}
     registry = _registry(config, profiles)
     model = registry.models["nh"]
-    assert (model.ssm_proj_bias, model.qkv_bias, model.mlp_bias, model.ssm_expand) == (True, False, True, 2)
+    assert (model.ssm_proj_bias, model.qkv_bias, model.mlp_bias) == (True, False, True)
+    assert (model.ssm_heads, model.ssm_head_dim, model.ssm_expand) == (8, 16, 7)
     assert model.activation == "relu2"
     ours = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families)).total
     hf_config = transformers.NemotronHConfig(**{k: v for k, v in config.items() if k != "model_type"})
@@ -62,10 +64,9 @@ def test_biases_and_widths_are_read_as_nemotron_h_reads_them(profiles) -> None:
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [
-    ({"hybrid_override_pattern": "M-E*"}, "layer_types", "moe"),
     ({"hybrid_override_pattern": "M-X*"}, "hybrid_override_pattern", "'X'"),
     ({"attention_head_dim": 64}, "attention_head_dim", "head_dim is 16"),
-    ({"mamba_num_heads": 5}, "mamba_head_dim", "80"),
+    ({"moe_latent_size": 32}, "moe_latent_size", "fc1_latent_proj"),
     ({"mamba_hidden_act": "gelu"}, "mamba_hidden_act", "silu"),
     ({"hybrid_override_pattern": None}, "hybrid_override_pattern", "no hybrid_override_pattern"),
     ({"num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"}, "num_nextn_predict_layers", "multi-token"),
@@ -84,3 +85,40 @@ def test_a_hybrid_key_in_another_models_config_is_refused(profiles) -> None:
     with pytest.raises(HfImportError) as error:
         import_hf_config(llama, profiles=profiles)
     assert error.value.field == "hybrid_override_pattern"
+
+
+def _hf_count(config: dict[str, Any]) -> int:
+    import torch
+    import transformers
+
+    hf_config = transformers.NemotronHConfig(**{k: v for k, v in config.items() if k != "model_type"})
+    with torch.device("meta"):
+        return sum(p.numel() for p in transformers.NemotronHForCausalLM(hf_config).parameters())
+
+
+def test_a_mamba_width_no_multiple_of_hidden_is_exact(profiles) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # Nemotron-3 Nano's mixer is 64 × 64 = 4,096 wide beside hidden 2,688; here 5 × 16 = 80 beside 64.
+    config = {**SMALL, "mamba_num_heads": 5, "n_groups": 1}
+    registry = _registry(config, profiles)
+    model = registry.models["nh"]
+    assert (model.ssm_heads, model.ssm_head_dim) == (5, 16)
+    assert parameters(bind(model, registry.profile("nemotron_h"), families=registry.families)).total == \
+        _hf_count(config)
+
+
+def test_moe_layers_price_nemotron_h_moe_exactly(profiles) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # Pattern E: NemotronHMoE, non-gated relu² experts, a sigmoid router and one shared expert as wide as
+    # moe_shared_expert_intermediate_size, whatever n_shared_experts says.
+    config = {**SMALL, "hybrid_override_pattern": "ME*E-M", "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40, "n_shared_experts": 3}
+    registry = _registry(config, profiles)
+    model = registry.models["nh"]
+    assert (model.experts, model.top_k, model.expert_width, model.shared_experts, model.shared_width) == \
+        (8, 2, 24, 1, 40)
+    assert not model.shared_gate and model.router_sigmoid and model.router_correction
+    params = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families))
+    assert params.total == _hf_count(config)

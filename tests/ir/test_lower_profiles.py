@@ -61,10 +61,12 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "olmo3": WINDOWED, "exaone4": WINDOWED,
     # LFM2: attention layers and gated short-convolution layers (a layout-priced ssm slot).
     "lfm2": {"full_attention": (DECODER, "full", None), "conv": (MAMBA, "ssm", None)},
-    # One block per layer: a mixer or a feed-forward, one norm and two collectives each.
-    "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", None),
-                   "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", None),
-                   "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", None)},
+    # One block per layer: a mixer or a feed-forward, one norm and two collectives each; Nemotron 3's
+    # MoE layers (pattern E) are the MLP layers' op vector with routed experts.
+    "nemotron_h": {"full_attention": ((4, 2, 0, 1, 0, 1, 2, 1, 0, 0), "full", "dense"),
+                   "linear_attention": ((4, 0, 0, 0, 0, 1, 2, 0, 0, 0), "ssm", "dense"),
+                   "mlp": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", "dense"),
+                   "moe": ((0, 0, 2, 0, 0, 1, 2, 0, 1, 0), "full", "moe")},
     # Gemma 2 (issue 21's attention modifiers): Gemma 3's sandwich layers without the QK-norm.
     "gemma2": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
     # GLM-4.5/4.7 and GLM-4.7-Flash: dense layers first, then MoE layers, as DeepSeek's.

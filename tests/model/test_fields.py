@@ -65,7 +65,9 @@ def test_the_table_hpdsl_reads_is_the_standard_declarations() -> None:
 REMOVED = {"sandwich_norms": "`wiring sandwich` (docs/language.md#block-wiring)"}
 """Standard fields removed after the move, and what replaced each."""
 
-CHANGED = {"ssm_state": "minimum 0: a stateless mixer, LFM2's short convolution (families/short_conv.hpf)"}
+CHANGED = {"ssm_state": "minimum 0: a stateless mixer, LFM2's short convolution (families/short_conv.hpf)",
+           "ssm_expand": "meaning: a Mamba-2 mixer stating ssm_head_dim is ssm_heads × ssm_head_dim wide (Nemotron 3)",
+           "ssm_heads": "meaning: each head ssm_head_dim wide (Nemotron 3)"}
 """Standard fields whose declaration changed after the move, and why."""
 
 

@@ -8,7 +8,8 @@ hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under 
 1e-4. The cases cover every wiring a profile states today: sequential (pre-norm Llama, GPT-NeoX's
 sequential residual), parallel (Phi; GPT-NeoX's two norms), norms after each sublayer (OLMo-3),
 sandwich (Gemma-3), hybrid (LFM2's short convolutions beside attention; Qwen3.5's Gated DeltaNet,
-its projections joined by `join` rules, dense and MoE) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
+its projections joined by `join` rules, dense and MoE; Nemotron 3's one-block Mamba-2, MoE, attention and
+MLP layers) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
 routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k; gpt-oss: a biased router,
 biased experts with a clamped, interleaved SwiGLU).
 """
@@ -78,6 +79,12 @@ CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
     # is 1.0, so the scaled config sets 2.5 (GLM-4.7's) to exercise the scale.
     "moe_glm4_moe": ("glm_4_5_air", {**MOE, **ROPE, "head_dim": 16, "routed_scaling_factor": 2.5},
                      {"pre_norm"}),
+    # Nemotron 3's one-block layers: Mamba-2 (96 wide beside hidden 64), MoE (relu² experts, sigmoid scores, score
+    # correction, routed scale 2.5, one shared expert), attention and an MLP, by the pattern's characters.
+    "hybrid_moe_nemotron_h": ("nemotron_3_nano_30b_a3b", {
+        "hybrid_override_pattern": "MEM*E-", "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 12,
+        "n_groups": 2, "ssm_state_size": 8, "chunk_size": 8, "n_routed_experts": 8, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}, {"pre_norm"}),
     # MLA and DeepSeek-V3's group-limited top-k: 8 experts in 4 groups, each token's from its best 2.
     "moe_deepseek_v3": ("deepseek_v3_1", {**MOE, **ROPE, "num_key_value_heads": 4, "n_group": 4, "topk_group": 2,
                                           "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
@@ -146,7 +153,7 @@ def test_the_hybrid_case_holds_both_mixers() -> None:
     assert [type(layer.mixer).__name__ for layer in ours.layers] == ["ShortConv", "ShortConv", "Attention", "ShortConv"]
 
 
-@pytest.mark.parametrize("case", ["moe_glm4_moe", "moe_deepseek_v3"])
+@pytest.mark.parametrize("case", ["moe_glm4_moe", "moe_deepseek_v3", "hybrid_moe_nemotron_h"])
 def test_softmax_routing_of_the_same_weights_gives_other_logits(case: str) -> None:
     """The routing is what the logits test checks: the same weights routed by a softmax top-k differ."""
     ours, theirs, _ = hf_pair(scaled(*CASES[case][:2]), jitter=0.1)

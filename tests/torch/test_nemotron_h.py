@@ -4,7 +4,8 @@ A scaled config of the published layout ("M-M*-M": Mamba-2, MLP, attention
 layers, one block each) is imported through `import-hf`'s importer, built, and
 held to transformers' NemotronHForCausalLM: the same parameters, a Mamba-2
 mixer that computes what NemotronHMamba2Mixer computes, the matmul FLOPs the
-estimator prices, and a forward and backward pass on CPU.
+estimator prices, and a forward and backward pass on CPU. Nemotron 3 Nano's published file, made
+small, adds MoE layers (pattern E) and a Mamba-2 width no multiple of hidden.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hpdsl.importers.hf import import_hf_config  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
 from hpdsl.torch.modules import Mamba2  # noqa: E402
+from tests.importers.hf_configs import shrunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH, SEQ = 2, 16
@@ -105,3 +107,47 @@ def test_matmul_flops_are_the_estimate_for_ours_and_transformers(registry: Regis
     carried = layers * BATCH * 2 * (chunks + 1) ** 2 * heads * head_dim * state
     padding = layers * BATCH * (kernel - 1) * conv_dim * 2 * kernel
     assert _measured(hf_model) == estimate + carried + padding == 9_169_408
+
+
+# NVIDIA-Nemotron-3-Nano-30B-A3B's published file made small: its pattern's first layers (Mamba-2, MoE, attention),
+# 8 of its 128 experts, a 6 × 16 = 96-wide mixer beside hidden 64 (the file's: 64 × 64 = 4,096 beside 2,688).
+NANO_SMALL = shrunk("nemotron_3_nano_30b_a3b", hidden_size=64, hybrid_override_pattern="MEM*EME",
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=128, mamba_num_heads=6,
+                    mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=8, n_routed_experts=8,
+                    num_experts_per_tok=2, moe_intermediate_size=32, moe_shared_expert_intermediate_size=48)
+
+
+def test_a_scaled_nemotron_3_nano_has_transformers_parameters_and_trains() -> None:
+    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
+    imported = import_hf_config(NANO_SMALL, profiles=stdlib.profiles, name="nano_small")
+    registry = compile_sources([Source("nano_small.hpf", imported.text)])
+    model = registry.models["nano_small"]
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    assert list(cost.layer_kinds()) == ["linear_attention", "moe", "linear_attention", "full_attention", "moe",
+                                        "linear_attention", "moe"]
+    torch.manual_seed(0)
+    built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
+    config = transformers.NemotronHConfig(**{k: v for k, v in NANO_SMALL.items() if k != "model_type"})
+    with torch.device("meta"):
+        theirs = transformers.NemotronHForCausalLM(config)
+    assert sum(p.numel() for p in built.parameters()) == sum(p.numel() for p in theirs.parameters()) \
+        == parameters(cost).total
+    assert built.layers[1].mixer is None and built.layers[1].ffn.experts.up_proj.shape == (8, 64, 32)
+    assert built.layers[0].mixer.in_proj.weight.shape == (2 * 96 + 2 * 2 * 8 + 6, 64)
+    built(torch.randint(0, 128, (BATCH, SEQ))).float().square().mean().backward()
+    assert all(p.grad is not None for p in built.parameters())
+
+
+def test_a_scaled_nemotron_3_nanos_matmul_flops_are_the_estimate() -> None:
+    # The MoE layers' router and top-k experts (each token through 2 of 8), the mixer-only layers no router.
+    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
+    imported = import_hf_config(NANO_SMALL, profiles=stdlib.profiles, name="nano_small")
+    registry = compile_sources([Source("nano_small.hpf", imported.text)])
+    model = registry.models["nano_small"]
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    assert terms["linear_attention"].get("router", 0.0) == terms["full_attention"].get("router", 0.0) == 0.0
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    torch.manual_seed(0)
+    built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
+    assert _measured(built) == estimate == 8_912_896

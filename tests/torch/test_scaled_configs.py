@@ -98,7 +98,8 @@ def test_scaled_config_keeps_its_structure(name: str, stdlib: Registry) -> None:
     assert small.sliding_window == (None if full.sliding_window is None else WINDOW)
     assert small.max_positions == (POSITIONS if full.learned_positions else None)
     if full.ssm_heads is not None:  # Mamba-2: the heads split d_inner evenly, the groups the heads
-        assert small.ssm_expand * small.hidden % small.ssm_heads == 0
+        assert small.ssm_head_dim or small.ssm_expand * small.hidden % small.ssm_heads == 0
+        assert (small.ssm_head_dim is None) == (full.ssm_head_dim is None)
         assert small.ssm_heads % (small.ssm_groups or 1) == 0
 
 

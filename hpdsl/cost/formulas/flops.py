@@ -160,7 +160,7 @@ def layer_flop_coeffs(cfg: LayerConfig, matmuls: Matmuls, whole: frozenset[str] 
 def _ffn_flops(cfg: LayerConfig) -> tuple[float, float]:
     """Return per-token feed-forward activations (split by t) and the replicated router's FLOPs."""
     acts, h = op_count(cfg.ops, OP.FF_ACT), cfg.hidden
-    if cfg.experts <= 1:
+    if cfg.experts <= 1 or not OP.ffn_matrices(cfg.ops):  # a mixer-only layer (ffMM 0) routes nothing
         return acts * FF_ACT * cfg.ffn_width, 0.0
     widths = cfg.top_k * cfg.ffn_width + cfg.shared_experts * cfg.shared_width
     router = 2 * h * cfg.experts + (2 * h if cfg.shared_experts and cfg.shared_gate else 0)

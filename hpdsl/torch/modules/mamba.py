@@ -98,7 +98,8 @@ class Mamba2(nn.Module):
         super().__init__()
         refuse_axis(job_of(context, module_fqn), "cp", type(self).__name__, module_fqn)
         h, state, heads, groups = config.hidden, config.ssm_state, config.ssm_heads, config.ssm_groups
-        inner = config.ssm_expand * h
+        # d_inner: the heads × their head dim where stated (Nemotron-3), else ssm_expand × hidden (fields/model.hpf).
+        inner = heads * config.ssm_head_dim if config.ssm_head_dim else config.ssm_expand * h
         if min(inner, state, heads, groups, config.ssm_conv, config.ssm_chunk) < 1:
             raise ValueError("a Mamba-2 mixer needs positive ssm dims (ssm_state, ssm_conv, ssm_expand, "
                              "ssm_heads, ssm_groups, ssm_chunk)")
