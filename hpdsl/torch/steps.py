@@ -131,6 +131,9 @@ def _whole(model_ir: ModelIR, registry: Registry, strategy: Strategy, config: Ma
                 ids, targets = (t.to(device) for t in tokens.rank_batch(
                     index, rows, seq, depth, (slice(first, first + strategy.micro_batch), positions)))
                 loss = accumulate(model, ids, targets, part, micro, defer=facts.deferred_grad_accumulation)
+                # A vocabulary-split table's gradient comes back whole (DTensor's embedding backward
+                # replicates it): each rank keeps its own rows, as the estimate prices them.
+                shard_like_params(model)
                 total = total + (loss.full_tensor() if isinstance(loss, DTensor) else loss).detach()
                 if part == 0 and micro > 1 and "held_grads_bytes" not in job.measured:
                     held[0] = held_grad_bytes(model)

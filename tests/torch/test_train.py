@@ -294,7 +294,7 @@ def test_an_mtp_layers_projection_is_split_and_gathered_over_tp_as_its_layout_sa
     """Without sequence parallelism (a dense model): eh_proj colwise, its output gathered (families/projection.hpf)."""
     result = two["llama-mtp-tp2"]
     matches_one_process(result)
-    static_bytes_equal(result, ("params_bytes", "optimizer_bytes"))
+    static_bytes_equal(result)  # the untied, vocabulary-split table's gradient too: each rank keeps its rows
     activations_within_ten_percent(result)
 
 
