@@ -87,15 +87,6 @@ def _ffn_halves(n_ff: int) -> tuple[int, int]:
     return n_ff // 2, n_ff // 2 + n_ff % 2
 
 
-def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
-    """Return (q, k, v) elements per token that the score matmuls read."""
-    if cfg.attn_kind == "mla":
-        qk = (cfg.nope_dim or cfg.head_dim) + cfg.rope_dim
-        return cfg.heads * qk, cfg.kv_heads * qk, cfg.kv_heads * cfg.head_dim
-    # The value heads are value_dim wide where the model states it (MiMo-V2-Flash), else head_dim.
-    return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * (cfg.value_dim or cfg.head_dim)
-
-
 def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset(),
                      saved: tuple[DeclaredTerm, ...] | None = None) -> ActCoeffs:
     """Return the activation coefficients of one layer priced with `cfg` and its families' `saved` terms.
