@@ -100,7 +100,11 @@ class Layout:
 
 @attrs.frozen
 class CostTerm:
-    """`UNIT NAME = EXPR [replicate] [recompute MODE] [if COND]`: one cost term of a family's module."""
+    """`UNIT NAME = EXPR [replicate|sequence] [at BYTES] [recompute MODE] [with|without flash] [if COND]`: one cost term.
+
+    `sequence`, `at` and the flash clause say how a `saved` term is kept (docs/language.md, "Saved activations"):
+    `bytes` names its byte class, `flash` is the word before `flash` (with, without).
+    """
 
     unit: Name
     name: Name
@@ -109,6 +113,9 @@ class CostTerm:
     recompute: Name | None = None
     condition: Expr | None = None
     span: Span = _span()
+    sequence: bool = False
+    bytes: Name | None = None
+    flash: Name | None = None
 
 
 @attrs.frozen

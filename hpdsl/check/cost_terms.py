@@ -5,8 +5,9 @@ of hpdsl/model/cost_terms.py UNITS, its name one of TERMS, its expression
 reads only slot-config names (DIM_NAMES, the float fields, the author fields
 declared), cp, ep, pp and `keys`, and is linear in `keys` (no `keys` in a
 divisor, none times another); `recompute` names `selective`; its `if` reads as a
-layout entry's does (hpdsl/check/layouts.py). A `saved` term is per token: it
-reads no `keys` and takes no `recompute`. Where a kind fills its ssm or
+layout entry's does (hpdsl/check/layouts.py). A `saved` term's byte class is one
+of BYTE_CLASSES, and its keys, recompute and flash clause agree (`_check_saved`);
+only a saved term says `sequence`, `at` or a flash clause. Where a kind fills its ssm or
 linear_attention mixer (NEEDS_SAVED: no activation formula of the estimator's
 prices it) from a family declaring no `saved` term, the binding is warned of: its
 module's saved tensors would price zero. A binding no kind uses is not.
@@ -18,7 +19,7 @@ from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.check.layouts import _check_condition_name, _condition_names
-from hpdsl.model.cost_terms import FLOAT_NAMES, KEYS, SAVED, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import BYTE_CLASSES, FIXED_BYTES, FLOAT_NAMES, KEYS, SAVED, TERMS, UNITS, keys_degree
 from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
@@ -28,8 +29,8 @@ from hpdsl.scope import Scope, kind_flavours, kind_slots, profile_kinds, profile
 NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec"}
 """Mixer slots whose saved activations only their family's `saved` terms price, and the term each names.
 
-The attention slots (attention, mla, cross_attention) are priced by the
-estimator's attention terms (q, k, v, scores, output; docs/cost-model.md).
+The attention slots (attention, mla, cross_attention) declare theirs too (families/attention.hpf),
+but are not warned of: a family there that declares none is priced for the layer's input alone.
 """
 
 FLAVOUR_SLOTS = {"ssm": "ssm", "linear": "linear_attention"}
@@ -84,22 +85,87 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
                 _check_condition_name(ref, alone, collector, declared)
     if term.unit.value == SAVED:
         _check_saved(term, collector)
+    elif term.unit.value in UNITS:
+        _check_flops_only(term, collector)
 
 
 def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
-    """Report what a `saved` term may not say: `keys` (it is per token) and `recompute`."""
-    for ref in ast.dim_names(term.expr):
-        if ref.value == KEYS:
-            collector.error(ref.span, "saved-term-keys",
-                            f"the saved term '{term.name.value}' reads `keys`; a saved term is elements per token, "
-                            "the same at every sequence length",
-                            hint="remove `keys`: the attention's score tensors (per key) are the estimator's own "
-                                 "terms (docs/cost-model.md, \"Activation memory\")")
-    if term.recompute is not None:
+    """Report what a `saved` term may not say: an unknown byte class, or a kernel, keys and recompute that disagree.
+
+    A term with neither flash clause is per token and kept under selective recompute; `without flash` is a
+    score tensor, per token and key, which selective recompute drops; `with flash` a flash kernel's per-token
+    statistics at a fixed width, dropped too (hpdsl/cost/formulas/saved.py prices exactly these).
+    """
+    name, kept = term.name.value, term.bytes.value if term.bytes is not None else "compute"
+    if term.bytes is not None and kept not in BYTE_CLASSES:
+        collector.error(term.bytes.span, "unknown-saved-bytes",
+                        f"'{kept}' is not a byte class a saved term is kept at; expected {', '.join(BYTE_CLASSES)}",
+                        hint=did_you_mean(kept, BYTE_CLASSES) or "write `at compute` (the default), `at softmax`, "
+                             "`at cast`, `at norm`, `at mask` or `at fp32`")
+        return
+    flash = term.flash.value if term.flash is not None else None
+    per_key = _per_key(term.expr)
+    if flash == "without":
+        if per_key is not True:
+            collector.error(term.expr.span, "saved-term-keys",
+                            f"the saved term '{name}' is kept `without flash` but is not per key: every summand "
+                            "of a score tensor's elements reads `keys` once",
+                            hint="write it as elements per token and key, e.g. `heads * keys`")
+        if kept == "compute":
+            collector.error(term.flash.span if term.flash else term.span, "saved-term-kernel",
+                            f"the score term '{name}' states no byte class: a score tensor is kept at the softmax "
+                            "dtype, as its compute-dtype copy or at a fixed width",
+                            hint="add `at softmax`, `at cast`, `at mask`, `at norm` or `at fp32`")
+    else:
+        for ref in ast.dim_names(term.expr):
+            if ref.value == KEYS:
+                collector.error(ref.span, "saved-term-keys",
+                                f"the saved term '{name}' reads `keys` but is not kept `without flash`; only a "
+                                "score tensor, which a flash kernel never keeps, grows with the keys",
+                                hint="remove `keys` (elements per token), or add `recompute selective without "
+                                     "flash` for a score tensor (docs/language.md, \"Saved activations\")")
+        if kept in ("softmax", "cast"):
+            collector.error(term.bytes.span if term.bytes else term.span, "saved-term-kernel",
+                            f"the saved term '{name}' is kept `at {kept}`, a score tensor's class, but is not "
+                            "kept `without flash`",
+                            hint="add `recompute selective without flash` and read `keys`, or keep it `at compute`")
+    if flash == "with" and kept not in FIXED_BYTES:
+        collector.error(term.flash.span if term.flash else term.span, "saved-term-kernel",
+                        f"the flash term '{name}' is kept at '{kept}'; a flash kernel's statistics are a fixed "
+                        "width", hint="add `at fp32` (or `at norm`, `at mask`)")
+    if flash is not None and term.recompute is None:
+        collector.error(term.flash.span if term.flash else term.span, "saved-term-recompute",
+                        f"the saved term '{name}' is kept only {flash} flash but not marked `recompute selective`; "
+                        "selective recompute keeps no score tensor and no flash statistics",
+                        hint="add `recompute selective` before the flash clause")
+    if flash is None and term.recompute is not None:
         collector.error(term.recompute.span, "saved-term-recompute",
-                        f"the saved term '{term.name.value}' states `recompute`; what selective recompute drops "
-                        "is not declared with a saved term (a saved term is kept under selective recompute)",
-                        hint="remove `recompute ...` from the saved term")
+                        f"the saved term '{name}' states `recompute` but no flash clause; what selective recompute "
+                        "drops is a score tensor (`without flash`) or flash's statistics (`with flash`)",
+                        hint="remove `recompute ...`, or add `with flash` / `without flash`")
+    if flash is not None and (term.replicate or term.sequence):
+        collector.error(term.flash.span if term.flash else term.span, "saved-term-kernel",
+                        f"the saved term '{name}' is kept only {flash} flash and split "
+                        f"{'whole on every tp rank' if term.replicate else 'by sequence'}; score terms are split "
+                        "as the mixer's heads are", hint="remove `replicate` / `sequence`")
+
+
+def _check_flops_only(term: ast.CostTerm, collector: Collector) -> None:
+    """Report a FLOP term that states what only a saved term says: `sequence`, `at BYTES`, a flash clause."""
+    said = [(part, what) for part, what in ((term.bytes, "at"), (term.flash, "flash"))
+            if part is not None] + ([(None, "sequence")] if term.sequence else [])
+    for part, what in said:
+        collector.error(part.span if part is not None else term.span, "saved-only-clause",
+                        f"the FLOP term '{term.name.value}' states `{what}`, which only a saved term says (how "
+                        "a tensor is kept for the backward)", hint=f"remove `{what} ...` from the FLOP term")
+
+
+def _per_key(expr: ast.DimExpr) -> bool | None:
+    """Return whether every summand of `expr` reads `keys` once (None: it does not parse as linear)."""
+    lowered = dim_from_ast(expr)
+    summands = lowered.operands if lowered.op == "sum" else (lowered,)
+    degrees = [keys_degree(d) for d in summands]
+    return None if None in degrees else all(d == 1 for d in degrees)
 
 
 def _used_mixer_bindings(scope: Scope) -> list[ast.SlotBinding]:

@@ -102,12 +102,19 @@ def layout_rest(entry: ast.LayoutEntry) -> str:
 
 
 def cost_rest(term: ast.CostTerm) -> str:
-    """Return what follows a cost term's `=`: its expression, `replicate`, `recompute MODE`, `if CONDITION`."""
+    """Return what follows a cost term's `=`: its expression, `replicate`/`sequence`, `at BYTES`, `recompute MODE`,
+    `with|without flash`, `if CONDITION`."""
     parts = [format_dim(term.expr)]
     if term.replicate:
         parts.append("replicate")
+    elif term.sequence:
+        parts.append("sequence")
+    if term.bytes is not None:
+        parts.append(f"at {term.bytes.value}")
     if term.recompute is not None:
         parts.append(f"recompute {term.recompute.value}")
+    if term.flash is not None:
+        parts.append(f"{term.flash.value} flash")
     if term.condition is not None:
         parts.append(f"if {format_expr(term.condition)}")
     return " ".join(parts)

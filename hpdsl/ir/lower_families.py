@@ -156,7 +156,7 @@ def lower_layout_entry(entry: ast.LayoutEntry, variants: tuple[VariantIR, ...]) 
 
 
 def lower_cost_term(term: ast.CostTerm) -> CostTermIR:
-    """Return a cost term's IR: its unit, name, expression, placement, recompute mark and condition."""
+    """Return a cost term's IR: its unit, name, expression, placement, recompute mark, condition and how it is kept."""
     return CostTermIR(
         unit=term.unit.value,
         name=term.name.value,
@@ -165,4 +165,7 @@ def lower_cost_term(term: ast.CostTerm) -> CostTermIR:
         selective=term.recompute is not None and term.recompute.value == "selective",
         condition=None if term.condition is None else condition_from_ast(term.condition),
         source=SourceRef.from_span(term.span),
+        sequence=term.sequence,
+        bytes=term.bytes.value if term.bytes is not None else "compute",
+        flash=None if term.flash is None else term.flash.value == "with",
     )

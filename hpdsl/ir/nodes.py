@@ -294,12 +294,16 @@ class LayoutEntryIR:
 class CostTermIR:
     """One cost term a family declares: forward FLOPs, or elements saved for backward, per token (`unit`).
 
-    hpdsl/cost/facts/cost_terms.py evaluates it; a `saved` term reads no `keys`.
+    hpdsl/cost/facts/cost_terms.py evaluates it.
 
-    `expr` is linear in `keys`, the keys a query attends to; `replicated` runs it
-    whole on every tp rank; `selective` marks its per-key work as what selective
-    recompute and a flash backward run again; `condition` says when the module
-    runs it (None: always).
+    `expr` is linear in `keys`, the keys a query attends to (a saved term's: the
+    keys its score tensor holds); `replicated` runs it whole on every tp rank;
+    `selective` marks its per-key work as what selective recompute and a flash
+    backward run again (a saved term: what selective recompute does not keep);
+    `condition` says when the module runs it (None: always). A saved term's
+    `sequence` splits it by sequence outside the tp region, `bytes` is its byte
+    class (hpdsl/model/cost_terms.py BYTE_CLASSES) and `flash` says whether only a
+    flash kernel keeps it (True), only a kernel without flash (False), or either (None).
     """
 
     unit: str
@@ -309,6 +313,9 @@ class CostTermIR:
     selective: bool = False
     condition: Condition | None = None
     source: SourceRef | None = None
+    sequence: bool = False
+    bytes: str = "compute"
+    flash: bool | None = None
 
 
 @attrs.frozen

@@ -15,6 +15,20 @@ UNITS = ("flops", "saved")
 
 FLOPS, SAVED = UNITS
 
+BYTE_CLASSES: dict[str, str] = {
+    "compute": "the compute dtype (the strategy's activation width)",
+    "softmax": "the softmax output's dtype (the strategy's softmax_bytes)",
+    "cast": "the compute dtype, kept only where the scores are a copy of the softmax output "
+            "(a cast from another softmax dtype, or the attention dropout)",
+    "norm": "a norm's input width (the profile's norm_bytes)",
+    "mask": "a dropout mask's bytes per element (the profile's dropout_bytes; 0 without dropout)",
+    "fp32": "4 bytes (fp32 statistics)",
+}
+"""The byte classes a `saved` term is kept at (`at NAME`; compute when unstated), and what each is."""
+
+FIXED_BYTES = ("norm", "mask", "fp32")
+"""The byte classes whose width is a run fact, the same over a search grid (the others are strategy columns)."""
+
 FLOAT_NAMES: tuple[str, ...] = tuple(name for name, field in FIELDS.items() if field.type == "float")
 """The model fields a cost term may read beside the dims (hpdsl.bound.config.DIM_NAMES): the float ones."""
 
@@ -32,11 +46,14 @@ TERMS: dict[str, tuple[str | None, int]] = {
     "linrecSolve": (OP.LINREC, 1),
     "scan": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
     "scanUpdate": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
+    "mixer": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
 }
 """The terms a family may declare: the op whose count says how often a layer runs it, and its count per mixer.
 
 None: once in a layer with any mixer (its attMM count nonzero), however many. A `saved` term is named
-by the work that saves it and counted as that work is (`saved scan`: once per mixer).
+by the work that saves it and counted as that work is (`saved scan`: once per mixer; `saved softmax`:
+once per softmax the kind's ops count). `mixer` is once per mixer, for what no other term's work names
+(an attention's output, its latents).
 """
 
 
@@ -55,4 +72,5 @@ def keys_degree(expr: DimIR) -> int | None:
     return None if None in degrees else sum(d for d in degrees if d is not None)
 
 
-__all__ = ["FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS", "UNITS", "keys_degree"]
+__all__ = ["BYTE_CLASSES", "FIXED_BYTES", "FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS", "UNITS",
+           "keys_degree"]

@@ -18,7 +18,8 @@ _NOT_PLACEMENTS = frozenset({"default", "derive", "ignore", "interleaved", "map"
 is shared with the import rules' (tests/syntax/test_fast_parse.py's keyword swaps found it)."""
 
 AFTER_EXPRESSION = _NOT_PLACEMENTS | frozenset({
-    "for", "recompute", "replicate", "accepts", "cost", "factory", "field", "layout", "parallel", "params",
+    "for", "recompute", "replicate", "sequence", "at", "with", "without", "accepts", "cost", "factory", "field",
+    "layout", "parallel", "params",
     "require", "selector", "variant"})
 """Words Lark's contextual lexer reads as keywords at the start of an entry that follows an expression
 (a `by` unit, a cost term's value, an `if` condition): its LALR state there is shared too."""
@@ -279,22 +280,32 @@ class FamilyRules(Tokens):
             raise Defer
 
     def cost_term(self) -> ast.CostTerm:
-        """cost_term: NAME NAME = dim cost_replicate? cost_recompute? entry_condition?"""
+        """cost_term: NAME NAME = dim (replicate|sequence)? cost_bytes? cost_recompute? cost_flash? entry_condition?"""
         start = self.i
         unit, name = self.name(), self.name()
         self.expect("=")
         expr = self.dim()
         replicate = self.word() == "replicate"
-        self.i += replicate
+        sequence = not replicate and self.word() == "sequence"
+        self.i += replicate or sequence
+        kept = None
+        if self.word() == "at":
+            self.i += 1
+            kept = self.name()
         recompute = None
         if self.word() == "recompute":
             self.i += 1
             recompute = self.name()
+        flash = None
+        if self.word() in ("with", "without"):
+            flash = self.name()
+            self.keyword("flash")
         condition = None
         if self.word() == "if":
             self.i += 1
             condition = self.expr()
-        return ast.CostTerm(unit, name, expr, replicate, recompute, condition, span=self.span(start, self.i - 1))
+        return ast.CostTerm(unit, name, expr, replicate, recompute, condition, span=self.span(start, self.i - 1),
+                            sequence=sequence, bytes=kept, flash=flash)
 
     def param_path(self) -> ast.ParamPath:
         """param_path: NAME (. NAME)*"""

@@ -299,11 +299,23 @@ class ToAst(FieldDeclRules):
         unit, name, expr, *rest = children
         recompute = next((part.name for part in rest if isinstance(part, _Recompute)), None)
         condition = next((part.expr for part in rest if isinstance(part, _When)), None)
+        kept = next((part.name for part in rest if isinstance(part, _Bytes)), None)
+        flash = next((part.name for part in rest if isinstance(part, _Flash)), None)
         return ast.CostTerm(self._name(unit), self._name(name), expr, any(part is _REPLICATE for part in rest),
-                            recompute, condition, span=self._span(meta))
+                            recompute, condition, span=self._span(meta),
+                            sequence=any(part is _SEQUENCE for part in rest), bytes=kept, flash=flash)
 
     def cost_replicate(self, meta: Meta, children: list[Token]) -> object:
         return _REPLICATE
+
+    def cost_sequence(self, meta: Meta, children: list[Token]) -> object:
+        return _SEQUENCE
+
+    def cost_bytes(self, meta: Meta, children: list[Token]) -> _Bytes:
+        return _Bytes(self._name(children[0]))
+
+    def cost_flash(self, meta: Meta, children: list[Token]) -> _Flash:
+        return _Flash(self._name(children[0]))
 
     def cost_recompute(self, meta: Meta, children: list[Token]) -> _Recompute:
         return _Recompute(self._name(children[0]))
@@ -443,6 +455,23 @@ class _Recompute:
 
 _REPLICATE = object()
 """Marks a cost term's `replicate` among its optional parts."""
+
+_SEQUENCE = object()
+"""Marks a cost term's `sequence` among its optional parts."""
+
+
+class _Bytes:
+    """Marks a cost term's `at BYTES` among its optional parts."""
+
+    def __init__(self, name: ast.Name) -> None:
+        self.name = name
+
+
+class _Flash:
+    """Marks a cost term's `with flash` or `without flash` (the word before `flash`) among its optional parts."""
+
+    def __init__(self, name: ast.Name) -> None:
+        self.name = name
 
 
 class _Divisor:

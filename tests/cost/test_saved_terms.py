@@ -74,15 +74,21 @@ def test_mamba_saves_what_its_family_declares() -> None:
     # The layout replicates Mamba on every tp rank: its saved tensors are whole there, not divided by t.
     coeffs = column_act_coeffs(column, columns)
     assert "ssm" in column.whole and coeffs.whole_c == 5 * inner + dt_rank + 2 * state
-    assert columns.layer_column("attention_dense").saved == ()  # attention is priced by the estimator's terms
+    # The attention layer's tensors are its family's terms too (families/attention.hpf).
+    attention = [(t.name, t.bytes, t.flash) for t in columns.layer_column("attention_dense").saved]
+    assert attention == [("attBMM", "compute", None), ("softmax", "softmax", False), ("softmax", "mask", False),
+                         ("softmax", "fp32", True), ("headCast", "cast", False), ("mixer", "compute", None)]
 
 
 def test_gated_delta_net_saves_what_its_family_declares() -> None:
     columns = model_columns(example("qwen3_next_80b_a3b"))
     column = columns.layer_column("linear_attention")
     # q, k: 16 heads of 128; v: 32 heads of 128; the conv's input and output, β and the decay per value head.
-    assert [(t.name, t.t) for t in column.saved] == [("linrec", 2 * (2 * 16 * 128 + 32 * 128) + 2 * 32)]
-    assert columns.layer_column("full_attention").saved == ()
+    # Once per mixer, the core output and the gate z with its activation, 32 value heads of 128.
+    assert [(t.name, t.t) for t in column.saved] == [("linrec", 2 * (2 * 16 * 128 + 32 * 128) + 2 * 32),
+                                                     ("mixer", 3 * 32 * 128)]
+    assert {t.name for t in columns.layer_column("full_attention").saved} == {
+        "attBMM", "softmax", "headCast", "qkNorm", "mixer"}
 
 
 def test_an_authors_terms_split_as_the_layout_and_replicate_stays_whole() -> None:
@@ -116,3 +122,54 @@ def test_an_authors_family_without_saved_terms_is_warned_of_and_prices_none() ->
     ffn_only = column_act_coeffs(attrs.evolve(column, config=attrs.evolve(column.config, ops={
         **column.config.ops, "attMM": 0})), columns)
     assert column.saved == () and coeffs.t_c == ffn_only.t_c and coeffs.whole_c == 0
+
+
+ATTENTION = """
+family my_attention {
+  factory "acme.attn:A"
+  variant plain "acme.attn:A" default params(qkv, out)
+  layout {
+    qkv.weight (3 * heads * head_dim, hidden) colwise by heads
+    out.weight (hidden, heads * head_dim)     rowwise by heads
+  }
+  cost {
+    saved mixer = heads * head_dim
+    SCORES
+  }
+}
+profile acme_attn {
+  slots { attention my_attention }
+  kind layer {
+    ops { attMM 4  attBMM 2  ffMM 3  softmax 1  dropout 0  normOp 2  gather 4  headCast 1  ffAct 1  linrec 0 }
+  }
+}
+model acme_attn_small : acme_attn {
+  hidden 64  layers 2  heads 4  vocab 100  ffn_width 96
+  stack [layer * 2]
+}
+"""
+SCORES = """saved softmax = 2 * heads * keys at fp32 recompute selective without flash
+    saved softmax = heads at fp32 recompute selective with flash"""
+
+
+def _layer(source: str, name: str):
+    registry = compile_sources([Source(f"{name}.hpf", source)])
+    model = registry.models[name]
+    columns = model_columns(bind(model, registry.profile(model.profile), families=registry.families))
+    return columns, next(c for c in columns.columns if c.role == "layer")
+
+
+def test_an_authors_attention_prices_its_own_scores_and_flash_statistics() -> None:
+    (columns, column), (plain_columns, plain) = (_layer(ATTENTION.replace("SCORES", scores), "acme_attn_small")
+                                                  for scores in (SCORES, ""))
+    with_terms, without = column_act_coeffs(column, columns), column_act_coeffs(plain, plain_columns)
+    assert (with_terms.sc_b, with_terms.flash_b) == (2 * 4 * 4, 4 * 4) and without.sc_b == without.flash_b == 0
+    assert without.t_c == with_terms.t_c and without.sp_c == with_terms.sp_c  # the output: split as the heads
+    run = columns.cost_model.profile.run
+    for tp, flash in ((1, False), (2, False), (1, True), (2, True)):
+        x = scalar_context(Strategy(tp=tp, seq_len=256, flash_attention=flash), run)
+        kept = [a - b for a, b in zip(activation(with_terms, x), activation(without, x), strict=True)]
+        # Per token: without flash 2 fp32 scores per head and key (the whole 256-key row), with flash one fp32
+        # statistic per head; both split over tp, dropped by selective and full recompute.
+        per_token = (4 * 4 if flash else 256 * 2 * 4 * 4) / tp
+        assert kept == [256 * per_token, 0.0, 0.0]

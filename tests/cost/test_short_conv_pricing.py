@@ -50,7 +50,7 @@ def test_it_saves_six_hidden_wide_tensors_per_token() -> None:
     cost = _cost()
     column, run = model_columns(cost).layer_column("conv"), cost.profile.run
     assert [(term.name, term.t) for term in column.saved] == [("scan", 6 * H)]  # its family's `saved scan`
-    without_terms = layer_act_coeffs(column.config, run, whole=column.whole)
+    without_terms = layer_act_coeffs(column.config, run, whole=column.whole, saved=())
     priced = layer_act_coeffs(column.config, run, whole=column.whole, saved=column.saved)
     # The layout replicates the mixer: its tensors are whole on every tp rank, not divided by t.
     assert (priced.whole_c - without_terms.whole_c, priced.t_c) == (6 * H, without_terms.t_c)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
+import attrs
 from hypothesis import strategies as st
 
 from hpdsl import ast
@@ -134,7 +135,11 @@ placements = st.builds(ast.Placement, names, st.none() | int_literals)
 layout_entries = st.builds(ast.LayoutEntry, param_paths, _tuples(dim_exprs, 1, 3), placements,
                            st.none() | dim_exprs, _tuples(names, max_size=2), st.none() | exprs)
 layouts = st.builds(ast.Layout, _tuples(layout_entries, max_size=4))
-cost_terms = st.builds(ast.CostTerm, names, names, dim_exprs, st.booleans(), st.none() | names, st.none() | exprs)
+_flash_words = st.builds(ast.Name, st.sampled_from(["with", "without"]))
+# `replicate` and `sequence` exclude each other (one placement word): sequence only where replicate is off.
+cost_terms = st.builds(ast.CostTerm, names, names, dim_exprs, st.booleans(), st.none() | names, st.none() | exprs,
+                       bytes=st.none() | names, flash=st.none() | _flash_words).flatmap(
+    lambda term: st.just(term) if term.replicate else st.builds(attrs.evolve, st.just(term), sequence=st.booleans()))
 cost_blocks = st.builds(ast.CostBlock, _tuples(cost_terms, max_size=4))
 family_items = st.one_of(st.builds(ast.Factory, string_literals),
                          st.builds(ast.ParallelAxis, names), selectors, requires, variants, layouts, cost_blocks)

@@ -36,7 +36,7 @@ def _kept(saved: str, hidden: int, state: int, expand: int, strategy: Strategy) 
     run = columns.cost_model.profile.run
     x = scalar_context(strategy, run)
     with_terms = activation(column_act_coeffs(column, columns), x)
-    without = activation(layer_act_coeffs(column.config, run, whole=column.whole), x)
+    without = activation(layer_act_coeffs(column.config, run, whole=column.whole, saved=()), x)
     return [float(w - o) for w, o in zip(with_terms, without, strict=True)]
 
 

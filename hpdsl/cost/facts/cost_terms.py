@@ -17,9 +17,11 @@ count per mixer; the slots of a layer declaring a term share the layer's runs
 equally (an encoder-decoder's two attentions).
 
 A `saved` term (docs/language.md, "Saved activations") is read the same way:
-its `t` is elements per token the module keeps for its backward, at the compute
-dtype, counted as the work it is named by; hpdsl/cost/formulas/memory.py adds
-it to the layer's saved activations (`layer_saved`).
+its `t` is elements per token the module keeps for its backward and its `ts`
+elements per token and key of a score tensor, counted as the work it is named
+by, with how it is kept (byte class, split, flash) carried along;
+hpdsl/cost/formulas/saved.py turns a layer's terms into its activation
+coefficients (`layer_saved` here collects them).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from hpdsl.bound.config import dim_environment
 from hpdsl.bound.bind import LayerConfig
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES
+from hpdsl.cost.facts.params import standard_registry
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import CostTermIR, DimIR, FamilyIR
@@ -41,13 +44,20 @@ from hpdsl.model.cost_terms import FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS
 
 @attrs.frozen
 class DeclaredTerm:
-    """One term of a column: FLOPs per token (t) and per token and key (ts), where they run, what recompute redoes."""
+    """One term of a column: FLOPs (or saved elements) per token (t) and per token and key (ts), and how it runs.
+
+    replicated / sequence: whole on every tp rank / split by sequence (else split as the heads); selective:
+    what selective recompute redoes; bytes and flash: a saved term's byte class and kernel (CostTermIR's).
+    """
 
     name: str
     t: Fraction = Fraction(0)
     ts: Fraction = Fraction(0)
     replicated: bool = False
     selective: bool = False
+    sequence: bool = False
+    bytes: str = "compute"
+    flash: bool | None = None
 
     def scaled(self, factor: Fraction) -> DeclaredTerm:
         """Return this term run `factor` times."""
@@ -109,7 +119,7 @@ def _evaluated(cost: CostTermIR, env: Mapping[str, int | float], values: dict[st
     if at_none is None or at_one is None:
         return None
     return DeclaredTerm(cost.name, t=at_none, ts=at_one - at_none, replicated=cost.replicated,
-                        selective=cost.selective)
+                        selective=cost.selective, sequence=cost.sequence, bytes=cost.bytes, flash=cost.flash)
 
 
 def layer_terms(ops: Mapping[str, int], per_slot: Iterable[list[DeclaredTerm]]) -> tuple[DeclaredTerm, ...]:
@@ -134,5 +144,11 @@ def layer_saved(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping
     return layer_terms(cfg.ops, (slot_terms(slot, families, SAVED) for slot in slots))
 
 
+def standard_saved(cfg: LayerConfig) -> tuple[DeclaredTerm, ...]:
+    """Return the `saved` terms of a layer priced with `cfg` as the shipped families and bindings declare them."""
+    families, bindings = standard_registry()
+    return layer_saved(cfg, bindings, families)
+
+
 __all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "DeclaredTerm", "evaluate_term", "keys_degree", "layer_saved",
-           "layer_terms", "slot_terms", "term_environment"]
+           "layer_terms", "slot_terms", "standard_saved", "term_environment"]

@@ -215,6 +215,11 @@ def _priced(cost_model: CostModel, slot: Slot) -> Slot:
     return attrs.evolve(slot, family=slot.family or _standard()[1].get(slot.role, ""))
 
 
+def standard_registry() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
+    """Return the shipped families and slot bindings (`_standard`), for a layer priced without a registry."""
+    return _standard()
+
+
 @cache
 def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
     """Return the shipped families (families/*.hpf) and slot bindings (profiles/slots.hpf), compiled once."""

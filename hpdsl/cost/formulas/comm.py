@@ -19,7 +19,6 @@ from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
-from hpdsl.cost.formulas.memory import attention_widths
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
@@ -42,6 +41,15 @@ class CommCoeffs:
     tp_calls: float = 0.0    # tp collectives per forward pass (each gather: n − 1 message steps)
     tp_sp_calls: float = 0.0  # those only under sequence parallelism (a whole mixer's input gather)
     a2a_calls: float = 0.0   # Ulysses all-to-alls per forward pass (q, k, v and the output of each attention)
+
+
+def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
+    """Return (q, k, v) elements per token that the score matmuls read (what cp rings and all-to-alls move)."""
+    if cfg.attn_kind == "mla":
+        qk = (cfg.nope_dim or cfg.head_dim) + cfg.rope_dim
+        return cfg.heads * qk, cfg.kv_heads * qk, cfg.kv_heads * cfg.head_dim
+    # The value heads are value_dim wide where the model states it (MiMo-V2-Flash), else head_dim.
+    return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * (cfg.value_dim or cfg.head_dim)
 
 
 def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> CommCoeffs:

@@ -35,7 +35,6 @@ from hpdsl.cost.facts.cost_terms import DeclaredTerm
 from hpdsl.cost.facts.matmuls import Macs, Matmuls
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas.context import Ctx
-from hpdsl.cost.formulas.memory import attention_widths
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count

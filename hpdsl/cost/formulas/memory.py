@@ -10,11 +10,13 @@ lists the terms); for a GPT-style layer they give Korthikanti et al.'s
 34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
 selective-recompute variants exactly.
 
-What a state-space or delta-rule mixer keeps beside the layer's input is declared
-with its family: the `saved` terms of its `cost { }` block (families/mamba.hpf,
-gated_delta_net.hpf, ...; docs/language.md "Saved activations"), which ride with
-the column (hpdsl/cost/facts/columns.py `Column.saved`); none of those mixers'
-formulas is written here. Attention's q, k, v, scores and output are still priced below.
+What a mixer keeps beside the layer's input (an attention's q, k, v, output,
+output gate, score tensors and flash statistics, MLA's latents, a scan's inputs)
+is declared with its family: the `saved` terms of its `cost { }` block
+(families/attention.hpf, mla.hpf, mamba.hpf, ...; docs/language.md "Saved
+activations"), which ride with the column (hpdsl/cost/facts/columns.py
+`Column.saved`) and land in these coefficients in hpdsl/cost/formulas/saved.py;
+none of those mixers' formulas is written here.
 
 Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
 of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
@@ -27,12 +29,13 @@ import attrs
 from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.cost_terms import DeclaredTerm
+from hpdsl.cost.facts.cost_terms import DeclaredTerm, standard_saved
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx, scalar_context
 from hpdsl.cost.formulas.handoff import carried, carried_per_token
+from hpdsl.cost.formulas.saved import saved_coeffs
 from hpdsl.cost.formulas.xp import Val
 from hpdsl.ir.nodes import ModelIR, RunFacts
 from hpdsl.model import ops as OP
@@ -42,7 +45,7 @@ from hpdsl.model.strategy import Strategy
 LOGIT_BYTES = 4
 """The cross-entropy keeps the logits' softmax in fp32."""
 FLASH_STAT_BYTES = 4
-"""Flash attention keeps one fp32 log-sum-exp per query row and head."""
+"""Flash attention keeps one fp32 log-sum-exp per query row and head (the attention families declare it)."""
 
 
 @attrs.frozen
@@ -84,54 +87,39 @@ def _ffn_halves(n_ff: int) -> tuple[int, int]:
     return n_ff // 2, n_ff // 2 + n_ff % 2
 
 
-def attention_widths(cfg: LayerConfig) -> tuple[float, float, float]:
-    """Return (q, k, v) elements per token that the score matmuls read."""
-    if cfg.attn_kind == "mla":
-        qk = (cfg.nope_dim or cfg.head_dim) + cfg.rope_dim
-        return cfg.heads * qk, cfg.kv_heads * qk, cfg.kv_heads * cfg.head_dim
-    # The value heads are value_dim wide where the model states it (MiMo-V2-Flash), else head_dim.
-    return cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * (cfg.value_dim or cfg.head_dim)
-
-
 def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset(),
-                     saved: tuple[DeclaredTerm, ...] = ()) -> ActCoeffs:
+                     saved: tuple[DeclaredTerm, ...] | None = None) -> ActCoeffs:
     """Return the activation coefficients of one layer priced with `cfg` and its families' `saved` terms.
 
-    When `whole` names the layer's mixer role (its family layout replicates it
-    over tp, hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its
-    scores are kept whole on every tp rank instead of divided by t. A saved term
-    is split as the mixer's heads are; one marked `replicate` is whole on every tp rank.
+    The mixer's tensors (an attention's q, k, v, output, scores and statistics, MLA's latents, a
+    scan's inputs) are its family's saved terms (hpdsl/cost/formulas/saved.py); the layer's input,
+    its norms' inputs and dropout masks and the feed-forward's tensors are priced here. When `whole`
+    names the layer's mixer role (its family layout replicates it over tp,
+    hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its scores are kept whole
+    on every tp rank instead of divided by t. A saved term is split as the mixer's heads are; one
+    marked `replicate` is whole on every tp rank. `saved` None: the shipped families' terms
+    (hpdsl/cost/facts/cost_terms.py `standard_saved`), for a layer priced without its registry.
     """
-    ops, h, a = cfg.ops, cfg.hidden, cfg.heads
+    if saved is None:
+        saved = standard_saved(cfg)
+    ops, h = cfg.ops, cfg.hidden
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
-    # A state-space mixer has no heads: what it keeps beside its input is its family's saved terms alone.
-    d_q = 0.0 if cfg.attn_kind == "ssm" else a * cfg.head_dim
-    sp_c, t_c = att * h - _shared_input(cfg, att), att * d_q
-    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h
-    if cfg.attn_kind == "mla":
-        latents = cfg.q_lora_rank + cfg.kv_lora_rank
-        sp_c += att * latents
-        # The kv latent and the rotary key come out of one down-projection: the latent
-        # norm keeps that whole output, the rotary part included.
-        sp_b += att * b_n * (latents + cfg.rope_dim)
-    t_c += att * (2 if cfg.output_gate else 0) * d_q
-    t_c += op_count(ops, OP.ATT_BMM) / 2 * sum(attention_widths(cfg))
-    t_c += float(sum(term.t for term in saved if not term.replicated))
-    t_b = int(cfg.qk_norm and att > 0) * b_n * (a + cfg.kv_heads) * cfg.head_dim
-    softmax, casts = op_count(ops, OP.SOFTMAX), op_count(ops, OP.HEAD_CAST)
+    own = saved_coeffs(saved, run)
+    # The mixer's input (its projections read the norm's output), h wide, split by sequence.
+    sp_c = att * h - _shared_input(cfg, att) + own.sp_c
+    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h + own.sp_b
+    t_c, t_b = own.t_c, own.t_b
     ffn = _ffn_act(cfg)
     coeffs = ActCoeffs(
         sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
-        sc_sm=softmax * a, sc_c=casts * a, sc_b=softmax * b_d * a,
-        flash_b=softmax * FLASH_STAT_BYTES * a, full_c=h, hf=hf_coeffs(cfg, run))
+        sc_sm=own.sc_sm, sc_c=own.sc_c, sc_b=own.sc_b, flash_b=own.flash_b, full_c=h, hf=hf_coeffs(cfg, run))
     if MIXER_ROLES & whole:
         # All the head-split terms above but the FFN's are the mixer's.
         hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
         coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
-    kept_whole = float(sum(term.t for term in saved if term.replicated))
-    if kept_whole:
-        coeffs = attrs.evolve(coeffs, whole_c=coeffs.whole_c + kept_whole)
+    if own.whole_c or own.whole_b:
+        coeffs = attrs.evolve(coeffs, whole_c=coeffs.whole_c + own.whole_c, whole_b=coeffs.whole_b + own.whole_b)
     routed_w = ffn.t_c - cfg.shared_experts * (_ffn_halves(op_count(ops, OP.FF_MM))[1]
                                                + op_count(ops, OP.FF_ACT)) * cfg.shared_width
     moves = gathered_moves(cfg, run, ffn.sp_c if cfg.experts > 1 else 0.0, routed_w if cfg.experts > 1 else 0.0,
@@ -301,12 +289,12 @@ def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
 
 
 def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy,
-                           saved: tuple[DeclaredTerm, ...] = ()) -> tuple[float, float, float]:
+                           saved: tuple[DeclaredTerm, ...] | None = None) -> tuple[float, float, float]:
     """Return the bytes one layer priced with `cfg` saves per micro-batch under `strategy`: (none, selective, full).
 
     The same expressions the grid pricing runs, for one strategy: what one rank
     keeps for the backward of one layer without recompute, under selective and
-    under full recompute.
+    under full recompute. `saved` as layer_act_coeffs takes it.
     """
     x = scalar_context(strategy, run)
     none, selective, full = activation(layer_act_coeffs(cfg, run, saved=saved), x)
