@@ -8,6 +8,7 @@ import pytest
 
 from hpdsl.api import check_sources
 from hpdsl.cost import bind, parameters
+from hpdsl.cost.formulas.comm import layer_comm_coeffs
 from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, import_hf_config
 from tests.importers.hf_configs import shrunk
@@ -141,6 +142,9 @@ def test_latent_moe_layers_price_nemotron_3_supers_moe_exactly(profiles) -> None
     no_latent = {k: v for k, v in config.items() if k != "moe_latent_size"}
     # Per E layer: the two projections (2 · 64 · 16) beside experts 16 wide, not 64 (8 · 2 · 24 · 48 fewer).
     assert params.total == _hf_count(no_latent) + 2 * (2 * 64 * 16 - 8 * 2 * 24 * 48)
+    # Expert parallelism moves each token's top_k latent vectors (16 wide), there and back.
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    assert layer_comm_coeffs(cost.kind_config("moe")).ep == 2 * 2 * 16
 
 
 def test_layers_block_type_in_the_legacy_names_lowers_as_transformers_remaps_it(profiles) -> None:
