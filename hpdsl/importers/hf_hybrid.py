@@ -10,8 +10,9 @@ families/mamba2.hpf reads), its in and out projections take their bias from
 `attention_bias` says, and its MLP's activation is `mlp_hidden_act`. normalise()
 rewrites such a config into the keys the importer reads for every model type,
 so the layer list is lowered to run-length groups like any `layer_types`. The
-pattern's characters are the profile's `pattern` rule (profiles/nemotron_h.hpf);
-the rewrite applies to the configs of a profile that declares one.
+pattern's characters are the profile's `pattern` rule (profiles/nemotron_h.hpf), as
+are a `layers_block_type` list's names (the legacy `mamba` and `attention` that
+transformers remaps); the rewrite applies to the configs of a profile that declares one.
 """
 
 from __future__ import annotations
