@@ -111,7 +111,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     if block_stated(model, "moe"):
         blocks.update(experts=8, top_k=min(model.top_k, 2), expert_width=128,
                       shared_experts=min(model.shared_experts, 1),
-                      shared_width=128 if model.shared_experts else None)
+                      shared_width=128 if model.shared_experts else None,
+                      latent_width=hidden // 2 if model.latent_width else None)  # Nemotron 3 Super's latent kept
     if block_stated(model, "linear"):
         blocks.update(key_heads=heads // 2, key_head_dim=head_dim, value_heads=heads, value_head_dim=head_dim)
     if block_stated(model, "mla"):

@@ -82,14 +82,26 @@ def shared_expert_config(config: ModuleConfig) -> ModuleConfig:
     return evolve(config, ffn_width=config.shared_width)
 
 
+def experts_config(config: ModuleConfig) -> ModuleConfig:
+    """Return the config of the routed experts: latent_width wide in and out where the model states it, else hidden."""
+    return evolve(config, hidden=config.latent_width) if config.latent_width else config
+
+
 def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ffn") -> tuple[Slot, ...]:
-    """Return the feed-forward slots: one MLP, or the router, routed experts, each shared expert and their gate."""
+    """Return the feed-forward slots: one MLP, or the router, latent projections, routed experts, shared experts, gate.
+
+    With latent_width (Nemotron 3 Super) the routed experts read and write the
+    latent vector (experts_config) and the latent_proj slot holds the projections
+    to it and back; the router and the shared experts read the hidden vector.
+    """
     if config.experts <= 1:
         return (_slot("mlp", path, config, bindings),)
     shared = shared_expert_config(config)
     gate = (_slot("shared_gate", f"{path}.shared_expert_gate", config, bindings),) \
         if config.shared_experts and config.shared_gate else ()
-    return (_slot("router", f"{path}.router", config, bindings), _slot("experts", f"{path}.experts", config, bindings),
+    latent = (_slot("latent_proj", f"{path}.latent_proj", config, bindings),) if config.latent_width else ()
+    return (_slot("router", f"{path}.router", config, bindings), *latent,
+            _slot("experts", f"{path}.experts", experts_config(config), bindings),
             *(_slot("shared_experts", f"{path}.shared_experts.{i}", shared, bindings)
               for i in range(config.shared_experts)), *gate)
 
@@ -233,7 +245,8 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["EMBEDDING_END", "MTP_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots", "ffn_slots",
+__all__ = ["EMBEDDING_END", "MTP_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
+           "experts_config", "ffn_slots",
            "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
            "layer_slots", "mtp_slots", "projected", "mixer_role", "model_slots",
            "shared_expert_config"]

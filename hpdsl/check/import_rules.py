@@ -4,7 +4,8 @@ An hf block names model_types the profile lists (or "*", every config); a map
 targets a model field or a block's field (hpdsl/model/fields.py), or a top-level
 field the profile declares itself (`field NAME: ...`); a read names
 a key a built-in rule of the importer reads (hpdsl/importers/rules.py
-BUILTIN_READS); a pattern's symbols are single characters; no key gets two
+BUILTIN_READS); a pattern's symbols are single characters (a string's) or
+names (a list's); no key gets two
 rules of one sort for one model_type. docs/importing.md describes the rules.
 """
 
@@ -92,12 +93,16 @@ def _check_rule(rule: ast.HfRule, declared: Mapping[str, Field], collector: Coll
     elif isinstance(rule, ast.HfWeight):
         _check_weight(rule, declared, collector)
     elif isinstance(rule, ast.HfPattern):
+        # A string's characters name its layers ("M"), a list's entries ("mamba"): one sort per pattern.
+        single = bool(rule.symbols) and len(str(rule.symbols[0].symbol.value)) == 1
         for symbol in rule.symbols:
-            if len(str(symbol.symbol.value)) != 1:
+            if (len(str(symbol.symbol.value)) == 1) != single or not str(symbol.symbol.value):
                 collector.error(symbol.symbol.span, "bad-pattern-symbol",
-                                f"pattern symbol {symbol.symbol.value!r} is not one character",
-                                hint="each character of the config's pattern string names one layer: "
-                                     'write one character, e.g. "M" -> linear_attention')
+                                f"pattern symbol {symbol.symbol.value!r} is not one character"
+                                if single else f"pattern symbol {symbol.symbol.value!r} is not a layer type's name",
+                                hint="each character of a pattern string names one layer "
+                                     '(e.g. "M" -> linear_attention), each entry of a list one layer '
+                                     '(e.g. "mamba" -> linear_attention); one sort per pattern')
 
 
 def _check_weight(rule: ast.HfWeight, declared: Mapping[str, Field], collector: Collector) -> None:

@@ -162,6 +162,11 @@ def _needed(slot: str, profile: ast.Profile, models: list[ast.Model]) -> bool:
     if slot in FIELD_SLOTS:
         return any(isinstance(item, ast.Field) and item.name.value == FIELD_SLOTS[slot]
                    for model in models for item in model.items)
+    if slot in BLOCK_FIELD_SLOTS:
+        block_name, field = BLOCK_FIELD_SLOTS[slot]
+        return any(isinstance(block, ast.Block) and block.name.value == block_name
+                   and any(item.name.value == field for item in block.fields)
+                   for model in models for block in model.items)
     return True
 
 
@@ -180,6 +185,10 @@ FIELD_SLOTS = {"position_bias": "position_buckets", "project_in": "embed_width",
                "mtp_proj": "mtp"}
 """Slots a model field builds → that field: only a model stating it needs the slot bound (T5's bias tables;
 the outer wiring's projections, docs/language.md "The model's outer wiring"; the MTP layers' projection)."""
+
+BLOCK_FIELD_SLOTS = {"latent_proj": ("moe", "latent_width")}
+"""Slots a block's field builds → (block, field): only a model stating it needs the slot bound (a MoE block's
+latent projections, Nemotron 3 Super's)."""
 
 
 __all__ = ["check_slots"]

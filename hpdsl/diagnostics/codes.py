@@ -61,7 +61,7 @@ CODES: dict[str, str] = {
     "duplicate-import-rule": "an hf block gives one config key two rules of one sort for one model_type",
     "unknown-import-field": "an hf map or derive names a model field that does not exist",
     "unknown-import-key": "an hf read names a config key no built-in import rule reads",
-    "bad-pattern-symbol": "an hf pattern symbol is not one character",
+    "bad-pattern-symbol": "an hf pattern mixes one-character symbols (a string's) with names (a list's)",
     "bad-import-value": "an hf map's table states a config value twice, or translates it into a value its field "
                         "does not take",
     "bad-weight-name": "an hf weight rule's sides are not both prefixes or both names, or name other placeholders",

@@ -48,6 +48,9 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
         values["shared_experts"] = whole(shared, "n_shared_experts", "shared_experts")
     if shared_width:
         values["shared_width"] = whole(shared_width, keys["shared_width"][0], "shared_width")
+    latent = first(cfg, keys["latent_width"])  # the profile's maps (Nemotron-H: moe_latent_size)
+    if latent:
+        values["latent_width"] = whole(latent, keys["latent_width"][0], "latent_width")
     if cfg.get("shared_expert_intermediate_size"):
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
         values["shared_gate"] = True

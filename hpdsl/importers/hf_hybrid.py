@@ -10,8 +10,9 @@ families/mamba2.hpf reads), its in and out projections take their bias from
 `attention_bias` says, and its MLP's activation is `mlp_hidden_act`. normalise()
 rewrites such a config into the keys the importer reads for every model type,
 so the layer list is lowered to run-length groups like any `layer_types`. The
-pattern's characters are the profile's `pattern` rule (profiles/nemotron_h.hpf);
-the rewrite applies to the configs of a profile that declares one.
+pattern's characters are the profile's `pattern` rule (profiles/nemotron_h.hpf), as
+are a `layers_block_type` list's names (the legacy `mamba` and `attention` that
+transformers remaps); the rewrite applies to the configs of a profile that declares one.
 """
 
 from __future__ import annotations
@@ -41,13 +42,8 @@ def normalise(stated: Mapping[str, Any], defaults: Mapping[str, Any],
     def get(key: str) -> Any:
         return out[key] if key in out else defaults.get(key)
 
-    if get("num_nextn_predict_layers"):
-        raise PatternError("the config has Nemotron-H multi-token-prediction layers (num_nextn_predict_layers), "
-                           "whose mtp_layers_block_type hpdsl does not build", "num_nextn_predict_layers")
     out["layer_types"] = layer_types(out, patterns)
     out["num_hidden_layers"] = len(out["layer_types"])  # NemotronHConfig.num_hidden_layers is the list's length
-    out.pop("mtp_hybrid_override_pattern", None)  # without MTP layers, nothing is built from them
-    out.pop("mtp_layers_block_type", None)
     # NemotronHMamba2Mixer: in/out_proj bias=config.use_bias (False when absent); not a `default` rule,
     # where the importer's StarCoder2 rule would read it as every projection's bias.
     out["mamba_proj_bias"] = bool(out.pop("use_bias", False))
@@ -64,11 +60,23 @@ def normalise(stated: Mapping[str, Any], defaults: Mapping[str, Any],
 
 
 def layer_types(config: Mapping[str, Any], patterns: Mapping[str, Mapping[str, str]]) -> list[str]:
-    """Return the per-layer kind names: `layers_block_type` (or `layer_types`), else a pattern string's."""
+    """Return the per-layer kind names: `layers_block_type` (or `layer_types`), else a pattern string's.
+
+    A list whose key has a pattern rule names each layer by one of its entries (Nemotron 3 Ultra's
+    legacy `mamba` and `attention`, which transformers remaps; profiles/nemotron_h.hpf).
+    """
     for key in ("layers_block_type", "layer_types"):
         listed = config.get(key)
         if isinstance(listed, list) and listed:
-            return [str(kind) for kind in listed]
+            names = [str(kind) for kind in listed]
+            table = patterns.get(key)
+            if not table:
+                return names
+            unknown = sorted(set(names) - set(table))
+            if unknown:
+                raise PatternError(f"{key} holds {unknown}; its layer types are "
+                                   f"{', '.join(f'{n!r} ({k})' for n, k in table.items())}", key)
+            return [table[name] for name in names]
     source = next((k for k in patterns if isinstance(config.get(k), str) and config.get(k)), None)
     if source is None:
         named = " or ".join([*patterns, "layers_block_type"])

@@ -43,7 +43,6 @@ BUILTIN_READS: frozenset[str] = frozenset({
     "cross_attention_layers",
     # Nemotron-H's Megatron-style keys (hf_hybrid.py)
     "layers_block_type", "mlp_hidden_act", "attention_head_dim", "mamba_hidden_act",
-    "mtp_hybrid_override_pattern", "mtp_layers_block_type",
 })
 """Config keys a built-in rule of the importer can read; a profile enables each with `read KEY`."""
 

@@ -32,6 +32,8 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("shared_experts", "each shared expert of a MoE feed-forward block", "layer"),
     SlotSpec("router", "the router of a MoE feed-forward block: each token's score for every routed expert", "layer"),
     SlotSpec("shared_gate", "the sigmoid gate over a MoE block's shared experts (with `shared_gate`)", "layer"),
+    SlotSpec("latent_proj", "a MoE block's projections hidden → latent_width before its routed experts and back "
+             "after (with `latent_width`; Nemotron 3 Super's fc1_latent_proj and fc2_latent_proj)", "layer"),
     SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
     SlotSpec("embedding", "the token embedding", "model"),
     SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
@@ -61,6 +63,7 @@ latest positions, ssm the ssm slot (its parameters and matmuls come from the bou
 cross the cross_attention slot: the layer attends to a given stream, not to itself (Mllama)."""
 
 FFN_FLAVOURS = ("dense", "moe")
-"""A kind's `ffn` flavour: dense fills the mlp slot, moe the router, experts, shared_experts and shared_gate slots."""
+"""A kind's `ffn` flavour: dense fills the mlp slot, moe the router, experts, shared_experts, shared_gate and
+latent_proj slots."""
 
 __all__ = ["ATTENTION_FLAVOURS", "FFN_FLAVOURS", "SLOTS", "SlotSpec"]

@@ -47,7 +47,7 @@ from hpdsl.torch.modules import MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
 
-_FFN_ROLES = ("mlp", "router", "experts", "shared_experts", "shared_gate")
+_FFN_ROLES = ("mlp", "router", "experts", "shared_experts", "shared_gate", "latent_proj")
 
 
 @attrs.frozen
@@ -85,7 +85,8 @@ class _Builder:
         built = [(slot.role, self.slot(slot, f"{fqn}.{slot.path.removeprefix('ffn.')}")) for slot in slots]
         by_role = dict(built)
         shared = [module for role, module in built if role == "shared_experts"]
-        return MoE(cfg, by_role["router"], by_role["experts"], shared, by_role.get("shared_gate"))
+        return MoE(cfg, by_role["router"], by_role["experts"], shared, by_role.get("shared_gate"),
+                   by_role.get("latent_proj"))  # type: ignore[arg-type]  # the family's module (moe_latent_projection)
 
     def bindings(self, kind: str | None) -> Mapping[str, str]:
         """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""

@@ -76,14 +76,16 @@ def _replicated_experts(moe: MoE) -> bool:
 def _local_moe(moe: MoE, tp: DeviceMesh) -> None:
     """Route each tp rank's own sequence chunk (Megatron's MoE under SP, etp 1).
 
-    The router and the shared-expert gate run on the chunk's tokens
+    The router, the shared-expert gate and the latent projections run on the chunk's tokens
     (SequenceParallel over the flattened tokens, dim 0: their replicated weights'
     gradients summed over tp); the routed experts see only this rank's tokens;
     a tp-split shared expert gathers the tokens and keeps its chunk of the
     output. Gathering the flattened [b·s/tp, h] tokens orders them by rank, then
     batch row: a permutation, which a per-token module undoes on the way out.
     """
-    for linear in (moe.router, moe.shared_expert_gate):
+    latent = moe.latent_proj  # the routed experts' latent projections (replicated) run on the chunk's tokens too
+    for linear in (moe.router, moe.shared_expert_gate,
+                   *((latent.fc1_latent_proj, latent.fc2_latent_proj) if latent is not None else ())):
         if linear is not None:
             parallelize_module(linear, tp, SequenceParallel(sequence_dim=0, use_local_output=True))
     for expert in moe.shared_experts or ():

@@ -93,3 +93,11 @@ def test_the_mtp_proj_slot_is_needed_only_where_a_model_states_mtp() -> None:
     assert _errors(FAMILY + partial + PROFILE + MODEL) == []
     (error,) = _errors(FAMILY + partial + PROFILE + MODEL.replace("layer_norms 1", "layer_norms 1  mtp 1"))
     assert error.code == "unbound-slot" and "'mtp_proj'" in error.message
+
+
+def test_the_latent_proj_slot_is_needed_only_where_a_moe_block_states_latent_width() -> None:
+    partial = ALL.replace("  latent_proj f", "")
+    moe = MODEL.replace("layer_norms 1", "layer_norms 1  moe { experts 4  top_k 2  expert_width 32 }")
+    assert _errors(FAMILY + partial + PROFILE + moe) == []
+    (error,) = _errors(FAMILY + partial + PROFILE + moe.replace("expert_width 32", "expert_width 32  latent_width 16"))
+    assert error.code == "unbound-slot" and "'latent_proj'" in error.message

@@ -410,8 +410,12 @@ FILES.update({
     # nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4_config.json @5f2e6bb0cce1: its config.json (4-space
     # indentation, no final newline; moe_latent_size, an MTP layer, time_step_limit [0.0, Infinity])
     "nemotron_3_super_120b_a12b_nvfp4": ("nemotron_3_super_120b_a12b_nvfp4.json", "causal"),
+    # xiaowanCN/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json @5f2e6bb0cce1: its config.json (2-space
+    # indentation, a final newline; layers_block_type in the legacy names mamba/attention, moe_latent_size,
+    # an MTP layer's mtp_layers_block_type, time_step_limit [0.0, 1e308])
+    "nemotron_3_ultra_550b_a55b_bf16": ("nemotron_3_ultra_550b_a55b_bf16.json", "causal"),
 })
-REFUSED_TODAY.update({
-    "nemotron_3_super_120b_a12b_nvfp4": "moe_latent_size = 1024: latent projections around the routed experts",
-})
-CONFIGS["nemotron_3_nano_30b_a3b"] = (published("nemotron_3_nano_30b_a3b"), "causal")
+# Super and Ultra (issue 21: moe_latent_size, the moe_latent_projection family) import exact too.
+CONFIGS.update({name: (published(name), "causal") for name in (
+    "nemotron_3_nano_30b_a3b", "nemotron_3_super_120b_a12b_nvfp4", "nemotron_3_ultra_550b_a55b_bf16")})

@@ -8,6 +8,7 @@ import pytest
 
 from hpdsl.api import check_sources
 from hpdsl.cost import bind, parameters
+from hpdsl.cost.formulas.comm import layer_comm_coeffs
 from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, import_hf_config
 from tests.importers.hf_configs import shrunk
@@ -66,10 +67,9 @@ def test_biases_and_widths_are_read_as_nemotron_h_reads_them(profiles) -> None:
 @pytest.mark.parametrize(("change", "field", "words"), [
     ({"hybrid_override_pattern": "M-X*"}, "hybrid_override_pattern", "'X'"),
     ({"attention_head_dim": 64}, "attention_head_dim", "head_dim is 16"),
-    ({"moe_latent_size": 32}, "moe_latent_size", "fc1_latent_proj"),
+    ({"layers_block_type": ["mamba", "moe", "mamba2"]}, "layers_block_type", "'mamba2'"),
     ({"mamba_hidden_act": "gelu"}, "mamba_hidden_act", "silu"),
     ({"hybrid_override_pattern": None}, "hybrid_override_pattern", "no hybrid_override_pattern"),
-    ({"num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"}, "num_nextn_predict_layers", "multi-token"),
 ])
 def test_what_hpdsl_cannot_build_is_refused_naming_the_key(profiles, change, field, words) -> None:
     config = {k: v for k, v in {**SMALL, **change}.items() if v is not None}
@@ -122,3 +122,43 @@ def test_moe_layers_price_nemotron_h_moe_exactly(profiles) -> None:
     assert not model.shared_gate and model.router_sigmoid and model.router_correction
     params = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families))
     assert params.total == _hf_count(config)
+
+
+def test_latent_moe_layers_price_nemotron_3_supers_moe_exactly(profiles) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # Nemotron 3 Super: moe_latent_size puts fc1_latent_proj (hidden → latent) before the routed experts and
+    # fc2_latent_proj after, the experts latent wide; the router and the shared expert read hidden. The MTP
+    # layer it states is not built by transformers: ignored, not priced. (mlp_bias stays false: NemotronHExperts
+    # has no biases whatever it says, but families/grouped_experts.hpf biases the experts with mlp_bias.)
+    config = {**SMALL, "hybrid_override_pattern": "ME*E-M", "n_routed_experts": 8, "num_experts_per_tok": 2,
+              "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40, "moe_latent_size": 16,
+              "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"}
+    registry = _registry(config, profiles)
+    model = registry.models["nh"]
+    assert model.latent_width == 16 and not model.mtp
+    params = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families))
+    assert params.total == _hf_count(config)
+    no_latent = {k: v for k, v in config.items() if k != "moe_latent_size"}
+    # Per E layer: the two projections (2 · 64 · 16) beside experts 16 wide, not 64 (8 · 2 · 24 · 48 fewer).
+    assert params.total == _hf_count(no_latent) + 2 * (2 * 64 * 16 - 8 * 2 * 24 * 48)
+    # Expert parallelism moves each token's top_k latent vectors (16 wide), there and back.
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    assert layer_comm_coeffs(cost.kind_config("moe")).ep == 2 * 2 * 16
+
+
+def test_layers_block_type_in_the_legacy_names_lowers_as_transformers_remaps_it(profiles) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # Nemotron 3 Ultra's file names its layers mamba/attention/moe; NemotronHConfig remaps mamba →
+    # linear_attention and attention → full_attention (configuration_utils' remap_legacy_layer_types).
+    listed = ["mamba", "moe", "attention", "mlp", "linear_attention", "full_attention"]
+    config = {**{k: v for k, v in SMALL.items() if k != "hybrid_override_pattern"}, "layers_block_type": listed,
+              "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+              "moe_shared_expert_intermediate_size": 40, "moe_latent_size": 16}
+    imported = import_hf_config(config, profiles=profiles, name="nh")
+    assert "stack [linear_attention, moe, full_attention, mlp, linear_attention, full_attention]" in imported.text
+    registry = _registry(config, profiles)
+    model = registry.models["nh"]
+    assert parameters(bind(model, registry.profile("nemotron_h"), families=registry.families)).total == \
+        _hf_count(config)

@@ -266,3 +266,12 @@ def test_a_join_rule_of_two_forms_or_joining_and_splitting_is_a_located_error() 
                                                           ("bad-weight-name", first + 2)]
     assert "'h.{i}.z' to 'layers.{i}.mixer.qz.': both must be whole names or both prefixes" in found[0][2]
     assert "'h.{j}.a.' has placeholders ['j']" in found[1][2] and "both joins and splits" in found[2][2]
+
+
+def test_a_pattern_names_layers_by_characters_or_by_names_not_both() -> None:
+    """A string's characters ("M") or a list's entries ("mamba", Nemotron 3 Ultra's layers_block_type); a mix is located."""
+    result, first = _with_rules('pattern acme_pattern { "M" -> decoder  "*" -> decoder }',
+                                'pattern acme_types { "mamba" -> decoder  "attention" -> decoder }',
+                                'pattern acme_mixed { "M" -> decoder  "attention" -> decoder }')
+    found = [(d.code, d.span.line) for d in result.diagnostics if d.is_error]
+    assert found == [("bad-pattern-symbol", first + 2)]

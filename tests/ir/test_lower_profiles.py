@@ -230,7 +230,7 @@ def test_lower_profile_of_a_small_spec() -> None:
 
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
-                  "router": "router", "shared_gate": "shared_gate",
+                  "router": "router", "shared_gate": "shared_gate", "latent_proj": "moe_latent_projection",
                   "norm": "norm", "embedding": "embedding", "head": "output_head",
                   "cross_attention": "cross_attention", "gate": "tanh_gate",
                   "position_bias": "relative_position_bias",
@@ -258,7 +258,7 @@ family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }
 family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
-slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f }
+slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f  latent_proj f }
 slots { cross_attention f  gate f  position_bias f }
 slots { project_in f  project_out f  mtp_proj f }
 profile p {

@@ -9,7 +9,7 @@ hpdsl.torch.weights.load_hf_state_dict copies transformers' state dict in under 
 sequential residual), parallel (Phi; GPT-NeoX's two norms), norms after each sublayer (OLMo-3),
 sandwich (Gemma-3), hybrid (LFM2's short convolutions beside attention; Qwen3.5's Gated DeltaNet,
 its projections joined by `join` rules, dense and MoE; Nemotron 3's one-block Mamba-2, MoE, attention and
-MLP layers) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
+MLP layers, Super's MoE behind latent projections) and MoE routing (GLM-4.5-Air: sigmoid scores, score correction,
 routed scale (GLM-4.5-Air); DeepSeek-V3.1: the same with MLA and group-limited top-k; gpt-oss: a biased router,
 biased experts with a clamped, interleaved SwiGLU).
 """
@@ -85,6 +85,14 @@ CASES: dict[str, tuple[str, dict[str, Any], set[str]]] = {
         "hybrid_override_pattern": "MEM*E-", "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 12,
         "n_groups": 2, "ssm_state_size": 8, "chunk_size": 8, "n_routed_experts": 8, "num_experts_per_tok": 2,
         "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}, {"pre_norm"}),
+    # Nemotron 3 Super's latent MoE: the router and the shared expert read the hidden vector, the routed experts
+    # a 24-wide latent (fc1_latent_proj before them, fc2_latent_proj after); routed scale 5.0 and the MTP layer
+    # (not built by transformers, ignored) as the file states them.
+    "hybrid_latent_moe_nemotron_h": ("nemotron_3_super_120b_a12b_nvfp4", {
+        "hybrid_override_pattern": "MEM*E-", "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 12,
+        "n_groups": 2, "ssm_state_size": 8, "chunk_size": 8, "n_routed_experts": 8, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48, "moe_latent_size": 24},
+        {"pre_norm"}),
     # MLA and DeepSeek-V3's group-limited top-k: 8 experts in 4 groups, each token's from its best 2.
     "moe_deepseek_v3": ("deepseek_v3_1", {**MOE, **ROPE, "num_key_value_heads": 4, "n_group": 4, "topk_group": 2,
                                           "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,

@@ -11,6 +11,7 @@ small, adds MoE layers (pattern E) and a Mamba-2 width no multiple of hidden.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,53 @@ def test_a_scaled_nemotron_3_nanos_matmul_flops_are_the_estimate() -> None:
     torch.manual_seed(0)
     built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
     assert _measured(built) == estimate == 8_912_896
+
+
+# NVIDIA-Nemotron-3-Super-120B-A12B's published file made small as Nano's above, its routed experts behind a 24-wide
+# latent (the file's moe_latent_size 1,024 beside hidden 4,096); its MTP layer is not built (transformers builds none).
+SUPER_SMALL = shrunk("nemotron_3_super_120b_a12b_nvfp4", hidden_size=64, hybrid_override_pattern="MEM*EME",
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=128, mamba_num_heads=6,
+                     mamba_head_dim=16, n_groups=2, ssm_state_size=8, chunk_size=8, n_routed_experts=8,
+                     num_experts_per_tok=2, moe_intermediate_size=32, moe_shared_expert_intermediate_size=48,
+                     moe_latent_size=24)
+
+
+def _super_small() -> tuple[Registry, Any]:
+    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
+    imported = import_hf_config(SUPER_SMALL, profiles=stdlib.profiles, name="super_small")
+    registry = compile_sources([Source("super_small.hpf", imported.text)])
+    return registry, registry.models["super_small"]
+
+
+def test_a_scaled_nemotron_3_super_has_transformers_parameters_and_trains() -> None:
+    registry, model = _super_small()
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    torch.manual_seed(0)
+    built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
+    config = transformers.NemotronHConfig(**{k: v for k, v in SUPER_SMALL.items() if k != "model_type"})
+    with torch.device("meta"):
+        theirs = transformers.NemotronHForCausalLM(config)
+    assert sum(p.numel() for p in built.parameters()) == sum(p.numel() for p in theirs.parameters()) \
+        == parameters(cost).total
+    # The routed experts are latent wide (transformers' [experts, out, in] transposed); the shared one hidden wide.
+    moe = built.layers[1].ffn
+    assert moe.experts.up_proj.shape == (8, 24, 32) and moe.experts.down_proj.shape == (8, 32, 24)
+    assert moe.latent_proj.fc1_latent_proj.weight.shape == (24, 64)
+    assert moe.latent_proj.fc2_latent_proj.weight.shape == (64, 24)
+    assert moe.shared_experts[0].up_proj.weight.shape == (48, 64)
+    built(torch.randint(0, 128, (BATCH, SEQ))).float().square().mean().backward()
+    assert all(p.grad is not None for p in built.parameters())
+
+
+def test_a_scaled_nemotron_3_supers_matmul_flops_are_the_estimate() -> None:
+    # The latent projections' matmuls (families/router.hpf's layout) and the top-k experts at the latent width.
+    registry, model = _super_small()
+    cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
+    terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
+    estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)
+    torch.manual_seed(0)
+    built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
+    # Nano's 8,912,896 with, in each of the 3 MoE layers and per token, 2 · 64 · 24 multiply-adds of the
+    # projections beside 2 experts' 2 · 32 · 24, not 2 · 32 · 64: 2 FLOPs each, BATCH · SEQ tokens.
+    per_token = 3 * 2 * (2 * 64 * 24 + 2 * 2 * 32 * 24 - 2 * 2 * 32 * 64)
+    assert _measured(built) == estimate == 8_912_896 + per_token * BATCH * SEQ

@@ -46,7 +46,7 @@ from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.layouts import dim_names, entry_numel, layout_for
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
 
-FFN_ROLES = frozenset({"mlp", "experts", "shared_experts"})
+FFN_ROLES = frozenset({"mlp", "experts", "shared_experts", "latent_proj"})
 """Slot roles of a layer's feed-forward block: their weight matmuls are the ffMM term."""
 
 

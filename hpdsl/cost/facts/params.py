@@ -232,8 +232,9 @@ def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
 
 
 _PART = {"norm": "norms", "gate": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed",
-         "shared_experts": "shared", "shared_gate": "shared"}
-"""The report part of each non-mixer role; a gate is one replicated scalar, reported with the norms."""
+         "shared_experts": "shared", "shared_gate": "shared", "latent_proj": "dense_ffn"}
+"""The report part of each non-mixer role; a gate is one replicated scalar, reported with the norms; a MoE's
+latent projections, which every token runs, with the dense feed-forward."""
 
 
 def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:

@@ -83,11 +83,22 @@ class SharedExpertGate(nn.Linear):
         super().__init__(config.hidden, 1, bias=False)
 
 
+class MoELatentProjection(nn.Module):
+    """The `moe_latent_projection` family: hidden → latent_width before the routed experts, and back after."""
+
+    def __init__(self, config: ModuleConfig) -> None:
+        super().__init__()
+        bias = bool(getattr(config, "mlp_bias", False))
+        self.fc1_latent_proj = nn.Linear(config.hidden, config.latent_width, bias=bias)
+        self.fc2_latent_proj = nn.Linear(config.latent_width, config.hidden, bias=bias)
+
+
 class MoE(nn.Module):
-    """Router, routed experts, optional shared experts behind an optional sigmoid gate, each built from its slot."""
+    """Router, routed experts (behind latent projections with latent_width), optional gated shared experts, each a slot."""
 
     def __init__(self, config: ModuleConfig, router: nn.Module, experts: nn.Module,
-                 shared: Sequence[nn.Module] = (), gate: nn.Module | None = None) -> None:
+                 shared: Sequence[nn.Module] = (), gate: nn.Module | None = None,
+                 latent: MoELatentProjection | None = None) -> None:
         super().__init__()
         self.top_k = config.top_k
         self.routing = Routing.of(config)
@@ -95,6 +106,7 @@ class MoE(nn.Module):
         self.experts = experts
         self.shared_experts = nn.ModuleList(shared) if shared else None
         self.shared_expert_gate = gate
+        self.latent_proj = latent  # transformers' NemotronHMoE: the routed experts see latent_width-wide tokens
         self.routes_chunk = False  # each tp rank routes its own sequence chunk (hpdsl/torch/sequence.py)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -102,7 +114,11 @@ class MoE(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         correction = getattr(self.router, "e_score_correction_bias", None)
         weights, indices = self.routing.route(self.router(flat), correction)
-        out = self.experts(flat, indices, weights.to(flat.dtype))
+        if self.latent_proj is None:
+            out = self.experts(flat, indices, weights.to(flat.dtype))
+        else:  # the router read the hidden vector; the experts read and write the latent one
+            routed = self.experts(self.latent_proj.fc1_latent_proj(flat), indices, weights.to(flat.dtype))
+            out = self.latent_proj.fc2_latent_proj(routed)
         if self.shared_experts is not None:
             shared = sum(expert(flat) for expert in self.shared_experts)
             if self.shared_expert_gate is not None:
@@ -111,5 +127,6 @@ class MoE(nn.Module):
         return out.reshape(x.shape)
 
 
-__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "Router", "Routing",
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoELatentProjection", "Router",
+           "Routing",
            "SharedExpertGate", "mxfp8_round"]
