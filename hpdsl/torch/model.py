@@ -86,7 +86,7 @@ class _Builder:
         by_role = dict(built)
         shared = [module for role, module in built if role == "shared_experts"]
         return MoE(cfg, by_role["router"], by_role["experts"], shared, by_role.get("shared_gate"),
-                   by_role.get("latent_proj"))  # type: ignore[arg-type]  # the family's module (moe_latent_projection)
+                   by_role.get("latent_proj"))
 
     def bindings(self, kind: str | None) -> Mapping[str, str]:
         """Return which family fills each slot in layers of `kind`: the .hpf bindings, then the caller's."""

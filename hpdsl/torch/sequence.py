@@ -39,7 +39,7 @@ from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModule
 from hpdsl.bound.outer import stated_outer
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
-from hpdsl.torch.modules.moe import MoE
+from hpdsl.torch.modules.moe import MoE, latent_projections
 from hpdsl.torch.pipeline import StageChunk
 
 _SEQ = Shard(1)
@@ -83,9 +83,9 @@ def _local_moe(moe: MoE, tp: DeviceMesh) -> None:
     output. Gathering the flattened [b·s/tp, h] tokens orders them by rank, then
     batch row: a permutation, which a per-token module undoes on the way out.
     """
-    latent = moe.latent_proj  # the routed experts' latent projections (replicated) run on the chunk's tokens too
-    for linear in (moe.router, moe.shared_expert_gate,
-                   *((latent.fc1_latent_proj, latent.fc2_latent_proj) if latent is not None else ())):
+    # The routed experts' latent projections (replicated) run on the chunk's tokens too.
+    latent = latent_projections(moe.latent_proj) if moe.latent_proj is not None else ()
+    for linear in (moe.router, moe.shared_expert_gate, *latent):
         if linear is not None:
             parallelize_module(linear, tp, SequenceParallel(sequence_dim=0, use_local_output=True))
     for expert in moe.shared_experts or ():

@@ -258,3 +258,14 @@ def test_mla_shapes_match_deepseek_v3() -> None:
     with torch.device("meta"):
         theirs, ours = DeepseekV3Attention(config, 0), MLAttention(cfg)
     assert _shapes(ours) == _shapes(theirs)
+
+
+def test_a_latent_projection_module_without_its_two_projections_is_refused() -> None:
+    """The latent_proj slot's module must hold fc1_latent_proj and fc2_latent_proj (families/router.hpf's params)."""
+    from hpdsl.torch.modules import MoELatentProjection, Router
+    cfg = ModuleConfig(hidden=16, ffn_width=8, experts=4, top_k=2, latent_width=8)
+    router, experts = Router(cfg), GroupedExperts(attrs.evolve(cfg, hidden=8))
+    with pytest.raises(BuildError, match="latent_proj slot's Linear holds no fc1_latent_proj and fc2_latent_proj"):
+        MoE(cfg, router, experts, latent=torch.nn.Linear(16, 8))
+    moe = MoE(cfg, router, experts, latent=MoELatentProjection(cfg))
+    assert moe(torch.randn(2, 3, 16)).shape == (2, 3, 16)

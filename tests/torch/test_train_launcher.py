@@ -105,6 +105,9 @@ def _wait_for_ranks(cli: subprocess.Popen[str], count: int) -> list[int]:
     for line in cli.stderr:
         if "hpdsl train: step" in line:
             break
+    else:  # the job ended before its first step: say so now, not after waiting for ranks that are gone
+        cli.kill()
+        raise AssertionError(f"the job ended before its first step: {cli.communicate()}")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         ranks = [pid for pid in _job_of(cli.pid) if "hpdsl.torch.train" in _cmdline(pid)
@@ -133,12 +136,14 @@ def _state(pid: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_timeout_stops_every_rank_torchrun_started() -> None:
-    cli = _start("--steps", "10000000", "--timeout", "40")
+    # 70 s: the two ranks' start-up and first step on a loaded 2-core machine (both xdist workers busy) took
+    # over 40 s once, and the job ran past its --timeout before its first step could be seen.
+    cli = _start("--steps", "10000000", "--timeout", "70")
     ranks = _wait_for_ranks(cli, 2)
-    out, err = cli.communicate(timeout=60)
-    assert cli.returncode == 2 and "ran past --timeout 40 s" in err, err
+    out, err = cli.communicate(timeout=90)
+    assert cli.returncode == 2 and "ran past --timeout 70 s" in err, err
     assert _gone_within(ranks, 1) and not _job_of(cli.pid)
 
 

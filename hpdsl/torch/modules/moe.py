@@ -8,11 +8,13 @@ experts' second GEMM, outside the expert math.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import attrs
 import torch
 from torch import Tensor, nn
 
+from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.experts import ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts, mxfp8_round
 
@@ -93,12 +95,25 @@ class MoELatentProjection(nn.Module):
         self.fc2_latent_proj = nn.Linear(config.latent_width, config.hidden, bias=bias)
 
 
+def latent_projections(module: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """Return a latent_proj module's (fc1_latent_proj, fc2_latent_proj): into the latent and back out.
+
+    Whichever family fills the slot, its module holds the two projections by these names
+    (families/router.hpf's moe_latent_projection declares them as its params).
+    """
+    pair = getattr(module, "fc1_latent_proj", None), getattr(module, "fc2_latent_proj", None)
+    if not all(isinstance(part, nn.Module) for part in pair):
+        raise BuildError(f"the latent_proj slot's {type(module).__name__} holds no fc1_latent_proj and "
+                         "fc2_latent_proj modules (the routed experts' projections into the latent and back)")
+    return cast(tuple[nn.Module, nn.Module], pair)  # both checked to be modules just above
+
+
 class MoE(nn.Module):
     """Router, routed experts (behind latent projections with latent_width), optional gated shared experts, each a slot."""
 
     def __init__(self, config: ModuleConfig, router: nn.Module, experts: nn.Module,
                  shared: Sequence[nn.Module] = (), gate: nn.Module | None = None,
-                 latent: MoELatentProjection | None = None) -> None:
+                 latent: nn.Module | None = None) -> None:
         super().__init__()
         self.top_k = config.top_k
         self.routing = Routing.of(config)
@@ -107,6 +122,8 @@ class MoE(nn.Module):
         self.shared_experts = nn.ModuleList(shared) if shared else None
         self.shared_expert_gate = gate
         self.latent_proj = latent  # transformers' NemotronHMoE: the routed experts see latent_width-wide tokens
+        if latent is not None:
+            latent_projections(latent)  # refused now, not at the first forward
         self.routes_chunk = False  # each tp rank routes its own sequence chunk (hpdsl/torch/sequence.py)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -117,8 +134,9 @@ class MoE(nn.Module):
         if self.latent_proj is None:
             out = self.experts(flat, indices, weights.to(flat.dtype))
         else:  # the router read the hidden vector; the experts read and write the latent one
-            routed = self.experts(self.latent_proj.fc1_latent_proj(flat), indices, weights.to(flat.dtype))
-            out = self.latent_proj.fc2_latent_proj(routed)
+            # Looked up at each call: a conversion (float8) may swap either projection in place.
+            into, back = latent_projections(self.latent_proj)
+            out = back(self.experts(into(flat), indices, weights.to(flat.dtype)))
         if self.shared_experts is not None:
             shared = sum(expert(flat) for expert in self.shared_experts)
             if self.shared_expert_gate is not None:
@@ -127,6 +145,6 @@ class MoE(nn.Module):
         return out.reshape(x.shape)
 
 
-__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoELatentProjection", "Router",
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoELatentProjection", "Router", "latent_projections",
            "Routing",
            "SharedExpertGate", "mxfp8_round"]
