@@ -32,6 +32,7 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
@@ -64,15 +65,21 @@ def with_layers(name: str, layers: int, folder: Path) -> CostModel:
     return bind_model([path])
 
 
-def llm_analysis_seconds() -> float | None:
-    """Return llm-analysis's seconds per strategy (the median over bench_llm_analysis's strategies), or None."""
+@functools.cache
+def llm_analysis_pricers() -> tuple[Callable[[], object], ...] | None:
+    """Return bench_llm_analysis's pricers, one per strategy, or None (saying why, once) where it cannot import."""
     try:
         from bench_llm_analysis import STRATEGIES, llm_analysis_pricer  # bench/, beside this module
-        pricers = [llm_analysis_pricer(*row) for row in STRATEGIES]
+        return tuple(llm_analysis_pricer(*row) for row in STRATEGIES)
     except ImportError as missing:  # say why, or the ratio's absence reads as a pass
         print(f"  llm-analysis not importable ({missing}): the ratio is left out (pyproject.toml's bench extra)")
         return None
-    return statistics.median(cpu_seconds(price, 20) for price in pricers)
+
+
+def llm_analysis_seconds() -> float | None:
+    """Return llm-analysis's seconds per strategy (the median over bench_llm_analysis's strategies), or None."""
+    pricers = llm_analysis_pricers()
+    return None if pricers is None else statistics.median(cpu_seconds(price, 20) for price in pricers)
 
 
 def cpu_seconds(fn: Callable[[], object], number: int = 1) -> float:

@@ -13,12 +13,17 @@ from hpdsl.diagnostics import Source
 from hpdsl.importers.hf import HfImportError, import_hf_config
 from tests.importers.hf_configs import shrunk
 
-SMALL: dict[str, Any] = {
-    "model_type": "nemotron_h", "hidden_size": 64, "hybrid_override_pattern": "MM--*-M", "num_hidden_layers": 7,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
+DIMS: dict[str, Any] = {
+    "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
     "intermediate_size": 96, "mamba_num_heads": 8, "mamba_head_dim": 16, "n_groups": 2, "ssm_state_size": 8,
-    "conv_kernel": 4, "chunk_size": 8, "rms_norm_eps": 1e-5,
+    "conv_kernel": 4, "chunk_size": 8, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40,
 }
+"""The small dims every config here takes; its other keys stay the published Nemotron 3 file's."""
+
+SMALL: dict[str, Any] = shrunk("nemotron_3_nano_30b_a3b", **DIMS, hybrid_override_pattern="MM--*-M",
+                               num_hidden_layers=7)
+"""Nemotron 3 Nano's published config.json (tests/data/hf/SOURCES.md) at DIMS, seven layers of M, -, *."""
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +49,7 @@ def test_the_pattern_lowers_to_runs_of_the_kinds_transformers_names(profiles) ->
 
 def test_biases_and_widths_are_read_as_nemotron_h_reads_them(profiles) -> None:
     pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    import torch
-
+    pytest.importorskip("transformers")
     # use_bias is the Mamba projections' bias; attention_bias builds nothing; d_inner is heads × head dim
     # (ssm_head_dim; expand is read into ssm_expand, which the mixer then does not read); the MLP's
     # activation is mlp_hidden_act.
@@ -58,10 +61,7 @@ def test_biases_and_widths_are_read_as_nemotron_h_reads_them(profiles) -> None:
     assert (model.ssm_heads, model.ssm_head_dim, model.ssm_expand) == (8, 16, 7)
     assert model.activation == "relu2"
     ours = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families)).total
-    hf_config = transformers.NemotronHConfig(**{k: v for k, v in config.items() if k != "model_type"})
-    with torch.device("meta"):
-        theirs = sum(p.numel() for p in transformers.NemotronHForCausalLM(hf_config).parameters())
-    assert ours == theirs
+    assert ours == _hf_count(config)
 
 
 @pytest.mark.parametrize(("change", "field", "words"), [
@@ -113,8 +113,7 @@ def test_moe_layers_price_nemotron_h_moe_exactly(profiles) -> None:
     pytest.importorskip("transformers")
     # Pattern E: NemotronHMoE, non-gated relu² experts, a sigmoid router and one shared expert as wide as
     # moe_shared_expert_intermediate_size, whatever n_shared_experts says.
-    config = {**SMALL, "hybrid_override_pattern": "ME*E-M", "n_routed_experts": 8, "num_experts_per_tok": 2,
-              "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40, "n_shared_experts": 3}
+    config = {**SMALL, "hybrid_override_pattern": "ME*E-M", "n_shared_experts": 3}
     registry = _registry(config, profiles)
     model = registry.models["nh"]
     assert (model.experts, model.top_k, model.expert_width, model.shared_experts, model.shared_width) == \
@@ -131,9 +130,10 @@ def test_latent_moe_layers_price_nemotron_3_supers_moe_exactly(profiles) -> None
     # fc2_latent_proj after, the experts latent wide; the router and the shared expert read hidden. The MTP
     # layer it states is not built by transformers: ignored, not priced. (mlp_bias stays false: NemotronHExperts
     # has no biases whatever it says, but families/grouped_experts.hpf biases the experts with mlp_bias.)
-    config = {**SMALL, "hybrid_override_pattern": "ME*E-M", "n_routed_experts": 8, "num_experts_per_tok": 2,
-              "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40, "moe_latent_size": 16,
-              "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"}
+    # Nemotron 3 Super's published file at DIMS (its own num_nextn_predict_layers 1 and
+    # mtp_hybrid_override_pattern "*E"), its latent 16 wide.
+    config = shrunk("nemotron_3_super_120b_a12b_nvfp4", **DIMS, hybrid_override_pattern="ME*E-M",
+                    num_hidden_layers=6, moe_latent_size=16)
     registry = _registry(config, profiles)
     model = registry.models["nh"]
     assert model.latent_width == 16 and not model.mtp
@@ -153,9 +153,9 @@ def test_layers_block_type_in_the_legacy_names_lowers_as_transformers_remaps_it(
     # Nemotron 3 Ultra's file names its layers mamba/attention/moe; NemotronHConfig remaps mamba →
     # linear_attention and attention → full_attention (configuration_utils' remap_legacy_layer_types).
     listed = ["mamba", "moe", "attention", "mlp", "linear_attention", "full_attention"]
-    config = {**{k: v for k, v in SMALL.items() if k != "hybrid_override_pattern"}, "layers_block_type": listed,
-              "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
-              "moe_shared_expert_intermediate_size": 40, "moe_latent_size": 16}
+    # Nemotron 3 Ultra's published file at DIMS, which states no hybrid_override_pattern.
+    config = shrunk("nemotron_3_ultra_550b_a55b_bf16", **DIMS, layers_block_type=listed, moe_latent_size=16)
+    assert "hybrid_override_pattern" not in config
     imported = import_hf_config(config, profiles=profiles, name="nh")
     assert "stack [linear_attention, moe, full_attention, mlp, linear_attention, full_attention]" in imported.text
     registry = _registry(config, profiles)

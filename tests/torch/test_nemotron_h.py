@@ -118,19 +118,29 @@ NANO_SMALL = shrunk("nemotron_3_nano_30b_a3b", hidden_size=64, hybrid_override_p
                     num_experts_per_tok=2, moe_intermediate_size=32, moe_shared_expert_intermediate_size=48)
 
 
-def test_a_scaled_nemotron_3_nano_has_transformers_parameters_and_trains() -> None:
+def _imported(config: dict[str, Any], name: str) -> tuple[Registry, Any]:
+    """Return the registry of `config` imported as model `name` (standard library), and that model."""
     stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    imported = import_hf_config(NANO_SMALL, profiles=stdlib.profiles, name="nano_small")
-    registry = compile_sources([Source("nano_small.hpf", imported.text)])
-    model = registry.models["nano_small"]
+    imported = import_hf_config(config, profiles=stdlib.profiles, name=name)
+    registry = compile_sources([Source(f"{name}.hpf", imported.text)])
+    return registry, registry.models[name]
+
+
+def _transformers_meta(config: dict[str, Any]) -> Any:
+    """Return transformers' NemotronHForCausalLM of `config` on the meta device (its parameters' count)."""
+    hf_config = transformers.NemotronHConfig(**{k: v for k, v in config.items() if k != "model_type"})
+    with torch.device("meta"):
+        return transformers.NemotronHForCausalLM(hf_config)
+
+
+def test_a_scaled_nemotron_3_nano_has_transformers_parameters_and_trains() -> None:
+    registry, model = _imported(NANO_SMALL, "nano_small")
     cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
     assert list(cost.layer_kinds()) == ["linear_attention", "moe", "linear_attention", "full_attention", "moe",
                                         "linear_attention", "moe"]
     torch.manual_seed(0)
     built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
-    config = transformers.NemotronHConfig(**{k: v for k, v in NANO_SMALL.items() if k != "model_type"})
-    with torch.device("meta"):
-        theirs = transformers.NemotronHForCausalLM(config)
+    theirs = _transformers_meta(NANO_SMALL)
     assert sum(p.numel() for p in built.parameters()) == sum(p.numel() for p in theirs.parameters()) \
         == parameters(cost).total
     assert built.layers[1].mixer is None and built.layers[1].ffn.experts.up_proj.shape == (8, 64, 32)
@@ -141,10 +151,7 @@ def test_a_scaled_nemotron_3_nano_has_transformers_parameters_and_trains() -> No
 
 def test_a_scaled_nemotron_3_nanos_matmul_flops_are_the_estimate() -> None:
     # The MoE layers' router and top-k experts (each token through 2 of 8), the mixer-only layers no router.
-    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    imported = import_hf_config(NANO_SMALL, profiles=stdlib.profiles, name="nano_small")
-    registry = compile_sources([Source("nano_small.hpf", imported.text)])
-    model = registry.models["nano_small"]
+    registry, model = _imported(NANO_SMALL, "nano_small")
     cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
     terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
     assert terms["linear_attention"].get("router", 0.0) == terms["full_attention"].get("router", 0.0) == 0.0
@@ -163,21 +170,14 @@ SUPER_SMALL = shrunk("nemotron_3_super_120b_a12b_nvfp4", hidden_size=64, hybrid_
                      moe_latent_size=24)
 
 
-def _super_small() -> tuple[Registry, Any]:
-    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    imported = import_hf_config(SUPER_SMALL, profiles=stdlib.profiles, name="super_small")
-    registry = compile_sources([Source("super_small.hpf", imported.text)])
-    return registry, registry.models["super_small"]
 
 
 def test_a_scaled_nemotron_3_super_has_transformers_parameters_and_trains() -> None:
-    registry, model = _super_small()
+    registry, model = _imported(SUPER_SMALL, "super_small")
     cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
     torch.manual_seed(0)
     built = build_model(model, registry=registry, device="cpu", selectors={"attention": {"backend": "eager"}})
-    config = transformers.NemotronHConfig(**{k: v for k, v in SUPER_SMALL.items() if k != "model_type"})
-    with torch.device("meta"):
-        theirs = transformers.NemotronHForCausalLM(config)
+    theirs = _transformers_meta(SUPER_SMALL)
     assert sum(p.numel() for p in built.parameters()) == sum(p.numel() for p in theirs.parameters()) \
         == parameters(cost).total
     # The routed experts are latent wide (transformers' [experts, out, in] transposed); the shared one hidden wide.
@@ -192,7 +192,7 @@ def test_a_scaled_nemotron_3_super_has_transformers_parameters_and_trains() -> N
 
 def test_a_scaled_nemotron_3_supers_matmul_flops_are_the_estimate() -> None:
     # The latent projections' matmuls (families/router.hpf's layout) and the top-k experts at the latent width.
-    registry, model = _super_small()
+    registry, model = _imported(SUPER_SMALL, "super_small")
     cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
     terms = forward_flops_by_term(cost, batch=BATCH, seq_len=SEQ)
     estimate = sum(terms[c].get(t, 0.0) for c in [*cost.layer_kinds(), "output"] for t in MATMUL_TERMS)

@@ -149,6 +149,8 @@ def test_the_gated_unit_takes_glu_alpha_glu_limit_and_interleaving() -> None:
     halves = (x @ plain.gate_up_proj[0]).chunk(2, dim=-1)
     torch.testing.assert_close(plain.expert(0, x), (torch.nn.functional.silu(halves[0]) * halves[1])
                                @ plain.down_proj[0])
+    with pytest.raises(BuildError, match="glu_limit -1.0 would clamp the up to an empty range"):
+        GatedMLP(ModuleConfig(hidden=16, ffn_width=8, glu_limit=-1.0))
     with pytest.raises(BuildError, match="no glu_alpha, glu_limit or glu_interleaved"):
         MXFP8GroupedExperts(ModuleConfig(hidden=64, ffn_width=32, experts=2, top_k=1, glu_interleaved=True))
 

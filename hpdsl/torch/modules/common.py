@@ -119,6 +119,9 @@ def gated_unit(config: ModuleConfig | None) -> Callable[[Tensor, Tensor], Tensor
     act = activation(config.activation if config is not None else "silu")
     alpha = float(config.glu_alpha or 0.0) if config is not None else 0.0
     limit = float(config.glu_limit or 0.0) if config is not None else 0.0
+    if limit < 0:
+        raise BuildError(f"glu_limit {limit} would clamp the up to an empty range: state a positive limit "
+                         "(gpt-oss's swiglu_limit is 7.0), or leave it unset for no clamp")
     if not alpha and not limit:
         return lambda gate, up: act(gate) * up
 
