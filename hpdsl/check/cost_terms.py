@@ -19,8 +19,10 @@ from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.check.layouts import _check_condition_name, _condition_names
-from hpdsl.model.cost_terms import BYTE_CLASSES, FIXED_BYTES, FLOAT_NAMES, KEYS, SAVED, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import (BYTE_CLASSES, CHOICE_NAMES, EAGER, EAGER_TERMS, FIXED_BYTES, FLOAT_NAMES, KEYS, SAVED, TERMS,
+                                    UNITS, keys_degree)
 from hpdsl.diagnostics import Collector, did_you_mean
+from hpdsl.diagnostics.span import Span
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
 from hpdsl.model.layouts import LAYOUT_AXES
@@ -57,10 +59,11 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
                         f"'{term.unit.value}' is not a cost term's unit; expected {', '.join(UNITS)}",
                         hint=did_you_mean(term.unit.value, UNITS) or "write `flops NAME = ...` (forward FLOPs per "
                         "token) or `saved NAME = ...` (elements per token kept for the backward)")
-    if term.name.value not in TERMS:
+    names = EAGER_TERMS if term.unit.value == EAGER else TERMS
+    if term.name.value not in names:
         collector.error(term.name.span, "unknown-cost-term",
-                        f"'{term.name.value}' is not a term the estimator prices; expected one of {', '.join(TERMS)}",
-                        hint=did_you_mean(term.name.value, TERMS) or
+                        f"'{term.name.value}' is not a term the estimator prices; expected one of {', '.join(names)}",
+                        hint=did_you_mean(term.name.value, names) or
                         "name the term the work belongs to (docs/cost-model.md, \"Cost terms from the families\")")
     readable = (*DIM_NAMES, *FLOAT_NAMES, *LAYOUT_AXES, *declared, KEYS)
     for ref in ast.dim_names(term.expr):
@@ -81,10 +84,14 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
                         hint="write `recompute selective` (full recompute reruns every term anyway), or remove it")
     if term.condition is not None:
         for ref, alone in _condition_names(term.condition):
+            if ref.value in CHOICE_NAMES and not alone:
+                continue  # `if norm == layernorm`: a choice field compared to one of its choices
             if ref.value not in FLOAT_NAMES:
                 _check_condition_name(ref, alone, collector, declared)
     if term.unit.value == SAVED:
         _check_saved(term, collector)
+    elif term.unit.value == EAGER:
+        _check_eager(term, collector)
     elif term.unit.value in UNITS:
         _check_flops_only(term, collector)
 
@@ -158,6 +165,25 @@ def _check_flops_only(term: ast.CostTerm, collector: Collector) -> None:
         collector.error(part.span if part is not None else term.span, "saved-only-clause",
                         f"the FLOP term '{term.name.value}' states `{what}`, which only a saved term says (how "
                         "a tensor is kept for the backward)", hint=f"remove `{what} ...` from the FLOP term")
+
+
+def _check_eager(term: ast.CostTerm, collector: Collector) -> None:
+    """Report what an `eager` term may not say: a clause of FLOPs or saved tensors, `keys` or a split in `calls`.
+
+    `calls` is a count per micro-batch on each rank; `moved` is elements per token (plus per token and key),
+    split over tp as the heads unless `replicate` (whole on every tp rank) or `sequence` (split by sp).
+    """
+    said: list[tuple[Span, str]] = [
+        (part.span, what) for part, what in ((term.bytes, "at"), (term.flash, "flash"), (term.recompute, "recompute"))
+        if part is not None]
+    if term.name.value == "calls":
+        said += [(term.span, what) for what, on in (("replicate", term.replicate), ("sequence", term.sequence)) if on]
+        said += [(ref.span, "keys") for ref in ast.dim_names(term.expr) if ref.value == KEYS]
+    for span, what in said:
+        collector.error(span, "eager-term-clause",
+                        f"the eager term '{term.name.value}' states `{what}`; an eager term counts what the module "
+                        "dispatches (calls: a count per micro-batch; moved: elements per token, split over tp "
+                        "unless `replicate` or `sequence`)", hint=f"remove `{what}` from the eager term")
 
 
 def _per_key(expr: ast.DimExpr) -> bool | None:

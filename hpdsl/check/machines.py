@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note, did_you_mean
 from hpdsl.diagnostics.span import Span
-from hpdsl.model.machine import CLUSTER_KEYS, CURVES, DEVICE_KEYS, TIER_KEYS, Key
+from hpdsl.model.machine import CLUSTER_KEYS, CURVES, DEVICE_KEYS, REQUIRED_CURVES, TIER_KEYS, Key
 from hpdsl.scope import Scope
 
 
@@ -91,7 +91,7 @@ def check_curves(curves: list[ast.Curve], device: ast.Device, collector: Collect
                             hint=did_you_mean(name, CURVES) if name not in CURVES else "keep one of them")
         seen.add(name)
         check_points(curve, collector)
-    for name in CURVES.keys() - seen:
+    for name in sorted(set(REQUIRED_CURVES) - seen):
         collector.error(device.name.span, "bad-curve", f"device '{device.name.value}' declares no {name} curve",
                         hint=f"add `curve {name} {{ SIZE EFFICIENCY ... }}`: {CURVES[name]}")
 

@@ -51,7 +51,8 @@ def calibrate_command(output: Path, name: str, ranks: int, threads: int) -> None
                f"optimizer {measured.optimizer_bandwidth / 1e9:,.2f} GB/s, tensor {measured.tensor_overhead * 1e6:,.0f} us, "
                f"DTensor {measured.dtensor_overhead * 1e6:,.0f} us, DTensor op "
                f"{measured.dtensor_op_overhead * 1e6:,.0f} us, FSDP2 unit {measured.shard_overhead * 1e6:,.0f} us, "
-               f"overlap {measured.comm_overlap:.2f}, "
+               f"overlap {measured.comm_overlap:.2f}, eager call {measured.call_overhead * 1e6:,.1f} us, "
+               f"eager elementwise {measured.eager_bandwidth / 1e9:,.2f} GB/s, "
                + ", ".join(f"{c} {bw / 1e9:,.2f} GB/s" for c, bw in measured.collectives)
                + f" ({ranks} ranks at once, "
                f"{measured.threads} threads each)")

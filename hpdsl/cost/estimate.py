@@ -18,7 +18,7 @@ from hpdsl.cost.facts.params import ParamReport
 from hpdsl.cost.facts.precision import OPTIMIZERS, PRECISIONS, StaticWidths, static_widths
 from hpdsl.cost.feasibility.reasons import require_valid
 from hpdsl.cost.formulas.breakdown import step_breakdown
-from hpdsl.cost.formulas.device_time import column_ops
+from hpdsl.cost.formulas.device_time import column_host
 from hpdsl.cost.formulas.comm import AXES
 from hpdsl.cost.formulas.context import scalar_context
 from hpdsl.cost.price.grid import price_grid
@@ -212,8 +212,7 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
     run = prepared.columns.cost_model.profile.run
     x = scalar_context(strategy, run)
     columns = prepared.columns.columns
-    host = [sum(n * column_ops(columns[j], x) for j, n in held) * x.op_overhead if x.host_on else 0.0
-            for held in plan.rank_held]
+    host = [sum(n * column_host(columns[j], x) for j, n in held) for held in plan.rank_held]
     return Estimate(
         model=prepared.columns.cost_model.model.name, strategy=strategy,
         params=prepared.columns.report,

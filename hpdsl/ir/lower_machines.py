@@ -21,7 +21,8 @@ def settings_of(settings: Iterable[ast.Setting], keys: Mapping[str, Key]) -> dic
 def lower_device(device: ast.Device) -> DeviceIR:
     """Return the IR of one checked device."""
     v = settings_of((i for i in device.items if isinstance(i, ast.Setting)), DEVICE_KEYS)
-    curve = next(i for i in device.items if isinstance(i, ast.Curve) and i.name.value == "matmul")
+    curves = {i.name.value: i for i in device.items if isinstance(i, ast.Curve)}
+    curve = curves["matmul"]
     return DeviceIR(
         name=device.name.value, memory_bytes=int(v["memory_bytes"]),
         memory_bandwidth=float(v["memory_bandwidth"]), memory_efficiency=float(v["memory_efficiency"]),
@@ -34,7 +35,10 @@ def lower_device(device: ast.Device) -> DeviceIR:
         optimizer_bandwidth=float(v.get("optimizer_bandwidth", 0.0)),
         tensor_overhead=float(v.get("tensor_overhead", 0.0)), dtensor_overhead=float(v.get("dtensor_overhead", 0.0)),
         dtensor_op_overhead=float(v.get("dtensor_op_overhead", 0.0)), shard_overhead=float(v.get("shard_overhead", 0.0)),
-        comm_overlap=float(v.get("comm_overlap", 1.0)))
+        comm_overlap=float(v.get("comm_overlap", 1.0)), call_overhead=float(v.get("call_overhead", 0.0)),
+        eager_bandwidth=float(v.get("eager_bandwidth", 0.0)),
+        attention=tuple(CurvePointIR(float(p.size.value), float(p.efficiency.value))
+                        for p in (curves["attention"].points if "attention" in curves else ())))
 
 
 def lower_cluster(cluster: ast.Cluster) -> ClusterIR:

@@ -440,6 +440,9 @@ class DeviceIR:
     dtensor_op_overhead: float = 0.0  # host seconds per op of a layer under tp > 1 (0: op_overhead)
     shard_overhead: float = 0.0       # host seconds per FSDP2 unit and micro-batch (ZeRO-3; 0: not priced)
     comm_overlap: float = 1.0         # share of an overlapped collective's time hidden behind compute
+    call_overhead: float = 0.0        # host seconds per eager aten call (0: the eager terms are not priced)
+    eager_bandwidth: float = 0.0      # bytes/s eager elementwise kernels move (0: memory_bandwidth x efficiency)
+    attention: tuple[CurvePointIR, ...] = ()  # the attention kernel's curve (empty: the matmul curve)
 
 
 @attrs.frozen

@@ -10,10 +10,18 @@ from hpdsl.ir.nodes import DimIR
 from hpdsl.model import ops as OP
 from hpdsl.model.fields import FIELDS
 
-UNITS = ("flops", "saved")
-"""The units a cost term may state: forward FLOPs per token, or elements per token saved for the backward."""
+UNITS = ("flops", "saved", "eager")
+"""The units a cost term may state: forward FLOPs per token, elements per token saved for the backward, or what
+the module's eager PyTorch code dispatches (EAGER_TERMS)."""
 
-FLOPS, SAVED = UNITS
+FLOPS, SAVED, EAGER = UNITS
+
+EAGER_TERMS: dict[str, str] = {
+    "calls": "aten calls the reference module dispatches in one forward and backward, per micro-batch",
+    "moved": "elements its non-matmul aten calls read and write per token, forward and backward",
+}
+"""The terms an `eager` cost line names: what the time model prices an eager implementation's host and
+elementwise work by where the device states a call_overhead (docs/cost-model.md, "Eager execution")."""
 
 BYTE_CLASSES: dict[str, str] = {
     "compute": "the compute dtype (the strategy's activation width)",
@@ -31,6 +39,9 @@ FIXED_BYTES = ("norm", "mask", "fp32")
 
 FLOAT_NAMES: tuple[str, ...] = tuple(name for name, field in FIELDS.items() if field.type == "float")
 """The model fields a cost term may read beside the dims (hpdsl.bound.config.DIM_NAMES): the float ones."""
+
+CHOICE_NAMES: tuple[str, ...] = tuple(name for name, field in FIELDS.items() if field.type == "choice")
+"""The model fields a cost term's `if` may compare to one of their choices (`if norm == layernorm`): the choice ones."""
 
 KEYS = "keys"
 """The name a term reads for the keys a query attends to (causal and window aware)."""
@@ -72,5 +83,5 @@ def keys_degree(expr: DimIR) -> int | None:
     return None if None in degrees else sum(d for d in degrees if d is not None)
 
 
-__all__ = ["BYTE_CLASSES", "FIXED_BYTES", "FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS", "UNITS",
-           "keys_degree"]
+__all__ = ["BYTE_CLASSES", "CHOICE_NAMES", "EAGER", "EAGER_TERMS", "FIXED_BYTES", "FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS",
+           "UNITS", "keys_degree"]

@@ -47,6 +47,11 @@ DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
     Key("devices_per_node", "int", "devices in one node (default 8)", default=8),
     Key("op_overhead", "float", "host seconds per op of a layer, forward and backward, beyond its arithmetic "
         "(eager dispatch and autograd: a tiny op's time; default 0)", high=1.0),
+    Key("call_overhead", "float", "host seconds per aten call of eager PyTorch code, forward or backward, "
+        "beyond its arithmetic: with it the time model prices a column by what its families' `eager` terms "
+        "declare (default 0: not priced)", high=1.0),
+    Key("eager_bandwidth", "float", "bytes/s eager elementwise kernels (norms, activations, products, "
+        "transcendentals) move, beyond their calls (default memory_bandwidth x memory_efficiency)"),
     Key("link_latency", "float", "seconds per message step on the device's own links, used without a cluster "
         "(default 0)", high=1.0),
     Key("optimizer_bandwidth", "float", "bytes/s the optimizer step moves (2 passes over weights, gradients "
@@ -66,8 +71,14 @@ DEVICE_KEYS: dict[str, Key] = {k.name: k for k in (
 )}
 """Every key a `device` block may set."""
 
-CURVES = {"matmul": "share of peak a matmul reaches at size (m·n·k)^(1/3), interpolated in log size"}
-"""The curves a device may declare; matmul is required."""
+CURVES = {"matmul": "share of peak a matmul reaches at size (m·n·k)^(1/3), interpolated in log size",
+          "attention": "share of peak the attention kernel's score work (forward, backward and the flash "
+                       "backward's recompute, as the families count it) reaches at size "
+                       "(tokens·keys·head_dim)^(1/3); default the matmul curve"}
+"""The curves a device may declare."""
+
+REQUIRED_CURVES = ("matmul",)
+"""The curves every device declares."""
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 """The collectives a tier states an efficiency for (default 1: the tier's bandwidth as stated)."""

@@ -27,6 +27,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.device_mesh import DeviceMesh
 
+from hpdsl.torch.calibrate_attention import HEAD_DIM, HEADS, SEQUENCES, measure_attention
+from hpdsl.torch.calibrate_eager import LARGE, TINY, measure_call_overhead, measure_eager_bandwidth
 from hpdsl.torch.calibrate_links import (WINDOW_S, collective_seconds, measure_collectives, measure_links,
                                          measure_overlap, sustained_seconds, together)
 
@@ -55,6 +57,9 @@ class Measured:
     shard_overhead: float = 0.0
     collectives: tuple[tuple[str, float], ...] = ()  # bytes/s each collective reaches (all_reduce's: ring bytes)
     comm_overlap: float = 1.0
+    call_overhead: float = 0.0
+    eager_bandwidth: float = 0.0
+    attention: tuple[tuple[float, float], ...] = ()  # (size, FLOP/s) of the attention kernel's score work
 
 
 ROUNDS = 3
@@ -222,8 +227,9 @@ def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], 
         bandwidth, latency = measure_links(ranks, window=window)
         dtensor_op, shard = measure_dtensor_op_overhead(mesh, window), measure_shard_overhead(mesh, window)
         collectives, overlap = measure_collectives(ranks, window=window), measure_overlap(window)
+        call = measure_call_overhead(window)
         mine = (matmul, memory, op, optimizer, bandwidth, latency, tensor, dtensor, dtensor_op, shard, collectives,
-                overlap)
+                overlap, call, measure_eager_bandwidth(window), measure_attention(window))
         everyone: list[object] = [None] * ranks
         dist.all_gather_object(everyone, mine)
         if rank == 0:
@@ -256,13 +262,17 @@ def calibrate(ranks: int = 2, threads: int | None = 1, sizes: Sequence[int] = SI
                     dtensor_op_overhead=mean(8), shard_overhead=mean(9),
                     collectives=tuple((c, sum(float(dict(row[10])[c]) for row in rows) / len(rows))
                                       for c, _ in rows[0][10]),
-                    comm_overlap=mean(11))
+                    comm_overlap=mean(11), call_overhead=mean(12), eager_bandwidth=mean(13),
+                    attention=tuple((s, sum(float(row[14][i][1]) for row in rows) / len(rows))
+                                    for i, (s, _) in enumerate(rows[0][14])))
 
 
 def device_text(name: str, m: Measured, memory_bytes: int) -> str:
     """Return the .hpf text of the device `name` calibration measured."""
     peak = max(flops for _, flops in m.matmul)
     points = "  ".join(f"{n} {max(flops / peak, 1e-4):.4f}" for n, flops in m.matmul)
+    shares = "  ".join(f"{s:.1f} {min(max(flops / peak, 1e-4), 1.0):.4f}" for s, flops in m.attention)
+    attention = f"\n  curve attention {{ {shares} }}" if m.attention else ""
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""// Measured by `hpdsl calibrate` on {stamp}: {m.threads} torch threads, {m.ranks} gloo ranks.
 // peak: the fastest fp32 square matmul measured, its operands rotated through {COLD_BYTES // 2**20} MiB (from memory,
@@ -276,6 +286,12 @@ def device_text(name: str, m: Measured, memory_bytes: int) -> str:
 //   parameters, per parameter: plain tensors, and DTensors sharded over the {m.ranks} ranks;
 // dtensor_op_overhead: the tiny Linear colwise-sharded over the ranks (DTensor), its input replicated;
 // shard_overhead: {UNITS} tiny Linears fully_shard-ed (FSDP2) over the ranks against the same unsharded, per unit;
+// call_overhead: the standard library's Llama layer at hidden 16 on 8 tokens, forward and backward, its time over
+//   its aten calls (hpdsl/torch/calibrate_eager.py); eager_bandwidth: an elementwise probe (RMSNorm, SiLU-gated
+//   product, cosine) at {LARGE[0]} x {LARGE[1]}, the bytes its calls move over its time beyond their host time
+//   (the probe's at {TINY[0]} x {TINY[1]}, per call);
+// curve attention: causal SDPA ({HEADS} heads of {HEAD_DIM}, sequences {", ".join(map(str, SEQUENCES))}), forward and
+//   backward, its score work as the attention family counts it over its time, as a share of the peak;
 // comm_overlap: what a 32 MiB all-reduce beside matmuls of its length saves over the two one after the other,
 //   over the shorter (0: the cores that compute also move the bytes);
 // cluster {name}_links: the same links, each collective's bandwidth (32 MiB; p2p: a pair's exchange) over the
@@ -298,8 +314,10 @@ device {name} {{
   dtensor_op_overhead = {_float(m.dtensor_op_overhead)}
   shard_overhead = {_float(m.shard_overhead)}
   comm_overlap = {m.comm_overlap:.4f}
+  call_overhead = {_float(m.call_overhead)}
+  eager_bandwidth = {_float(m.eager_bandwidth)}
   source = "hpdsl calibrate, {stamp}"
-  curve matmul {{ {points} }}
+  curve matmul {{ {points} }}{attention}
 }}
 {cluster_text(name, m)}"""
 

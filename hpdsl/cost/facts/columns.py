@@ -9,7 +9,7 @@ need (heads per kind, expert counts, widths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import cast
 
@@ -17,11 +17,14 @@ import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
 from hpdsl.cost.facts.cost_terms import DeclaredTerm, layer_saved
+from hpdsl.cost.facts.eager import EagerWork, all_declared, end_eager, layer_eager
 from hpdsl.cost.facts.casts import Casts, layer_casts
 from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_slots
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
                                      pricing_end_slots, pricing_families, pricing_mtp_slots)
 from hpdsl.cost.facts.replication import replicated_roles
+from hpdsl.bound.slots import Slot
+from hpdsl.ir.nodes import FamilyIR
 
 
 @attrs.frozen
@@ -37,6 +40,7 @@ class Column:
     matmuls: Matmuls = Matmuls()  # weight multiply-adds per token from the slots' layouts (hpdsl/cost/facts/matmuls.py)
     saved: tuple[DeclaredTerm, ...] = ()  # the slots' families' `saved` terms (hpdsl/cost/formulas/memory.py)
     casts: Casts = Casts()  # what fp8-mixed casts of its linears (hpdsl/cost/facts/casts.py)
+    eager: EagerWork | None = None  # what its eager code dispatches, where every slot declares it (facts/eager.py)
 
 
 @attrs.frozen(eq=False)
@@ -112,11 +116,22 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                                       config, layer_params(config, bindings, families),
                                       replicated_roles(cost_model, config, kind), matmuls,
                                       layer_saved(config, bindings, families),
-                                      layer_casts(config, bindings, families, extra)))
-    embedding, output = end_matmuls(cost_model, pricing_end_slots(cost_model), families)
-    columns += [Column("embedding", "embedding", matmuls=embedding), Column("output", "output", matmuls=output)]
+                                      layer_casts(config, bindings, families, extra),
+                                      _with_mtp_slots(layer_eager(config, bindings, families), extra, families)))
+    ends = pricing_end_slots(cost_model)
+    embedding, output = end_matmuls(cost_model, ends, families)
+    eager_in, eager_out = end_eager(ends, families, cost_model.model.vocab)
+    columns += [Column("embedding", "embedding", matmuls=embedding, eager=eager_in),
+                Column("output", "output", matmuls=output, eager=eager_out)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),
                         tuple((index["mtp", k], n) for k, n in mtp_runs), parameters(cost_model))
+
+
+def _with_mtp_slots(work: EagerWork | None, extra: tuple[Slot, ...], families: Mapping[str, FamilyIR]
+                    ) -> EagerWork | None:
+    """Return a layer's eager work with the slots an MTP layer holds beside it (None where one declares none)."""
+    beside = all_declared(extra, families) if extra else EagerWork()
+    return None if work is None or beside is None else work + beside
 
 
 def _split(groups: Iterable[CostGroup], body: int) -> tuple[list[tuple[str | None, int]], list[tuple[str | None, int]]]:

@@ -40,7 +40,7 @@ from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import CostTermIR, DimIR, FamilyIR
 from hpdsl.model import ops as OP
-from hpdsl.model.cost_terms import FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import CHOICE_NAMES, FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS, keys_degree
 
 @attrs.frozen
 class DeclaredTerm:
@@ -86,12 +86,15 @@ def evaluate_term(expr: DimIR, env: Mapping[str, Fraction]) -> Fraction | None:
     return out
 
 
-def term_environment(config: object) -> dict[str, int | float]:
-    """Return the names a cost term reads from a slot config: its dims (flags as bools), float fields, axis sizes."""
-    env: dict[str, int | float] = {**dim_environment(config), **WHOLE_AXES}
-    for name in FLOAT_NAMES:
+def term_environment(config: object) -> dict[str, int | float | str]:
+    """Return the names a cost term reads from a slot config: dims (flags as bools), float and choice fields, axes.
+
+    A choice field (norm, mlp, activation) is only compared in a term's `if`; an expression reads numbers.
+    """
+    env: dict[str, int | float | str] = {**dim_environment(config), **WHOLE_AXES}
+    for name in (*FLOAT_NAMES, *CHOICE_NAMES):
         value = getattr(config, name, None)
-        if isinstance(value, float):
+        if isinstance(value, (float, str)):
             env.setdefault(name, value)
     return env
 
@@ -103,11 +106,11 @@ def slot_terms(slot: Slot, families: Mapping[str, FamilyIR], unit: str = FLOPS) 
     if not costs:
         return []
     env = term_environment(slot.config)
-    values = {name: Fraction(value) for name, value in env.items()}
+    values = {name: Fraction(value) for name, value in env.items() if not isinstance(value, str)}
     return [term for cost in costs if (term := _evaluated(cost, env, values)) is not None]
 
 
-def _evaluated(cost: CostTermIR, env: Mapping[str, int | float], values: dict[str, Fraction]) -> DeclaredTerm | None:
+def _evaluated(cost: CostTermIR, env: Mapping[str, int | float | str], values: dict[str, Fraction]) -> DeclaredTerm | None:
     if cost.condition is not None:
         try:
             if not evaluate(cost.condition, env):

@@ -75,6 +75,12 @@ def device_facts(name: str) -> tuple[float, tuple[tuple[float, float], ...]]:
     return d.memory_bandwidth * d.memory_efficiency, tuple((p.size, p.efficiency) for p in d.matmul)
 
 
+def attention_curve(name: str) -> tuple[tuple[float, float], ...]:
+    """Return machine `name`'s attention-kernel curve: its own where it declares one, else its matmul curve."""
+    d = get_machine(name).device
+    return tuple((p.size, p.efficiency) for p in (d.attention or d.matmul))
+
+
 def dtype_peak(name: str, dtype: str) -> tuple[str, float]:
     """Return the dtype whose dense peak machine `name` states for `dtype`, and that peak: bf16's where it states none.
 
@@ -92,7 +98,7 @@ def precision_peaks(name: str, precision: str) -> tuple[tuple[str, float], tuple
     return dtype_peak(name, recipe.matmul), dtype_peak(name, recipe.scores)
 
 
-HOST_FACTS = ("op_overhead", "opt_bw", "tensor", "dtensor", "dtensor_op", "shard", "overlap")
+HOST_FACTS = ("op_overhead", "opt_bw", "tensor", "dtensor", "dtensor_op", "shard", "overlap", "call", "eager_bw")
 """What host_facts returns, in order: the names the pricing contexts keep them under."""
 
 
@@ -101,12 +107,13 @@ def host_facts(name: str) -> tuple[float, ...]:
 
     Host seconds per op (plain, and under tp through DTensor), the optimizer's bytes/s, host
     seconds per parameter tensor (plain, DTensor) and per FSDP2 unit and micro-batch, and the
-    share of an overlapped collective that hides behind compute.
+    share of an overlapped collective that hides behind compute; host seconds per eager aten call and
+    the bytes/s eager elementwise kernels move (hpdsl/cost/facts/eager.py).
     """
     d = get_machine(name).device
     return (d.op_overhead, d.optimizer_bandwidth or d.memory_bandwidth * d.memory_efficiency, d.tensor_overhead,
             d.dtensor_overhead or d.tensor_overhead, d.dtensor_op_overhead or d.op_overhead, d.shard_overhead,
-            d.comm_overlap)
+            d.comm_overlap, d.call_overhead, d.eager_bandwidth or d.memory_bandwidth * d.memory_efficiency)
 
 
 def link_facts(name: str) -> dict[str, float]:

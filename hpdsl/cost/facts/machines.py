@@ -90,7 +90,10 @@ class Machine:
                 "tensor_overhead": self.device.tensor_overhead,
                 "dtensor_overhead": self.device.dtensor_overhead or self.device.tensor_overhead,
                 "dtensor_op_overhead": self.device.dtensor_op_overhead or self.device.op_overhead,
-                "shard_overhead": self.device.shard_overhead, "comm_overlap": self.device.comm_overlap}
+                "shard_overhead": self.device.shard_overhead, "comm_overlap": self.device.comm_overlap,
+                "call_overhead": self.device.call_overhead,
+                "eager_bandwidth": self.device.eager_bandwidth or (self.device.memory_bandwidth
+                                                                   * self.device.memory_efficiency)}
 
 
 def unknown_message(name: str, what: str, shipped: Iterable[str], aliases: Iterable[str] = ()) -> str:

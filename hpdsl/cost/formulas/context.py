@@ -11,7 +11,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from hpdsl.cost.facts.devices import HOST_FACTS, device_facts, get_device, host_facts, link_facts, precision_peaks
+from hpdsl.cost.facts.devices import (HOST_FACTS, attention_curve, device_facts, get_device, host_facts, link_facts,
+                                      precision_peaks)
 from hpdsl.cost.facts.grid import StrategyGrid, codes_of
 from hpdsl.cost.facts.precision import OPTIMIZER_NAMES, PRECISION_NAMES, PRECISIONS, static_widths
 from hpdsl.cost.formulas import xp
@@ -88,11 +89,17 @@ class Ctx:
     tree_dp: Any
     latency_on: bool  # some candidate's machine states a latency (a cluster): latency terms are priced
     host_on: bool = False  # some candidate's device states an op_overhead: the host term is priced
+    call_s: F = 0.0   # host seconds per eager aten call (device model; 0 where the device states none)
+    eager_bw: F = 1.0  # bytes/s eager elementwise kernels move
+    dtensor_extra: F = 0.0  # what DTensor adds to an op's host time under tp > 1 (dtensor_op − op overhead)
+    eager_on: bool = False  # some candidate's device states a call_overhead: columns price their eager terms
+    att_curves: Any = ()  # ((mask, attention curve), ...): each candidate's device's attention-kernel curve
 
     def take(self, part: slice) -> Ctx:
         """Return this context's candidates at `part` (views of every array)."""
         curves = tuple((m[part] if isinstance(m, np.ndarray) else m, c) for m, c in self.curves)
-        return attrs.evolve(self, curves=curves, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
+        att = tuple((m[part] if isinstance(m, np.ndarray) else m, c) for m, c in self.att_curves)
+        return attrs.evolve(self, curves=curves, att_curves=att, **{a.name: getattr(self, a.name)[part] for a in attrs.fields(Ctx)
                                                     if isinstance(getattr(self, a.name), np.ndarray)})
 
     def zero_divisors(self, level: int) -> tuple[F, F]:
@@ -127,6 +134,9 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
     link["curves"] = ((True, facts[only][1]),) if only is not None else (
         tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),))
+    att = [attention_curve(name) for name in grid.devices]
+    link["att_curves"] = ((True, att[only]),) if only is not None else (
+        tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),))
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
 
@@ -141,7 +151,8 @@ def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
     mem_bw, curve = device_facts(s.device)
     link = {"peak_flops": d.peak_flops, "intra_node_bandwidth": d.intra_node_bandwidth,
             "inter_node_bandwidth": d.inter_node_bandwidth, "devices_per_node": d.devices_per_node,
-            "mem_bw": mem_bw, "curves": ((True, curve),), **link_facts(s.device)}
+            "mem_bw": mem_bw, "curves": ((True, curve),), "att_curves": ((True, attention_curve(s.device)),),
+            **link_facts(s.device)}
     (_, link["peak_mm"]), (_, link["peak"]) = precision_peaks(s.device, s.precision)
     link.update(zip(HOST_FACTS, host_facts(s.device)))
     return _ctx(f, codes, scalar_widths(s, run), link, run)
@@ -225,7 +236,10 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
         lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
         latency_on=latency_on,
-        host_on=bool(np.any(link["op_overhead"])))
+        host_on=bool(np.any(link["op_overhead"])),
+        call_s=xp.where(device_model, link["call"], 0.0), eager_bw=link["eager_bw"],
+        dtensor_extra=xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0),
+        eager_on=bool(np.any(link["call"])), att_curves=link["att_curves"])
 
 
 def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[Any, Any]:

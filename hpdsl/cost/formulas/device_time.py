@@ -18,6 +18,7 @@ import numpy as np
 from hpdsl.cost.formulas import xp
 from hpdsl.cost.facts.casts import Casts
 from hpdsl.cost.facts.columns import Column, ModelColumns
+from hpdsl.cost.facts.eager import EagerWork
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas import kernels
 from hpdsl.model import ops as OP
@@ -92,13 +93,16 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
     # fp8-mixed converts the layers' linears (torchao's Float8Linear, Transformer Engine); the head stays bf16.
     mm_peak = x.peak if column.role in ("embedding", "output") else x.peak_mm
     seconds = kernels.matmul_seconds(mm_work, mm_peak, mm_share)
-    seconds = seconds + kernels.memory_seconds(saved, x.mem_bw,
-                                               passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
     rec_seconds = kernels.matmul_seconds(rec - rec_scores, mm_peak, mm_share)
-    rec_seconds = rec_seconds + kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
+    eager = x.eager_on and column.eager is not None
+    if not eager:  # fused kernels: the bytes saved for backward, written and read (kernels.py's passes)
+        seconds = seconds + kernels.memory_seconds(saved, x.mem_bw,
+                                                   passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
+        rec_seconds = rec_seconds + kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
     score_seconds = scores * 0.0
     if not _is_zero(scores):
-        score_share = kernels.machine_efficiency(x.curves, kernels.gemm_size(x.tokens, keys, head_dim))
+        # The attention kernel at its own curve where the device declares one (calibrate measures SDPA's).
+        score_share = kernels.machine_efficiency(x.att_curves, kernels.gemm_size(x.tokens, keys, head_dim))
         score_seconds = kernels.matmul_seconds(scores, x.peak, score_share)
         seconds = seconds + kernels.matmul_seconds(score_work, x.peak, score_share)
         rec_seconds = rec_seconds + kernels.matmul_seconds(rec_scores, x.peak, score_share)
@@ -106,11 +110,36 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
         cast, cast_again = cast_bytes(column.casts, x)
         seconds = seconds + xp.where(x.fp8, cast / x.mem_bw, 0.0)
         rec_seconds = rec_seconds + xp.where(x.fp8 & (x.recompute == 2), cast_again / x.mem_bw, 0.0)
-    if x.host_on:  # eager dispatch: each op's host time, beside its arithmetic (it does not overlap on a CPU)
-        host = column_ops(column, x) * x.op_overhead
+    if eager:  # what the families declare the eager modules dispatch: calls and elementwise bytes
+        assert column.eager is not None
+        work = column_host(column, x) + eager_bytes(column.eager, x, keys) / x.eager_bw
+        seconds = seconds + work
+        rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * work, 0.0)
+    elif x.host_on:  # eager dispatch: each op's host time, beside its arithmetic (it does not overlap on a CPU)
+        host = column_host(column, x)
         seconds = seconds + host
         rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * host, 0.0)
     return ColumnSeconds(seconds, rec_seconds, score_seconds)
+
+
+def column_host(column: Column, x: Ctx) -> Any:
+    """Return a column's host seconds per micro-batch: its eager calls (or its op vector's ops) and DTensor's share.
+
+    Where the device states a call_overhead and the column's families declare their eager calls, each call
+    costs call_overhead, and under tp each op of the op vector adds what DTensor's dispatch adds to it
+    (dtensor_op_overhead − op_overhead); otherwise each op of the op vector costs op_overhead (under tp,
+    dtensor_op_overhead).
+    """
+    if x.eager_on and column.eager is not None:
+        return float(column.eager.calls) * x.call_s + column_ops(column, x) * x.dtensor_extra
+    return column_ops(column, x) * x.op_overhead if x.host_on else 0.0
+
+
+def eager_bytes(work: EagerWork, x: Ctx, keys: Any) -> Any:
+    """Return the bytes a column's eager elementwise calls move per micro-batch on one rank, forward and backward."""
+    per_token = (float(work.split) / x.tp + float(work.sequence) / x.sp_shards + float(work.whole)
+                 + float(work.per_key) * keys / x.tp + float(work.logits) / x.loss_shards)
+    return x.tokens * per_token * x.compute_bytes
 
 
 def cast_bytes(casts: Casts, x: Ctx) -> tuple[Any, Any]:

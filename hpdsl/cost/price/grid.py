@@ -89,7 +89,7 @@ Work = tuple[list[dict[str, np.ndarray]], np.ndarray]
 WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "tokens", "loss_shards",
                "compute_bytes", "softmax_bytes", "param_bytes", "flash", "hf", "eager", "cpu", "recompute",
                "all_layers", "recompute_layers", "ring", "grad_bytes", "optimizer_bytes", "achieved_flops", "peak",
-               "peak_mm", "fp8", "mem_bw", "op_overhead", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp",
+               "peak_mm", "fp8", "mem_bw", "op_overhead", "call_s", "eager_bw", "dtensor_extra", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp",
                "lat_cp", "lat_ep", "tree_tp")
 """The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
 
@@ -108,7 +108,8 @@ def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:
     arrays: dict[str, Any] = {a.name: pick(getattr(x, a.name)) if a.name in WORK_FIELDS else None
                               for a in attrs.fields(Ctx) if isinstance(getattr(x, a.name), np.ndarray)}
     curves = tuple((pick(m) if isinstance(m, np.ndarray) else m, c) for m, c in x.curves)
-    return attrs.evolve(x, curves=curves, **arrays)
+    att = tuple((pick(m) if isinstance(m, np.ndarray) else m, c) for m, c in x.att_curves)
+    return attrs.evolve(x, curves=curves, att_curves=att, **arrays)
 
 
 def work_table(p: Prepared, xu: Ctx) -> list[dict[str, np.ndarray]]:

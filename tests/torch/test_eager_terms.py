@@ -1,0 +1,131 @@
+"""The families' `eager` terms are what the built reference modules dispatch, counted (docs/cost-model.md, "Eager execution").
+
+A one-layer model of each configuration is built by hpdsl and run forward and backward
+under hpdsl/torch/eager_count.py's TorchDispatchMode, at two sequence lengths: each slot's
+aten calls, and the elements its calls move per token (the difference of the two runs over
+the difference of their tokens: what grows with the tokens, the weights' gradient sums
+left out), equal what its family declares; the layer's total equals its column's (the slots
+and the residual adds); the model-level columns (embedding; final norm, head and loss)
+equal theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import torch
+
+from hpdsl.api import compile_sources
+from hpdsl.bound.slots import layer_slots
+from hpdsl.cost import bind
+from hpdsl.cost.facts.columns import model_columns
+from hpdsl.cost.facts.eager import EagerWork, slot_eager
+from hpdsl.cost.facts.params import pricing_bindings, pricing_families
+from hpdsl.diagnostics import Source
+from hpdsl.torch.eager_count import EagerCount
+from hpdsl.torch.model import build_model
+
+BASE = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_width": 96, "vocab": 128}
+CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
+    "llama": ("llama2", {}),
+    "mha_narrow_heads": ("llama2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "head_dim": 4}),
+    "wide_heads": ("llama2", {"heads": 2, "kv_heads": 1, "head_dim": 48}),
+    "layernorm_bias": ("llama2", {"norm": "layernorm", "norm_bias": "true"}),
+    "layernorm": ("llama2", {"norm": "layernorm"}),
+    "no_rope": ("llama2", {"no_rope": "true"}),
+    "qk_norm": ("llama2", {"qk_norm": "true"}),
+    "biases": ("llama2", {"qkv_bias": "true", "o_bias": "true", "mlp_bias": "true"}),
+    "gelu": ("llama2", {"activation": "gelu"}),
+    "plain_gelu": ("gpt2", {"mlp": "plain", "activation": "gelu_tanh"}),
+    "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
+                                 "activation": "relu", "mlp_bias": "true"}),
+}
+"""Configurations (profile, settings): dims and the flags the families' terms read."""
+
+SHORT, LONG = 8, 24
+
+
+def _model(profile: str, settings: dict[str, object]) -> tuple[Any, Any]:
+    body = "\n".join(f"  {name} {value}" for name, value in {**BASE, **settings, "layers": 1}.items())
+    registry = compile_sources([Source("<test>", f"model probe : {profile} {{\n{body}\n}}\n")])
+    return registry, registry.model("probe")
+
+
+def _counted(run: Callable[[int], None], root: torch.nn.Module, tokens: int) -> EagerCount:
+    run(tokens)  # the gradients exist from here on: a steady step
+    with EagerCount(root) as count:
+        run(tokens)
+    return count
+
+
+def _per_token(short: EagerCount, long: EagerCount, where: str) -> Fraction:
+    return Fraction(long.moved[where] - short.moved[where], LONG - SHORT)
+
+
+def _moved(work: EagerWork) -> Fraction:
+    """Return a slot's elements per token on one rank without tp (and flash: no per-key term)."""
+    return work.split + work.sequence + work.whole + work.logits
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
+    registry, ir = _model(*CONFIGS[name])
+    layer = build_model(ir, registry=registry, device="cpu", dtype=torch.float32).layers[0]
+    x0 = torch.randn(1, LONG, ir.hidden, requires_grad=True)
+
+    def run(tokens: int) -> None:
+        x = x0[:, :tokens] * 1.0
+        layer(x, positions=torch.arange(tokens)).backward(torch.ones(1, tokens, ir.hidden))
+
+    short, long = _counted(run, layer, SHORT), _counted(run, layer, LONG)
+    cost = bind(ir, registry.profile(ir.profile), families=registry.families)
+    cfg = cost.kind_config(None)
+    families = pricing_families(cost)
+    slots = {slot.path: slot_eager(slot, families) for slot in layer_slots(cfg, pricing_bindings(cost, None))}
+    for path in ("mixer", "ffn"):
+        work = slots[path]
+        assert work is not None, f"{path} declares no eager terms for {name}"
+        assert (short.calls[path], _per_token(short, long, path)) == (work.calls, _moved(work)), path
+    column = model_columns(cost).columns[0].eager
+    assert column is not None
+    # Outside every slot run the residual adds' forwards and this harness (positions, the input's slice and gradient).
+    identity = torch.nn.Identity()
+
+    def harness(tokens: int) -> None:
+        torch.arange(tokens)
+        (x0[:, :tokens] * 1.0).backward(torch.ones(1, tokens, ir.hidden))
+
+    alone = (_counted(harness, identity, SHORT), _counted(harness, identity, LONG))
+    calls = short.total_calls - alone[0].total_calls
+    moved = _per_token(short, long, "") + sum(_per_token(short, long, p) for p in slots) - _per_token(*alone, "")
+    assert (calls, moved) == (column.calls, _moved(column))
+
+
+def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_loss_declare() -> None:
+    registry, ir = _model("llama2", {})
+    model = build_model(ir, registry=registry, device="cpu", dtype=torch.float32)
+    ids = {tokens: torch.randint(0, ir.vocab, (1, tokens)) for tokens in (SHORT, LONG)}
+
+    def run(tokens: int) -> None:
+        logits = model(ids[tokens])
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids[tokens].flatten()).backward()
+
+    short, long = _counted(run, model, SHORT), _counted(run, model, LONG)
+    columns = {c.role: c.eager for c in model_columns(bind(ir, registry.profile(ir.profile),
+                                                           families=registry.families)).columns}
+    embedding, output = columns["embedding"], columns["output"]
+    assert embedding is not None and output is not None
+    assert (short.calls["embed"], _per_token(short, long, "embed")) == (embedding.calls, _moved(embedding))
+    # The output column: the final norm, the head, and what runs outside every module (the loss, the positions).
+    outside = ("norm", "head", "")
+    assert sum(short.calls[w] for w in outside) == output.calls
+    assert sum(_per_token(short, long, w) for w in outside) == _moved(output)
+
+
+def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector() -> None:
+    registry, ir = _model("llama2", {"activation": "relu2"})
+    cost = bind(ir, registry.profile(ir.profile), families=registry.families)
+    assert model_columns(cost).columns[0].eager is None
