@@ -273,6 +273,8 @@ def device_text(name: str, m: Measured, memory_bytes: int) -> str:
     points = "  ".join(f"{n} {max(flops / peak, 1e-4):.4f}" for n, flops in m.matmul)
     shares = "  ".join(f"{s:.1f} {min(max(flops / peak, 1e-4), 1.0):.4f}" for s, flops in m.attention)
     attention = f"\n  curve attention {{ {shares} }}" if m.attention else ""
+    eager = (f"\n  call_overhead = {_float(m.call_overhead)}\n  eager_bandwidth = {_float(m.eager_bandwidth)}"
+             if m.call_overhead > 0 and m.eager_bandwidth > 0 else "")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""// Measured by `hpdsl calibrate` on {stamp}: {m.threads} torch threads, {m.ranks} gloo ranks.
 // peak: the fastest fp32 square matmul measured, its operands rotated through {COLD_BYTES // 2**20} MiB (from memory,
@@ -313,9 +315,7 @@ device {name} {{
   dtensor_overhead = {_float(m.dtensor_overhead)}
   dtensor_op_overhead = {_float(m.dtensor_op_overhead)}
   shard_overhead = {_float(m.shard_overhead)}
-  comm_overlap = {m.comm_overlap:.4f}
-  call_overhead = {_float(m.call_overhead)}
-  eager_bandwidth = {_float(m.eager_bandwidth)}
+  comm_overlap = {m.comm_overlap:.4f}{eager}
   source = "hpdsl calibrate, {stamp}"
   curve matmul {{ {points} }}{attention}
 }}

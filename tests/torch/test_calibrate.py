@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 pytest.importorskip("torch")
@@ -32,18 +33,24 @@ def test_a_sustained_time_is_the_mean_over_the_window_not_the_best_call() -> Non
     assert calls[0] >= 4  # the warm-up and at least three timed calls
 
 
+MEASURED = Measured(((64, 2.0e9), (256, 8.0e9)), 1.0e10, 5.0e8, 2, 1, op_overhead=2.0e-4, link_latency=3.0e-5,
+                    optimizer_bandwidth=2.0e9, tensor_overhead=4.0e-5, dtensor_overhead=6.0e-4,
+                    dtensor_op_overhead=9.0e-4, shard_overhead=4.0e-3, comm_overlap=0.0,
+                    collectives=(("all_gather", 2.5e8), ("reduce_scatter", 1.0e8), ("all_to_all", 5.0e8),
+                                 ("p2p", 1.0e9)), call_overhead=1.2e-5, eager_bandwidth=1.1e10,
+                    attention=((50.8, 1.0e9), (128.0, 2.0e9)))
+"""What a calibration might measure: every fact stated."""
+
+
 def test_the_written_device_compiles_and_prices_its_host_facts(tmp_path: Path) -> None:
-    measured = Measured(((64, 2.0e9), (256, 8.0e9)), 1.0e10, 5.0e8, 2, 1, op_overhead=2.0e-4, link_latency=3.0e-5,
-                        optimizer_bandwidth=2.0e9, tensor_overhead=4.0e-5, dtensor_overhead=6.0e-4,
-                        dtensor_op_overhead=9.0e-4, shard_overhead=4.0e-3, comm_overlap=0.0,
-                        collectives=(("all_gather", 2.5e8), ("reduce_scatter", 1.0e8), ("all_to_all", 5.0e8),
-                                     ("p2p", 1.0e9)))
+    measured = MEASURED
     path = tmp_path / "here.hpf"
     path.write_text(device_text("here", measured, 2**34), encoding="utf-8")
     device = compile_paths([path], stdlib=False).devices["here"]
     assert (device.op_overhead, device.link_latency, device.optimizer_bandwidth) == (2.0e-4, 3.0e-5, 2.0e9)
     assert [(p.size, p.efficiency) for p in device.matmul] == [(64.0, 0.25), (256.0, 1.0)]
-    assert host_facts(str(path)) == (2.0e-4, 2.0e9, 4.0e-5, 6.0e-4, 9.0e-4, 4.0e-3, 0.0)
+    assert host_facts(str(path)) == (2.0e-4, 2.0e9, 4.0e-5, 6.0e-4, 9.0e-4, 4.0e-3, 0.0, 1.2e-5, 1.1e10)
+    assert [(p.size, p.efficiency) for p in device.attention] == [(50.8, 0.125), (128.0, 0.25)]
     assert (device.tensor_overhead, device.dtensor_overhead) == (4.0e-5, 6.0e-4)
     # Its links as a cluster of the same file: each collective's share of the fastest (p2p here).
     cluster = compile_paths([path], stdlib=False).clusters["here_links"]
@@ -55,6 +62,15 @@ def test_the_written_device_compiles_and_prices_its_host_facts(tmp_path: Path) -
     machine = estimate(llama, Strategy(tp=2, global_batch=1, device=str(path))).to_json()["machine"]
     assert machine["op_overhead"] == 2.0e-4 and machine["link_latency"] == 3.0e-5
     assert machine["dtensor_overhead"] == 6.0e-4
+    assert (machine["call_overhead"], machine["eager_bandwidth"]) == (1.2e-5, 1.1e10)
+
+
+def test_a_device_without_eager_facts_is_written_without_them(tmp_path: Path) -> None:
+    measured = attrs.evolve(MEASURED, call_overhead=0.0, eager_bandwidth=0.0, attention=())
+    path = tmp_path / "old.hpf"
+    path.write_text(device_text("old", measured, 2**34), encoding="utf-8")
+    device = compile_paths([path], stdlib=False).devices["old"]
+    assert (device.call_overhead, device.attention) == (0.0, ())
 
 
 def test_calibration_measures_on_every_rank_at_once() -> None:
@@ -63,6 +79,9 @@ def test_calibration_measures_on_every_rank_at_once() -> None:
     assert [n for n, _ in measured.matmul] == [64, 128] and all(f > 0 for _, f in measured.matmul)
     assert measured.memory_bandwidth > 0 and measured.collective_bandwidth > 0
     assert 0 < measured.op_overhead < 1 and 0 < measured.link_latency < 1 and measured.optimizer_bandwidth > 0
+    assert 0 < measured.call_overhead < 1 and measured.eager_bandwidth > 0
+    assert [round(s) for s, _ in measured.attention] == [51, 81, 128, 203, 323]
+    assert all(flops > 0 for _, flops in measured.attention)
     assert 0 < measured.tensor_overhead < 1 and 0 < measured.dtensor_overhead < 1
     assert 0 < measured.dtensor_op_overhead < 1 and 0 <= measured.shard_overhead < 1
     assert 0 <= measured.comm_overlap <= 1
