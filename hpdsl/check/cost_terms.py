@@ -35,14 +35,14 @@ NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec", "attention": "mixer"
 would name (families/attention.hpf, mlp.hpf, ...). A MoE block's shared_gate and latent_proj keep a tensor only
 beside the router's and experts' (families/router.hpf), so a family there with none is not warned of."""
 
-FLAVOUR_SLOTS = {"ssm": ("ssm",), "linear": ("linear_attention",), "full": ("attention", "mla"),
-                 "sliding": ("attention", "mla"), "cross": ("cross_attention",)}
-"""The mixer slots a kind of each attention flavour may fill (hpdsl/model/slots.py ATTENTION_FLAVOURS; full
-attention is the mla slot where the model has an `mla` block)."""
+FLAVOUR_SLOTS = {"ssm": ("ssm",), "linear": ("linear_attention",), "full": ("attention",),
+                 "sliding": ("attention",), "cross": ("cross_attention",)}
+"""The mixer slot a kind of each attention flavour fills (hpdsl/model/slots.py ATTENTION_FLAVOURS). Full attention
+fills the mla slot instead where the model has an `mla` block, which a profile does not know: not warned of."""
 
 FFN_SLOTS = {"dense": ("mlp",), "moe": ("router", "experts", "shared_experts")}
-"""The feed-forward slots NEEDS_SAVED names that a kind of each ffn flavour fills (hpdsl/model/slots.py FFN_FLAVOURS;
-a kind stating none fills the model's: either)."""
+"""The feed-forward slots NEEDS_SAVED names that a kind of each ffn flavour fills (hpdsl/model/slots.py FFN_FLAVOURS).
+A kind stating none fills the model's own, the mlp slot unless the model has a `moe` block: mlp is warned of."""
 
 
 def check_cost_terms(scope: Scope, collector: Collector) -> None:
@@ -208,10 +208,10 @@ def _kind_slots(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> tuple[str, ...]:
 
     def counts(op: str) -> bool:
         count = vector.get(op)
-        return count is None or count.count.value != 0
+        return count is not None and count.count.value != 0  # an op the vocabulary lacks prices 0
 
     mixer = FLAVOUR_SLOTS.get(attention, ()) if counts("attMM") else ()
-    feed = (FFN_SLOTS[ffn] if ffn in FFN_SLOTS else (*FFN_SLOTS["dense"], *FFN_SLOTS["moe"])) if counts("ffMM") else ()
+    feed = FFN_SLOTS.get(ffn or "dense", ()) if counts("ffMM") else ()
     return (*mixer, *feed)
 
 
