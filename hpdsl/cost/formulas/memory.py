@@ -5,18 +5,20 @@ token, split by what divides them: sp (hidden-width tensors outside the
 tensor-parallel regions: norm inputs, the QKV and FFN inputs, dropout masks),
 t (head- or width-split tensors), t with a factor of the key length (the
 score tensors when attention is not flash), and etp/t (tokens routed to
-experts). Each op contributes in proportion to its count (docs/cost-model.md
-lists the terms); for a GPT-style layer they give Korthikanti et al.'s
-34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
-selective-recompute variants exactly.
+experts). The layer's input, its norms' inputs and dropout masks are the op
+counts' here (docs/cost-model.md lists the terms); for a GPT-style layer, with
+the families' terms, they give Korthikanti et al.'s 34·s·b·h + 5·a·s²·b and
+its tensor-parallel, sequence-parallel and selective-recompute variants exactly.
 
 What a mixer keeps beside the layer's input (an attention's q, k, v, output,
 output gate, score tensors and flash statistics, MLA's latents, a scan's inputs)
-is declared with its family: the `saved` terms of its `cost { }` block
-(families/attention.hpf, mla.hpf, mamba.hpf, ...; docs/language.md "Saved
-activations"), which ride with the column (hpdsl/cost/facts/columns.py
-`Column.saved`) and land in these coefficients in hpdsl/cost/formulas/saved.py;
-none of those mixers' formulas is written here.
+and what a feed-forward keeps (an MLP's input and widths, a MoE's router scores,
+routed inputs, expert outputs, latent projection and shared experts) is declared
+with its family: the `saved` terms of its `cost { }` block (families/attention.hpf,
+mla.hpf, mamba.hpf, mlp.hpf, grouped_experts.hpf, router.hpf, ...; docs/language.md
+"Saved activations"), which ride with the column (hpdsl/cost/facts/columns.py
+`Column.saved`, `Column.ffn_saved`) and land in these coefficients in
+hpdsl/cost/formulas/saved.py; none of those modules' formulas is written here.
 
 Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
 of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
