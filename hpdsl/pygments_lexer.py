@@ -15,7 +15,7 @@ KEYWORDS = (
     "import", "vocabulary", "slots", "profile", "family", "model", "kind", "from", "default",
     "run", "facts", "model_types", "ops", "attention", "ffn", "factory", "parallel", "selector",
     "require", "variant", "when", "accepts", "params", "layout", "by", "for", "if", "stack",
-    "layer_types", "cost", "replicate", "recompute", "sequence", "at", "with", "without", "flash",
+    "layer_types", "cost", "replicate", "recompute", "sequence", "routed", "at", "with", "without", "flash",
     "in", "and", "or", "not", "bool", "int", "enum", "norm", "mlp",
     "activation", "wiring", "dims",
     "hf", "map", "read", "ignore", "pattern", "derive", "weight", "transposed", "split", "join", "interleaved", "unset",

@@ -100,10 +100,10 @@ class Layout:
 
 @attrs.frozen
 class CostTerm:
-    """`UNIT NAME = EXPR [replicate|sequence] [at BYTES] [recompute MODE] [with|without flash] [if COND]`: one cost term.
+    """`UNIT NAME = EXPR [replicate|sequence|routed] [at BYTES] [recompute MODE] [with|without flash] [if COND]`: one cost term.
 
-    `sequence`, `at` and the flash clause say how a `saved` term is kept (docs/language.md, "Saved activations"):
-    `bytes` names its byte class, `flash` is the word before `flash` (with, without).
+    `sequence`, `routed`, `at` and the flash clause say how a `saved` term is kept (docs/language.md, "Saved
+    activations"): `bytes` names its byte class, `flash` is the word before `flash` (with, without).
     """
 
     unit: Name
@@ -116,6 +116,7 @@ class CostTerm:
     sequence: bool = False
     bytes: Name | None = None
     flash: Name | None = None
+    routed: bool = False
 
 
 @attrs.frozen

@@ -7,10 +7,12 @@ declared), cp, ep, pp and `keys`, and is linear in `keys` (no `keys` in a
 divisor, none times another); `recompute` names `selective`; its `if` reads as a
 layout entry's does (hpdsl/check/layouts.py). A `saved` term's byte class is one
 of BYTE_CLASSES, and its keys, recompute and flash clause agree (`_check_saved`);
-only a saved term says `sequence`, `at` or a flash clause. Where a kind fills its ssm or
-linear_attention mixer (NEEDS_SAVED: no activation formula of the estimator's
-prices it) from a family declaring no `saved` term, the binding is warned of: its
-module's saved tensors would price zero. A binding no kind uses is not.
+only a saved term says `sequence`, `routed`, `at` or a flash clause, and `routed` is
+kept at the compute dtype, no flash clause; `ffn` and `ffAct` are saved terms only.
+Where a kind fills its mixer or feed-forward slots (NEEDS_SAVED: no activation
+formula of the estimator's prices them) from a family declaring no `saved` term,
+the binding is warned of: its module's saved tensors would price zero. A binding
+no kind uses (a mixer in a kind with attMM 0, a feed-forward with ffMM 0) is not.
 """
 
 from __future__ import annotations
@@ -19,24 +21,29 @@ from hpdsl import ast
 from hpdsl.bound.config import DIM_NAMES
 from hpdsl.check.coverage import family_items
 from hpdsl.check.layouts import _check_condition_name, _condition_names
-from hpdsl.model.cost_terms import (BYTE_CLASSES, CHOICE_NAMES, EAGER, EAGER_TERMS, FIXED_BYTES, FLOAT_NAMES, KEYS, SAVED, TERMS,
-                                    UNITS, keys_degree)
+from hpdsl.model.cost_terms import (BYTE_CLASSES, CHOICE_NAMES, EAGER, EAGER_TERMS, FIXED_BYTES, FLOAT_NAMES, KEYS, SAVED,
+                                    SAVED_ONLY, TERMS, UNITS, keys_degree)
 from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.diagnostics.span import Span
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
 from hpdsl.model.layouts import LAYOUT_AXES
-from hpdsl.scope import Scope, kind_flavours, kind_slots, profile_kinds, profile_slots
+from hpdsl.scope import Scope, kind_flavours, kind_slots, kind_vector, profile_kinds, profile_slots
 
-NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec"}
-"""Mixer slots whose saved activations only their family's `saved` terms price, and the term each names.
+NEEDS_SAVED = {"ssm": "scan", "linear_attention": "linrec", "attention": "mixer", "mla": "mixer",
+               "cross_attention": "mixer", "mlp": "ffn", "router": "ffn", "experts": "ffn", "shared_experts": "ffn"}
+"""Mixer and feed-forward slots whose saved activations only their family's `saved` terms price, and the term each
+would name (families/attention.hpf, mlp.hpf, ...). A MoE block's shared_gate and latent_proj keep a tensor only
+beside the router's and experts' (families/router.hpf), so a family there with none is not warned of."""
 
-The attention slots (attention, mla, cross_attention) declare theirs too (families/attention.hpf),
-but are not warned of: a family there that declares none is priced for the layer's input alone.
-"""
+FLAVOUR_SLOTS = {"ssm": ("ssm",), "linear": ("linear_attention",), "full": ("attention",),
+                 "sliding": ("attention",), "cross": ("cross_attention",)}
+"""The mixer slot a kind of each attention flavour fills (hpdsl/model/slots.py ATTENTION_FLAVOURS). Full attention
+fills the mla slot instead where the model has an `mla` block, which a profile does not know: not warned of."""
 
-FLAVOUR_SLOTS = {"ssm": "ssm", "linear": "linear_attention"}
-"""The mixer slot a kind of each attention flavour fills (hpdsl/model/slots.py ATTENTION_FLAVOURS)."""
+FFN_SLOTS = {"dense": ("mlp",), "moe": ("router", "experts", "shared_experts")}
+"""The feed-forward slots NEEDS_SAVED names that a kind of each ffn flavour fills (hpdsl/model/slots.py FFN_FLAVOURS).
+A kind stating none fills the model's own, the mlp slot unless the model has a `moe` block: mlp is warned of."""
 
 
 def check_cost_terms(scope: Scope, collector: Collector) -> None:
@@ -48,7 +55,7 @@ def check_cost_terms(scope: Scope, collector: Collector) -> None:
                 for block in family_items(item, ast.CostBlock):
                     for term in block.terms:
                         check_cost_term(term, collector, declared)
-    for binding in _used_mixer_bindings(scope):
+    for binding in _used_bindings(scope):
         _check_saved_binding(binding, scope, collector)
 
 
@@ -94,6 +101,11 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
         _check_eager(term, collector)
     elif term.unit.value in UNITS:
         _check_flops_only(term, collector)
+        if term.name.value in SAVED_ONLY:
+            collector.error(term.name.span, "saved-only-term",
+                            f"'{term.name.value}' names what a feed-forward keeps for the backward, not FLOPs: its "
+                            "FLOPs are its layout's matmuls and the kind's ffAct count (docs/cost-model.md)",
+                            hint=f"write `saved {term.name.value} = ...`, or remove the term")
 
 
 def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
@@ -150,6 +162,11 @@ def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
                         f"the saved term '{name}' states `recompute` but no flash clause; what selective recompute "
                         "drops is a score tensor (`without flash`) or flash's statistics (`with flash`)",
                         hint="remove `recompute ...`, or add `with flash` / `without flash`")
+    if term.routed and (flash is not None or kept != "compute"):
+        collector.error(term.flash.span if term.flash else term.bytes.span if term.bytes else term.span,
+                        "saved-term-kernel", f"the saved term '{name}' is kept `routed` (per token routed to an "
+                        f"expert) but {'only ' + flash + ' flash' if flash else 'at ' + kept}; a routed expert's "
+                        "input is kept at the compute dtype by any kernel", hint="remove the `at` / flash clause")
     if flash is not None and (term.replicate or term.sequence):
         collector.error(term.flash.span if term.flash else term.span, "saved-term-kernel",
                         f"the saved term '{name}' is kept only {flash} flash and split "
@@ -160,7 +177,8 @@ def _check_saved(term: ast.CostTerm, collector: Collector) -> None:
 def _check_flops_only(term: ast.CostTerm, collector: Collector) -> None:
     """Report a FLOP term that states what only a saved term says: `sequence`, `at BYTES`, a flash clause."""
     said = [(part, what) for part, what in ((term.bytes, "at"), (term.flash, "flash"))
-            if part is not None] + ([(None, "sequence")] if term.sequence else [])
+            if part is not None] + [(None, word) for word, said in (("sequence", term.sequence),
+                                                                     ("routed", term.routed)) if said]
     for part, what in said:
         collector.error(part.span if part is not None else term.span, "saved-only-clause",
                         f"the FLOP term '{term.name.value}' states `{what}`, which only a saved term says (how "
@@ -176,6 +194,8 @@ def _check_eager(term: ast.CostTerm, collector: Collector) -> None:
     said: list[tuple[Span, str]] = [
         (part.span, what) for part, what in ((term.bytes, "at"), (term.flash, "flash"), (term.recompute, "recompute"))
         if part is not None]
+    if term.routed:  # what the experts' calls move is counted per token as any module's
+        said.append((term.span, "routed"))
     if term.name.value == "calls":
         said += [(term.span, what) for what, on in (("replicate", term.replicate), ("sequence", term.sequence)) if on]
         said += [(ref.span, "keys") for ref in ast.dim_names(term.expr) if ref.value == KEYS]
@@ -194,17 +214,32 @@ def _per_key(expr: ast.DimExpr) -> bool | None:
     return None if None in degrees else all(d == 1 for d in degrees)
 
 
-def _used_mixer_bindings(scope: Scope) -> list[ast.SlotBinding]:
-    """Return each binding a kind of a profile in scope fills its ssm or linear_attention mixer from, once."""
+def _used_bindings(scope: Scope) -> list[ast.SlotBinding]:
+    """Return each binding a kind of a profile in scope fills a NEEDS_SAVED mixer or feed-forward slot from, once."""
     used: dict[int, ast.SlotBinding] = {}
     for profile in scope.profiles.values():
         kinds, bound = profile_kinds(profile), profile_slots(profile, scope)
         for kind in kinds.values():
-            slot = FLAVOUR_SLOTS.get(kind_flavours(kind, kinds)[0])
-            binding = kind_slots(kind, kinds, bound).get(slot) if slot else None
-            if binding is not None:
-                used.setdefault(id(binding), binding)
+            bindings = kind_slots(kind, kinds, bound)
+            for slot in _kind_slots(kind, kinds):
+                binding = bindings.get(slot)
+                if binding is not None:
+                    used.setdefault(id(binding), binding)
     return list(used.values())
+
+
+def _kind_slots(kind: ast.Kind, kinds: dict[str, ast.Kind]) -> tuple[str, ...]:
+    """Return the NEEDS_SAVED slots a kind fills: its mixer's if it counts attMM, its feed-forward's if ffMM."""
+    attention, ffn = kind_flavours(kind, kinds)
+    vector = kind_vector(kind, kinds)
+
+    def counts(op: str) -> bool:
+        count = vector.get(op)
+        return count is not None and count.count.value != 0  # an op the vocabulary lacks prices 0
+
+    mixer = FLAVOUR_SLOTS.get(attention, ()) if counts("attMM") else ()
+    feed = FFN_SLOTS.get(ffn or "dense", ()) if counts("ffMM") else ()
+    return (*mixer, *feed)
 
 
 def _check_saved_binding(binding: ast.SlotBinding, scope: Scope, collector: Collector) -> None:

@@ -102,13 +102,15 @@ def layout_rest(entry: ast.LayoutEntry) -> str:
 
 
 def cost_rest(term: ast.CostTerm) -> str:
-    """Return what follows a cost term's `=`: its expression, `replicate`/`sequence`, `at BYTES`, `recompute MODE`,
+    """Return what follows a cost term's `=`: its expression, `replicate`/`sequence`/`routed`, `at BYTES`, `recompute MODE`,
     `with|without flash`, `if CONDITION`."""
     parts = [format_dim(term.expr)]
     if term.replicate:
         parts.append("replicate")
     elif term.sequence:
         parts.append("sequence")
+    elif term.routed:
+        parts.append("routed")
     if term.bytes is not None:
         parts.append(f"at {term.bytes.value}")
     if term.recompute is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from hpdsl import ast
 from hpdsl.importers.hf_config import Config, HfImportError, field_item, first, flag, whole
 from hpdsl.importers.rules import Rules
-from hpdsl.model.fields import block_fields
+from hpdsl.model.fields import FIELDS, block_fields
 
 
 def stated_keys(cfg: Config, rules: Rules, block: str) -> dict[str, str]:
@@ -54,7 +54,8 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
     if cfg.get("shared_expert_intermediate_size"):
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
         values["shared_gate"] = True
-    values.update({k: bool(v) for k, v in facts.items() if v})
+    # The profile's flags, where they differ from the field's default (expert_bias false: Nemotron-H's).
+    values.update({k: bool(v) for k, v in facts.items() if bool(v) != bool(FIELDS[k].default)})
     values.update(_routing(cfg, keys))
     return ast.Block(ast.Name("moe"), tuple(field_item(k, v) for k, v in values.items()))
 

@@ -168,4 +168,5 @@ def lower_cost_term(term: ast.CostTerm) -> CostTermIR:
         sequence=term.sequence,
         bytes=term.bytes.value if term.bytes is not None else "compute",
         flash=None if term.flash is None else term.flash.value == "with",
+        routed=term.routed,
     )

@@ -301,7 +301,8 @@ class CostTermIR:
     `selective` marks its per-key work as what selective recompute and a flash
     backward run again (a saved term: what selective recompute does not keep);
     `condition` says when the module runs it (None: always). A saved term's
-    `sequence` splits it by sequence outside the tp region, `bytes` is its byte
+    `sequence` splits it by sequence outside the tp region, `routed` keeps it per token routed to an
+    expert (times etp, divided by tp: a routed expert's input), `bytes` is its byte
     class (hpdsl/model/cost_terms.py BYTE_CLASSES) and `flash` says whether only a
     flash kernel keeps it (True), only a kernel without flash (False), or either (None).
     """
@@ -316,6 +317,7 @@ class CostTermIR:
     sequence: bool = False
     bytes: str = "compute"
     flash: bool | None = None
+    routed: bool = False
 
 
 @attrs.frozen

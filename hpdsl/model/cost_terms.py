@@ -58,14 +58,25 @@ TERMS: dict[str, tuple[str | None, int]] = {
     "scan": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
     "scanUpdate": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
     "mixer": (OP.ATT_MM, OP.PROJECTIONS_PER_ATTENTION),
+    "ffn": (OP.FF_MM, 0),
+    "ffAct": (OP.FF_ACT, 1),
 }
 """The terms a family may declare: the op whose count says how often a layer runs it, and its count per mixer.
 
-None: once in a layer with any mixer (its attMM count nonzero), however many. A `saved` term is named
-by the work that saves it and counted as that work is (`saved scan`: once per mixer; `saved softmax`:
-once per softmax the kind's ops count). `mixer` is once per mixer, for what no other term's work names
-(an attention's output, its latents).
+None: once in a layer with any mixer (its attMM count nonzero), however many; 0: once in a layer whose
+count of the op is nonzero. A `saved` term is named by the work that saves it and counted as that work
+is (`saved scan`: once per mixer; `saved softmax`: once per softmax the kind's ops count). `mixer` is
+once per mixer, for what no other term's work names (an attention's output, its latents); `ffn` once
+per feed-forward (a layer with ffMM), for what a feed-forward's module keeps (its input, its matrices'
+outputs, a router's scores); `ffAct` once per activation the kind's ffAct counts (an activation's input).
 """
+
+FEED_FORWARD_TERMS = frozenset({"ffn", "ffAct"})
+"""The feed-forward's terms, each run by every slot declaring it: a MoE block's router, experts and shared
+experts are its parts, not copies of one module (the mixer terms are shared by the slots declaring them)."""
+
+SAVED_ONLY = FEED_FORWARD_TERMS
+"""The terms only a `saved` term names: the feed-forward's FLOPs are its layouts' matmuls and the op counts'."""
 
 
 def keys_degree(expr: DimIR) -> int | None:
@@ -83,5 +94,5 @@ def keys_degree(expr: DimIR) -> int | None:
     return None if None in degrees else sum(d for d in degrees if d is not None)
 
 
-__all__ = ["BYTE_CLASSES", "CHOICE_NAMES", "EAGER", "EAGER_TERMS", "FIXED_BYTES", "FLOAT_NAMES", "FLOPS", "KEYS", "SAVED", "TERMS",
-           "UNITS", "keys_degree"]
+__all__ = ["BYTE_CLASSES", "CHOICE_NAMES", "EAGER", "EAGER_TERMS", "FEED_FORWARD_TERMS", "FIXED_BYTES", "FLOAT_NAMES",
+           "FLOPS", "KEYS", "SAVED", "SAVED_ONLY", "TERMS", "UNITS", "keys_degree"]

@@ -18,7 +18,7 @@ _NOT_PLACEMENTS = frozenset({"default", "derive", "ignore", "interleaved", "map"
 is shared with the import rules' (tests/syntax/test_fast_parse.py's keyword swaps found it)."""
 
 AFTER_EXPRESSION = _NOT_PLACEMENTS | frozenset({
-    "for", "recompute", "replicate", "sequence", "at", "with", "without", "accepts", "cost", "factory", "field",
+    "for", "recompute", "replicate", "sequence", "routed", "at", "with", "without", "accepts", "cost", "factory", "field",
     "layout", "parallel", "params",
     "require", "selector", "variant"})
 """Words Lark's contextual lexer reads as keywords at the start of an entry that follows an expression
@@ -280,14 +280,15 @@ class FamilyRules(Tokens):
             raise Defer
 
     def cost_term(self) -> ast.CostTerm:
-        """cost_term: NAME NAME = dim (replicate|sequence)? cost_bytes? cost_recompute? cost_flash? entry_condition?"""
+        """cost_term: NAME NAME = dim (replicate|sequence|routed)? cost_bytes? cost_recompute? cost_flash? entry_condition?"""
         start = self.i
         unit, name = self.name(), self.name()
         self.expect("=")
         expr = self.dim()
         replicate = self.word() == "replicate"
         sequence = not replicate and self.word() == "sequence"
-        self.i += replicate or sequence
+        routed = not (replicate or sequence) and self.word() == "routed"
+        self.i += replicate or sequence or routed
         kept = None
         if self.word() == "at":
             self.i += 1
@@ -305,7 +306,7 @@ class FamilyRules(Tokens):
             self.i += 1
             condition = self.expr()
         return ast.CostTerm(unit, name, expr, replicate, recompute, condition, span=self.span(start, self.i - 1),
-                            sequence=sequence, bytes=kept, flash=flash)
+                            sequence=sequence, bytes=kept, flash=flash, routed=routed)
 
     def param_path(self) -> ast.ParamPath:
         """param_path: NAME (. NAME)*"""

@@ -303,13 +303,17 @@ class ToAst(FieldDeclRules):
         flash = next((part.name for part in rest if isinstance(part, _Flash)), None)
         return ast.CostTerm(self._name(unit), self._name(name), expr, any(part is _REPLICATE for part in rest),
                             recompute, condition, span=self._span(meta),
-                            sequence=any(part is _SEQUENCE for part in rest), bytes=kept, flash=flash)
+                            sequence=any(part is _SEQUENCE for part in rest), bytes=kept, flash=flash,
+                            routed=any(part is _ROUTED for part in rest))
 
     def cost_replicate(self, meta: Meta, children: list[Token]) -> object:
         return _REPLICATE
 
     def cost_sequence(self, meta: Meta, children: list[Token]) -> object:
         return _SEQUENCE
+
+    def cost_routed(self, meta: Meta, children: list[Token]) -> object:
+        return _ROUTED
 
     def cost_bytes(self, meta: Meta, children: list[Token]) -> _Bytes:
         return _Bytes(self._name(children[0]))
@@ -458,6 +462,9 @@ _REPLICATE = object()
 
 _SEQUENCE = object()
 """Marks a cost term's `sequence` among its optional parts."""
+
+_ROUTED = object()
+"""Marks a cost term's `routed` among its optional parts."""
 
 
 class _Bytes:

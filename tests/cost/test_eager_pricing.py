@@ -148,6 +148,7 @@ def test_an_authors_feed_forward_is_priced_by_its_own_eager_terms(tmp_path: Path
     ("eager calls = 3 replicate", "eager-term-clause"),
     ("eager calls = 3 * keys", "eager-term-clause"),
     ("eager moved = hidden at fp32", "eager-term-clause"),
+    ("eager moved = hidden routed", "eager-term-clause"),
     ("eager moves = hidden", "unknown-cost-term"),
     ("eager calls = 3 if norm == rmsnorm", None),
     ("eager calls = 3 if activation != relu2 and mlp_bias", None),

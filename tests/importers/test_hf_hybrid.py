@@ -128,8 +128,8 @@ def test_latent_moe_layers_price_nemotron_3_supers_moe_exactly(profiles) -> None
     pytest.importorskip("transformers")
     # Nemotron 3 Super: moe_latent_size puts fc1_latent_proj (hidden → latent) before the routed experts and
     # fc2_latent_proj after, the experts latent wide; the router and the shared expert read hidden. The MTP
-    # layer it states is not built by transformers: ignored, not priced. (mlp_bias stays false: NemotronHExperts
-    # has no biases whatever it says, but families/grouped_experts.hpf biases the experts with mlp_bias.)
+    # layer it states is not built by transformers: ignored, not priced. (mlp_bias true: see
+    # test_nemotron_3s_experts_have_no_bias_whatever_mlp_bias_says.)
     # Nemotron 3 Super's published file at DIMS (its own num_nextn_predict_layers 1 and
     # mtp_hybrid_override_pattern "*E"), its latent 16 wide.
     config = shrunk("nemotron_3_super_120b_a12b_nvfp4", **DIMS, hybrid_override_pattern="ME*E-M",
@@ -145,6 +145,26 @@ def test_latent_moe_layers_price_nemotron_3_supers_moe_exactly(profiles) -> None
     # Expert parallelism moves each token's top_k latent vectors (16 wide), there and back.
     cost = bind(model, registry.profile("nemotron_h"), families=registry.families)
     assert layer_comm_coeffs(cost.kind_config("moe")).ep == 2 * 2 * 16
+
+
+def test_nemotron_3s_experts_have_no_bias_whatever_mlp_bias_says(profiles) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    # NemotronHExperts hold up_proj and down_proj only; mlp_bias biases the MLPs, the shared expert and the latent
+    # projections (NemotronHMoE). The profile states expert_bias false (profiles/nemotron_h.hpf), so
+    # families/grouped_experts.hpf gives the experts no bias. Nemotron 3 Super's published file at DIMS, its latent
+    # 16 wide, with the one key changed: mlp_bias true (the file states false).
+    config = shrunk("nemotron_3_super_120b_a12b_nvfp4", **DIMS, hybrid_override_pattern="ME*E-M",
+                    num_hidden_layers=6, moe_latent_size=16, mlp_bias=True)
+    registry = _registry(config, profiles)
+    model = registry.models["nh"]
+    assert model.mlp_bias and not model.expert_bias
+    params = parameters(bind(model, registry.profile("nemotron_h"), families=registry.families))
+    assert params.total == _hf_count(config)
+    # Beside the unbiased file: per MLP layer up (96) and down (64) biases; per E layer the shared expert's
+    # (40 + 64) and the latent projections' (16 + 64); none for the 8 experts' (8 · (24 + 16)).
+    unbiased = _hf_count({**config, "mlp_bias": False})
+    assert params.total == unbiased + (96 + 64) + 2 * (40 + 64 + 16 + 64)
 
 
 def test_layers_block_type_in_the_legacy_names_lowers_as_transformers_remaps_it(profiles) -> None:

@@ -16,7 +16,7 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
-from hpdsl.cost.facts.cost_terms import DeclaredTerm, layer_saved
+from hpdsl.cost.facts.cost_terms import DeclaredTerm, feed_forward_part, layer_saved, mixer_part
 from hpdsl.cost.facts.eager import EagerWork, all_declared, end_eager, layer_eager
 from hpdsl.cost.facts.casts import Casts, layer_casts
 from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_slots
@@ -38,8 +38,9 @@ class Column:
     params: LayerParams | None = None
     whole: frozenset[str] = frozenset()  # slot roles every tp rank holds whole (hpdsl/cost/facts/replication.py)
     matmuls: Matmuls = Matmuls()  # weight multiply-adds per token from the slots' layouts (hpdsl/cost/facts/matmuls.py)
-    saved: tuple[DeclaredTerm, ...] = ()  # the slots' families' `saved` terms (hpdsl/cost/formulas/memory.py)
+    saved: tuple[DeclaredTerm, ...] = ()  # the mixer's slots' families' `saved` terms (hpdsl/cost/formulas/memory.py)
     casts: Casts = Casts()  # what fp8-mixed casts of its linears (hpdsl/cost/facts/casts.py)
+    ffn_saved: tuple[DeclaredTerm, ...] = ()  # the feed-forward's slots' families' `saved` terms (same)
     eager: EagerWork | None = None  # what its eager code dispatches, where every slot declares it (facts/eager.py)
 
 
@@ -112,11 +113,11 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                 extra = pricing_mtp_slots(cost_model) if role == "mtp" else ()
                 if role == "mtp":  # and its projection beside the layer (hpdsl/bound/slots.py mtp_slots)
                     matmuls = with_slots(matmuls, extra, families)
+                saved = layer_saved(config, bindings, families)
                 columns.append(Column(label if role == "layer" else f"mtp:{label}", role, kind,
                                       config, layer_params(config, bindings, families),
-                                      replicated_roles(cost_model, config, kind), matmuls,
-                                      layer_saved(config, bindings, families),
-                                      layer_casts(config, bindings, families, extra),
+                                      replicated_roles(cost_model, config, kind), matmuls, mixer_part(saved),
+                                      layer_casts(config, bindings, families, extra), feed_forward_part(saved),
                                       _with_mtp_slots(layer_eager(config, bindings, families), extra, families)))
     ends = pricing_end_slots(cost_model)
     embedding, output = end_matmuls(cost_model, ends, families)

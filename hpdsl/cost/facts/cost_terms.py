@@ -36,18 +36,20 @@ from hpdsl.bound.bind import LayerConfig
 from hpdsl.bound.slots import Slot, layer_slots
 from hpdsl.bound.tally import WHOLE_AXES
 from hpdsl.cost.facts.params import standard_registry
+from hpdsl.cost.facts.roles import FEED_FORWARD_ROLES
 from hpdsl.errors import ResolutionError
 from hpdsl.ir.conditions import evaluate
 from hpdsl.ir.nodes import CostTermIR, DimIR, FamilyIR
 from hpdsl.model import ops as OP
-from hpdsl.model.cost_terms import CHOICE_NAMES, FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS, keys_degree
+from hpdsl.model.cost_terms import CHOICE_NAMES, FEED_FORWARD_TERMS, FLOAT_NAMES, FLOPS, KEYS, SAVED, TERMS, UNITS, keys_degree
 
 @attrs.frozen
 class DeclaredTerm:
     """One term of a column: FLOPs (or saved elements) per token (t) and per token and key (ts), and how it runs.
 
-    replicated / sequence: whole on every tp rank / split by sequence (else split as the heads); selective:
-    what selective recompute redoes; bytes and flash: a saved term's byte class and kernel (CostTermIR's).
+    replicated / sequence / routed: whole on every tp rank / split by sequence / per routed token (else split
+    as the heads); selective: what selective recompute redoes; bytes and flash: a saved term's byte class and
+    kernel (CostTermIR's); role: the slot whose family declares it (hpdsl/bound/slots.py).
     """
 
     name: str
@@ -58,6 +60,8 @@ class DeclaredTerm:
     sequence: bool = False
     bytes: str = "compute"
     flash: bool | None = None
+    routed: bool = False
+    role: str = ""
 
     def scaled(self, factor: Fraction) -> DeclaredTerm:
         """Return this term run `factor` times."""
@@ -107,7 +111,7 @@ def slot_terms(slot: Slot, families: Mapping[str, FamilyIR], unit: str = FLOPS) 
         return []
     env = term_environment(slot.config)
     values = {name: Fraction(value) for name, value in env.items() if not isinstance(value, str)}
-    return [term for cost in costs if (term := _evaluated(cost, env, values)) is not None]
+    return [attrs.evolve(term, role=slot.role) for cost in costs if (term := _evaluated(cost, env, values)) is not None]
 
 
 def _evaluated(cost: CostTermIR, env: Mapping[str, int | float | str], values: dict[str, Fraction]) -> DeclaredTerm | None:
@@ -122,11 +126,15 @@ def _evaluated(cost: CostTermIR, env: Mapping[str, int | float | str], values: d
     if at_none is None or at_one is None:
         return None
     return DeclaredTerm(cost.name, t=at_none, ts=at_one - at_none, replicated=cost.replicated,
-                        selective=cost.selective, sequence=cost.sequence, bytes=cost.bytes, flash=cost.flash)
+                        selective=cost.selective, sequence=cost.sequence, bytes=cost.bytes, flash=cost.flash,
+                        routed=cost.routed)
 
 
 def layer_terms(ops: Mapping[str, int], per_slot: Iterable[list[DeclaredTerm]]) -> tuple[DeclaredTerm, ...]:
-    """Return a layer's declared terms, each run as its kind's op vector counts, shared by the slots declaring it."""
+    """Return a layer's declared terms, each run as its kind's op vector counts, shared by the slots declaring it.
+
+    A feed-forward term (FEED_FORWARD_TERMS) is not shared: each slot declaring it runs it as often.
+    """
     slots = [terms for terms in per_slot if terms]
     mixers = OP.count(ops, OP.ATT_MM) > 0
     out: list[DeclaredTerm] = []
@@ -134,8 +142,11 @@ def layer_terms(ops: Mapping[str, int], per_slot: Iterable[list[DeclaredTerm]]) 
         declaring = [terms for terms in slots if any(t.name == name for t in terms)]
         if not declaring:
             continue
-        runs = Fraction(OP.count(ops, op), per_mixer) if op is not None else Fraction(int(mixers))
-        share = runs / len(declaring)
+        if op is None:
+            runs = Fraction(int(mixers))
+        else:
+            runs = Fraction(OP.count(ops, op), per_mixer) if per_mixer else Fraction(int(OP.count(ops, op) > 0))
+        share = runs if name in FEED_FORWARD_TERMS else runs / len(declaring)
         out += [t.scaled(share) for terms in declaring for t in terms if t.name == name]
     return tuple(out)
 
@@ -147,11 +158,21 @@ def layer_saved(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping
     return layer_terms(cfg.ops, (slot_terms(slot, families, SAVED) for slot in slots))
 
 
+def feed_forward_part(terms: Iterable[DeclaredTerm]) -> tuple[DeclaredTerm, ...]:
+    """Return the terms the feed-forward's slots declare (hpdsl/cost/facts/roles.py FEED_FORWARD_ROLES)."""
+    return tuple(term for term in terms if term.role in FEED_FORWARD_ROLES)
+
+
+def mixer_part(terms: Iterable[DeclaredTerm]) -> tuple[DeclaredTerm, ...]:
+    """Return the terms the layer's other slots declare: its mixer's (and any norm's or gate's)."""
+    return tuple(term for term in terms if term.role not in FEED_FORWARD_ROLES)
+
+
 def standard_saved(cfg: LayerConfig) -> tuple[DeclaredTerm, ...]:
     """Return the `saved` terms of a layer priced with `cfg` as the shipped families and bindings declare them."""
     families, bindings = standard_registry()
     return layer_saved(cfg, bindings, families)
 
 
-__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "DeclaredTerm", "evaluate_term", "keys_degree", "layer_saved",
-           "layer_terms", "slot_terms", "standard_saved", "term_environment"]
+__all__ = ["FLOAT_NAMES", "KEYS", "TERMS", "UNITS", "DeclaredTerm", "evaluate_term", "feed_forward_part", "keys_degree",
+           "layer_saved", "layer_terms", "mixer_part", "slot_terms", "standard_saved", "term_environment"]

@@ -5,18 +5,20 @@ token, split by what divides them: sp (hidden-width tensors outside the
 tensor-parallel regions: norm inputs, the QKV and FFN inputs, dropout masks),
 t (head- or width-split tensors), t with a factor of the key length (the
 score tensors when attention is not flash), and etp/t (tokens routed to
-experts). Each op contributes in proportion to its count (docs/cost-model.md
-lists the terms); for a GPT-style layer they give Korthikanti et al.'s
-34·s·b·h + 5·a·s²·b and its tensor-parallel, sequence-parallel and
-selective-recompute variants exactly.
+experts). The layer's input, its norms' inputs and dropout masks are the op
+counts' here (docs/cost-model.md lists the terms); for a GPT-style layer, with
+the families' terms, they give Korthikanti et al.'s 34·s·b·h + 5·a·s²·b and
+its tensor-parallel, sequence-parallel and selective-recompute variants exactly.
 
 What a mixer keeps beside the layer's input (an attention's q, k, v, output,
 output gate, score tensors and flash statistics, MLA's latents, a scan's inputs)
-is declared with its family: the `saved` terms of its `cost { }` block
-(families/attention.hpf, mla.hpf, mamba.hpf, ...; docs/language.md "Saved
-activations"), which ride with the column (hpdsl/cost/facts/columns.py
-`Column.saved`) and land in these coefficients in hpdsl/cost/formulas/saved.py;
-none of those mixers' formulas is written here.
+and what a feed-forward keeps (an MLP's input and widths, a MoE's router scores,
+routed inputs, expert outputs, latent projection and shared experts) is declared
+with its family: the `saved` terms of its `cost { }` block (families/attention.hpf,
+mla.hpf, mamba.hpf, mlp.hpf, grouped_experts.hpf, router.hpf, ...; docs/language.md
+"Saved activations"), which ride with the column (hpdsl/cost/facts/columns.py
+`Column.saved`, `Column.ffn_saved`) and land in these coefficients in
+hpdsl/cost/formulas/saved.py; none of those modules' formulas is written here.
 
 Parameters come from hpdsl.cost.facts.params (exact counts); what each rank holds
 of them is read from the slots' layouts in hpdsl/cost/formulas/param_shards.py.
@@ -29,7 +31,7 @@ import attrs
 from hpdsl.bound.bind import LayerConfig
 from hpdsl.cost.facts.backend import gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
-from hpdsl.cost.facts.cost_terms import DeclaredTerm, standard_saved
+from hpdsl.cost.facts.cost_terms import DeclaredTerm, feed_forward_part, mixer_part, standard_saved
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
 from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.cost.formulas import xp
@@ -77,53 +79,55 @@ class ActCoeffs:
     hf: HfCoeffs | None = None  # what transformers' modules keep beyond the fused kernels'
 
 
-def _ffn_halves(n_ff: int) -> tuple[int, int]:
-    """Return (input-side, width-side) tensors an MLP of n_ff matrices saves.
-
-    Each up/down pair saves its input (h wide) and the down matrix's input (width
-    wide); an odd extra matrix is a gate whose output the product keeps (width).
-    Plain MLP (2): h + w; gated (3): h + 2w (the fused SwiGLU's input is 2w).
-    """
-    return n_ff // 2, n_ff // 2 + n_ff % 2
-
-
 def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] = frozenset(),
-                     saved: tuple[DeclaredTerm, ...] | None = None) -> ActCoeffs:
+                     saved: tuple[DeclaredTerm, ...] | None = None,
+                     ffn_saved: tuple[DeclaredTerm, ...] | None = None) -> ActCoeffs:
     """Return the activation coefficients of one layer priced with `cfg` and its families' `saved` terms.
 
-    The mixer's tensors (an attention's q, k, v, output, scores and statistics, MLA's latents, a
-    scan's inputs) are its family's saved terms (hpdsl/cost/formulas/saved.py); the layer's input,
-    its norms' inputs and dropout masks and the feed-forward's tensors are priced here. When `whole`
-    names the layer's mixer role (its family layout replicates it over tp,
+    What the mixer keeps (an attention's q, k, v, output, scores and statistics, MLA's latents, a
+    scan's inputs) and what the feed-forward keeps (an MLP's input and widths, a MoE's router scores,
+    routed inputs, expert outputs and shared experts) are its slots' families' saved terms
+    (hpdsl/cost/formulas/saved.py); the layer's input, its norms' inputs and dropout masks are priced
+    here. When `whole` names the layer's mixer role (its family layout replicates it over tp,
     hpdsl/cost/facts/replication.py), the mixer's head-split tensors and its scores are kept whole
     on every tp rank instead of divided by t. A saved term is split as the mixer's heads are; one
-    marked `replicate` is whole on every tp rank. `saved` None: the shipped families' terms
+    marked `replicate` is whole on every tp rank. `saved` holds the mixer's terms, `ffn_saved` the
+    feed-forward's (Column.saved, Column.ffn_saved); None: the shipped families' terms
     (hpdsl/cost/facts/cost_terms.py `standard_saved`), for a layer priced without its registry.
     """
-    if saved is None:
-        saved = standard_saved(cfg)
+    if saved is None or ffn_saved is None:
+        standard = standard_saved(cfg)
+        saved = mixer_part(standard) if saved is None else saved
+        ffn_saved = feed_forward_part(standard) if ffn_saved is None else ffn_saved
     ops, h = cfg.ops, cfg.hidden
     b_n, b_d = float(run.norm_bytes), float(run.dropout_bytes)
     att = op_count(ops, OP.ATT_MM) / 4
-    own = saved_coeffs(saved, run)
+    own, ffn = saved_coeffs(saved, run), saved_coeffs(ffn_saved, run)
     # The mixer's input (its projections read the norm's output), h wide, split by sequence.
-    sp_c = att * h - _shared_input(cfg, att) + own.sp_c
-    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h + own.sp_b
-    t_c, t_b = own.t_c, own.t_b
-    ffn = _ffn_act(cfg)
+    sp_c = att * h - _shared_input(cfg, att) + own.sp_c + ffn.sp_c
+    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h + own.sp_b + ffn.sp_b
     coeffs = ActCoeffs(
-        sp_c=sp_c + ffn.sp_c, sp_b=sp_b, t_c=t_c + ffn.t_c, t_b=t_b, routed_in=ffn.routed_in,
-        sc_sm=own.sc_sm, sc_c=own.sc_c, sc_b=own.sc_b, flash_b=own.flash_b, full_c=h, hf=hf_coeffs(cfg, run))
+        sp_c=sp_c, sp_b=sp_b, t_c=own.t_c + ffn.t_c, t_b=own.t_b + ffn.t_b, routed_in=own.routed_c + ffn.routed_c,
+        sc_sm=own.sc_sm, sc_c=own.sc_c, sc_b=own.sc_b, flash_b=own.flash_b, whole_c=own.whole_c + ffn.whole_c,
+        whole_b=own.whole_b + ffn.whole_b, full_c=h, hf=hf_coeffs(cfg, run))
     if MIXER_ROLES & whole:
-        # All the head-split terms above but the FFN's are the mixer's.
+        # The head-split terms of the mixer's slots are kept whole on every tp rank; the feed-forward's stay split.
         hf = attrs.evolve(coeffs.hf, whole=True) if coeffs.hf else None
-        coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=0.0, whole_c=t_c, whole_b=t_b, scores_whole=True, hf=hf)
-    if own.whole_c or own.whole_b:
-        coeffs = attrs.evolve(coeffs, whole_c=coeffs.whole_c + own.whole_c, whole_b=coeffs.whole_b + own.whole_b)
-    routed_w = ffn.t_c - cfg.shared_experts * (_ffn_halves(op_count(ops, OP.FF_MM))[1]
-                                               + op_count(ops, OP.FF_ACT)) * cfg.shared_width
-    moves = gathered_moves(cfg, run, ffn.sp_c if cfg.experts > 1 else 0.0, routed_w if cfg.experts > 1 else 0.0,
-                           ffn.routed_in)
+        coeffs = attrs.evolve(coeffs, t_c=ffn.t_c, t_b=ffn.t_b, whole_c=coeffs.whole_c + own.t_c,
+                              whole_b=coeffs.whole_b + own.t_b, scores_whole=True, hf=hf)
+    return _moved(cfg, run, coeffs, ffn.sp_c, ffn_saved)
+
+
+def _moved(cfg: LayerConfig, run: RunFacts, coeffs: ActCoeffs, ffn_sp: float,
+           ffn_saved: tuple[DeclaredTerm, ...]) -> ActCoeffs:
+    """Return `coeffs` with what the run's backend keeps whole moved out of the split buckets (gathered_moves).
+
+    A MoE's sequence-split terms (router, combine, latent projection: `ffn_sp`) and its routed experts'
+    terms are what a backend that does not split the routed tokens keeps whole (hpdsl/cost/facts/backend.py).
+    """
+    moe = cfg.experts > 1
+    routed = saved_coeffs((t for t in ffn_saved if t.role == "experts"), run).t_c if moe else 0.0
+    moves = gathered_moves(cfg, run, ffn_sp if moe else 0.0, routed, coeffs.routed_in)
     return attrs.evolve(coeffs, sp_c=coeffs.sp_c - moves.sp_c, sp_b=coeffs.sp_b - moves.sp_b,
                         t_c=coeffs.t_c - moves.t_c, routed_in=coeffs.routed_in - moves.routed_in,
                         whole_c=coeffs.whole_c + moves.sp_c + moves.t_c + moves.routed_in,
@@ -140,23 +144,6 @@ def _shared_input(cfg: LayerConfig, att: float) -> float:
     """
     shared = cfg.wiring == "parallel" and att == 1 and op_count(cfg.ops, OP.FF_MM) > 0 and cfg.experts <= 1
     return float(cfg.hidden) if shared else 0.0
-
-
-def _ffn_act(cfg: LayerConfig) -> ActCoeffs:
-    """Return the feed-forward part: dense MLP, or router + routed + shared experts."""
-    n_ff, acts, h = op_count(cfg.ops, OP.FF_MM), op_count(cfg.ops, OP.FF_ACT), cfg.hidden
-    halves, wides = _ffn_halves(n_ff)
-    if cfg.experts <= 1:
-        return ActCoeffs(sp_c=halves * h, t_c=(wides + acts) * cfg.ffn_width)
-    routed_w = cfg.top_k * (wides + acts) * cfg.ffn_width
-    shared_w = cfg.shared_experts * (wides + acts) * cfg.shared_width
-    # The router keeps the layer input (shared with the shared experts), its logits and
-    # probabilities (E each) and the top-k weights. Combining the experts by the routing
-    # weights keeps the k expert outputs (the weights' gradient reads them), and a shared
-    # expert's sigmoid gate keeps the shared output.
-    router = h + 2 * cfg.experts + cfg.top_k
-    combine = cfg.top_k * h + (h if cfg.shared_experts and cfg.shared_gate else 0)
-    return ActCoeffs(sp_c=router + combine, t_c=routed_w + shared_w, routed_in=cfg.top_k * halves * h)
 
 
 def output_act_coeffs(hidden: int, vocab: int, run: RunFacts, norm: str = "rmsnorm", offset: bool = False, *,
@@ -207,7 +194,7 @@ def column_act_coeffs(column: Column, columns: ModelColumns) -> ActCoeffs:
     if column.role == "output":
         return _output(model, run)
     assert column.config is not None
-    layer = layer_act_coeffs(column.config, run, whole=column.whole, saved=column.saved)
+    layer = layer_act_coeffs(column.config, run, whole=column.whole, saved=column.saved, ffn_saved=column.ffn_saved)
     if column.role == "layer":
         return layer
     h = model.hidden
@@ -289,15 +276,16 @@ def cpu_math(c: HfCoeffs, x: Ctx) -> Val:
 
 
 def layer_activation_bytes(cfg: LayerConfig, run: RunFacts, strategy: Strategy,
-                           saved: tuple[DeclaredTerm, ...] | None = None) -> tuple[float, float, float]:
+                           saved: tuple[DeclaredTerm, ...] | None = None,
+                           ffn_saved: tuple[DeclaredTerm, ...] | None = None) -> tuple[float, float, float]:
     """Return the bytes one layer priced with `cfg` saves per micro-batch under `strategy`: (none, selective, full).
 
     The same expressions the grid pricing runs, for one strategy: what one rank
     keeps for the backward of one layer without recompute, under selective and
-    under full recompute. `saved` as layer_act_coeffs takes it.
+    under full recompute. `saved` and `ffn_saved` as layer_act_coeffs takes them.
     """
     x = scalar_context(strategy, run)
-    none, selective, full = activation(layer_act_coeffs(cfg, run, saved=saved), x)
+    none, selective, full = activation(layer_act_coeffs(cfg, run, saved=saved, ffn_saved=ffn_saved), x)
     return float(none), float(selective), float(full)
 
 

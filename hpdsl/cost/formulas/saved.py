@@ -8,7 +8,8 @@ the ActCoeffs bucket that prices its kind of tensor (hpdsl/cost/formulas/memory.
 
 - per token, kept under selective recompute: at the compute dtype or a fixed
   width (norm, mask, fp32), split as the heads (t), by sequence (sp) or whole
-  on every tp rank (replicate);
+  on every tp rank (replicate); or per token routed to an expert (routed: a
+  routed expert's input, at the compute dtype, times etp and divided by t);
 - per token and key, `without flash` and dropped by selective recompute: a
   score tensor at the softmax dtype, its compute-dtype copy (`cast`) or a fixed
   width (a dropout mask), times the keys the tensor holds;
@@ -44,6 +45,7 @@ class SavedCoeffs:
     sc_c: float = 0.0
     sc_b: float = 0.0
     flash_b: float = 0.0
+    routed_c: float = 0.0  # ActCoeffs.routed_in
 
 
 def fixed_width(name: str, run: RunFacts) -> Fraction:
@@ -67,7 +69,7 @@ def saved_coeffs(saved: Iterable[DeclaredTerm], run: RunFacts) -> SavedCoeffs:
         elif term.flash is False:
             add("sc_b" if fixed else "sc_sm" if term.bytes == "softmax" else "sc_c", term.ts * width)
         else:
-            split = "whole" if term.replicated else "sp" if term.sequence else "t"
+            split = "whole" if term.replicated else "sp" if term.sequence else "routed" if term.routed else "t"
             add(f"{split}_b" if fixed else f"{split}_c", term.t * width)
     return SavedCoeffs(**{bucket: float(value) for bucket, value in sums.items()})
 

@@ -65,7 +65,8 @@ class GroupedExperts(nn.Module):
         self.num_experts, self.hidden, self.width = config.experts, config.hidden, config.ffn_width // self.etp
         self.gated = config.gated
         self.first, self.local = self.experts_here(config.experts)
-        if config.ffn_width % self.etp or (self.etp > 1 and config.mlp_bias):
+        bias = config.mlp_bias and config.expert_bias  # families/grouped_experts.hpf
+        if config.ffn_width % self.etp or (self.etp > 1 and bias):
             raise BuildError(f"{self.where}: etp={self.etp} needs bias-free experts whose width "
                              f"{config.ffn_width} it divides")
         e, h, w = self.local, self.hidden, self.width
@@ -73,7 +74,6 @@ class GroupedExperts(nn.Module):
         self.gate_up_proj = nn.Parameter(torch.empty(e, h, up)) if self.gated else None
         self.up_proj = None if self.gated else nn.Parameter(torch.empty(e, h, up))
         self.down_proj = nn.Parameter(torch.empty(e, w, h))
-        bias = config.mlp_bias
         self.up_bias = nn.Parameter(torch.empty(e, up)) if bias else None
         self.down_bias = nn.Parameter(torch.empty(e, h)) if bias else None
         self.reset_parameters()
@@ -287,7 +287,8 @@ class MXFP8GroupedExperts(ExpertParallelExperts):
             raise BuildError(f"{where} requires TP=CP=PP=1; active {', '.join(active)}")
         if job.size("ep") not in (1, 2):
             raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={job.size('ep')}")
-        if config is not None and (not config.gated or config.activation != "silu" or config.mlp_bias
+        if config is not None and (not config.gated or config.activation != "silu"
+                                   or (config.mlp_bias and config.expert_bias)
                                    or config.glu_alpha or config.glu_limit or config.glu_interleaved):
             raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu; no glu_alpha, glu_limit "
                              "or glu_interleaved)")
