@@ -4,7 +4,8 @@
 heads than query heads), optionally normalises queries and keys per head
 (QK-norm), rotates each head's first rotary_fraction of dims (all, unless
 partial rotary), optionally takes the values from the key projection (k_eq_v) and
-RMS-normalises them without a scale (v_norm, Gemma 4), and gates the output (the query projection is twice as wide and its
+RMS-normalises them without a scale (v_norm, Gemma 4), or, kv_shared, attends to the keys and values an
+earlier layer kept (Gemma 4's last num_kv_shared_layers: hpdsl/torch/model.py links it), and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
 or the eager reference (soft-capped scores, Gemma 2's attn_softcap, run it: SDPA
 cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
