@@ -146,7 +146,20 @@ def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool
         modules[block] = [norm, *modules[block]] if path == f"{block}_norm" else [*modules[block], norm]
     for block, path in wiring.gate_paths(*shape, cross=cross):
         modules[block].append(_slot("gate", path, config, bindings))
-    return tuple(slot for block in wiring.blocks(*shape[1:], cross=cross) for slot in modules[block])
+    blocks = tuple(slot for block in wiring.blocks(*shape[1:], cross=cross) for slot in modules[block])
+    return (*blocks, *per_layer_slots(config, bindings))
+
+
+PER_LAYER_PATHS = ("per_layer_input", "per_layer_post_norm")
+"""What a layer holds after its feed-forward where the model states per_layer_width (Gemma 4's PLE)."""
+
+
+def per_layer_slots(config: ModuleConfig, bindings: Mapping[str, str]) -> tuple[Slot, ...]:
+    """Return a layer's per-layer input block and the norm after it; () without per_layer_width."""
+    if not config.per_layer_width:
+        return ()
+    return (_slot("per_layer_input", "per_layer_input", config, bindings),
+            _slot("norm", "per_layer_post_norm", config, bindings))
 
 
 def kind_bindings(cost: CostModel, kind: str | None) -> Mapping[str, str]:
@@ -187,7 +200,27 @@ def end_slots(cost: CostModel) -> tuple[Slot, ...]:
         slots.append(_slot("project_out", "project_out", config, bindings))
     if not model.tie_embeddings:
         slots.append(_slot("head", "head", config, bindings))
-    return (*slots, *position_bias_slots(cost))
+    return (*slots[:1], *per_layer_end_slots(cost), *slots[1:], *position_bias_slots(cost))
+
+
+def per_layer_end_slots(cost: CostModel) -> tuple[Slot, ...]:
+    """Return what makes each layer's per-layer input (Gemma 4's PLE); () without per_layer_width.
+
+    Its table (an embedding slot: per_layer_vocab rows, layers · per_layer_width
+    wide, its rows times √per_layer_width under embed_scale), the projection of
+    the token embeddings to the same width (per_layer_proj) and the norm of each
+    layer's per_layer_width-wide share of it (hpdsl/torch/layers.py `CausalLM`).
+    """
+    width = cost.model.per_layer_width or 0
+    if not width:
+        return ()
+    config, bindings = cost.base, cost.profile.slots
+    wide = width * cost.model.layers
+    table = evolve(config, vocab=cost.model.per_layer_vocab or config.vocab, embed_width=wide,
+                   embed_extra_rows=0, hidden=width)
+    return (_slot("embedding", "per_layer_embed", table, bindings),
+            _slot("per_layer_proj", "per_layer_proj", evolve(config, embed_width=wide), bindings),
+            _slot("norm", "per_layer_norm", evolve(config, hidden=width), bindings))
 
 
 def position_bias_slots(cost: CostModel) -> tuple[Slot, ...]:
@@ -201,7 +234,8 @@ def position_bias_slots(cost: CostModel) -> tuple[Slot, ...]:
     return (_slot("position_bias", "position_bias", cost.base, bindings),)
 
 
-EMBEDDING_END = ("embed", "project_in", "embed_norm", "positions")
+EMBEDDING_END = ("embed", "per_layer_embed", "per_layer_proj", "per_layer_norm", "project_in", "embed_norm",
+                 "positions")
 """The end slots' paths that run before the first layer (the estimator's embedding column); the rest follow the last."""
 
 
@@ -245,8 +279,9 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["EMBEDDING_END", "MTP_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
+__all__ = ["EMBEDDING_END", "MTP_PATHS", "PER_LAYER_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
            "experts_config", "ffn_slots",
            "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
-           "layer_slots", "mtp_slots", "projected", "mixer_role", "model_slots",
+           "layer_slots", "mtp_slots", "per_layer_end_slots", "per_layer_slots", "projected", "mixer_role",
+           "model_slots",
            "shared_expert_config"]

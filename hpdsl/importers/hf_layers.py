@@ -6,7 +6,9 @@ hf_hybrid.py), MiMo-V2-Flash's `hybrid_layer_pattern`, Bamba's `attn_layer_indic
 `sliding_window_pattern` or the sliding-window rule; the feed-forward from `mlp_layer_types` or a
 `moe_layer_freq` list (MiMo-V2-Flash), `decoder_sparse_step`, `mlp_only_layers` or
 `moe_layer_freq`; Jamba's period/offset rules pattern both, and a config patterning both
-otherwise names each layer's kind MIXER_FFN. All lower to the same run-length stack.
+otherwise names each layer's kind MIXER_FFN. All lower to the same run-length stack. The last
+`num_kv_shared_layers` layers (Gemma 4) are each KIND_kv_shared: they reuse an earlier layer's keys and
+values (the kind's `dims { kv_shared = 1 }`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,38 @@ def stack(kinds: list[str], profile: ProfileIR) -> ast.Stack:
     return ast.Stack(compress_kinds(kinds))
 
 
+KV_SHARED = "kv_shared"
+"""The suffix of the kinds of the layers `num_kv_shared_layers` names (the last ones): KIND_kv_shared."""
+
+
 def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
     """Return every layer's kind when the config's patterns say it; None to derive the stack.
+
+    The last `num_kv_shared_layers` layers (Gemma 4) are each KIND_kv_shared, a kind the
+    profile must have (as transformers' kv_sharing_modes: they reuse the keys and values of
+    the last earlier layer of their attention type).
+    """
+    kinds = _layer_kinds(cfg, profile, layers)
+    shared = count(cfg, "num_kv_shared_layers")
+    if not shared:
+        return kinds
+    if shared >= layers:
+        raise HfImportError(f"num_kv_shared_layers is {shared}: every layer would reuse an earlier one's keys and "
+                            f"values, but the model has {layers} layers; at most {layers - 1} can",
+                            "num_kv_shared_layers")
+    first = layers - shared
+    own = kinds if kinds is not None else [profile.default] * layers
+    named = [*own[:first], *(f"{kind}_{KV_SHARED}" for kind in own[first:])]
+    missing = sorted(set(named) - set(profile.kinds))
+    if missing:
+        raise HfImportError(f"num_kv_shared_layers is {shared}, but profile '{profile.name}' has no kinds "
+                            f"{', '.join(missing)} for those layers (a kind KIND_{KV_SHARED} with "
+                            "`dims { kv_shared = 1 }` per kind they reuse)", "num_kv_shared_layers")
+    return named
+
+
+def _layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
+    """Return every layer's kind when the config's patterns say it, before key/value sharing; None to derive.
 
     The mixer comes from `layer_types`, `full_attention_interval`,
     `sliding_window_pattern` or the sliding-window rule; the feed-forward from
@@ -218,4 +250,4 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
             for i in range(layers)]
 
 
-__all__ = ["layer_kinds", "stack"]
+__all__ = ["KV_SHARED", "layer_kinds", "stack"]

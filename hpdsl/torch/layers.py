@@ -17,7 +17,8 @@ from hpdsl.errors import BuildError
 from hpdsl.torch.modules.position_bias import RelativePositionBias  # re-exported: it lived here
 
 
-NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm")
+NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", "ffn_norm", "ffn_post_norm",
+              "per_layer_post_norm")
 """Every norm a layer may hold (hpdsl/bound/wiring.py says which its wiring holds)."""
 
 GATE_PATHS = ("mixer_gate", "cross_gate", "ffn_gate")
@@ -42,10 +43,12 @@ class DecoderLayer(nn.Module):
     cross_post_norm: nn.Module | None
     ffn_norm: nn.Module | None
     ffn_post_norm: nn.Module | None
+    per_layer_post_norm: nn.Module | None
 
     def __init__(self, *, mixer: nn.Module | None = None, ffn: nn.Module | None = None,
                  cross_attention: nn.Module | None = None, wiring: str = "pre_norm",
-                 norms: Mapping[str, nn.Module] | None = None, gates: Mapping[str, nn.Module] | None = None) -> None:
+                 norms: Mapping[str, nn.Module] | None = None, gates: Mapping[str, nn.Module] | None = None,
+                 per_layer_input: nn.Module | None = None) -> None:
         super().__init__()
         for given, paths in ((norms, NORM_PATHS), (gates, GATE_PATHS)):
             unknown = sorted(set(given or {}) - set(paths))
@@ -57,10 +60,25 @@ class DecoderLayer(nn.Module):
         for path in GATE_PATHS:
             setattr(self, path, (gates or {}).get(path))
         self.mixer, self.cross_attention, self.ffn = mixer, cross_attention, ffn
+        self.per_layer_input = per_layer_input  # Gemma 4's PLE block after the feed-forward (per_layer_width)
 
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
-                memory: Tensor | None = None) -> Tensor:
-        """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention)."""
+                memory: Tensor | None = None, per_layer: Tensor | None = None) -> Tensor:
+        """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention).
+
+        `per_layer` is this layer's per-layer input [b, s, per_layer_width] where it has a
+        per_layer_input block: its output, through per_layer_post_norm, is added after the feed-forward.
+        """
+        x = self._blocks(x, positions=positions, bias=bias, memory=memory)
+        block = self.per_layer_input
+        if block is None:
+            return x
+        if per_layer is None:
+            raise BuildError("a layer with a per-layer input block needs its per-layer input (per_layer)")
+        return x + _apply(self.per_layer_post_norm, block(x, per_layer))
+
+    def _blocks(self, x: Tensor, *, positions: Tensor, bias: Tensor | None, memory: Tensor | None) -> Tensor:
+        """Return `x` through the mixer, cross-attention and feed-forward blocks with their norms."""
         mixer, cross, ffn = self.mixer, self.cross_attention, self.ffn
         if mixer is None and cross is not None and memory is None:
             return x  # a cross-attention layer with no stream to attend to (transformers' text-only path)
@@ -135,7 +153,9 @@ class CausalLM(nn.Module):
 
     The outer wiring's optional slots (hpdsl/bound/slots.py end_slots) sit where a
     token meets them: embed, project_in, the learned positions (row p + position_offset),
-    embed_norm, the layers, the final norm (None: no_final_norm), project_out, the head.
+    embed_norm, the layers, the final norm (None: no_final_norm), project_out, the head. With
+    per-layer inputs (Gemma 4's PLE) each layer also gets its own, made from the tokens' rows of
+    per_layer_embed and the projection (per_layer_proj) of the embeddings (`per_layer_inputs`).
     """
 
     def __init__(self, *, embed: nn.Module, layers: Sequence[nn.Module], norm: nn.Module | None,
@@ -143,7 +163,8 @@ class CausalLM(nn.Module):
                  mtp: list[nn.Module] | None = None, cp_rank: int = 0,
                  positions: nn.Module | None = None, logit_softcap: float = 0.0,
                  project_in: nn.Module | None = None, project_out: nn.Module | None = None,
-                 embed_norm: nn.Module | None = None, position_offset: int = 0) -> None:
+                 embed_norm: nn.Module | None = None, position_offset: int = 0,
+                 per_layer: Mapping[str, nn.Module] | None = None) -> None:
         super().__init__()
         self.logit_softcap = logit_softcap  # final_softcap (Gemma 2): every logit c·tanh(logit / c)
         self.embed = embed
@@ -158,6 +179,25 @@ class CausalLM(nn.Module):
         self.position_bias = position_bias
         self.mtp = nn.ModuleList(mtp) if mtp else None
         self.cp_rank = cp_rank
+        ends = dict(per_layer or {})
+        self.per_layer_embed = ends.get("per_layer_embed")
+        self.per_layer_proj = ends.get("per_layer_proj")
+        self.per_layer_norm = ends.get("per_layer_norm")
+
+    def per_layer_inputs(self, ids: Tensor, x: Tensor) -> Tensor | None:
+        """Return every layer's per-layer input [b, s, layers, width] for tokens `ids` embedded as `x`; None without.
+
+        As transformers' Gemma4TextModel: the tokens' rows of the per-layer table (scaled
+        by √width under embed_scale: the embedding family's) plus the norm of each layer's
+        share of per_layer_proj(x) / √hidden, the sum times 1/√2.
+        """
+        table, proj = self.per_layer_embed, self.per_layer_proj
+        if table is None or proj is None:
+            return None
+        rows = table(ids)
+        rows = rows.reshape(*ids.shape, len(self.layers), -1)
+        projected = (proj(x) * x.shape[-1] ** -0.5).reshape(rows.shape)
+        return (_apply(self.per_layer_norm, projected) + rows) * 2.0 ** -0.5
 
     def embed_tokens(self, ids: Tensor, positions: Tensor) -> Tensor:
         """Return the first layer's input: the looked-up rows, projected, plus positions, normalised."""
@@ -178,9 +218,12 @@ class CausalLM(nn.Module):
         seq = ids.shape[1]
         positions = self.cp_rank * seq + torch.arange(seq, device=ids.device)
         x = self.embed_tokens(ids, positions)
+        inputs = self.per_layer_inputs(ids, x)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
-        for layer in self.layers:
-            x = layer(x, positions=positions, bias=bias, memory=memory)
+        for i, layer in enumerate(self.layers):
+            per_layer = None if inputs is None else inputs[:, :, i]
+            x = layer(x, positions=positions, bias=bias, memory=memory,
+                      **({} if per_layer is None else {"per_layer": per_layer}))
         logits = output_logits(self.final(x), self.head, self.embed, softcap=self.logit_softcap)
         if input_ids.ndim == 2 or self.mtp is None:
             return logits

@@ -43,7 +43,7 @@ from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
 from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
-from hpdsl.torch.modules import MoE
+from hpdsl.torch.modules import Attention, MoE
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
 
@@ -75,6 +75,7 @@ class _Builder:
             ffn=self.ffn(cfg, kind, f"{fqn}.ffn") if matrices else None, wiring=cfg.wiring,
             norms={path: module for path, module in built.items() if path in NORM_PATHS},
             gates={path: module for path, module in built.items() if path in GATE_PATHS},
+            per_layer_input=built.get("per_layer_input"),
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:
@@ -164,13 +165,42 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
     ends = {slot.path: builder.end(slot.role, slot.path, slot.config) for slot in end_slots(builder.cost)}
     body = [g.kind for g in model.groups if not g.mtp for _ in range(g.count)]
     layers = [builder.layer(kind, f"layers.{i}", i) for i, kind in enumerate(body)]
+    link_shared_kv(layers)
     mtp = _mtp_layers(builder, len(body)) if include_mtp else None
     return CausalLM(embed=ends["embed"], layers=layers, norm=ends.get("norm"), head=ends.get("head"),
                     position_bias=ends.get("position_bias"), mtp=mtp,
                     cp_rank=builder.job.local_rank("cp"), positions=ends.get("positions"),
                     logit_softcap=float(model.final_softcap or 0.0), project_in=ends.get("project_in"),
                     project_out=ends.get("project_out"), embed_norm=ends.get("embed_norm"),
-                    position_offset=int(model.position_offset or 0))
+                    position_offset=int(model.position_offset or 0),
+                    per_layer={path: ends[path] for path in ("per_layer_embed", "per_layer_proj", "per_layer_norm")
+                               if path in ends})
+
+
+def link_shared_kv(layers: Sequence[nn.Module]) -> None:
+    """Link each kv_shared attention to the last earlier one with its window and head shapes that has its own.
+
+    As transformers' Gemma 4 (kv_sharing_modes): a layer of the last num_kv_shared_layers
+    reuses the keys and values of the last earlier layer of its attention type, which
+    keeps them at each forward. Raise BuildError naming a layer with none to reuse.
+    """
+    last: dict[tuple[int, int, int, int], Attention] = {}
+    for i, layer in enumerate(layers):
+        mixer = getattr(layer, "mixer", None)
+        if not isinstance(mixer, Attention):
+            continue
+        cfg = mixer.config
+        key = (int(cfg.window), int(cfg.head_dim), int(cfg.kv_heads), int(mixer.v_dim))
+        if not cfg.kv_shared:
+            last[key] = mixer
+            continue
+        source = last.get(key)
+        if source is None:
+            raise BuildError(f"layers.{i}: a kv_shared layer reuses the keys and values of an earlier layer with "
+                             f"its window {cfg.window} and head shapes (head_dim {cfg.head_dim}, kv_heads "
+                             f"{cfg.kv_heads}), but no earlier layer computes its own; put such a layer before it")
+        source.keeps_kv = True
+        mixer.kv_source[:] = [source]
 
 
 def _tower(builder: _Builder, cfg: ModuleConfig, kind: str, *, causal: bool) -> Tower:

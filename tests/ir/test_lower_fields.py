@@ -51,8 +51,9 @@ def test_a_profile_and_a_family_hold_the_fields_they_declare() -> None:
         Field("residual_scale", "float", "the scale of each residual branch", None, None, 1.0))
     assert compiled.families["projections"].fields == (
         Field("proj_rank", "int", "the family's own rank", None, 1, 16, maximum=4096),)
-    # Besides the author's, only the standard profile that declares a field of its own (MiniMax-M2's rotary_dim).
-    assert {name for name, p in compiled.profiles.items() if p.fields} == {"opt_like", "minimax_m2"}
+    # Besides the author's, only the standard profiles that declare a field of their own (MiniMax-M2's
+    # rotary_dim, Gemma 4's double_wide_mlp).
+    assert {name for name, p in compiled.profiles.items() if p.fields} == {"opt_like", "minimax_m2", "gemma4"}
 
 
 def test_a_model_carries_its_author_fields_stated_or_defaulted() -> None:

@@ -79,7 +79,9 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
                 "sliding_attention_dense": (DECODER, "sliding", "dense"),
                 "sliding_attention_moe": (DECODER, "sliding", "moe")},
     # Issue 21: Gemma 4, Gemma 3's sandwich layers; the full kind's own head shapes, the sliding kind's own values.
-    "gemma4": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None)},
+    "gemma4": {"full_attention": (SANDWICH, "full", None), "sliding_attention": (SANDWICH, "sliding", None),
+               "full_attention_kv_shared": (SANDWICH, "full", None),
+               "sliding_attention_kv_shared": (SANDWICH, "sliding", None)},
     # Issue 21 (outer wiring): BLOOM's pre-norm layers with a plain feed-forward, as GPT-2's.
     "bloom": {"decoder": (PLAIN, "full", None)},
     # GPT-NeoX: a plain feed-forward beside the attention, a LayerNorm each (parallel_two_norms).
@@ -231,11 +233,11 @@ def test_lower_profile_of_a_small_spec() -> None:
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
                   "router": "router", "shared_gate": "shared_gate", "latent_proj": "moe_latent_projection",
-                  "norm": "norm", "embedding": "embedding", "head": "output_head",
+                  "per_layer_input": "per_layer_input", "norm": "norm", "embedding": "embedding", "head": "output_head",
                   "cross_attention": "cross_attention", "gate": "tanh_gate",
                   "position_bias": "relative_position_bias",
                   "project_in": "input_projection", "project_out": "output_projection",
-                  "mtp_proj": "mtp_projection"}
+                  "per_layer_proj": "output_projection", "mtp_proj": "mtp_projection"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
@@ -258,9 +260,9 @@ family f { factory "pkg.mod:F"  variant local "pkg.mod:F" default }
 family g { factory "pkg.mod:G"  variant local "pkg.mod:G" default }
 family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
-slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f  latent_proj f }
+slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f  latent_proj f  per_layer_input f }
 slots { cross_attention f  gate f  position_bias f }
-slots { project_in f  project_out f  mtp_proj f }
+slots { project_in f  project_out f  per_layer_proj f  mtp_proj f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }
@@ -321,7 +323,13 @@ def test_each_kind_lowers_its_wiring_inherited_through_from() -> None:
                        ("gemma2", "full_attention"): "sandwich", ("gemma2", "sliding_attention"): "sandwich",
                        ("mllama", "cross_attention"): "gated",
                        ("gemma4", "full_attention"): "sandwich", ("gemma4", "sliding_attention"): "sandwich",
+                       ("gemma4", "full_attention_kv_shared"): "sandwich",
+                       ("gemma4", "sliding_attention_kv_shared"): "sandwich",
                        ("neox", "decoder"): "parallel_two_norms"}
+
+
+E2B_SHARED = {"kv_shared": "1", "ffn_width": "(1 + double_wide_mlp) * ffn_width"}
+"""Gemma 4's key/value-sharing kinds: no keys or values of their own, double-wide MLPs with double_wide_mlp."""
 
 
 def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
@@ -332,6 +340,9 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
     assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding,
                     ("gemma4", "full_attention"): {"head_dim": "global_head_dim", "kv_heads": "global_kv_heads"},
                     ("gemma4", "sliding_attention"): {"k_eq_v": "0"},
+                    ("gemma4", "full_attention_kv_shared"): {"head_dim": "global_head_dim", "kv_heads": "global_kv_heads",
+                                                             **E2B_SHARED},
+                    ("gemma4", "sliding_attention_kv_shared"): {"k_eq_v": "0", **E2B_SHARED},
                     ("deepseek", "shared_index_dense"): {"index_n_heads": "0"},
                     ("deepseek", "shared_index_moe"): {"index_n_heads": "0"}}
 

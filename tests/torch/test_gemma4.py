@@ -9,6 +9,11 @@ meta device; loaded with transformers' random weights it gives transformers' log
 CPU). Both layer types there use the default rotary at one base over their whole head (Gemma 4's
 published full layers turn a quarter of the head at another base, "proportional": hpdsl rotates one
 base over rotary_fraction of every layer, so the logits test states the one rotary both build).
+
+Gemma-4-E2B's constructs are held the same way on a small config of its form: per-layer inputs
+(hidden_size_per_layer_input: the model's per-layer table, projection and norm, each layer's gate,
+projection and norm after its feed-forward), the last num_kv_shared_layers layers reusing the keys
+and values of the last earlier layer of their type (no k/v projections), and their double-wide MLPs.
 """
 
 from __future__ import annotations
@@ -37,7 +42,11 @@ NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer_norm\.", r
          (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
          (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.pre_feedforward_layernorm."),
          (r"layers\.(\d+)\.ffn_post_norm\.", r"model.layers.\1.post_feedforward_layernorm."),
-         (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm."), (r"head\.", "lm_head.")]
+         (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm."), (r"head\.", "lm_head."),
+         (r"per_layer_embed\.", "model.embed_tokens_per_layer."), (r"per_layer_proj\.", "model.per_layer_model_projection."),
+         (r"per_layer_norm\.", "model.per_layer_projection_norm."),
+         (r"layers\.(\d+)\.per_layer_input\.", r"model.layers.\1."),
+         (r"layers\.(\d+)\.per_layer_post_norm\.", r"model.layers.\1.post_per_layer_input_norm.")]
 """hpdsl's parameter names (slot paths) → transformers' Gemma 4 names."""
 
 
@@ -74,10 +83,19 @@ def _hf(config: dict[str, Any]) -> Any:
     return transformers.AutoModelForCausalLM.from_config(hf_config)
 
 
+E2B = {"attention_k_eq_v": False, "num_global_key_value_heads": None, "num_hidden_layers": 6,
+       "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2,
+       "hidden_size_per_layer_input": 8, "vocab_size_per_layer_input": 103, "num_kv_shared_layers": 3,
+       "use_double_wide_mlp": True}
+"""Gemma-4-E2B's form, small: per-layer inputs 8 wide from a 103-row table, the last three layers (sliding,
+sliding, full) reusing layer 1's and layer 2's keys and values, their MLPs twice as wide."""
+
+
 # Without k_eq_v, as Gemma-4-E2B publishes it: num_global_key_value_heads null, the full layers keep
 # num_key_value_heads (the import rules' derive).
-@pytest.mark.parametrize("changes", [{}, {"attention_k_eq_v": False, "num_global_key_value_heads": None}],
-                         ids=["k_eq_v", "own_v_proj"])
+@pytest.mark.parametrize("changes", [{}, {"attention_k_eq_v": False, "num_global_key_value_heads": None}, E2B,
+                                     {**E2B, "use_double_wide_mlp": False}],
+                         ids=["k_eq_v", "own_v_proj", "e2b", "e2b_narrow_mlp"])
 def test_the_build_has_the_estimates_count_which_is_transformers(changes: dict[str, Any], stdlib: Registry) -> None:
     values = _gemma4(**changes)
     model, registry = _built(values, stdlib)
@@ -104,8 +122,20 @@ def _hf_name(name: str) -> str:
     raise AssertionError(f"no transformers name for {name}")
 
 
-def test_gemma4_gives_transformers_logits(stdlib: Registry) -> None:
-    config = _gemma4()
+def test_the_kv_sharing_layers_have_no_keys_or_values_and_twice_the_mlp(stdlib: Registry) -> None:
+    model, _ = _built(_gemma4(**E2B), stdlib)
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    assert "layers.2.mixer.k_proj.weight" in shapes and "layers.5.mixer.k_proj.weight" not in shapes
+    assert not any(name.startswith(("layers.3.mixer.k", "layers.3.mixer.v")) for name in shapes)
+    assert shapes["layers.2.ffn.up_proj.weight"] == (96, 64) and shapes["layers.3.ffn.up_proj.weight"] == (192, 64)
+    assert shapes["per_layer_embed.weight"] == (103, 6 * 8) and shapes["per_layer_proj.weight"] == (6 * 8, 64)
+    assert shapes["layers.0.per_layer_input.per_layer_input_gate.weight"] == (8, 64)
+    assert [m.mixer.kv_source[0].layer_index for m in model.layers[3:]] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("changes", [{}, E2B], ids=["31b_form", "e2b_form"])
+def test_gemma4_gives_transformers_logits(changes: dict[str, Any], stdlib: Registry) -> None:
+    config = _gemma4(**changes)
     model, _ = _built(config, stdlib)
     ours = materialize(model, "cpu", seed=0).eval()
     torch.manual_seed(0)

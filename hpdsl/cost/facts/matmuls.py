@@ -46,8 +46,9 @@ from hpdsl.cost.facts.roles import MIXER_ROLES
 from hpdsl.ir.layouts import dim_names, entry_numel, layout_for
 from hpdsl.ir.nodes import FamilyIR, LayoutEntryIR
 
-FFN_ROLES = frozenset({"mlp", "experts", "shared_experts", "latent_proj"})
-"""Slot roles of a layer's feed-forward block: their weight matmuls are the ffMM term."""
+FFN_ROLES = frozenset({"mlp", "experts", "shared_experts", "latent_proj", "per_layer_input"})
+"""Slot roles of a layer's feed-forward block (and the per-layer input block after it, Gemma 4's PLE): their
+weight matmuls are the ffMM term."""
 
 
 @attrs.frozen
@@ -123,8 +124,8 @@ def _entry_term(slot: Slot, path: str, entry: LayoutEntryIR) -> tuple[str, Fract
     return _ROLE_TERMS.get(slot.role, ""), Fraction(1 if slot.role in _ROLE_TERMS else 0)
 
 
-_ROLE_TERMS = {"head": "output", "mtp_proj": "mtp"}
-"""The term of every rank-2 weight of the head's and an MTP projection's slots."""
+_ROLE_TERMS = {"head": "output", "mtp_proj": "mtp", "per_layer_proj": "embedding"}
+"""The term of every rank-2 weight of the head's, an MTP projection's and the per-layer inputs' projection's slots."""
 
 
 def tied_head_matmuls(slot: Slot, families: Mapping[str, FamilyIR]) -> dict[str, Macs]:
@@ -170,7 +171,7 @@ def end_matmuls(cost_model: CostModel, ends: Iterable[Slot],
                 families: Mapping[str, FamilyIR]) -> tuple[Matmuls, Matmuls]:
     """Return the (embedding, output) columns' weight multiply-adds per token from the model-level slots."""
     ends = tuple(ends)
-    embedding = _summed(slot_matmuls(s, families) for s in ends if s.role in ("embedding", "project_in"))
+    embedding = _summed(slot_matmuls(s, families) for s in ends if s.role in ("embedding", "project_in", "per_layer_proj"))
     head = [slot_matmuls(s, families) for s in ends if s.role in ("head", "project_out")]
     if cost_model.model.tie_embeddings:
         head = [*(tied_head_matmuls(s, families) for s in ends if s.path == "embed"),

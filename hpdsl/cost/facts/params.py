@@ -128,8 +128,10 @@ def parameters(cost_model: CostModel) -> ParamReport:
                                   _exact(per_layer * group.count), _exact(layer.active * group.count)))
     ends = {slot.path: slot_params(slot, families) for slot in _end_slots(cost_model)}
     # The outer wiring's slots (hpdsl/bound/slots.py end_slots): project_in and an embedding norm are
-    # reported with the embedding, project_out with the output head, T5's bias tables with the positions.
-    embedding = ends["embed"] + ends.get("project_in", 0) + ends.get("embed_norm", 0)
+    # reported with the embedding, project_out with the output head, T5's bias tables with the positions;
+    # what makes the per-layer inputs (Gemma 4's PLE: table, projection, norm) with the embedding.
+    embedding = ends["embed"] + ends.get("project_in", 0) + ends.get("embed_norm", 0) + \
+        sum(ends.get(path, 0) for path in ("per_layer_embed", "per_layer_proj", "per_layer_norm"))
     output = ends.get("head", 0) + ends.get("project_out", 0)
     final_norms = towers(model) * ends.get("norm", 0)
     positions = ends.get("positions", 0) + sum(slot_params(slot, families) for slot in _end_slots(cost_model)
@@ -232,9 +234,9 @@ def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
 
 
 _PART = {"norm": "norms", "gate": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed",
-         "shared_experts": "shared", "shared_gate": "shared", "latent_proj": "dense_ffn"}
+         "shared_experts": "shared", "shared_gate": "shared", "latent_proj": "dense_ffn", "per_layer_input": "dense_ffn"}
 """The report part of each non-mixer role; a gate is one replicated scalar, reported with the norms; a MoE's
-latent projections, which every token runs, with the dense feed-forward."""
+latent projections, which every token runs, and a layer's per-layer input block with the dense feed-forward."""
 
 
 def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:

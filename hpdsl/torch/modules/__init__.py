@@ -11,11 +11,13 @@ from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
 from hpdsl.torch.modules.position_bias import RelativePositionBias
 from hpdsl.torch.modules.moe import MoE, MoELatentProjection, Router, SharedExpertGate
+from hpdsl.torch.modules.per_layer import PerLayerInput
 from hpdsl.torch.modules.short_conv import ShortConv
 
 __all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "InputProjection", "LayerNorm", "Mamba", "Mamba2", "MLAttention",
-           "MLP", "MoE", "MoELatentProjection", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PlainMLP",
+           "MLP", "MoE", "MoELatentProjection", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PerLayerInput",
+           "PlainMLP",
            "RelativePositionBias",
            "RMSNorm", "RingAttention",
            "RingMLAttention", "Router", "SharedExpertGate", "ShortConv", "TanhGate"]

@@ -4,7 +4,8 @@
 heads than query heads), optionally normalises queries and keys per head
 (QK-norm), rotates each head's first rotary_fraction of dims (all, unless
 partial rotary), optionally takes the values from the key projection (k_eq_v) and
-RMS-normalises them without a scale (v_norm, Gemma 4), and gates the output (the query projection is twice as wide and its
+RMS-normalises them without a scale (v_norm, Gemma 4), or, kv_shared, attends to the keys and values an
+earlier layer kept (Gemma 4's last num_kv_shared_layers: hpdsl/torch/model.py links it), and gates the output (the query projection is twice as wide and its
 second half, through a sigmoid, scales the attention output), then runs SDPA
 or the eager reference (soft-capped scores, Gemma 2's attn_softcap, run it: SDPA
 cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
@@ -53,17 +54,24 @@ class Attention(nn.Module):
         h, d = config.hidden, config.head_dim
         gate = 2 if config.output_gate else 1
         self.q_proj = nn.Linear(h, gate * config.heads * d, bias=config.qkv_bias)
-        self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias)
+        # kv_shared (Gemma 4's last num_kv_shared_layers): no keys or values of its own; it attends to those
+        # of the earlier layer hpdsl/torch/model.py links it to (`kv_source`), which keeps them (`keeps_kv`).
+        own_kv = not config.kv_shared
+        self.k_proj = nn.Linear(h, config.kv_heads * d, bias=config.qkv_bias) if own_kv else None
         # The value heads may be narrower than the query/key heads (MiMo-V2-Flash's value_dim).
         self.v_dim = config.value_width or config.value_dim or d
         # k_eq_v (Gemma 4's full-attention layers): the values are the key projection's output.
-        self.v_proj = None if config.k_eq_v else nn.Linear(h, config.kv_heads * self.v_dim, bias=config.qkv_bias)
+        self.v_proj = None if config.k_eq_v or not own_kv else \
+            nn.Linear(h, config.kv_heads * self.v_dim, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.heads * self.v_dim, h, bias=config.o_bias)
         # qk_norm_full (OLMoE): one norm over the whole projection, not one per head.
         q_width = config.q_norm_width or (config.heads * d if config.qk_norm_full else d)
         k_width = config.k_norm_width or (config.kv_heads * d if config.qk_norm_full else d)
         self.q_norm = make_norm(config, q_width) if config.qk_norm else None
-        self.k_norm = make_norm(config, k_width) if config.qk_norm else None
+        self.k_norm = make_norm(config, k_width) if config.qk_norm and own_kv else None
+        self.kv_source: list[Attention] = []  # a plain list: the source is another layer's module, not a child
+        self.keeps_kv = False
+        self.kept_kv: tuple[Tensor, Tensor, Tensor] | None = None  # held to the next forward (a recompute reads it)
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
         # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers',
         # at the layer's rope_type; a sliding-window layer may have its own base (hpdsl/torch/modules/rope.py).
@@ -97,10 +105,15 @@ class Attention(nn.Module):
         # No-position layers (no_rope) and ALiBi turn no dims; ALiBi biases the scores instead.
         rotary = self.config.rope and not self.config.no_rope and not self.config.alibi and memory is None
         q, gate = self._queries(x, positions if rotary else None)
-        k, v = self._keys_values(x if memory is None else memory, positions if rotary else None)
-        k_positions = positions
-        if memory is None:
-            k, v, k_positions = self.gather_sequence(k, v, positions)
+        if self.config.kv_shared:
+            k, v, k_positions = self._shared_kv()
+        else:
+            k, v = self._keys_values(x if memory is None else memory, positions if rotary else None)
+            k_positions = positions
+            if memory is None:
+                k, v, k_positions = self.gather_sequence(k, v, positions)
+            if self.keeps_kv:
+                self.kept_kv = (k, v, k_positions)
         causal = self.config.causal and memory is None
         if self.config.alibi and memory is None:
             slopes = alibi_slopes(self.config.heads).to(device=x.device, dtype=q.dtype)
@@ -124,6 +137,14 @@ class Attention(nn.Module):
         if gate is not None:
             out = out * torch.sigmoid(gate)
         return self.o_proj(out.reshape(batch, seq, -1))
+
+    def _shared_kv(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Return the keys, values and key positions of the layer this kv_shared layer reuses."""
+        source = self.kv_source[0] if self.kv_source else None
+        if source is None or source.kept_kv is None:
+            raise BuildError(f"layer {self.layer_index}: a kv_shared attention reuses an earlier layer's keys and "
+                             "values, but none was linked or ran first; build it with build_model, which links it")
+        return source.kept_kv
 
     def _sinks(self, heads: int) -> Tensor | None:
         """Return this rank's heads' sink logits (under tp the rank holds heads / tp of them)."""
@@ -158,6 +179,7 @@ class Attention(nn.Module):
 
     def _keys_values(self, x: Tensor, positions: Tensor | None) -> tuple[Tensor, Tensor]:
         batch, seq, _ = x.shape
+        assert self.k_proj is not None  # a kv_shared layer computes none (forward)
         k = self.k_proj(x).view(batch, seq, -1, self.config.head_dim)
         v = k if self.v_proj is None else self.v_proj(x).view(batch, seq, -1, self.v_dim)
         if self.config.v_norm:  # Gemma 4: each value head RMS-normalised, no scale (fp32, as transformers)
