@@ -27,6 +27,7 @@ from hpdsl.diagnostics import Collector, did_you_mean
 from hpdsl.diagnostics.span import Span
 from hpdsl.ir.layouts import dim_from_ast
 from hpdsl.ir.lower_fields import declared_dim_names
+from hpdsl.model.fields import FIELDS
 from hpdsl.model.layouts import LAYOUT_AXES
 from hpdsl.scope import Scope, kind_flavours, kind_slots, kind_vector, profile_kinds, profile_slots
 
@@ -90,6 +91,7 @@ def check_cost_term(term: ast.CostTerm, collector: Collector, declared: frozense
                         f"'{term.recompute.value}' is not what a cost term's `recompute` names; expected selective",
                         hint="write `recompute selective` (full recompute reruns every term anyway), or remove it")
     if term.condition is not None:
+        _check_choices(term.condition, collector)
         for ref, alone in _condition_names(term.condition):
             if ref.value in CHOICE_NAMES and not alone:
                 continue  # `if norm == layernorm`: a choice field compared to one of its choices
@@ -183,6 +185,27 @@ def _check_flops_only(term: ast.CostTerm, collector: Collector) -> None:
         collector.error(part.span if part is not None else term.span, "saved-only-clause",
                         f"the FLOP term '{term.name.value}' states `{what}`, which only a saved term says (how "
                         "a tensor is kept for the backward)", hint=f"remove `{what} ...` from the FLOP term")
+
+
+def _check_choices(expr: ast.Expr, collector: Collector) -> None:
+    """Report a choice field compared in a cost term's `if` to a value it cannot take (`norm == layrnorm`)."""
+    if isinstance(expr, (ast.Comparison, ast.Membership)) and expr.left.value in CHOICE_NAMES:
+        choices = FIELDS[expr.left.value].choices
+        values = expr.values if isinstance(expr, ast.Membership) else (expr.right,)
+        for value in values:
+            if str(value.value) not in choices:
+                collector.error(value.span, "unknown-choice",
+                                f"'{expr.left.value}' is compared to '{value.value}', which it cannot be; its "
+                                f"choices are {', '.join(choices)}",
+                                hint=did_you_mean(str(value.value), choices) or f"compare it to one of {', '.join(choices)}")
+    elif isinstance(expr, ast.Negation):
+        _check_choices(expr.operand, collector)
+    elif isinstance(expr, (ast.AllOf, ast.AnyOf)):
+        for operand in expr.operands:
+            _check_choices(operand, collector)
+    elif isinstance(expr, ast.Implies):
+        _check_choices(expr.premise, collector)
+        _check_choices(expr.conclusion, collector)
 
 
 def _check_eager(term: ast.CostTerm, collector: Collector) -> None:

@@ -106,6 +106,7 @@ CODES: dict[str, str] = {
     "saved-term-keys": "a saved term reads `keys` but is no score tensor (`without flash`), or is one not per key",
     "saved-term-recompute": "a saved term's `recompute selective` and flash clause disagree",
     "saved-term-kernel": "a saved term's byte class, split and flash clause disagree",
+    "unknown-choice": "a cost term's `if` compares a choice field (norm, mlp, activation) to a value it cannot take",
     "eager-term-clause": "an `eager` term states a clause of FLOPs or saved tensors, or its `calls` a split or `keys`",
     "unknown-saved-bytes": "a saved term's `at` names no byte class the estimator knows",
     "saved-only-clause": "a FLOP term states `sequence`, `routed`, `at` or a flash clause, which only a saved term says",

@@ -151,6 +151,8 @@ def test_an_authors_feed_forward_is_priced_by_its_own_eager_terms(tmp_path: Path
     ("eager moved = hidden routed", "eager-term-clause"),
     ("eager moves = hidden", "unknown-cost-term"),
     ("eager calls = 3 if norm == rmsnorm", None),
+    ("eager calls = 3 if norm == rmsnrom", "unknown-choice"),
+    ("eager calls = 3 if not (activation == gelu or activation == relu3)", "unknown-choice"),
     ("eager calls = 3 if activation != relu2 and mlp_bias", None),
 ])
 def test_the_checker_keeps_an_eager_term_to_what_it_can_say(term: str, code: str | None) -> None:
