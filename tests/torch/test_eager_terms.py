@@ -28,6 +28,11 @@ from hpdsl.diagnostics import Source
 from hpdsl.torch.eager_count import EagerCount
 from hpdsl.torch.model import build_model
 
+def _moe(experts: int, top_k: int, width: int) -> str:
+    """Return a `moe { }` block's text: routed experts, each token's top_k of them, each expert's width."""
+    return f"{{\n    experts {experts}\n    top_k {top_k}\n    expert_width {width}\n  }}"
+
+
 BASE = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_width": 96, "vocab": 128}
 CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "llama": ("llama2", {}),
@@ -40,6 +45,10 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "biases": ("llama2", {"qkv_bias": "true", "o_bias": "true", "mlp_bias": "true"}),
     "gelu": ("llama2", {"activation": "gelu"}),
     "plain_gelu": ("gpt2", {"mlp": "plain", "activation": "gelu_tanh"}),
+    "mixtral": ("mixtral", {"moe": _moe(4, 2, 32)}),
+    "mixtral_wide": ("mixtral", {"hidden": 96, "heads": 6, "kv_heads": 3, "moe": _moe(8, 3, 48)}),
+    "moe_top1": ("mixtral", {"moe": _moe(4, 1, 32)}),
+    "qwen3_moe": ("qwen", {"qk_norm": "true", "head_dim": 32, "moe": _moe(8, 2, 16)}),
     "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
                                  "activation": "relu", "mlp_bias": "true"}),
 }
@@ -84,10 +93,15 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
     cost = bind(ir, registry.profile(ir.profile), families=registry.families)
     cfg = cost.kind_config(None)
     families = pricing_families(cost)
-    slots = {slot.path: slot_eager(slot, families) for slot in layer_slots(cfg, pricing_bindings(cost, None))}
+    # A block's slots (a MoE's router, experts, shared experts and gate) together against the block's module.
+    blocks: dict[str, EagerWork] = {}
+    for slot in layer_slots(cfg, pricing_bindings(cost, None)):
+        work = slot_eager(slot, families)
+        assert work is not None, f"{slot.path} declares no eager terms for {name}"
+        block = slot.path.split(".")[0]
+        blocks[block] = blocks.get(block, EagerWork()) + work
     for path in ("mixer", "ffn"):
-        work = slots[path]
-        assert work is not None, f"{path} declares no eager terms for {name}"
+        work = blocks[path]
         assert (short.calls[path], _per_token(short, long, path)) == (work.calls, _moved(work)), path
     column = model_columns(cost).columns[0].eager
     assert column is not None
@@ -100,7 +114,7 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
 
     alone = (_counted(harness, identity, SHORT), _counted(harness, identity, LONG))
     calls = short.total_calls - alone[0].total_calls
-    moved = _per_token(short, long, "") + sum(_per_token(short, long, p) for p in slots) - _per_token(*alone, "")
+    moved = _per_token(short, long, "") + sum(_per_token(short, long, p) for p in blocks) - _per_token(*alone, "")
     assert (calls, moved) == (column.calls, _moved(column))
 
 
