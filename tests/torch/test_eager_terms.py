@@ -118,8 +118,11 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
     assert (calls, moved) == (column.calls, _moved(column))
 
 
-def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_loss_declare() -> None:
-    registry, ir = _model("llama2", {})
+@pytest.mark.parametrize(("profile", "settings"), [("llama2", {}), ("gpt2", {"tie_embeddings": "true"}),
+                                                   ("gpt2", {"tie_embeddings": "true", "hidden": 96, "vocab": 200})])
+def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_loss_declare(
+        profile: str, settings: dict[str, object]) -> None:
+    registry, ir = _model(profile, settings)
     model = build_model(ir, registry=registry, device="cpu", dtype=torch.float32)
     ids = {tokens: torch.randint(0, ir.vocab, (1, tokens)) for tokens in (SHORT, LONG)}
 
@@ -132,10 +135,13 @@ def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_l
                                                            families=registry.families)).columns}
     embedding, output = columns["embedding"], columns["output"]
     assert embedding is not None and output is not None
-    assert (short.calls["embed"], _per_token(short, long, "embed")) == (embedding.calls, _moved(embedding))
-    # The output column: the final norm, the head, and what runs outside every module (the loss, the positions).
+    # A tied head's table sums its two gradients in the lookup's backward: a call the output column prices.
+    tied = int(bool(ir.tie_embeddings))
+    assert (short.calls["embed"] - tied, _per_token(short, long, "embed")) == (embedding.calls, _moved(embedding))
+    # The output column: the final norm, the head (tied: a linear outside every module), and what runs outside
+    # every module (the loss, the positions).
     outside = ("norm", "head", "")
-    assert sum(short.calls[w] for w in outside) == output.calls
+    assert sum(short.calls[w] for w in outside) + tied == output.calls
     assert sum(_per_token(short, long, w) for w in outside) == _moved(output)
 
 
