@@ -28,9 +28,10 @@ from hpdsl.diagnostics import Source
 from hpdsl.torch.eager_count import EagerCount
 from hpdsl.torch.model import build_model
 
-def _moe(experts: int, top_k: int, width: int) -> str:
-    """Return a `moe { }` block's text: routed experts, each token's top_k of them, each expert's width."""
-    return f"{{\n    experts {experts}\n    top_k {top_k}\n    expert_width {width}\n  }}"
+def _moe(experts: int, top_k: int, width: int, **more: object) -> str:
+    """Return a `moe { }` block's text: routed experts, each token's top_k of them, each expert's width, the rest."""
+    fields = {"experts": experts, "top_k": top_k, "expert_width": width, **more}
+    return "{\n" + "".join(f"    {name} {value}\n" for name, value in fields.items()) + "  }"
 
 
 BASE = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_width": 96, "vocab": 128}
@@ -49,6 +50,10 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "mixtral_wide": ("mixtral", {"hidden": 96, "heads": 6, "kv_heads": 3, "moe": _moe(8, 3, 48)}),
     "moe_top1": ("mixtral", {"moe": _moe(4, 1, 32)}),
     "qwen3_moe": ("qwen", {"qk_norm": "true", "head_dim": 32, "moe": _moe(8, 2, 16)}),
+    "qwen2_moe": ("qwen", {"hidden": 128, "moe": _moe(8, 3, 32, shared_experts=1, shared_width=80,
+                                                      shared_gate="true", norm_top_k="false")}),
+    "olmoe": ("qwen", {"moe": _moe(8, 1, 16, norm_top_k="false")}),
+    "two_shared": ("mixtral", {"moe": _moe(4, 2, 32, shared_experts=2, shared_width=48)}),
     "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
                                  "activation": "relu", "mlp_bias": "true"}),
 }
