@@ -28,10 +28,14 @@ from hpdsl.diagnostics import Source
 from hpdsl.torch.eager_count import EagerCount
 from hpdsl.torch.model import build_model
 
+def _block(**fields: object) -> str:
+    """Return a model block's text (`mla { }`, `moe { }`): its fields."""
+    return "{\n" + "".join(f"    {name} {value}\n" for name, value in fields.items()) + "  }"
+
+
 def _moe(experts: int, top_k: int, width: int, **more: object) -> str:
     """Return a `moe { }` block's text: routed experts, each token's top_k of them, each expert's width, the rest."""
-    fields = {"experts": experts, "top_k": top_k, "expert_width": width, **more}
-    return "{\n" + "".join(f"    {name} {value}\n" for name, value in fields.items()) + "  }"
+    return _block(experts=experts, top_k=top_k, expert_width=width, **more)
 
 
 BASE = {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn_width": 96, "vocab": 128}
@@ -54,6 +58,14 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
                                                       shared_gate="true", norm_top_k="false")}),
     "olmoe": ("qwen", {"moe": _moe(8, 1, 16, norm_top_k="false")}),
     "two_shared": ("mixtral", {"moe": _moe(4, 2, 32, shared_experts=2, shared_width=48)}),
+    "deepseek_v3_mla": ("deepseek", {"kv_heads": 4, "first_k_dense": 1, "rope_interleave": "true",
+                                     "rope_type": '"yarn"', "rope_factor": 40.0, "rope_mscale": 1.0,
+                                     "rope_original_positions": 4096,
+                                     "mla": _block(q_lora_rank=32, kv_lora_rank=16, rope_dim=8, nope_dim=16,
+                                                   v_head_dim=16)}),
+    "mla_wide": ("deepseek", {"hidden": 80, "heads": 5, "kv_heads": 5, "first_k_dense": 1,
+                              "mla": _block(q_lora_rank=24, kv_lora_rank=40, rope_dim=12, nope_dim=20,
+                                            v_head_dim=12)}),
     "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
                                  "activation": "relu", "mlp_bias": "true"}),
 }
