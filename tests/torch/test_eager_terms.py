@@ -47,6 +47,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "layernorm": ("llama2", {"norm": "layernorm"}),
     "no_rope": ("llama2", {"no_rope": "true"}),
     "qk_norm": ("llama2", {"qk_norm": "true"}),
+    "output_gate": ("llama2", {"output_gate": "true", "qk_norm": "true", "heads": 2, "kv_heads": 1, "head_dim": 48}),
     "biases": ("llama2", {"qkv_bias": "true", "o_bias": "true", "mlp_bias": "true"}),
     "gelu": ("llama2", {"activation": "gelu"}),
     "plain_gelu": ("gpt2", {"mlp": "plain", "activation": "gelu_tanh"}),
@@ -162,7 +163,8 @@ def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_l
     assert sum(_per_token(short, long, w) for w in outside) == _moved(output)
 
 
-def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector() -> None:
-    registry, ir = _model("llama2", {"activation": "relu2"})
+@pytest.mark.parametrize("settings", [{"activation": "relu2"}, {"attention_sinks": "true"}, {"attn_softcap": 30.0}])
+def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector(settings: dict[str, object]) -> None:
+    registry, ir = _model("llama2", settings)
     cost = bind(ir, registry.profile(ir.profile), families=registry.families)
     assert model_columns(cost).columns[0].eager is None
