@@ -67,6 +67,13 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "mla_wide": ("deepseek", {"hidden": 80, "heads": 5, "kv_heads": 5, "first_k_dense": 1,
                               "mla": _block(q_lora_rank=24, kv_lora_rank=40, rope_dim=12, nope_dim=20,
                                             v_head_dim=12)}),
+    "deepseek_v3_moe": ("deepseek", {"kv_heads": 4, "mla": _block(q_lora_rank=32, kv_lora_rank=16, rope_dim=8,
+                                                                nope_dim=16, v_head_dim=16),
+                                     "moe": _moe(32, 3, 32, shared_experts=1, shared_width=48, router_sigmoid="true",
+                                                 router_correction="true", router_groups=8, router_group_top=3,
+                                                 routed_scale=2.5)}),
+    "sigmoid_router": ("mixtral", {"hidden": 96, "heads": 6, "kv_heads": 3,
+                                   "moe": _moe(8, 1, 32, router_sigmoid="true", router_correction="true")}),
     "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
                                  "activation": "relu", "mlp_bias": "true"}),
 }
