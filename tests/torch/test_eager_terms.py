@@ -74,6 +74,9 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
                                                  routed_scale=2.5)}),
     "sigmoid_router": ("mixtral", {"hidden": 96, "heads": 6, "kv_heads": 3,
                                    "moe": _moe(8, 1, 32, router_sigmoid="true", router_correction="true")}),
+    "lfm2_conv": ("lfm2", {"stack": "[conv]", "ssm": "{ ssm_state 0  ssm_conv 5  ssm_expand 1 }"}),
+    "lfm2_conv_bias": ("lfm2", {"hidden": 80, "heads": 5, "kv_heads": 5, "stack": "[conv]",
+                                "ssm": "{ ssm_state 0  ssm_conv 3  ssm_expand 1  ssm_conv_bias }"}),
     "plain_relu_bias": ("gpt2", {"hidden": 48, "heads": 6, "kv_heads": 6, "ffn_width": 80, "mlp": "plain",
                                  "activation": "relu", "mlp_bias": "true"}),
 }
@@ -116,11 +119,12 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
 
     short, long = _counted(run, layer, SHORT), _counted(run, layer, LONG)
     cost = bind(ir, registry.profile(ir.profile), families=registry.families)
-    cfg = cost.kind_config(None)
+    kind = next(iter(cost.distinct_kinds()))  # the one layer's kind (None: the profile's own slots)
+    cfg = cost.kind_config(kind)
     families = pricing_families(cost)
     # A block's slots (a MoE's router, experts, shared experts and gate) together against the block's module.
     blocks: dict[str, EagerWork] = {}
-    for slot in layer_slots(cfg, pricing_bindings(cost, None)):
+    for slot in layer_slots(cfg, pricing_bindings(cost, kind)):
         work = slot_eager(slot, families)
         assert work is not None, f"{slot.path} declares no eager terms for {name}"
         block = slot.path.split(".")[0]
