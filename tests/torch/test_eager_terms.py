@@ -174,8 +174,12 @@ def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_l
     assert sum(_per_token(short, long, w) for w in outside) == _moved(output)
 
 
-@pytest.mark.parametrize("settings", [{"activation": "relu2"}, {"attention_sinks": "true"}, {"attn_softcap": 30.0}])
-def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector(settings: dict[str, object]) -> None:
-    registry, ir = _model("llama2", settings)
+@pytest.mark.parametrize(("profile", "settings"), [
+    ("llama2", {"activation": "relu2"}), ("llama2", {"attention_sinks": "true"}), ("llama2", {"attn_softcap": 30.0}),
+    ("llama2", {"glu_limit": 7.0, "glu_alpha": 1.702}), ("mixtral", {"glu_interleaved": "true", "moe": _moe(4, 2, 32)}),
+    ("mixtral", {"moe": _moe(4, 2, 32, router_bias="true")})])
+def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector(
+        profile: str, settings: dict[str, object]) -> None:
+    registry, ir = _model(profile, settings)
     cost = bind(ir, registry.profile(ir.profile), families=registry.families)
     assert model_columns(cost).columns[0].eager is None
