@@ -52,6 +52,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "parallel_two_norms": ("neox", {}),
     "no_rope": ("llama2", {"no_rope": "true"}),
     "qk_norm": ("llama2", {"qk_norm": "true"}),
+    "qk_norm_full": ("llama2", {"qk_norm": "true", "qk_norm_full": "true", "heads": 2, "kv_heads": 1, "head_dim": 48}),
     "output_gate": ("llama2", {"output_gate": "true", "qk_norm": "true", "heads": 2, "kv_heads": 1, "head_dim": 48}),
     "biases": ("llama2", {"qkv_bias": "true", "o_bias": "true", "mlp_bias": "true"}),
     "gelu": ("llama2", {"activation": "gelu"}),
@@ -154,8 +155,10 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
     assert (calls, moved) == (column.calls, _moved(column))
 
 
-@pytest.mark.parametrize(("profile", "settings"), [("llama2", {}), ("gpt2", {"tie_embeddings": "true"}),
-                                                   ("gpt2", {"tie_embeddings": "true", "hidden": 96, "vocab": 200})])
+@pytest.mark.parametrize(("profile", "settings"), [
+    ("llama2", {}), ("gpt2", {"tie_embeddings": "true"}), ("gpt2", {"tie_embeddings": "true", "hidden": 96, "vocab": 200}),
+    ("llama2", {"embed_scale": "true", "final_softcap": 30.0, "head_bias": "true", "hidden": 96, "vocab": 200}),
+    ("gemma2", {"tie_embeddings": "true", "embed_scale": "true", "final_softcap": 30.0})])
 def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_loss_declare(
         profile: str, settings: dict[str, object]) -> None:
     registry, ir = _model(profile, settings)
