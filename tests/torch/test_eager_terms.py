@@ -156,7 +156,8 @@ def test_each_slot_dispatches_what_its_family_declares(name: str) -> None:
 
 
 @pytest.mark.parametrize(("profile", "settings"), [
-    ("llama2", {}), ("gpt2", {"tie_embeddings": "true"}), ("gpt2", {"tie_embeddings": "true", "hidden": 96, "vocab": 200}),
+    ("llama2", {}), ("gpt2", {"tie_embeddings": "true"}),
+    ("gpt2", {"tie_embeddings": "true", "hidden": 96, "vocab": 200}),
     ("llama2", {"embed_scale": "true", "final_softcap": 30.0, "head_bias": "true", "hidden": 96, "vocab": 200}),
     ("gemma2", {"tie_embeddings": "true", "embed_scale": "true", "final_softcap": 30.0})])
 def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_loss_declare(
