@@ -1,12 +1,13 @@
 """The families' `eager` terms are what the built reference modules dispatch, counted (docs/cost-model.md, "Eager execution").
 
 A one-layer model of each configuration is built by hpdsl and run forward and backward
-under hpdsl/torch/eager_count.py's TorchDispatchMode, at two sequence lengths: each slot's
+under hpdsl/torch/eager_count.py's TorchDispatchMode, at two sequence lengths: each block's
 aten calls, and the elements its calls move per token (the difference of the two runs over
 the difference of their tokens: what grows with the tokens, the weights' gradient sums
-left out), equal what its family declares; the layer's total equals its column's (the slots
-and the residual adds); the model-level columns (embedding; final norm, head and loss)
-equal theirs.
+left out), equal what its slots' families declare (a MoE block's router, experts, shared
+experts and gate together); the layer's total equals its column's (the slots and the
+residual adds); the model-level columns (embedding; final norm, head, tied or not, and
+loss) equal theirs.
 """
 
 from __future__ import annotations
