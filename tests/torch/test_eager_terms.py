@@ -52,6 +52,7 @@ CONFIGS: dict[str, tuple[str, dict[str, object]]] = {
     "parallel": ("phi", {}),
     "parallel_two_norms": ("neox", {}),
     "no_rope": ("llama2", {"no_rope": "true"}),
+    "partial_rotary": ("llama2", {"rotary_fraction": 0.25, "hidden": 96, "heads": 6, "kv_heads": 2, "head_dim": 16}),
     "qk_norm": ("llama2", {"qk_norm": "true"}),
     "qk_norm_full": ("llama2", {"qk_norm": "true", "qk_norm_full": "true", "heads": 2, "kv_heads": 1, "head_dim": 48}),
     "output_gate": ("llama2", {"output_gate": "true", "qk_norm": "true", "heads": 2, "kv_heads": 1, "head_dim": 48}),
