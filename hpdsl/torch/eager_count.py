@@ -19,11 +19,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
+MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_grouped_mm", "_scaled_dot_product_flash_attention_for_cpu",
                      "_scaled_dot_product_flash_attention_for_cpu_backward",
                      "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
                      "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward"})
-"""Calls priced as FLOPs (the weight matmuls and attention's kernels), not as moved elements."""
+"""Calls priced as FLOPs (the weight matmuls, the routed experts' grouped GEMMs and attention's kernels), not as moved
+elements."""
 
 NO_TRAFFIC = frozenset({"view", "_unsafe_view", "t", "transpose", "expand", "unsqueeze", "slice", "select",
                         "permute", "as_strided", "detach", "alias", "split", "split_with_sizes", "unbind",

@@ -121,7 +121,8 @@ def model_columns(cost_model: CostModel) -> ModelColumns:
                                       _with_mtp_slots(layer_eager(config, bindings, families), extra, families)))
     ends = pricing_end_slots(cost_model)
     embedding, output = end_matmuls(cost_model, ends, families)
-    eager_in, eager_out = end_eager(ends, families, cost_model.model.vocab)
+    eager_in, eager_out = end_eager(ends, families, cost_model.model.vocab,
+                                    pricing_bindings(cost_model, None).get("head", ""))
     columns += [Column("embedding", "embedding", matmuls=embedding, eager=eager_in),
                 Column("output", "output", matmuls=output, eager=eager_out)]
     return ModelColumns(cost_model, tuple(columns), tuple((index["layer", k], n) for k, n in body_runs),

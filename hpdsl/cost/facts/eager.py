@@ -13,6 +13,8 @@ equal). Here they are summed over a column's slots, with what no family runs:
 - the output column's loss (cross-entropy over the fp32 logits: log-softmax, NLL
   and their backwards, the labels' views) and the model's position ids.
 
+A tied head runs the embedding's table as a linear: the output column prices it as the family the head
+role binds declares its own linear (the table's two gradients summed make its count the untied head's).
 A column whose slots do not all declare eager terms has no EagerWork: the time model
 prices it by its op vector and saved bytes instead (hpdsl/cost/formulas/device_time.py).
 """
@@ -118,14 +120,20 @@ def layer_eager(cfg: LayerConfig, bindings: Mapping[str, str], families: Mapping
     return work + EagerWork(calls=Fraction(RESIDUAL_CALLS * adds), sequence=Fraction(RESIDUAL_MOVED * adds * cfg.hidden))
 
 
-def end_eager(ends: Iterable[Slot], families: Mapping[str, FamilyIR], vocab: int
+def end_eager(ends: Iterable[Slot], families: Mapping[str, FamilyIR], vocab: int, head_family: str = ""
               ) -> tuple[EagerWork | None, EagerWork | None]:
-    """Return the (embedding, output) columns' eager work: their slots' declarations, the output's with the loss."""
+    """Return the (embedding, output) columns' eager work: their slots' declarations, the output's with the loss.
+
+    A tied head (no head slot) runs the embedding's table as a linear: it is priced as `head_family`, the
+    family the head role binds, declares its linear on the table's config (None when none is bound).
+    """
     ends = tuple(ends)
     embedding = all_declared((s for s in ends if s.path not in OUTPUT_PATHS), families)
     heads = [s for s in ends if s.path in OUTPUT_PATHS]
-    # A tied head (no head slot) runs the embedding's table as a linear, which no family's terms declare.
-    output = all_declared(heads, families) if any(s.path == "head" for s in heads) else None
+    if not any(s.path == "head" for s in heads):
+        table = next((s for s in ends if s.path == "embed"), None)
+        heads = [*heads, Slot("head", "head", table.config, head_family)] if table and head_family else []
+    output = all_declared(heads, families) if heads else None
     loss = EagerWork(calls=Fraction(LOSS_CALLS), whole=Fraction(LOSS_MOVED),
                      logits=Fraction(LOSS_MOVED_PER_VOCAB * vocab))
     return embedding, None if output is None else output + loss
