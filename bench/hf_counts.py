@@ -84,7 +84,7 @@ def _counts(params: dict[str, Any], config: dict[str, Any]) -> tuple[int, int | 
     experts = text.get("num_experts") or text.get("num_local_experts") or text.get("n_routed_experts")
     if not experts:
         return total, None
-    top_k = text["num_experts_per_tok"]
+    top_k = text.get("num_experts_per_tok") or text["top_k_experts"]  # Gemma 4's key: top_k_experts
     # Routed experts: `mlp.experts.*` (shared experts are `shared_expert(s)`, never `.experts.`).
     routed = sum(p.numel() for name, p in params.items() if ".experts." in name)
     return total, total - routed + routed * top_k // experts

@@ -32,7 +32,7 @@ ATTENTION_FIELDS = (
 """What an attention flavour assigns (upstream: attn_kind, a, dh, n_kv, attn_output_gate,
 attn_extra_p, n_qknorm, lin_n_k, lin_d_k, lin_n_v, lin_d_v, lin_conv)."""
 
-FFN_FIELDS = ("ffn_width", "top_k", "experts", "shared_experts", "shared_width", "shared_gate", "ep")
+FFN_FIELDS = ("ffn_width", "top_k", "experts", "shared_experts", "shared_width", "shared_gate", "ep", "beside_width")
 """What a feed-forward flavour assigns (upstream: hff, n_chosen_exp, n_exp, n_shared_exp, ep;
 plus the shared experts' width and gate, which upstream folds into n_shared_exp). In a bound
 layer, `ffn_width` is the width of the layer's feed-forward: the model's `ffn_width` in a dense
@@ -132,6 +132,7 @@ def base_config(model: ModelIR, profile: ProfileIR) -> LayerConfig:
         "ops": ops, "attn_kind": "mla" if mla else "full", "head_dim": head_dim, "extra": dict(model.extra),
         "kv_heads": model.kv_heads or model.heads,
         "ffn_width": model.expert_width if moe else (model.ffn_width or 0),
+        "beside_width": (model.ffn_width or 0) if moe and model.mlp_beside else 0,
         "experts": model.experts if moe else 1, "top_k": model.top_k if moe else 1,
         "shared_experts": model.shared_experts if moe else 0,
         "shared_width": (model.shared_width or model.expert_width) if moe and model.shared_experts else 0,
@@ -196,7 +197,7 @@ def ssm_fields(base: LayerConfig, kind: KindIR, profile: ProfileIR,
 def _ffn_fields(base: LayerConfig, model: ModelIR, flavour: str | None) -> dict[str, Any]:
     if flavour == "dense":
         return {"ffn_width": model.ffn_width or 0, "top_k": 1, "experts": 1, "shared_experts": 0,
-                "ep": 1, "shared_width": 0, "shared_gate": False}
+                "ep": 1, "shared_width": 0, "shared_gate": False, "beside_width": 0}
     fields = {name: getattr(base, name) for name in FFN_FIELDS}
     if flavour == "moe" and block_stated(model, "moe"):
         fields["ffn_width"] = model.expert_width

@@ -40,6 +40,8 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
     Bound("mixer_macs", int, 0, "multiply-adds per token of a layout-priced mixer's weights (every module "
                                 "weight of rank ≥ 2 in its family's layout; the ssm flavour)"),
     Bound("ep", Optional[int], 1, "expert-parallel degree: 1 for dense layers, None for the strategy's"),  # noqa: UP007
+    Bound("beside_width", int, 0, "the dense MLP's width beside a MoE layer's routed experts (moe's mlp_beside: "
+                                  "the model's ffn_width); 0: none"),
     Bound("gated", bool, True, "the feed-forward is gated (gate·up·down) rather than plain (up·down)"),
     Bound("window", int, 0, "positions each query of a sliding-window layer sees (0: the whole prefix)"),
     Bound("q_norm_width", int, 0, "elements the query QK-norm scales: head_dim, or heads × head_dim "

@@ -96,6 +96,7 @@ def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ff
     """
     if config.experts <= 1:
         return (_slot("mlp", path, config, bindings),)
+    beside = beside_slots(config, bindings, path)
     shared = shared_expert_config(config)
     gate = (_slot("shared_gate", f"{path}.shared_expert_gate", config, bindings),) \
         if config.shared_experts and config.shared_gate else ()
@@ -103,7 +104,26 @@ def ffn_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ff
     return (_slot("router", f"{path}.router", config, bindings), *latent,
             _slot("experts", f"{path}.experts", experts_config(config), bindings),
             *(_slot("shared_experts", f"{path}.shared_experts.{i}", shared, bindings)
-              for i in range(config.shared_experts)), *gate)
+              for i in range(config.shared_experts)), *gate, *beside)
+
+
+BESIDE_PATHS = ("mlp", "mlp_post_norm", "moe_norm", "moe_post_norm")
+"""What a MoE layer with mlp_beside holds beside its router and experts (Gemma 4's enable_moe_block)."""
+
+
+def beside_slots(config: ModuleConfig, bindings: Mapping[str, str], path: str = "ffn") -> tuple[Slot, ...]:
+    """Return the dense MLP beside the routed experts and the branches' norms; () without beside_width.
+
+    As transformers' Gemma4TextDecoderLayer: the MLP (beside_width wide) reads the
+    layer's feed-forward norm and is normed after (mlp_post_norm); the experts read
+    their own norm of the residual stream (moe_norm) and are normed after
+    (moe_post_norm); the router reads the residual stream itself.
+    """
+    if not config.beside_width:
+        return ()
+    mlp = evolve(config, ffn_width=config.beside_width, experts=1, top_k=1, ep=1)
+    return (_slot("mlp", f"{path}.mlp", mlp, bindings),
+            *(_slot("norm", f"{path}.{name}", config, bindings) for name in BESIDE_PATHS[1:]))
 
 
 def layer_config(layer: LayerConfig, *, causal: bool = True) -> ModuleConfig:
@@ -279,7 +299,7 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
     return Slot(role, path, config, bindings.get(role, ""))
 
 
-__all__ = ["EMBEDDING_END", "MTP_PATHS", "PER_LAYER_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
+__all__ = ["BESIDE_PATHS", "EMBEDDING_END", "beside_slots", "MTP_PATHS", "PER_LAYER_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
            "experts_config", "ffn_slots",
            "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
            "layer_slots", "mtp_slots", "per_layer_end_slots", "per_layer_slots", "projected", "mixer_role",

@@ -54,6 +54,10 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
     if cfg.get("shared_expert_intermediate_size"):
         # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
         values["shared_gate"] = True
+    # A flag a profile maps a key to, stated true (Gemma 4's enable_moe_block -> moe.mlp_beside).
+    values.update({name: True for name, field in block_fields("moe").items()
+                   if field.type == "bool" and name not in values and not field.default
+                   and keys[name] and first(cfg, keys[name]) is True})
     # The profile's flags, where they differ from the field's default (expert_bias false: Nemotron-H's).
     values.update({k: bool(v) for k, v in facts.items() if bool(v) != bool(FIELDS[k].default)})
     values.update(_routing(cfg, keys))

@@ -90,8 +90,8 @@ class DecoderLayer(nn.Module):
             x = self._block("mixer", x, lambda y: mixer(y, positions=positions, bias=bias))
         if cross is not None:
             x = self._block("cross", x, lambda y: cross(y, positions=positions, memory=memory))
-        if ffn is not None:
-            x = self._block("ffn", x, ffn)
+        if ffn is not None:  # a feed-forward that `reads_residual` (MoEBesideMLP) also gets the block's input
+            x = self._block("ffn", x, (lambda y: ffn(y, x)) if getattr(ffn, "reads_residual", False) else ffn)
         return x
 
     def _block(self, name: str, x: Tensor, block: Callable[[Tensor], Tensor]) -> Tensor:

@@ -33,8 +33,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from hpdsl.bound.bind import CostModel, bind
 from hpdsl.bound.shape import layer_problems
 from hpdsl.bound.config import ModuleConfig
-from hpdsl.bound.slots import (Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape, layer_slots,
-                               mtp_slots)
+from hpdsl.bound.slots import (BESIDE_PATHS, Slot, end_slots, ffn_slots, kind_bindings, layer_config, layer_shape,
+                               layer_slots, mtp_slots)
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import FamilyIR, ModelIR, evolve
 from hpdsl.model.axes import config_selectors as model_selectors
@@ -43,7 +43,7 @@ from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
 from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
-from hpdsl.torch.modules import Attention, MoE
+from hpdsl.torch.modules import Attention, MoE, MoEBesideMLP
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
 
 
@@ -68,7 +68,7 @@ class _Builder:
         attentions, matrices = layer_shape(bound)  # build_model refused every shape layer_problems names
         built = {slot.path: self.slot(slot, f"{fqn}.{slot.path}", index)
                  for slot in layer_slots(bound, self.bindings(kind), causal=causal)
-                 if slot.role not in _FFN_ROLES}  # the feed-forward is assembled by ffn()
+                 if slot.role not in _FFN_ROLES and not slot.path.startswith("ffn.")}  # ffn() assembles those
         cfg = layer_config(bound, causal=causal)
         return DecoderLayer(
             mixer=built.get("mixer"), cross_attention=built.get("cross_attention"),
@@ -85,6 +85,10 @@ class _Builder:
             return self.slot(slots[0], fqn)
         built = [(slot.role, self.slot(slot, f"{fqn}.{slot.path.removeprefix('ffn.')}")) for slot in slots]
         by_role = dict(built)
+        if cfg.beside_width:  # a dense MLP beside the experts, the branches' norms (beside_slots)
+            paths = {slot.path.removeprefix("ffn."): module for slot, (_, module) in zip(slots, built, strict=True)}
+            return MoEBesideMLP(cfg, by_role["router"], by_role["experts"], mlp=paths["mlp"],
+                                norms={name: paths[name] for name in BESIDE_PATHS[1:]})
         shared = [module for role, module in built if role == "shared_experts"]
         return MoE(cfg, by_role["router"], by_role["experts"], shared, by_role.get("shared_gate"),
                    by_role.get("latent_proj"))

@@ -67,7 +67,8 @@ def test_deepseek_v3_fields_and_blocks() -> None:
     assert _block(model, "mla") == dict(kv_lora_rank=512, rope_dim=64, nope_dim=128, v_head_dim=128,
                                         q_lora_rank=1536, index_n_heads=0, index_head_dim=None, index_topk=None)
     assert _block(model, "moe") == dict(experts=256, top_k=8, expert_width=2048, shared_experts=1,
-                                        shared_width=None, shared_gate=False, router_bias=False, latent_width=None,
+                                        shared_width=None, shared_gate=False, router_bias=False, mlp_beside=None,
+                                        latent_width=None,
                                         router_sigmoid=None, router_correction=None, router_groups=1, router_group_top=1,
                                         norm_top_k=None, routed_scale=None, expert_bias=None)
     assert not block_stated(model, "linear") and model.head_dim is None
@@ -108,7 +109,8 @@ def test_flags_are_true_and_the_first_statement_wins_in_blocks() -> None:
                    "  moe { experts 4  top_k 1  expert_width 32  shared_experts 1  shared_gate } }")
     assert (model.qk_norm, model.o_bias) == (True, False)
     assert _block(model, "moe") == dict(experts=4, top_k=1, expert_width=32, shared_experts=1,
-                                        shared_width=None, shared_gate=True, router_bias=None, latent_width=None,
+                                        shared_width=None, shared_gate=True, router_bias=None, mlp_beside=None,
+                                        latent_width=None,
                                         router_sigmoid=None, router_correction=None, router_groups=1, router_group_top=1,
                                         norm_top_k=None, routed_scale=None, expert_bias=None)
 

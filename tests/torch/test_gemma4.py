@@ -14,6 +14,8 @@ Gemma-4-E2B's constructs are held the same way on a small config of its form: pe
 (hidden_size_per_layer_input: the model's per-layer table, projection and norm, each layer's gate,
 projection and norm after its feed-forward), the last num_kv_shared_layers layers reusing the keys
 and values of the last earlier layer of their type (no k/v projections), and their double-wide MLPs.
+And Gemma-4-26B-A4B's (enable_moe_block): routed experts beside every layer's MLP, the router reading
+the residual stream (families/scaled_router.hpf), each branch with its own norms, the two summed.
 """
 
 from __future__ import annotations
@@ -42,12 +44,18 @@ NAMES = [(r"embed\.", "model.embed_tokens."), (r"layers\.(\d+)\.mixer_norm\.", r
          (r"layers\.(\d+)\.mixer\.", r"model.layers.\1.self_attn."),
          (r"layers\.(\d+)\.ffn_norm\.", r"model.layers.\1.pre_feedforward_layernorm."),
          (r"layers\.(\d+)\.ffn_post_norm\.", r"model.layers.\1.post_feedforward_layernorm."),
+         (r"layers\.(\d+)\.ffn\.mlp\.", r"model.layers.\1.mlp."),
+         (r"layers\.(\d+)\.ffn\.mlp_post_norm\.", r"model.layers.\1.post_feedforward_layernorm_1."),
+         (r"layers\.(\d+)\.ffn\.moe_norm\.", r"model.layers.\1.pre_feedforward_layernorm_2."),
+         (r"layers\.(\d+)\.ffn\.moe_post_norm\.", r"model.layers.\1.post_feedforward_layernorm_2."),
+         (r"layers\.(\d+)\.ffn\.router\.weight", r"model.layers.\1.router.proj.weight"),
+         (r"layers\.(\d+)\.ffn\.(router|experts)\.", r"model.layers.\1.\2."),
          (r"layers\.(\d+)\.ffn\.", r"model.layers.\1.mlp."), (r"norm\.", "model.norm."), (r"head\.", "lm_head."),
          (r"per_layer_embed\.", "model.embed_tokens_per_layer."), (r"per_layer_proj\.", "model.per_layer_model_projection."),
          (r"per_layer_norm\.", "model.per_layer_projection_norm."),
          (r"layers\.(\d+)\.per_layer_input\.", r"model.layers.\1."),
          (r"layers\.(\d+)\.per_layer_post_norm\.", r"model.layers.\1.post_per_layer_input_norm.")]
-"""hpdsl's parameter names (slot paths) → transformers' Gemma 4 names."""
+"""hpdsl's parameter names (slot paths) → transformers' Gemma 4 names (the routed experts' matrices transposed)."""
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +99,15 @@ E2B = {"attention_k_eq_v": False, "num_global_key_value_heads": None, "num_hidde
 sliding, full) reusing layer 1's and layer 2's keys and values, their MLPs twice as wide."""
 
 
+MOE = {"enable_moe_block": True, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 24}
+"""Gemma-4-26B-A4B's form, small: 8 routed experts 24 wide (2 per token) beside every layer's 96-wide MLP."""
+
+
 # Without k_eq_v, as Gemma-4-E2B publishes it: num_global_key_value_heads null, the full layers keep
 # num_key_value_heads (the import rules' derive).
 @pytest.mark.parametrize("changes", [{}, {"attention_k_eq_v": False, "num_global_key_value_heads": None}, E2B,
-                                     {**E2B, "use_double_wide_mlp": False}],
-                         ids=["k_eq_v", "own_v_proj", "e2b", "e2b_narrow_mlp"])
+                                     {**E2B, "use_double_wide_mlp": False}, MOE],
+                         ids=["k_eq_v", "own_v_proj", "e2b", "e2b_narrow_mlp", "moe_beside_mlp"])
 def test_the_build_has_the_estimates_count_which_is_transformers(changes: dict[str, Any], stdlib: Registry) -> None:
     values = _gemma4(**changes)
     model, registry = _built(values, stdlib)
@@ -133,7 +145,23 @@ def test_the_kv_sharing_layers_have_no_keys_or_values_and_twice_the_mlp(stdlib: 
     assert [m.mixer.kv_source[0].layer_index for m in model.layers[3:]] == [1, 1, 2]
 
 
-@pytest.mark.parametrize("changes", [{}, E2B], ids=["31b_form", "e2b_form"])
+def test_the_moe_layers_hold_the_experts_beside_the_mlp(stdlib: Registry) -> None:
+    model, _ = _built(_gemma4(**MOE), stdlib)
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters() if name.startswith("layers.0.")}
+    assert shapes["layers.0.ffn.mlp.up_proj.weight"] == (96, 64)
+    assert shapes["layers.0.ffn.experts.gate_up_proj"] == (8, 64, 2 * 24)
+    assert shapes["layers.0.ffn.router.weight"] == (8, 64) and shapes["layers.0.ffn.router.per_expert_scale"] == (8,)
+    assert {"layers.0.ffn.mlp_post_norm.weight", "layers.0.ffn.moe_norm.weight", "layers.0.ffn.moe_post_norm.weight",
+            "layers.0.ffn.router.scale", "layers.0.ffn_norm.weight", "layers.0.ffn_post_norm.weight"} <= set(shapes)
+
+
+def _theirs(state: dict[str, Any], name: str) -> Any:
+    """Return transformers' tensor for hpdsl's parameter `name`, in hpdsl's layout (the experts' transposed)."""
+    tensor = state[_hf_name(name)]
+    return tensor.transpose(-1, -2) if ".experts." in name else tensor
+
+
+@pytest.mark.parametrize("changes", [{}, E2B, MOE], ids=["31b_form", "e2b_form", "moe_form"])
 def test_gemma4_gives_transformers_logits(changes: dict[str, Any], stdlib: Registry) -> None:
     config = _gemma4(**changes)
     model, _ = _built(config, stdlib)
@@ -143,8 +171,8 @@ def test_gemma4_gives_transformers_logits(changes: dict[str, Any], stdlib: Regis
     state = theirs.state_dict()
     with torch.no_grad():
         for name, parameter in ours.named_parameters():
-            parameter.copy_(state[_hf_name(name)] + 0.1 * torch.randn_like(parameter))  # norms not all ones
-            state[_hf_name(name)].copy_(parameter)
+            parameter.copy_(_theirs(state, name) + 0.1 * torch.randn_like(parameter))  # norms not all ones
+            _theirs(state, name).copy_(parameter)
     theirs.load_state_dict(state)
     ids = torch.randint(0, 101, (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

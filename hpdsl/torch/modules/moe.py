@@ -39,6 +39,40 @@ class Router(nn.Linear):
                 correction.zero_()
 
 
+class ScaledRouter(Router):
+    """The `scaled_router` family (Gemma 4's router): scores of the token RMS-normalised without a weight, times `scale`.
+
+    As transformers' Gemma4TextRouter: the token normalised in float32, times the
+    learnt per-channel `scale` and 1/√hidden, projected; MoE multiplies each chosen
+    expert's routing weight by its learnt `per_expert_scale` (`expert_scales`).
+    """
+
+    def __init__(self, config: ModuleConfig) -> None:
+        super().__init__(config)
+        self.eps = float(getattr(config, "norm_eps", 1e-6) or 1e-6)
+        self.scale = nn.Parameter(torch.ones(config.hidden))
+        self.per_expert_scale = nn.Parameter(torch.ones(config.experts))
+
+    def reset_parameters(self) -> None:
+        """Initialise the projection as a linear layer's, the two scales to ones (transformers' values)."""
+        super().reset_parameters()
+        if hasattr(self, "per_expert_scale"):  # nn.Linear's constructor calls this before they exist
+            with torch.no_grad():
+                self.scale.fill_(1.0)
+                self.per_expert_scale.fill_(1.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Return every token's expert scores [t, E] from `x` [t, h]."""
+        normed = x.float() * torch.pow(x.float().pow(2).mean(-1, keepdim=True) + self.eps, -0.5)
+        return super().forward((normed * self.scale.float() * x.shape[-1] ** -0.5).type_as(x))
+
+
+def expert_scales(router: nn.Module, weights: Tensor, indices: Tensor) -> Tensor:
+    """Return the routing weights times each chosen expert's learnt scale where the router holds one (Gemma 4)."""
+    scale = getattr(router, "per_expert_scale", None)
+    return weights if not isinstance(scale, Tensor) else weights * scale[indices]
+
+
 @attrs.frozen
 class Routing:
     """How a MoE block picks and weighs each token's experts from the router's logits (docs/torch.md#moe-routing)."""
@@ -128,9 +162,14 @@ class MoE(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""
+        return self.routed(x, x)
+
+    def routed(self, x: Tensor, routed_by: Tensor) -> Tensor:
+        """Return the experts' output for `x` [..., h], each token routed by its row of `routed_by` (the same shape)."""
         flat = x.reshape(-1, x.shape[-1])
         correction = getattr(self.router, "e_score_correction_bias", None)
-        weights, indices = self.routing.route(self.router(flat), correction)
+        weights, indices = self.routing.route(self.router(routed_by.reshape(flat.shape)), correction)
+        weights = expert_scales(self.router, weights, indices)
         if self.latent_proj is None:
             out = self.experts(flat, indices, weights.to(flat.dtype))
         else:  # the router read the hidden vector; the experts read and write the latent one
@@ -145,6 +184,33 @@ class MoE(nn.Module):
         return out.reshape(x.shape)
 
 
-__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoELatentProjection", "Router", "latent_projections",
+class MoEBesideMLP(MoE):
+    """A MoE block with a dense MLP beside it, each branch normed after (moe's mlp_beside; Gemma 4's enable_moe_block).
+
+    As transformers' Gemma4TextDecoderLayer: given the layer's normed input `x` and its
+    residual stream, the MLP reads `x` and is normed after (mlp_post_norm); the router
+    reads the residual stream and the experts their own norm of it (moe_norm), normed
+    after (moe_post_norm); the two are summed. Each module is a slot
+    (hpdsl/bound/slots.py `beside_slots`); DecoderLayer hands the residual over
+    (`reads_residual`).
+    """
+
+    reads_residual = True
+
+    def __init__(self, config: ModuleConfig, router: nn.Module, experts: nn.Module, *, mlp: nn.Module,
+                 norms: dict[str, nn.Module]) -> None:
+        super().__init__(config, router, experts)
+        self.mlp = mlp
+        self.mlp_post_norm, self.moe_norm, self.moe_post_norm = (
+            norms["mlp_post_norm"], norms["moe_norm"], norms["moe_post_norm"])
+
+    def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+        """Return the normed MLP output of `x` plus the normed experts' output of the residual stream."""
+        stream = x if residual is None else residual
+        return self.mlp_post_norm(self.mlp(x)) + self.moe_post_norm(self.routed(self.moe_norm(stream), stream))
+
+
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoEBesideMLP", "MoELatentProjection", "Router",
+           "ScaledRouter", "expert_scales", "latent_projections",
            "Routing",
            "SharedExpertGate", "mxfp8_round"]
