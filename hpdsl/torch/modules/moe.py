@@ -162,13 +162,15 @@ class MoE(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""
-        return self.routed(x, x)
+        return self.routed(x)
 
-    def routed(self, x: Tensor, routed_by: Tensor) -> Tensor:
-        """Return the experts' output for `x` [..., h], each token routed by its row of `routed_by` (the same shape)."""
+    def routed(self, x: Tensor, routed_by: Tensor | None = None) -> Tensor:
+        """Return the experts' output for `x` [..., h], each token routed by its row of `routed_by` (default `x`)."""
         flat = x.reshape(-1, x.shape[-1])
         correction = getattr(self.router, "e_score_correction_bias", None)
-        weights, indices = self.routing.route(self.router(routed_by.reshape(flat.shape)), correction)
+        # Routed by `x` itself, no second reshape: the eager calls stay what families/router.hpf counts.
+        scored = flat if routed_by is None else routed_by.reshape(flat.shape)
+        weights, indices = self.routing.route(self.router(scored), correction)
         weights = expert_scales(self.router, weights, indices)
         if self.latent_proj is None:
             out = self.experts(flat, indices, weights.to(flat.dtype))
