@@ -16,6 +16,9 @@ from cost_builders import device_text
 
 from hpdsl.api import bind_model, check_sources
 from hpdsl.cost.estimate import estimate
+from hpdsl.cost.facts.grid import StrategyGrid
+from hpdsl.cost.price.grid import price_grid
+from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.facts.columns import model_columns
 from hpdsl.diagnostics import Source
 from hpdsl.model.strategy import Strategy
@@ -84,6 +87,17 @@ def test_without_a_call_overhead_the_eager_terms_are_not_read(small: object, tmp
     plain = _device(tmp_path, "plain")
     same = _device(tmp_path, "same", eager_bandwidth="1.0e+3")  # no call_overhead: the bandwidth is not read
     assert _step(small, plain) == _step(small, same)
+
+
+def test_a_grid_over_two_devices_prices_each_candidate_as_its_own_device(small: object, tmp_path: Path) -> None:
+    eager = _device(tmp_path, "eager_cpu", call_overhead="1.0e-5", eager_bandwidth="1.0e+10")
+    fused = _device(tmp_path, "fused_gpu")
+    strategies = [Strategy(seq_len=SEQ, global_batch=BATCH, precision="fp32", device=d, recompute=r)  # type: ignore[arg-type]
+                  for d in (eager, fused) for r in ("none", "full")]
+    prepared = prepare(small)  # type: ignore[arg-type]
+    price = price_grid(prepared, StrategyGrid.from_strategies(strategies))
+    for k, strategy in enumerate(strategies):
+        assert float(price.step_time_s[k]) == pytest.approx(estimate(small, strategy).step_time_s, rel=1e-12)
 
 
 def test_tp_splits_the_heads_work_and_keeps_the_norms_whole(small: object, tmp_path: Path) -> None:

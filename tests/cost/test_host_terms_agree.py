@@ -29,10 +29,12 @@ FOLDER = Path(tempfile.mkdtemp(prefix="hpdsl-host-terms-"))
 """Each drawn device gets its own file: a machine key is its path, and the catalog holds what it compiled."""
 
 
-def _device(op: float, dtensor_op: float, tensor: float, shard: float, overlap: float) -> str:
+def _device(op: float, dtensor_op: float, tensor: float, shard: float, overlap: float, call: float = 0.0) -> str:
     path = FOLDER / f"host_{uuid.uuid4().hex}.hpf"
     extra = (f"op_overhead = {op:.3e} dtensor_op_overhead = {dtensor_op:.3e} tensor_overhead = {tensor:.3e} "
              f"shard_overhead = {shard:.3e} comm_overlap = {overlap}")
+    if call:  # eager execution: the families' eager terms priced (docs/cost-model.md, "Eager execution")
+        extra += f" call_overhead = {call:.3e} eager_bandwidth = 2.0e+10"
     path.write_text(device_text("host", "drawn host facts", extra=extra), encoding="utf-8")
     return str(path)
 
@@ -44,16 +46,19 @@ LLAMA = prepare(example("llama3_8b"))
 @settings(max_examples=25, deadline=None)
 @given(op=SECONDS, dtensor_op=SECONDS, tensor=SECONDS, shard=SECONDS, overlap=st.sampled_from((0.0, 0.3, 1.0)),
        tp=st.sampled_from((1, 2, 4)), dp=st.sampled_from((1, 2, 4)), pp=st.sampled_from((1, 2)),
-       zero=st.sampled_from(("none", "os", "os+grad", "os+grad+params")), micro=st.sampled_from((1, 2)))
+       zero=st.sampled_from(("none", "os", "os+grad", "os+grad+params")), micro=st.sampled_from((1, 2)),
+       call=st.sampled_from((0.0, 1e-5)), recompute=st.sampled_from(("none", "selective", "full")))
 def test_the_grid_prices_the_host_facts_as_the_scalar_estimate(op: float, dtensor_op: float, tensor: float,
                                                                 shard: float, overlap: float, tp: int, dp: int,
-                                                                pp: int, zero: str, micro: int) -> None:
-    device = _device(op, dtensor_op, tensor, shard, overlap)
-    strategy = Strategy(tp=tp, dp=dp, pp=pp, zero=zero, global_batch=dp * pp * micro, device=device)  # type: ignore[arg-type]
+                                                                pp: int, zero: str, micro: int, call: float,
+                                                                recompute: str) -> None:
+    device = _device(op, dtensor_op, tensor, shard, overlap, call)
+    strategy = Strategy(tp=tp, dp=dp, pp=pp, zero=zero, global_batch=dp * pp * micro, device=device,  # type: ignore[arg-type]
+                        recompute=recompute)  # type: ignore[arg-type]
     scalar = estimate(LLAMA, strategy)
     assert grid_estimate(LLAMA, strategy).step_time_s == scalar.step_time_s
     if zero == "os+grad+params" and dp > 1:  # each FSDP2 unit: the rank's layers and its root, every micro-batch
-        plain = _device(op, dtensor_op, tensor, 0.0, overlap)
+        plain = _device(op, dtensor_op, tensor, 0.0, overlap, call)
         gap = scalar.step_time_s - estimate(LLAMA, strategy.with_(device=plain)).step_time_s
         assert gap > 0
 

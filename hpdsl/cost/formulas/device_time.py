@@ -94,11 +94,13 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
     mm_peak = x.peak if column.role in ("embedding", "output") else x.peak_mm
     seconds = kernels.matmul_seconds(mm_work, mm_peak, mm_share)
     rec_seconds = kernels.matmul_seconds(rec - rec_scores, mm_peak, mm_share)
+    # Fused kernels move the bytes saved for backward, written and read (kernels.py's passes); the eager
+    # terms replace them where the candidate's device states a call_overhead (`_eager_or_fused`).
+    fused = kernels.memory_seconds(saved, x.mem_bw, passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
+    fused_rec = kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
     eager = x.eager_on and column.eager is not None
-    if not eager:  # fused kernels: the bytes saved for backward, written and read (kernels.py's passes)
-        seconds = seconds + kernels.memory_seconds(saved, x.mem_bw,
-                                                   passes=kernels.FORWARD_PASSES + kernels.BACKWARD_PASSES)
-        rec_seconds = rec_seconds + kernels.memory_seconds(saved - kept, x.mem_bw, passes=kernels.FORWARD_PASSES)
+    if not eager:
+        seconds, rec_seconds = seconds + fused, rec_seconds + fused_rec
     score_seconds = scores * 0.0
     if not _is_zero(scores):
         # The attention kernel at its own curve where the device declares one (calibrate measures SDPA's).
@@ -111,15 +113,30 @@ def column_seconds(column: Column, columns: ModelColumns, x: Ctx, *, fwd: Any, b
         seconds = seconds + xp.where(x.fp8, cast / x.mem_bw, 0.0)
         rec_seconds = rec_seconds + xp.where(x.fp8 & (x.recompute == 2), cast_again / x.mem_bw, 0.0)
     if eager:  # what the families declare the eager modules dispatch: calls and elementwise bytes
-        assert column.eager is not None
-        work = column_host(column, x) + eager_bytes(column.eager, x, keys) / x.eager_bw
-        seconds = seconds + work
-        rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * work, 0.0)
+        work, again_work = _eager_or_fused(column, x, keys, fused, fused_rec)
+        seconds, rec_seconds = seconds + work, rec_seconds + again_work
     elif x.host_on:  # eager dispatch: each op's host time, beside its arithmetic (it does not overlap on a CPU)
         host = column_host(column, x)
         seconds = seconds + host
         rec_seconds = rec_seconds + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * host, 0.0)
     return ColumnSeconds(seconds, rec_seconds, score_seconds)
+
+
+def _eager_or_fused(column: Column, x: Ctx, keys: Any, fused: Any, fused_rec: Any) -> tuple[Any, Any]:
+    """Return an eager column's memory-bound and host seconds per micro-batch, and what a recompute runs again.
+
+    Eager where the candidate's device states a call_overhead: the declared calls' host time and the bytes
+    they move at eager_bandwidth. A candidate whose device states none (a grid over several devices) keeps
+    the fused pricing: the saved bytes' passes, and the op vector's ops × op_overhead where stated.
+    """
+    assert column.eager is not None
+    host = column_ops(column, x) * x.op_overhead if x.host_on else 0.0
+    old = fused + host
+    old_again = fused_rec + xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * host, 0.0)
+    work = column_host(column, x) + eager_bytes(column.eager, x, keys) / x.eager_bw
+    again = xp.where(x.recompute == 2, RECOMPUTE_HOST_SHARE * work, 0.0)
+    on = x.call_s > 0  # a grid over several devices may hold ones that state no call_overhead
+    return xp.where(on, work, old), xp.where(on, again, old_again)
 
 
 def column_host(column: Column, x: Ctx) -> Any:
@@ -130,9 +147,11 @@ def column_host(column: Column, x: Ctx) -> Any:
     (dtensor_op_overhead − op_overhead); otherwise each op of the op vector costs op_overhead (under tp,
     dtensor_op_overhead).
     """
+    plain = column_ops(column, x) * x.op_overhead if x.host_on else 0.0
     if x.eager_on and column.eager is not None:
-        return float(column.eager.calls) * x.call_s + column_ops(column, x) * x.dtensor_extra
-    return column_ops(column, x) * x.op_overhead if x.host_on else 0.0
+        eager = float(column.eager.calls) * x.call_s + column_ops(column, x) * x.dtensor_extra
+        return xp.where(x.call_s > 0, eager, plain)
+    return plain
 
 
 def eager_bytes(work: EagerWork, x: Ctx, keys: Any) -> Any:
