@@ -7,8 +7,8 @@ kernel computes the same FLOPs far slower than a matmul of their shape (its expo
 and its backward's recomputation run in scalar loops), so calibrate measures it: causal SDPA
 at each sequence of SEQUENCES, HEADS heads of HEAD_DIM, forward and backward, fp32.
 
-The work is counted as the attention family declares it (families/attention.hpf): per
-query, head and attended key 4·d + 16/3 FLOPs forward (QKᵀ and A·V, the softmax's 13/3,
+The work is counted by the attention family's own terms (families/attention.hpf; `score_work`):
+per query, head and attended key 4·d + 16/3 FLOPs forward (QKᵀ and A·V, the softmax's 13/3,
 the cast's 1), the backward twice that, and the flash backward's recompute 2·d + 16/3;
 a causal flash kernel attends to s/2 keys per query on average
 (hpdsl/cost/formulas/flops.py `executed_keys`). The curve's size is (s · s/2 · d)^(1/3),
@@ -30,11 +30,23 @@ HEAD_DIM = 64
 
 
 def score_work(seq: int, heads: int = HEADS, head_dim: int = HEAD_DIM) -> float:
-    """Return the score FLOPs the time model prices for one causal flash attention's forward and backward."""
-    keys = seq / 2
-    forward = 4 * head_dim + 16 / 3
-    again = 2 * head_dim + 16 / 3
-    return seq * heads * keys * (3 * forward + again)
+    """Return the score FLOPs the time model prices for one causal flash attention's forward and backward.
+
+    Per key, the standard attention family's own `flops` terms (families/attention.hpf) on a config of
+    these heads: forward, its backward twice that, and again what `recompute selective` marks (the flash
+    backward's recompute).
+    """
+    from hpdsl.bound.config import ModuleConfig
+    from hpdsl.bound.slots import Slot
+    from hpdsl.cost.facts.cost_terms import slot_terms
+    from hpdsl.cost.facts.params import standard_registry
+
+    families, bindings = standard_registry()
+    config = ModuleConfig(hidden=heads * head_dim, heads=heads, kv_heads=heads, head_dim=head_dim)
+    terms = slot_terms(Slot("attention", "mixer", config, bindings["attention"]), families)
+    forward = sum(float(term.ts) for term in terms)
+    again = sum(float(term.ts) for term in terms if term.selective)
+    return seq * (seq / 2) * (3 * forward + again)
 
 
 def size(seq: int, head_dim: int = HEAD_DIM) -> float:

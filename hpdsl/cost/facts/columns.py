@@ -16,6 +16,7 @@ from typing import cast
 import attrs
 
 from hpdsl.bound.bind import CostGroup, CostModel, LayerConfig
+from hpdsl.bound.slots import Slot
 from hpdsl.cost.facts.cost_terms import DeclaredTerm, feed_forward_part, layer_saved, mixer_part
 from hpdsl.cost.facts.eager import EagerWork, all_declared, end_eager, layer_eager
 from hpdsl.cost.facts.casts import Casts, layer_casts
@@ -23,7 +24,6 @@ from hpdsl.cost.facts.matmuls import Matmuls, end_matmuls, layer_matmuls, with_s
 from hpdsl.cost.facts.params import (LayerParams, ParamReport, layer_params, parameters, pricing_bindings,
                                      pricing_end_slots, pricing_families, pricing_mtp_slots)
 from hpdsl.cost.facts.replication import replicated_roles
-from hpdsl.bound.slots import Slot
 from hpdsl.ir.nodes import FamilyIR
 
 
