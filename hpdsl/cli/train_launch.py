@@ -219,11 +219,28 @@ def _launch(plan: TrainPlan, timeout_s: int) -> tuple[list[dict[str, Any]] | Non
                "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         code, output = run_job(plan.command(str(out / "config.json"), str(out)), env, out / "job.log", timeout_s)
         if code != 0:
-            lines = [line for line in output.splitlines() if line.strip() and not line.startswith("step ")]
-            # The exception lines when there are any; else the job's last words (a killed rank writes no Error).
-            tail = [line for line in lines if "Error" in line][-3:] or lines[-3:]
-            raise BuildError(f"the training job failed (exit {code}): " + " | ".join(tail))
+            raise BuildError(f"the training job failed (exit {code}): " + " | ".join(failure_lines(output)))
         if plan.options.node_rank != 0:
             return None, []
         gathered = json.loads((out / "result.json").read_text(encoding="utf-8"))
         return gathered["ranks"], gathered["metrics"]
+
+
+ROOT_CAUSE = ("rank", "exitcode", "traceback")
+"""The fields of torchrun's failure report that say which rank failed and how (its exit code or signal)."""
+MAX_RANKS_SAID = 4
+"""How many failed ranks the message names (a large job lists every rank torchrun stopped)."""
+
+
+def failure_lines(output: str) -> list[str]:
+    """Return the lines of a failed job's output that say why: its exceptions, aborts and torchrun's root cause."""
+    lines = [" ".join(line.split()) for line in output.splitlines() if line.strip() and not line.startswith("step ")]
+    # A rank killed by a signal or aborted by C++ (std::terminate) writes no Python exception: torchrun's report
+    # of the root cause (rank, exitcode, traceback: "Signal 6 (SIGABRT) received by PID ...") says what happened.
+    # torchrun lists every failed rank, the root cause last: the first rank it saw fail, which is often a
+    # rank whose peer died under it (its gloo connection closed), not the rank that died.
+    said = [line for line in lines if ("Error" in line and "ChildFailedError" not in line)  # not torchrun's own
+            or line.startswith("terminate called")][-3:]
+    ranks = [line for line in lines if line.split(":")[0].strip() in ROOT_CAUSE]
+    return [*said, *dict.fromkeys(ranks[:3 * MAX_RANKS_SAID])] or lines[-3:]
+

@@ -20,6 +20,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import attrs
 import torch
@@ -31,6 +32,7 @@ from hpdsl.torch.calibrate_attention import HEAD_DIM, HEADS, SEQUENCES, measure_
 from hpdsl.torch.calibrate_eager import LARGE, TINY, measure_call_overhead, measure_eager_bandwidth
 from hpdsl.torch.calibrate_links import (WINDOW_S, collective_seconds, measure_collectives, measure_links,
                                          measure_overlap, sustained_seconds, together)
+from hpdsl.torch.process import leave
 
 SIZES = (64, 128, 256, 512, 1024, 2048)
 """The square matmul sizes measured (m = n = k)."""
@@ -211,7 +213,8 @@ def measure_tensor_overhead(mesh: object | None = None, window: float = WINDOW_S
     return seconds / TENSORS
 
 
-def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], window: float, out: object) -> None:
+def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], window: float, out: object
+          ) -> NoReturn:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
@@ -234,8 +237,11 @@ def _rank(rank: int, ranks: int, port: int, threads: int, sizes: Sequence[int], 
         dist.all_gather_object(everyone, mine)
         if rank == 0:
             out.put(everyone)  # type: ignore[attr-defined]
+            out.close()  # type: ignore[attr-defined]
+            out.join_thread()  # type: ignore[attr-defined]  # the rows are in the pipe before leave() below
     finally:
         dist.destroy_process_group()
+    leave(0)  # hpdsl/torch/process.py: a finished rank must not abort in the interpreter's finalization
 
 
 def _free_port() -> int:

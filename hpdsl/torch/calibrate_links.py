@@ -82,6 +82,8 @@ def measure_links(ranks: int, megabytes: int = 32, window: float = WINDOW_S) -> 
 
 REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", dist.reduce_scatter_tensor)
 """torch's reduce-scatter into one tensor (reduce_scatter_tensor, renamed in torch 2.13)."""
+ALL_GATHER = getattr(dist, "all_gather_single", dist.all_gather_into_tensor)
+"""torch's all-gather into one tensor (all_gather_into_tensor, renamed in torch 2.13: the old name warns)."""
 
 
 def measure_collectives(ranks: int, megabytes: int = 32, window: float = WINDOW_S) -> tuple[tuple[str, float], ...]:
@@ -95,7 +97,7 @@ def measure_collectives(ranks: int, megabytes: int = 32, window: float = WINDOW_
     shard = torch.ones(whole.numel() // ranks)
     received = torch.empty_like(whole)
     share = (ranks - 1) / ranks * whole.numel() * 4
-    runs = {"all_gather": lambda: dist.all_gather_into_tensor(whole, shard),
+    runs = {"all_gather": lambda: ALL_GATHER(whole, shard),
             "reduce_scatter": lambda: REDUCE_SCATTER(shard, whole),
             "all_to_all": lambda: dist.all_to_all_single(received, whole)}
     out = []

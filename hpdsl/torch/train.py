@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -42,6 +42,7 @@ from hpdsl.registry import Registry
 from hpdsl.torch import checkpoint, optim
 from hpdsl.torch.data import Tokens
 from hpdsl.torch.launch import LOG_PREFIX
+from hpdsl.torch.process import leave
 from hpdsl.torch.steps import Job, build_job
 
 WATCH_S = 1.0
@@ -209,14 +210,14 @@ def read_config(argument: str) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> NoReturn:
     """Entry point of `python -m hpdsl.torch.train CONFIG OUT_DIR`."""
     watch_parents()
     run(read_config(argv[0]), Path(argv[1]))
-    return 0
+    leave(0)  # the job is done and its process group destroyed (hpdsl/torch/process.py says why not sys.exit)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])
 

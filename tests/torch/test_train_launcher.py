@@ -165,3 +165,17 @@ def test_a_killed_launcher_leaves_no_process_of_the_job(victim: str) -> None:
         os.kill(cli.pid, signal.SIGKILL)
         cli.communicate(timeout=30)
     assert _gone_within([*job, *ranks], 30), [(_cmdline(p), _state(p)) for p in job if Path(f"/proc/{p}").exists()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_rank_killed_by_a_signal_is_named_with_its_signal() -> None:
+    # A rank that aborts (std::terminate, SIGABRT) writes no Python exception: the message must still say which
+    # rank failed and how, from torchrun's report of the root cause (hpdsl/cli/train_launch.py failure_lines).
+    cli = _start("--steps", "10000000")
+    ranks = _wait_for_ranks(cli, 2)
+    os.kill(ranks[-1], signal.SIGABRT)
+    out, err = cli.communicate(timeout=60)
+    assert cli.returncode == 1 and "the training job failed" in err, err
+    assert "SIGABRT" in err and "exitcode" in err and "rank" in err, err
+    assert _gone_within(ranks, 30) and not _job_of(cli.pid)
