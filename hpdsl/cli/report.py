@@ -182,7 +182,8 @@ def describe_breakdown(parts: dict[str, float]) -> str:
         out.append(f"bubble {seconds('bubble_s')}")
     if parts.get("after_backward_s"):
         tensors = f", of which per tensor {seconds('optimizer_tensors_s')}" if parts.get("optimizer_tensors_s") else ""
-        tail = f" (optimizer step {seconds('optimizer_s')}{tensors})" if parts.get("optimizer_s") else ""
+        sums = f", gradient sums {seconds('grad_sum_s')}" if parts.get("grad_sum_s") else ""
+        tail = f" (optimizer step {seconds('optimizer_s')}{tensors}{sums})" if parts.get("optimizer_s") else ""
         out.append(f"after the last backward {seconds('after_backward_s')}{tail}")
     return ", ".join(out)
 

@@ -226,4 +226,5 @@ def estimate_from_price(prepared: Prepared, strategy: Strategy, price: OnePrice)
                                  [{axis: rows[axis][r] for axis in AXES} for r in range(len(rows["time"]))],
                                  [rows["params"][r] + rows["grads"][r] + rows["optimizer"][r]
                                   for r in range(len(rows["time"]))], host,
-                                 [sum(n * prepared.tensors[j] for j, n in held) for held in plan.rank_held]))
+                                 [sum(n * prepared.tensors[j] for j, n in held) for held in plan.rank_held],
+                                 rows["accumulated"]))

@@ -168,6 +168,9 @@ RUN_FACTS: dict[str, Fact] = {fact.name: fact for fact in (
     Fact("deferred_grad_accumulation", "bool", "the micro-batches' gradients accumulate unsharded and ZeRO reduces "
          "them once, after the last backward", False),
     Fact("overlapped_grad_reduce", "bool", "gradient reduction overlaps the backward pass", False),
+    Fact("fused_grad_accumulation", "bool", "the backward's weight-gradient matmuls add into the accumulated "
+         "gradients (Megatron's gradient_accumulation_fusion); false: every micro-batch after the first sums its "
+         "gradients into them, memory-bound", True),
     # transformers' modules (--impl hf-sdpa / hf-eager; docs/cost-model.md#activations-per-implementation).
     Fact("norm_keeps_input", "bool", "the norm scales its compute-width input, not its fp32 copy, by the root "
          "(its backward keeps both)", False),

@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import attrs
 import numpy as np
 from cost_builders import device_text, example
 from hypothesis import given, settings
@@ -20,9 +21,10 @@ from hypothesis import strategies as st
 from hpdsl.cost.estimate import estimate, grid_estimate
 from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.price.grid import price_fit
-from hpdsl.cost.price.prepare import prepare
+from hpdsl.cost.price.prepare import Prepared, prepare
 from hpdsl.cost.sweep.rank import canonical_zero
 from hpdsl.cost.sweep.space import full_grid, search_space
+from hpdsl.ir.nodes import evolve
 from hpdsl.model.strategy import Strategy
 
 FOLDER = Path(tempfile.mkdtemp(prefix="hpdsl-host-terms-"))
@@ -43,23 +45,37 @@ SECONDS = st.floats(1e-6, 1e-2)
 LLAMA = prepare(example("llama3_8b"))
 
 
+def _backend(**facts: bool) -> Prepared:
+    """Return Llama-3-8B prepared under run facts changed by `facts` (hpdsl train's backend states them)."""
+    cost_model = example("llama3_8b")
+    profile = cost_model.profile
+    return prepare(attrs.evolve(cost_model, profile=attrs.evolve(profile, run=evolve(profile.run, **facts))))
+
+
+BACKENDS = {"megatron": LLAMA, "summed": _backend(fused_grad_accumulation=False),
+            "summed, deferred": _backend(fused_grad_accumulation=False, deferred_grad_accumulation=True)}
+"""Gradient accumulation as Megatron fuses it, and as autograd sums it every micro-batch, synced or deferred."""
+
+
 @settings(max_examples=25, deadline=None)
 @given(op=SECONDS, dtensor_op=SECONDS, tensor=SECONDS, shard=SECONDS, overlap=st.sampled_from((0.0, 0.3, 1.0)),
        tp=st.sampled_from((1, 2, 4)), dp=st.sampled_from((1, 2, 4)), pp=st.sampled_from((1, 2)),
        zero=st.sampled_from(("none", "os", "os+grad", "os+grad+params")), micro=st.sampled_from((1, 2)),
-       call=st.sampled_from((0.0, 1e-5)), recompute=st.sampled_from(("none", "selective", "full")))
+       call=st.sampled_from((0.0, 1e-5)), recompute=st.sampled_from(("none", "selective", "full")),
+       backend=st.sampled_from(sorted(BACKENDS)))
 def test_the_grid_prices_the_host_facts_as_the_scalar_estimate(op: float, dtensor_op: float, tensor: float,
                                                                 shard: float, overlap: float, tp: int, dp: int,
                                                                 pp: int, zero: str, micro: int, call: float,
-                                                                recompute: str) -> None:
+                                                                recompute: str, backend: str) -> None:
     device = _device(op, dtensor_op, tensor, shard, overlap, call)
     strategy = Strategy(tp=tp, dp=dp, pp=pp, zero=zero, global_batch=dp * pp * micro, device=device,  # type: ignore[arg-type]
                         recompute=recompute)  # type: ignore[arg-type]
-    scalar = estimate(LLAMA, strategy)
-    assert grid_estimate(LLAMA, strategy).step_time_s == scalar.step_time_s
+    model = BACKENDS[backend]
+    scalar = estimate(model, strategy)
+    assert grid_estimate(model, strategy).step_time_s == scalar.step_time_s
     if zero == "os+grad+params" and dp > 1:  # each FSDP2 unit: the rank's layers and its root, every micro-batch
         plain = _device(op, dtensor_op, tensor, 0.0, overlap, call)
-        gap = scalar.step_time_s - estimate(LLAMA, strategy.with_(device=plain)).step_time_s
+        gap = scalar.step_time_s - estimate(model, strategy.with_(device=plain)).step_time_s
         assert gap > 0
 
 

@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 from cost_builders import device_text
 
 from hpdsl.api import bind_model
 from hpdsl.cost.estimate import estimate, grid_estimate
+from hpdsl.ir.nodes import evolve
 from hpdsl.model.strategy import Strategy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,3 +270,47 @@ def test_comm_overlap_may_be_zero_but_not_below() -> None:
     unit = compile_sources([Source("cpuish.hpf", device_text("cpuish", "a test", extra="comm_overlap = 0"))],
                            stdlib=False)
     assert unit.devices["cpuish"].comm_overlap == 0.0
+
+
+def _summed(cost_model: object) -> object:
+    """Return `cost_model` with its profile's gradients summed per micro-batch (hpdsl train's backend)."""
+    profile = cost_model.profile  # type: ignore[attr-defined]
+    return attrs.evolve(cost_model, profile=attrs.evolve(profile, run=evolve(profile.run,
+                                                                                fused_grad_accumulation=False)))
+
+
+def test_each_micro_batch_after_the_first_sums_its_gradients_where_the_backend_does_not_fuse_them(
+        llama: object, tmp_path: Path) -> None:
+    # Megatron's weight-gradient matmuls add into the accumulated gradients (the default: none priced);
+    # autograd adds each micro-batch after the first into the held ones: 3 passes over the rank's gradient
+    # bytes at the optimizer bandwidth, and one call per parameter tensor (291: 32 layers of 9, the
+    # embedding, the final norm and head) at the device's call_overhead.
+    summed, device = _summed(llama), _device(tmp_path / "eager.hpf", "optimizer_bandwidth = 1.0e+11 "
+                                                                      "call_overhead = 1.0e-3")
+    for strategy in (Strategy(global_batch=4, device=device),  # 4 micro-batches on one device: 3 sums
+                     Strategy(dp=2, zero="os+grad+params", global_batch=8, device=device)):  # FSDP2's shards
+        fused, unfused = estimate(llama, strategy), estimate(summed, strategy)  # type: ignore[arg-type]
+        grads = unfused.memory.per_stage[0].grads_bytes
+        sums = 3 * (3 * grads / 1.0e11 + 291 * 1e-3)
+        assert unfused.step_time_s - fused.step_time_s == pytest.approx(sums, rel=1e-9)
+        assert unfused.breakdown["grad_sum_s"] == pytest.approx(sums, rel=1e-9)
+        assert "grad_sum_s" not in fused.breakdown
+        assert grid_estimate(summed, strategy).step_time_s == unfused.step_time_s  # type: ignore[arg-type]
+    one = Strategy(global_batch=1, device=device)  # one micro-batch: nothing to add into
+    assert estimate(summed, one).step_time_s == estimate(llama, one).step_time_s  # type: ignore[arg-type]
+
+
+def test_deferred_accumulation_sums_the_unsharded_gradients(llama: object, tmp_path: Path) -> None:
+    # With the sync deferred, every micro-batch's gradients add up unsharded until the one reduce-scatter:
+    # the sums run over the rank's whole gradients, not its ZeRO-3 shard (2 micro-batches: one sum).
+    summed = _summed(llama)
+    profile = summed.profile  # type: ignore[attr-defined]
+    deferred = attrs.evolve(summed, profile=attrs.evolve(profile, run=evolve(profile.run,
+                                                                            deferred_grad_accumulation=True)))
+    device = _device(tmp_path / "slow.hpf", "optimizer_bandwidth = 1.0e+11")
+    strategy = Strategy(dp=2, zero="os+grad+params", global_batch=4, device=device)
+    shard, whole = estimate(summed, strategy), estimate(deferred, strategy)  # type: ignore[arg-type]
+    grads = shard.memory.per_stage[0].grads_bytes
+    assert shard.breakdown["grad_sum_s"] == pytest.approx(3 * grads / 1.0e11, rel=1e-9)
+    assert whole.breakdown["grad_sum_s"] == pytest.approx(2 * 3 * grads / 1.0e11, rel=1e-9)  # dp 2: twice the shard
+    assert grid_estimate(deferred, strategy).step_time_s == whole.step_time_s  # type: ignore[arg-type]

@@ -10,7 +10,11 @@ hpdsl/torch/parallelize.py and hpdsl/torch/sequence.py apply it
   micro-batch's backward without FSDP2's gradient sync and reduces once, after the
   last (`deferred_grad_accumulation`); without pp `train` does so when the
   profile states `deferred_grad_accumulation`, else it reduce-scatters every
-  micro-batch's gradients (hpdsl/torch/train.py `accumulate`);
+  micro-batch's gradients (hpdsl/torch/train.py `accumulate`); either way each
+  micro-batch after the first adds its gradients into the held ones, an in-place
+  sum per parameter (`fused_grad_accumulation` false: autograd's AccumulateGrad, or
+  FSDP2 into its sharded gradients), where Megatron's weight-gradient matmuls add
+  into them;
 - under tp the loss runs on vocabulary-split logits (`loss_parallel`);
 - under sequence parallelism torch's `PrepareModuleInput` gathers the sequence
   before a mixer, a dense feed-forward, a tp-split shared expert and the head, so
@@ -70,7 +74,8 @@ KEPT: dict[str, Kept] = {"fp32": Kept(param=4, master=0), "bf16-mixed": Kept(par
 def backend_facts(run: RunFacts, strategy: Strategy, device: str = "cpu") -> RunFacts:
     """Return the profile's run facts with what hpdsl's torch backend does on `device` under `strategy`."""
     deferred = strategy.pp > 1 or run.deferred_grad_accumulation
-    facts = evolve(run, grad_accumulation=True, deferred_grad_accumulation=deferred, loss_parallel=True,
+    facts = evolve(run, grad_accumulation=True, deferred_grad_accumulation=deferred, fused_grad_accumulation=False,
+                   loss_parallel=True,
                    gathered_tp_input=True, routed_tokens_split=strategy.zero == ZERO3, cp_gathered_kv=True,
                    cpu_attention=device != "cuda")
     kept = KEPT.get(strategy.precision)

@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hpdsl.cost.formulas.context import Ctx
-from hpdsl.cost.formulas.kernels import optimizer_seconds
+from hpdsl.cost.formulas.kernels import grad_sum_seconds, optimizer_seconds
 
 AXIS_BANDWIDTH = {"tp": "bw_tp", "cp": "bw_cp", "ep": "bw_ep", "pp": "bw_pp"}
 
 
 def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
                    rank_traffic: Sequence[Mapping[str, float]], rank_static: Sequence[float] = (),
-                   rank_host: Sequence[float] = (), rank_tensors: Sequence[float] = ()) -> dict[str, float]:
+                   rank_host: Sequence[float] = (), rank_tensors: Sequence[float] = (),
+                   rank_accumulated: Sequence[float] = ()) -> dict[str, float]:
     """Return the step's seconds by part: compute, each axis's traffic, the bubble, what follows the backward.
 
     `rank_traffic` is each rank's bytes sent per step by axis; `rank_times` its seconds per micro-batch;
@@ -30,7 +31,9 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
     `rank_host` its ops' host seconds per micro-batch (the device's op_overhead), whose steady-state
     share is the `host_s` part of `compute_s` (a full recompute's dispatches not counted); `rank_tensors`
     its parameter tensors, whose host time a step (the device's tensor_overhead) is `optimizer_tensors_s`,
-    a part of `optimizer_s`.
+    a part of `optimizer_s`. Where the backend sums gradients (not fused_grad_accumulation),
+    `rank_accumulated` is the gradient bytes each micro-batch after the first adds into, whose sums
+    are the `grad_sum_s` part of `after_backward_s` (hpdsl/cost/formulas/stage.py rank_time).
     """
     m, vpp = float(x.micro_batches), float(x.vpp)
     slowest = max(range(len(rank_times)), key=lambda r: rank_times[r])
@@ -51,4 +54,8 @@ def step_breakdown(x: Ctx, step: float, rank_times: Sequence[float],
         out["optimizer_s"] = min(sum(longest), out["after_backward_s"])
         if longest[1] > 0:
             out["optimizer_tensors_s"] = min(longest[1], out["optimizer_s"])
+        if x.summed_grads and rank_accumulated and x.micro_batches > 1:
+            sums = max(grad_sum_seconds(a, n, x.micro_batches, x.opt_bw, x.call_s)
+                       for a, n in zip(rank_accumulated, tensors))
+            out["grad_sum_s"] = min(sums, out["after_backward_s"] - out["optimizer_s"])
     return out

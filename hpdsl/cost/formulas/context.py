@@ -62,6 +62,7 @@ class Ctx:
     deferred: Any             # deferred_grad_accumulation with several micro-batches: reduced once, after the last
     optimizer_bytes: F  # optimizer bytes per parameter: master copy, extra copies, states·state bytes
     overlapped_grad_reduce: bool
+    summed_grads: bool  # not fused_grad_accumulation: micro-batches after the first add their gradients, memory-bound
     achieved_flops: F  # achieved FLOP/s: peak·mfu (peak where mfu is 0, the device time model)
     peak: F           # dense peak FLOP/s of the precision's compute dtype (device time model: device_time.py)
     peak_mm: F        # dense peak FLOP/s of a layer's weight matmuls: fp8's under fp8-mixed, else `peak`
@@ -212,7 +213,7 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
         grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
         optimizer_bytes=widths["optimizer"],
-        overlapped_grad_reduce=run.overlapped_grad_reduce,
+        overlapped_grad_reduce=run.overlapped_grad_reduce, summed_grads=not run.fused_grad_accumulation,
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
         peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,

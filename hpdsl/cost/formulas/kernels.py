@@ -28,6 +28,9 @@ BACKWARD_PASSES = 4.0
 OPTIMIZER_PASSES = 2.0
 """The optimizer step reads and writes every byte of a rank's weights, gradients and states once."""
 
+SUM_PASSES = 3.0
+"""A gradient sum reads the accumulated gradient and the micro-batch's, and writes their sum."""
+
 
 def curve_efficiency(curve: Curve, size: Any) -> Any:
     """Return the share of peak at `size`: piecewise linear between points, proportional below the first, flat above."""
@@ -83,3 +86,13 @@ def memory_seconds(saved_bytes: Any, bandwidth: Any, *, passes: float) -> Any:
 def optimizer_seconds(static_bytes: Any, bandwidth: Any) -> Any:
     """Return the seconds one optimizer step takes over a rank's weights, gradients and states (memory-bound)."""
     return OPTIMIZER_PASSES * static_bytes / bandwidth
+
+
+def grad_sum_seconds(accumulated: Any, tensors: Any, micro_batches: Any, bandwidth: Any, call_s: Any) -> Any:
+    """Return a step's gradient sums: each micro-batch after the first adds into the `accumulated` bytes.
+
+    autograd's AccumulateGrad (or FSDP2, into its sharded gradients) adds each of the rank's
+    `tensors` parameter gradients in place: one call per tensor (`call_s` each, an eager device's
+    call overhead) and SUM_PASSES of the bytes at `bandwidth`.
+    """
+    return (micro_batches - 1) * (SUM_PASSES * accumulated / bandwidth + tensors * call_s)

@@ -15,7 +15,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas.context import Ctx
 from hpdsl.cost.formulas.device_time import uses_device_model
 from hpdsl.cost.formulas.comm import ceil_log2
-from hpdsl.cost.formulas.kernels import optimizer_seconds
+from hpdsl.cost.formulas.kernels import grad_sum_seconds, optimizer_seconds
 
 
 def rank_memory(x: Ctx, static: Any, activations: Any, largest_act: Any, gathered: Any, deferred: Any = 0.0
@@ -41,14 +41,18 @@ def exposed_micro(x: Ctx) -> bool:
 
 
 def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: Any, once: Any,
-              tp_once: Any, static: Any = 0.0, tensors: Any = 0.0, units: Any = 0.0) -> tuple[Any, Any]:
+              tp_once: Any, static: Any = 0.0, tensors: Any = 0.0, units: Any = 0.0, accumulated: Any = 0.0
+              ) -> tuple[Any, Any]:
     """Return a rank's micro-batch seconds and the seconds its per-step reductions add after the last backward.
 
     Under the device time model (mfu 0) the optimizer step over the rank's `static`
     bytes (weights, gradients, states) follows them, memory-bound (hpdsl/cost/formulas/kernels.py),
     with its host time per parameter tensor (`tensors` of them, the device's tensor_overhead).
     Under ZeRO-3 each FSDP2 unit (the rank's `units` layers and each chunk's root) costs the
-    device's shard_overhead every micro-batch, on the rank's critical path.
+    device's shard_overhead every micro-batch, on the rank's critical path. Where the backend sums
+    gradients (not fused_grad_accumulation), the sums of the micro-batches after the first over the
+    rank's `accumulated` gradient bytes are added to what follows the backward: the rank that takes
+    longest over them paces the step, as the slowest rank paces the steady state.
     """
     t_rank = tau + pp_bytes / x.bw_pp
     if uses_device_model(x):
@@ -68,6 +72,9 @@ def rank_time(x: Ctx, tau: Any, pp_bytes: Any, compute: Any | None, dp_micro: An
     if uses_device_model(x):
         once_s = once_s + xp.where(x.device_model, optimizer_seconds(static, x.opt_bw), 0.0)
         once_s = once_s + tensors * x.tensor_overhead  # zero outside the device model
+        if x.summed_grads:
+            sums = grad_sum_seconds(accumulated, tensors, x.micro_batches, x.opt_bw, x.call_s)
+            once_s = once_s + xp.where(x.device_model, sums, 0.0)
     return t_rank, once_s
 
 

@@ -187,6 +187,8 @@ def column_static(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[A
         "units": zero + 1.0 if layer else zero,  # hpdsl/torch/parallelize.py: fully_shard per layer
         "gathered": x.param_bytes * (dense + expert) if layer else zero,
         "deferred": x.grad_bytes * (dense + expert) - parts[1],  # unsharded gradients beyond the ZeRO-sharded ones
+        # Deferred: every micro-batch's unsharded gradients add up; else ZeRO-2/3's reduce-scattered shards do.
+        "accumulated": xp.where(x.deferred, x.grad_bytes * (dense + expert), parts[1]),
         "dp_once": dense * once_dense + expert * once_expert,
         "dp_micro": dense * micro_dense + expert * micro_expert,
         "tp_once": sp_grad_allreduce(p.params[j].rep, x)}

@@ -174,7 +174,8 @@ def time(g: Group, static_rows: np.ndarray) -> dict[str, Any]:
                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
                                     static_rows if uses_device_model(x) else 0.0,
                                     g.ranks(cw.tensors) if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.units) if uses_device_model(x) else 0.0)
+                                    g.ranks(cw.units) if uses_device_model(x) else 0.0,
+                                    g.ranks(cw.accumulated) if uses_device_model(x) and x.summed_grads else 0.0)
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
                            once_s.max(axis=0), g.layout.vpp)
@@ -189,7 +190,7 @@ def details(g: Group, memory: dict[str, np.ndarray], time: dict[str, np.ndarray]
     traffic = stage.rank_traffic(x, moved, time["tp_once"], time["pp"], time["once"], g.ranks(cw.dp_micro))
     traffic = {axis: g.spread(np.broadcast_to(value, moved["tp"].shape)) for axis, value in traffic.items()}
     flops = x.micro_batches * g.ranks([f + b for f, b in zip(cw.fwd, cw.bwd)], cw.rec)
-    return {"params": params, "grads": grads, "optimizer": optim,
+    return {"params": params, "grads": grads, "optimizer": optim, "accumulated": g.spread(g.ranks(cw.accumulated)),
             "activations": memory["activations"], "transient": memory["transient"],
             "total": memory["total"], "flops": g.spread(flops), "time": g.spread(time["time"]), **traffic}
 

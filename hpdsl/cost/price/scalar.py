@@ -30,7 +30,8 @@ from hpdsl.cost.price.pipeline_layout import Layout, in_flight_at
 from hpdsl.cost.price.types import GridPrice, Prepared
 from hpdsl.model.strategy import Strategy
 
-STAGE_KEYS = ("params", "grads", "optimizer", "activations", "transient", "total", "flops", "time", *AXES)
+STAGE_KEYS = ("params", "grads", "optimizer", "accumulated", "activations", "transient", "total", "flops", "time",
+              *AXES)
 
 
 @attrs.frozen(eq=False)
@@ -216,16 +217,17 @@ class _Ranks:
         pp_bytes = pipeline_bytes(x, p.columns.cost_model.model.hidden)
         compute = self.ranks("compute", "compute_rec") if stage.exposed_micro(x) else [None] * S
         once, tp_once, micro = self.ranks("dp_once"), self.ranks("tp_once"), self.ranks("dp_micro")
-        times = [stage.rank_time(x, tau, pp_bytes, c, m, o, t, st, n, u) for tau, c, m, o, t, st, n, u in
+        times = [stage.rank_time(x, tau, pp_bytes, c, m, o, t, st, n, u, a) for tau, c, m, o, t, st, n, u, a in
                  zip(self.ranks("tau", "tau_rec"), compute, micro, once, tp_once, static, self.ranks("tensors"),
-                     self.ranks("units"))]
+                     self.ranks("units"), self.ranks("accumulated"))]
         t_rank = [t for t, _ in times]
         step = stage.step_time(x, _sequential(t_rank), _largest(t_rank), _largest([o for _, o in times]), v)
         moved = {axis: self.ranks(f"vol_{axis}", f"vol_rec_{axis}") for axis in ("tp", "cp", "ep")}
         traffic = [stage.rank_traffic(x, {a: moved[a][r] for a in moved}, tp_once[r], pp_bytes, once[r], micro[r])
                    for r in range(S)]
         stages = {"params": self.ranks("param_bytes"), "grads": self.ranks("grad_bytes"),
-                  "optimizer": self.ranks("optimizer_bytes"), "activations": act,
+                  "optimizer": self.ranks("optimizer_bytes"), "accumulated": self.ranks("accumulated"),
+                  "activations": act,
                   "transient": [t for t, _ in memory], "total": [total for _, total in memory],
                   "flops": [x.micro_batches * f for f in self.ranks("flops_step", "rec")], "time": t_rank,
                   **{axis: [row[axis] for row in traffic] for axis in AXES}}

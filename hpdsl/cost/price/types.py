@@ -103,6 +103,7 @@ class Columnwise:
     parts: tuple[Cols, Cols, Cols]
     gathered: Cols       # one layer's parameters gathered under ZeRO-3
     deferred: Cols       # deferred accumulation: unsharded gradients beyond the ZeRO-sharded ones
+    accumulated: Cols    # gradient bytes each micro-batch after the first adds into (unfused accumulation)
     compute: Cols        # forward + backward seconds
     compute_rec: Cols    # recompute seconds
     tau: Cols            # compute + exposed communication seconds
