@@ -51,16 +51,19 @@ STRATEGIES = {
 TARGET = 0.25
 
 PROBE = """
-import sys, time, torch
+import itertools, sys, time, torch
 torch.set_num_threads(1)
-a, b = torch.randn(256, 256), torch.randn(256, 256)
+pairs = itertools.cycle([(torch.randn(256, 256), torch.randn(256, 256)) for _ in range(int(sys.argv[2]))])
 calls, start = 0, time.perf_counter()
 while time.perf_counter() - start < float(sys.argv[1]):
-    torch.matmul(a, b)
+    torch.matmul(*next(pairs))
     calls += 1
 print(2 * 256**3 * calls / (time.perf_counter() - start))
 """
-"""A sustained 256-cubed fp32 matmul loop on one thread: FLOP/s over the whole window, contention included."""
+"""A sustained 256-cubed fp32 matmul loop on one thread: FLOP/s over the whole window, contention included.
+
+Each call multiplies the next of several operand pairs, as calibration's matmuls do
+(hpdsl/torch/calibrate.py COLD_BYTES): one pair stays in the cache and reads faster than calibrated."""
 
 
 def hpdsl(*args: str, timeout: int = 1800, tries: int = 1) -> dict[str, object]:
@@ -96,7 +99,10 @@ def cpu_share(device: Path, seconds: float = 3.0) -> float:
 
     key = str(device)
     calibrated = get_device(key).peak_flops * dict(device_facts(key)[1])[256.0]
-    probes = [subprocess.Popen([sys.executable, "-c", PROBE, str(seconds)], stdout=subprocess.PIPE, text=True,
+    from hpdsl.torch.calibrate import COLD_BYTES
+
+    pairs = str(max(2, COLD_BYTES // (8 * 256 * 256)))
+    probes = [subprocess.Popen([sys.executable, "-c", PROBE, str(seconds), pairs], stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
     rates = [float(probe.communicate(timeout=120)[0]) for probe in probes]
     return statistics.mean(rates) / calibrated
