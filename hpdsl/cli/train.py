@@ -20,7 +20,8 @@ from hpdsl.cli.app import emit_json, json_option
 from hpdsl.cli.options import flag_options, model_option, no_stdlib_option, set_option, spec_paths
 from hpdsl.cli.train_launch import TrainPlan, launch, plan_from_flags, plan_training, run_training, runnable_reasons
 from hpdsl.cli.train_options import SEED_MAX, TRAIN_FLAGS, TrainOptions, data_source, endpoint, finite
-from hpdsl.cli.train_report import render_train
+from hpdsl.cli.train_report import not_finite, render_train
+from hpdsl.errors import BuildError
 
 __all__ = ["TRAIN_FLAGS", "TrainOptions", "TrainPlan", "launch", "plan_from_flags", "plan_training", "render_train",
            "run_training", "runnable_reasons", "train_command"]
@@ -103,4 +104,9 @@ def train_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
         emit_json(result)
     else:
         click.echo(render_train(plan.name, strategy, result))
+    if (diverged := not_finite(result["loss"])) is not None:
+        # The report stands (the steps ran); the exit status says the training did not.
+        raise BuildError(f"training diverged: the loss became {result['loss'][diverged]} at step {diverged}. Hint: "
+                         "a lower --lr, or --clip; --validate compares with one process (a parallel plan that "
+                         "diverges where one process does not is a bug in hpdsl)")
 

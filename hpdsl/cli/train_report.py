@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 _PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activation_peak_bytes")
@@ -55,3 +56,8 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
         lines.append(f"gradients after step 0 against one process: max |diff| {max(gaps):.1e} "
                      f"(largest gradient {scale:.1e})")
     return "\n".join(lines)
+
+
+def not_finite(losses: list[float]) -> int | None:
+    """Return the first step whose loss is NaN or infinite (None: every loss is a number)."""
+    return next((step for step, loss in enumerate(losses) if not math.isfinite(loss)), None)

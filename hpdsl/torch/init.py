@@ -73,12 +73,25 @@ def _materialize_one(module: nn.Module, name: str, device: torch.device, seed: i
         torch.manual_seed(_seed(module, name, seed, coords))
         if device.type == "cuda":
             torch.cuda.manual_seed(_seed(module, name, seed, coords))
+        draw(module)
+
+
+def draw(module: nn.Module, std: float = STD) -> None:
+    """Draw `module`'s own parameters and state (allocated, not yet set), under torch's current generator.
+
+    Linears and embeddings N(0, std²) with zero biases, any other module its reset_parameters; then
+    its `reset_state`, where it holds more than those draw (a router's score correction buffer,
+    Gemma 4's router scales): a meta build leaves them unset.
+    """
+    with torch.no_grad():
         if isinstance(module, (nn.Linear, nn.Conv1d, nn.Embedding)):
-            nn.init.normal_(module.weight, std=STD)
+            nn.init.normal_(module.weight, std=std)
             if (bias := getattr(module, "bias", None)) is not None:
                 nn.init.zeros_(bias)
         elif callable(reset := getattr(module, "reset_parameters", None)):
             reset()
+        if callable(state := getattr(module, "reset_state", None)):
+            state()
 
 
 def _seed(module: nn.Module, name: str, seed: int, coords: Mapping[str, int]) -> int:

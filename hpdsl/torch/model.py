@@ -41,6 +41,7 @@ from hpdsl.model.axes import config_selectors as model_selectors
 from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
+from hpdsl.torch.init import draw
 from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import Attention, MoE, MoEBesideMLP
@@ -246,16 +247,8 @@ def materialize(model: nn.Module, device: str | torch.device = "cpu", *, std: fl
     if seed is not None:
         torch.manual_seed(seed)
     model.to_empty(device=device)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Embedding)):
-                nn.init.normal_(module.weight, std=std)
-                if (bias := getattr(module, "bias", None)) is not None:
-                    nn.init.zeros_(bias)
-            elif callable(reset := getattr(module, "reset_parameters", None)):
-                reset()
-            if callable(buffers := getattr(module, "reset_buffers", None)):
-                buffers()  # state a meta build leaves unset (the router's score correction)
+    for module in model.modules():
+        draw(module, std)
     return model
 
 

@@ -17,6 +17,9 @@ families' colwise/rowwise layouts (hpdsl/torch/layout.py):
   routes this rank's chunk only (`_local_moe`; under etp its peers at the same tp
   place gather it), so its experts' gradients, summed over the expert
   data-parallel group dp·cp·tp/(ep·etp), are divided by dp·cp, not dp·cp·tp;
+- a MoE beside a dense MLP (MoEBesideMLP: Gemma 4) reads the residual stream too:
+  gathered with its normed input where it gathers, and where it routes the chunk
+  its branch norms run on the chunk and the tp-split MLP gathers its own input;
 - the final norm runs on the chunk and its output is gathered for the head;
 - an MTP layer (hpdsl/torch/layers.py `MTPLayer`) runs on the chunk like a
   body layer: its embedding and hidden norms are `SequenceParallel`, its
@@ -39,7 +42,7 @@ from torch.distributed.tensor.parallel import (PrepareModuleInput, PrepareModule
 from hpdsl.bound.outer import stated_outer
 from hpdsl.errors import BuildError
 from hpdsl.ir.nodes import ModelIR
-from hpdsl.torch.modules.moe import MoE, latent_projections
+from hpdsl.torch.modules.moe import MoE, MoEBesideMLP, latent_projections
 from hpdsl.torch.pipeline import StageChunk
 
 _SEQ = Shard(1)
@@ -60,8 +63,9 @@ def model_refusals(model: ModelIR) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def _gather_in() -> PrepareModuleInput:
-    return PrepareModuleInput(input_layouts=(_SEQ,), desired_input_layouts=(Replicate(),), use_local_output=True)
+def _gather_in(inputs: int = 1) -> PrepareModuleInput:
+    return PrepareModuleInput(input_layouts=(_SEQ,) * inputs, desired_input_layouts=(Replicate(),) * inputs,
+                              use_local_output=True)
 
 
 def _chunk_out() -> PrepareModuleOutput:
@@ -141,9 +145,24 @@ def _sequence_parallel_layer(layer: nn.Module, tp: DeviceMesh, route_chunks: boo
             parallelize_module(child, tp, SequenceParallel(use_local_output=True))
         elif isinstance(child, MoE) and route_chunks and _replicated_experts(child):
             _local_moe(child, tp)
+            if isinstance(child, MoEBesideMLP):
+                _beside_on_chunk(child, tp)
         elif name in ("mixer", "ffn", "cross_attention"):
-            parallelize_module(child, tp, _gather_in())
+            # A feed-forward that reads the residual stream too (MoEBesideMLP) gathers both of its inputs.
+            parallelize_module(child, tp, _gather_in(2 if getattr(child, "reads_residual", False) else 1))
             parallelize_module(child, tp, _chunk_out())
+
+
+def _beside_on_chunk(moe: MoEBesideMLP, tp: DeviceMesh) -> None:
+    """Run a chunk-routing MoE's branch norms on the chunk and gather the sequence into the dense MLP beside it.
+
+    Its input and residual stay this rank's chunk (the experts route it, `_local_moe`); the
+    tp-split MLP gathers the sequence and keeps its chunk of the output, as a dense feed-forward.
+    """
+    for norm in (moe.mlp_post_norm, moe.moe_norm, moe.moe_post_norm):
+        parallelize_module(norm, tp, SequenceParallel(use_local_output=True))
+    parallelize_module(moe.mlp, tp, _gather_in())
+    parallelize_module(moe.mlp, tp, _chunk_out())
 
 
 def _gathered_norm(norm: nn.Module, tp: DeviceMesh) -> None:

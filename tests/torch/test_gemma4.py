@@ -20,6 +20,7 @@ the residual stream (families/scaled_router.hpf), each branch with its own norms
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,10 @@ from hpdsl.api import compile_paths, compile_sources  # noqa: E402
 from hpdsl.cost import bind, parameters  # noqa: E402
 from hpdsl.diagnostics import Source  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
+from hpdsl.ir.overrides import apply_sets  # noqa: E402
 from hpdsl.registry import Registry  # noqa: E402
 from hpdsl.torch import build_model  # noqa: E402
+from hpdsl.torch.init import shard_init  # noqa: E402
 from hpdsl.torch.model import materialize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,3 +180,35 @@ def test_gemma4_gives_transformers_logits(changes: dict[str, Any], stdlib: Regis
     ids = torch.randint(0, 101, (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(ours(ids), theirs(input_ids=ids).logits, atol=1e-4, rtol=1e-4)
+
+
+DEEPSEEK_SMALL = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 4, "vocab": 128, "ffn_width": 96,
+                  "first_k_dense": 1, "experts": 4, "top_k": 2, "expert_width": 32, "q_lora_rank": 32,
+                  "kv_lora_rank": 16, "rope_dim": 8, "nope_dim": 16, "v_head_dim": 16, "router_groups": 1,
+                  "router_group_top": 1, "mtp": 0}
+"""examples/deepseek_v3.hpf scaled down: its router keeps the score-correction buffer."""
+
+
+def test_a_meta_build_is_drawn_whole_on_one_process_and_per_unit(stdlib: Registry) -> None:
+    # A meta build allocates with to_empty: whatever a linear's weight and bias do not cover is unset until
+    # drawn. Both ways hpdsl draws a meta model (materialize, and hpdsl train's per-unit shard_init) set
+    # Gemma 4's router scales to ones and DeepSeek's score correction to zeros (reset_state), where they
+    # were once left as memory held (a NaN loss under tp with sequence parallelism).
+    gemma, _ = _built(_gemma4(**MOE), stdlib)
+    deepseek_ir = apply_sets(compile_paths([ROOT / "examples" / "deepseek_v3.hpf"]).models["deepseek_v3"],
+                             DEEPSEEK_SMALL)
+    for draw in ("materialize", "shard_init"):
+        for model in (gemma, build_model(deepseek_ir, registry=stdlib, device="meta")):
+            model = copy.deepcopy(model)  # each draw starts from the unallocated build
+            if draw == "materialize":
+                materialize(model, seed=0)
+            else:
+                shard_init(model, torch.device("cpu"), 0, {})(model)
+            for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                assert torch.isfinite(tensor).all(), (draw, name)
+                if name.endswith(("router.scale", "router.per_expert_scale")):
+                    assert torch.equal(tensor, torch.ones_like(tensor)), (draw, name)
+                if name.endswith("e_score_correction_bias"):
+                    assert torch.equal(tensor, torch.zeros_like(tensor)), (draw, name)
+            assert any(n.endswith("per_expert_scale") or n.endswith("e_score_correction_bias")
+                       for n, _ in [*model.named_parameters(), *model.named_buffers()])

@@ -179,3 +179,10 @@ def test_a_rank_killed_by_a_signal_is_named_with_its_signal() -> None:
     assert cli.returncode == 1 and "the training job failed" in err, err
     assert "SIGABRT" in err and "exitcode" in err and "rank" in err, err
     assert _gone_within(ranks, 30) and not _job_of(cli.pid)
+
+
+def test_a_diverged_loss_is_reported_and_exits_1() -> None:
+    # The report of the steps that ran is printed; the exit status says the training did not work.
+    code, output = hpdsl("train", MIXTRAL, *MIXTRAL_SMALL, "--nproc", "1", "--lr", "1e30", "--steps", "3")
+    assert code == 1 and "training diverged: the loss became nan at step 2" in output, output
+    assert "step        loss" in output and "Traceback" not in output

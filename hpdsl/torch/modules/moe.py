@@ -13,6 +13,7 @@ from typing import cast
 import attrs
 import torch
 from torch import Tensor, nn
+from torch.distributed.tensor import DTensor, Partial
 
 from hpdsl.errors import BuildError
 from hpdsl.torch.config import ModuleConfig
@@ -31,8 +32,8 @@ class Router(nn.Linear):
         if getattr(config, "router_correction", False):
             self.register_buffer("e_score_correction_bias", torch.zeros(config.experts))
 
-    def reset_buffers(self) -> None:
-        """Zero the score correction (transformers' initial value), if the router holds one."""
+    def reset_state(self) -> None:
+        """Zero the score correction (transformers' initial value), if the router holds one (a meta build's gap)."""
         correction = getattr(self, "e_score_correction_bias", None)
         if isinstance(correction, Tensor):
             with torch.no_grad():
@@ -57,9 +58,14 @@ class ScaledRouter(Router):
         """Initialise the projection as a linear layer's, the two scales to ones (transformers' values)."""
         super().reset_parameters()
         if hasattr(self, "per_expert_scale"):  # nn.Linear's constructor calls this before they exist
-            with torch.no_grad():
-                self.scale.fill_(1.0)
-                self.per_expert_scale.fill_(1.0)
+            self.reset_state()
+
+    def reset_state(self) -> None:
+        """Set the two scales to ones: a meta build's initialisation draws only a linear's weight and bias."""
+        super().reset_state()
+        with torch.no_grad():
+            self.scale.fill_(1.0)
+            self.per_expert_scale.fill_(1.0)
 
     def forward(self, x: Tensor) -> Tensor:
         """Return every token's expert scores [t, E] from `x` [t, h]."""
@@ -70,6 +76,10 @@ class ScaledRouter(Router):
 def expert_scales(router: nn.Module, weights: Tensor, indices: Tensor) -> Tensor:
     """Return the routing weights times each chosen expert's learnt scale where the router holds one (Gemma 4)."""
     scale = getattr(router, "per_expert_scale", None)
+    if isinstance(scale, DTensor):
+        # A router that runs on this tp rank's chunk (SequenceParallel, hpdsl/torch/sequence.py) holds the scale
+        # replicated; this rank's tokens give its part of the gradient, which the tp ranks sum.
+        scale = scale.to_local(grad_placements=[Partial() if p.is_replicate() else p for p in scale.placements])
     return weights if not isinstance(scale, Tensor) else weights * scale[indices]
 
 
