@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from hpdsl import ast
 from hpdsl.diagnostics import Collector, Note
+from hpdsl.model.routing import routing_problem
 
 
 def check_moe_rules(moe: dict[str, ast.Field], collector: Collector) -> None:
@@ -17,17 +18,21 @@ def check_moe_rules(moe: dict[str, ast.Field], collector: Collector) -> None:
 
 
 def _check_top_k(moe: dict[str, ast.Field], collector: Collector) -> None:
-    experts, top_k = moe.get("experts"), moe.get("top_k")
-    if experts is None or top_k is None or experts.value is None or top_k.value is None:
-        return
-    chosen, available = top_k.value.value, experts.value.value
-    if not isinstance(chosen, (int, float)) or not isinstance(available, (int, float)):
-        return  # a wrong type is reported by the field check
-    if chosen > available:
-        collector.error(top_k.value.span, "top-k-exceeds-experts",
-                        f"top_k {top_k.value.value} chooses more experts than the "
-                        f"{experts.value.value} there are",
-                        hint="top_k is the experts chosen per token, at most `experts`")
+    """Report top_k or routing groups that leave a token fewer experts than it chooses (hpdsl/model/routing.py)."""
+    values = {name: _int(moe.get(name)) for name in ("experts", "top_k", "router_groups", "router_group_top")}
+    if values["experts"] is None or values["top_k"] is None:
+        return  # unstated, or a wrong type the field check reports
+    problem = routing_problem(values["experts"], values["top_k"], values["router_groups"] or 1,
+                              values["router_group_top"] or 1)
+    blamed = moe.get(problem.field) if problem is not None else None
+    if problem is not None and blamed is not None and blamed.value is not None:
+        collector.error(blamed.value.span, problem.code, problem.message, hint=problem.hint)
+
+
+def _int(field: ast.Field | None) -> int | None:
+    """Return a field's whole-number value (None: unstated, or not a whole number)."""
+    value = None if field is None or field.value is None else field.value.value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _check_shared(moe: dict[str, ast.Field], collector: Collector) -> None:

@@ -136,6 +136,7 @@ CODES: dict[str, str] = {
     "missing-linear-dims": "the stack uses a linear-attention kind but the model declares no linear block",
     "incomplete-block": "a moe, linear or mla block lacks a field it needs",
     "top-k-exceeds-experts": "a moe block chooses more experts per token than it has",
+    "router-groups-mismatch": "a moe block's routing groups do not divide its experts or leave a token too few",
     "missing-shared-count": "a moe block gives shared experts a width or gate but no count",
     "stack-count-mismatch": "the stack's body layers do not sum to the model's layer count",
     "stack-zero-count": "a stack group or repetition has a count below one",

@@ -18,6 +18,7 @@ from hpdsl.errors import InputError
 from hpdsl.ir.nodes import FamilyIR, LayerGroup, ModelIR, ProfileIR, evolve
 from hpdsl.ir.stack import layer_kinds, run_length
 from hpdsl.model.fields import FIELDS, Field, Scalar
+from hpdsl.model.routing import routing_problem
 
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
@@ -95,9 +96,10 @@ def apply_sets(model: ModelIR, sets: Mapping[str, Scalar]) -> ModelIR:
                                           for f, spec in FIELDS.items() if spec.block == block and spec.required):
             raise InputError(f"--set {name}: {model.name} has no `{block} {{ }}` block to set it in")
     changed = evolve(model, **sets)
-    if changed.experts is not None and changed.top_k is not None and changed.top_k > changed.experts:
-        # The one cross-field rule of hpdsl/check/model_rules.py (_check_top_k) a scaled-down run trips.
-        raise InputError(f"--set: top_k {changed.top_k} exceeds experts {changed.experts}; set top_k too")
+    if changed.experts is not None and changed.top_k is not None and (problem := routing_problem(
+            changed.experts, changed.top_k, changed.router_groups or 1, changed.router_group_top or 1)):
+        # The cross-field rule of hpdsl/check/model_rules.py (_check_top_k) a scaled-down run trips.
+        raise InputError(f"--set: {problem.message}; {problem.hint}")
     if not {"layers", "mtp", "first_k_dense"} & set(sets):
         return changed
     kinds, dense = _scaled_body(model, sets)

@@ -175,8 +175,17 @@ def test_mixtral_cp2_ep2_matches_one_process_and_the_estimate(four: dict[str, di
 
 def test_set_refuses_more_chosen_experts_than_experts() -> None:
     model = examples_registry().models["qwen3_next_80b_a3b"]
-    with pytest.raises(InputError, match="top_k 10 exceeds experts 4"):
+    with pytest.raises(InputError, match="top_k 10 chooses more experts than the 4 there are"):
         apply_sets(model, {"experts": 4})
+
+
+def test_set_refuses_routing_groups_that_do_not_divide_the_experts() -> None:
+    # examples/deepseek_v3.hpf routes within 4 of 8 groups (the published config): 4 experts cannot be 8 groups.
+    model = examples_registry().models["deepseek_v3"]
+    with pytest.raises(InputError, match="router_groups 8 does not divide the 4 experts; .*state a divisor"):
+        apply_sets(model, {"experts": 4, "top_k": 2})
+    scaled = apply_sets(model, {"experts": 4, "top_k": 2, "router_groups": 2, "router_group_top": 1})
+    assert (scaled.router_groups, scaled.router_group_top) == (2, 1)
 
 
 def test_set_mtp_cuts_the_mtp_layers() -> None:

@@ -26,8 +26,9 @@ DEEPSEEK_V3 = str(ROOT / "examples" / "deepseek_v3.hpf")
 DEEPSEEK_V3_SMALL = [f"--set={pair}" for pair in (
     "layers=4", "hidden=64", "heads=4", "kv_heads=4", "vocab=128", "ffn_width=96", "first_k_dense=1", "experts=4",
     "top_k=2", "expert_width=32", "q_lora_rank=32", "kv_lora_rank=16", "rope_dim=8", "nope_dim=16",
-    "v_head_dim=16")]
-"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py)."""
+    "v_head_dim=16", "router_groups=2", "router_group_top=1")]
+"""Scaled DeepSeek-V3 with its MTP layer (`mtp 1`): trained with the MTP loss (hpdsl/torch/objective.py), its
+router as published (sigmoid scores, the score correction, group-limited: here 2 of 2 experts from 1 of 2 groups)."""
 
 STATIC = ("params_bytes", "grads_bytes", "optimizer_bytes")
 

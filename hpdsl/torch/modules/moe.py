@@ -178,6 +178,8 @@ class MoE(nn.Module):
         """Return the experts' output for `x` [..., h], each token routed by its row of `routed_by` (default `x`)."""
         flat = x.reshape(-1, x.shape[-1])
         correction = getattr(self.router, "e_score_correction_bias", None)
+        if isinstance(correction, DTensor):  # a replicated buffer (FSDP2, or tp's SequenceParallel on the router)
+            correction = correction.to_local()
         # Routed by `x` itself, no second reshape: the eager calls stay what families/router.hpf counts.
         scored = flat if routed_by is None else routed_by.reshape(flat.shape)
         weights, indices = self.routing.route(self.router(scored), correction)
