@@ -68,7 +68,8 @@ class Ctx:
     fp8: Any          # fp8-mixed: the layers' linears cast their operands (hpdsl/cost/facts/casts.py)
     any_fp8: bool     # some candidate is fp8-mixed (else the cast terms are skipped)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
-    op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
+    op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none;
+                      # only read, and computed, where host_on)
     opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
     tensor_overhead: F  # host seconds per parameter tensor a step (device model): DTensor's under tp or dp > 1
     shard_overhead: F  # host seconds per FSDP2 unit and micro-batch (device model, ZeRO-3 over dp·cp > 1; else 0)
@@ -89,9 +90,9 @@ class Ctx:
     tree_dp: Any
     latency_on: bool  # some candidate's machine states a latency (a cluster): latency terms are priced
     host_on: bool = False  # some candidate's device states an op_overhead: the host term is priced
-    call_s: F = 0.0   # host seconds per eager aten call (device model; 0 where the device states none)
+    call_s: F = 0.0   # host seconds per eager aten call (device model; 0 where the device states none; eager_on)
     eager_bw: F = 1.0  # bytes/s eager elementwise kernels move
-    dtensor_extra: F = 0.0  # what DTensor adds to an op's host time under tp > 1 (dtensor_op − op overhead)
+    dtensor_extra: F = 0.0  # what DTensor adds to an op's host time under tp > 1 (dtensor_op − op overhead; eager_on)
     eager_on: bool = False  # some candidate's device states a call_overhead: columns price their eager terms
     att_curves: Any = ()  # ((mask, attention curve), ...): each candidate's device's attention-kernel curve
 
@@ -112,31 +113,34 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     """Return the pricing arrays of `grid` under the profile's run facts."""
     f = {name: grid.arrays[name].astype(np.float64)
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
-    table = [get_device(name) for name in grid.devices]
     dev = np.maximum(grid.device_id, 0)
-    used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
+    used = np.flatnonzero(np.bincount(dev, minlength=len(grid.devices)))  # the devices used, in order (np.unique's)
     only = int(used[0]) if len(used) == 1 else None
+    # One device on the whole grid (a search): only its facts are looked up, and they stay scalars, which
+    # every formula broadcasts at the cost of one number rather than an array (the same float operations).
+    names = grid.devices if only is None else (grid.devices[only],)
+    at = 0 if only is not None else None
 
     def spread(values: list[Any]) -> Any:
-        # One device on the whole grid (a search): its facts stay scalars, which every formula broadcasts
-        # at the cost of one number rather than an array (the same float operations on each candidate).
-        return values[only] if only is not None else np.array(values)[dev]
+        return values[at] if at is not None else np.array(values)[dev]
 
+    table = [get_device(name) for name in names]
     link: dict[str, Any] = {key: spread([getattr(d, key) for d in table])
                             for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
                                         "devices_per_node")}
-    links = [link_facts(name) for name in grid.devices]
+    links = [link_facts(name) for name in names]
     link.update({key: spread([facts[key] for facts in links]) for key in links[0]})
-    facts = [device_facts(name) for name in grid.devices]
+    facts = [device_facts(name) for name in names]
     link["mem_bw"] = spread([f[0] for f in facts])
-    host = [host_facts(name) for name in grid.devices]
+    host = [host_facts(name) for name in names]
     link.update({key: spread([h[k] for h in host]) for k, key in enumerate(HOST_FACTS)})
     link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
-    link["curves"] = ((True, facts[only][1]),) if only is not None else (
-        tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),))
-    att = [attention_curve(name) for name in grid.devices]
-    link["att_curves"] = ((True, att[only]),) if only is not None else (
-        tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),))
+    att = [attention_curve(name) for name in names]
+    if at is not None:
+        link["curves"], link["att_curves"] = ((True, facts[at][1]),), ((True, att[at]),)
+    else:
+        link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
+        link["att_curves"] = tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),)
     return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
 
 
@@ -200,6 +204,9 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
     # (docs/cost-model.md#activations-per-implementation).
     eager = g["impl"] == IMPLS.index("hf-eager")
     fp8 = g["precision"] == PRECISION_NAMES.index("fp8-mixed")
+    # The host and eager terms read their facts only where some device states them (device_time.py):
+    # elsewhere (every shipped device) they are not computed at all.
+    host_on, eager_on = bool(np.any(link["op_overhead"])), bool(np.any(link["call"]))
     return Ctx(
         tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
         micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
@@ -217,7 +224,8 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
         mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
         # Under tp a layer's linears are DTensors: each of its ops dispatches at the device's dtensor_op_overhead.
-        op_overhead=xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0),
+        op_overhead=xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0)
+        if host_on else 0.0,
         opt_bw=link["opt_bw"],
         # FSDP2 units (ZeRO-3 over dp·cp > 1): each all-gathers and reduce-scatters once a micro-batch.
         shard_overhead=xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"], 0.0), 0.0),
@@ -236,10 +244,11 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
         lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
         latency_on=latency_on,
-        host_on=bool(np.any(link["op_overhead"])),
-        call_s=xp.where(device_model, link["call"], 0.0), eager_bw=link["eager_bw"],
-        dtensor_extra=xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0),
-        eager_on=bool(np.any(link["call"])), att_curves=link["att_curves"])
+        host_on=host_on, call_s=xp.where(device_model, link["call"], 0.0) if eager_on else 0.0,
+        eager_bw=link["eager_bw"],
+        dtensor_extra=xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0)
+        if eager_on else 0.0,
+        eager_on=eager_on, att_curves=link["att_curves"])
 
 
 def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[Any, Any]:
