@@ -6,6 +6,7 @@ each formula downstream is a plain numpy expression over the whole grid.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -109,8 +110,11 @@ class Ctx:
         return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.expert_dp, 1.0)
 
 
-def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
-    """Return the pricing arrays of `grid` under the profile's run facts."""
+def context(grid: StrategyGrid, run: RunFacts, links: Collection[str] | None = None) -> Ctx:
+    """Return the pricing arrays of `grid` under the profile's run facts (of LINK_FIELDS only `links`, if given).
+
+    A field of LINK_FIELDS left out is None, so a formula that comes to read one fails loudly.
+    """
     f = {name: grid.arrays[name].astype(np.float64)
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
     dev = np.maximum(grid.device_id, 0)
@@ -128,8 +132,8 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     link: dict[str, Any] = {key: spread([getattr(d, key) for d in table])
                             for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
                                         "devices_per_node")}
-    links = [link_facts(name) for name in names]
-    link.update({key: spread([facts[key] for facts in links]) for key in links[0]})
+    tiers = [link_facts(name) for name in names]
+    link.update({key: spread([facts[key] for facts in tiers]) for key in tiers[0]})
     facts = [device_facts(name) for name in names]
     link["mem_bw"] = spread([f[0] for f in facts])
     host = [host_facts(name) for name in names]
@@ -141,7 +145,7 @@ def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
     else:
         link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
         link["att_curves"] = tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),)
-    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
+    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run, links)
 
 
 def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
@@ -167,38 +171,14 @@ ZERO3 = ZERO.index("os+grad+params")
 
 
 def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dict[str, Any],
-         run: RunFacts) -> Ctx:
+         run: RunFacts, links: Collection[str] | None = None) -> Ctx:
     """Return the Ctx of float degrees `f`, grid codes `g` and device facts `link` (arrays or scalars)."""
     t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
     sp_on = xp.where(g["sp"] < 0, int(run.shard_activations), g["sp"]) > 0
     batch = xp.where(g["global_batch"] > 0, g["global_batch"], g["micro_batch"] * g["dp"] * g["pp"])
     m = xp.maximum(batch // xp.maximum(g["micro_batch"] * g["dp"], 1), 1) * 1.0
-    per_node, intra, inter = (link["devices_per_node"], link["intra_node_bandwidth"],
-                              link["inter_node_bandwidth"])
-
-    def bandwidth(span: Val) -> Val:
-        return xp.where(span <= per_node, intra, inter)
-
-    def tier(span: Val, fact: str) -> Val:
-        return xp.where(span <= per_node, link[f"node_{fact}"], link[f"network_{fact}"])
-
-    def collective(span: Val, *kinds: str) -> Val:
-        """Return the device model's bandwidth of `kinds` run in equal volume (harmonic mean), else the old one."""
-        reached = tier(span, kinds[0]) if len(kinds) == 1 else len(kinds) / sum(1.0 / tier(span, k) for k in kinds)
-        return reached if every_device_model else xp.where(device_model, reached, bandwidth(span))
-
-    def latency(span: Val) -> Val:
-        if not latency_on:  # no tier states one: zero throughout
-            return xp.zeros_like(span * 1.0)
-        return xp.where(device_model, tier(span, "latency"), 0.0)
-
     device_model = g["mfu"] == 0
-    # Grid-wide facts that let a term skip what np.where would throw away (the same values).
-    every_device_model = isinstance(device_model, np.ndarray) and bool(np.all(device_model))
     latency_on = bool(np.any(link["node_latency"]) or np.any(link["network_latency"]))
-    zero_none = g["zero"] == 0
-    dp_span = t * cp * dp
-
     ep, etp = f["ep"], f["etp"]
     # Eager attention keeps the score matrix whatever --flash says
     # (docs/cost-model.md#activations-per-implementation).
@@ -222,33 +202,72 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
         overlapped_grad_reduce=run.overlapped_grad_reduce,
         achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
         peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
-        mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
+        mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model, opt_bw=link["opt_bw"],
+        latency_on=latency_on, host_on=host_on, eager_bw=link["eager_bw"], eager_on=eager_on,
+        att_curves=link["att_curves"],
+        **_links(f, g, link, (sp_on, device_model, latency_on, host_on, eager_on), links))
+
+
+LINK_FIELDS = ("op_overhead", "shard_overhead", "comm_overlap", "tensor_overhead", "bw_tp", "bw_cp", "bw_ep",
+               "bw_dp", "bw_pp", "lat_tp", "lat_cp", "lat_ep", "lat_dp", "lat_pp", "tree_tp", "tree_dp", "call_s",
+               "dtensor_extra")
+"""The context's per-axis link and host fields: `context` computes only those a caller asks for."""
+
+
+def _links(f: dict[str, Any], g: dict[str, Any], link: dict[str, Any], flags: tuple[Any, ...],
+           fields: Collection[str] | None) -> dict[str, Any]:
+    """Return the LINK_FIELDS in `fields` (None: all), the others None: bandwidths, latencies and host terms."""
+    t, cp, dp, ep, etp = f["tp"], f["cp"], f["dp"], f["ep"], f["etp"]
+    sp_on, device_model, latency_on, host_on, eager_on = flags
+    per_node, intra, inter = (link["devices_per_node"], link["intra_node_bandwidth"],
+                              link["inter_node_bandwidth"])
+    # Grid-wide: every candidate on the device time model lets a term skip what np.where would throw away.
+    every_device_model = isinstance(device_model, np.ndarray) and bool(np.all(device_model))
+
+    def bandwidth(span: Val) -> Val:
+        return xp.where(span <= per_node, intra, inter)
+
+    def tier(span: Val, fact: str) -> Val:
+        return xp.where(span <= per_node, link[f"node_{fact}"], link[f"network_{fact}"])
+
+    def collective(span: Val, *kinds: str) -> Val:
+        """Return the device model's bandwidth of `kinds` run in equal volume (harmonic mean), else the old one."""
+        reached = tier(span, kinds[0]) if len(kinds) == 1 else len(kinds) / sum(1.0 / tier(span, k) for k in kinds)
+        return reached if every_device_model else xp.where(device_model, reached, bandwidth(span))
+
+    def latency(span: Val) -> Val:
+        if not latency_on:  # no tier states one: zero throughout
+            return xp.zeros_like(span * 1.0)
+        return xp.where(device_model, tier(span, "latency"), 0.0)
+
+    dp_span = t * cp * dp
+    terms: dict[str, Callable[[], Any]] = {
         # Under tp a layer's linears are DTensors: each of its ops dispatches at the device's dtensor_op_overhead.
-        op_overhead=xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0)
-        if host_on else 0.0,
-        opt_bw=link["opt_bw"],
+        "op_overhead": lambda: (xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0)
+                                if host_on else 0.0),
         # FSDP2 units (ZeRO-3 over dp·cp > 1): each all-gathers and reduce-scatters once a micro-batch.
-        shard_overhead=xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"], 0.0), 0.0),
-        comm_overlap=xp.where(device_model, link["overlap"], 1.0),
+        "shard_overhead": lambda: xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"],
+                                                                  0.0), 0.0),
+        "comm_overlap": lambda: xp.where(device_model, link["overlap"], 1.0),
         # FSDP2 (dp) and the tp plan make every parameter a DTensor, whose optimizer ops dispatch through it
-        tensor_overhead=xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]), 0.0),
+        "tensor_overhead": lambda: xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]),
+                                            0.0),
         # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers
         # and reduce-scatters under sp, else all-reduces; cp's ring sends p2p, Ulysses swaps all-to-all; the
         # MoE dispatch is all-to-all on the ep axis' tier; dp all-reduces, or reduce-scatters and all-gathers.
-        bw_tp=xp.where(sp_on, collective(t, "all_gather", "reduce_scatter"), collective(t, "all_reduce")),
-        bw_cp=xp.where(g["cp_kind"] == 0, collective(t * cp, "p2p"), collective(t * cp, "all_to_all")),
-        bw_ep=collective(ep * etp, "all_to_all"),
-        bw_dp=xp.where(zero_none, collective(dp_span, "all_reduce"),
-                       collective(dp_span, "reduce_scatter", "all_gather")),
-        bw_pp=collective(2 * t * cp * dp, "p2p"),
-        lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
-        lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
-        latency_on=latency_on,
-        host_on=host_on, call_s=xp.where(device_model, link["call"], 0.0) if eager_on else 0.0,
-        eager_bw=link["eager_bw"],
-        dtensor_extra=xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0)
-        if eager_on else 0.0,
-        eager_on=eager_on, att_curves=link["att_curves"])
+        "bw_tp": lambda: xp.where(sp_on, collective(t, "all_gather", "reduce_scatter"), collective(t, "all_reduce")),
+        "bw_cp": lambda: xp.where(g["cp_kind"] == 0, collective(t * cp, "p2p"), collective(t * cp, "all_to_all")),
+        "bw_ep": lambda: collective(ep * etp, "all_to_all"),
+        "bw_dp": lambda: xp.where(g["zero"] == 0, collective(dp_span, "all_reduce"),
+                                  collective(dp_span, "reduce_scatter", "all_gather")),
+        "bw_pp": lambda: collective(2 * t * cp * dp, "p2p"),
+        "lat_tp": lambda: latency(t), "lat_cp": lambda: latency(t * cp), "lat_ep": lambda: latency(ep * etp),
+        "lat_dp": lambda: latency(dp_span), "lat_pp": lambda: latency(2 * t * cp * dp),
+        "tree_tp": lambda: tier(t, "tree") > 0, "tree_dp": lambda: tier(dp_span, "tree") > 0,
+        "call_s": lambda: xp.where(device_model, link["call"], 0.0) if eager_on else 0.0,
+        "dtensor_extra": lambda: (xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0)
+                                  if eager_on else 0.0)}
+    return {name: term() if fields is None or name in fields else None for name, term in terms.items()}
 
 
 def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[Any, Any]:

@@ -76,6 +76,9 @@ def row_count(space: Space, split: bool = False) -> int:
 BOUND_SLICE = 1 << 15
 """Bound rows computed per numpy pass (cache-sized, like pricing's CHUNK)."""
 
+BOUND_LINKS = ("bw_pp",)
+"""The context's link fields (LINK_FIELDS) a bound row's own context is read for: its work's are the representatives'."""
+
 
 def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False
            ) -> tuple[np.ndarray, np.ndarray]:
@@ -100,7 +103,7 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
         deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
             part = slice(lo, hi)
-            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run)
+            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run, BOUND_LINKS)
             times[part], peaks[part] = _group_bounds(prepared, x, (table, inverse[part]), deltas)
     return times, peaks
 
@@ -123,9 +126,11 @@ def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.nda
     flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
     held = None
     inverse = work[1]
-    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] for code, cols in deltas.items()}
-    for delta in own.values():   # the fewest any recompute choice keeps, per rank
-        per_chunk = (kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
+    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] if code else []
+                                                     for code, cols in deltas.items()}
+    for code, delta in own.items():   # the fewest any recompute choice keeps, per rank
+        # No recompute (code 0) keeps nothing beyond none (_deltas: zeros), and kept + 0.0 is kept.
+        per_chunk = kept if code == 0 else kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans)
         total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
     assert held is not None
