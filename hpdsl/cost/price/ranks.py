@@ -170,11 +170,14 @@ def time(g: Group, static_rows: np.ndarray) -> dict[str, Any]:
     pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
     compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
     once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
+    device = uses_device_model(x)
+    # A column's parameter tensors and FSDP2 units are one number for every candidate (grid.py column_static):
+    # each distinct rank's sums are taken once, (U, 1), and broadcast as the (U, n) sums would be.
     t_row, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
                                     g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
-                                    static_rows if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.tensors) if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.units) if uses_device_model(x) else 0.0)
+                                    static_rows if device else 0.0,
+                                    g.ranks([v[:1] for v in cw.tensors]) if device else 0.0,
+                                    g.ranks([v[:1] for v in cw.units]) if device else 0.0)
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
                            once_s.max(axis=0), g.layout.vpp)

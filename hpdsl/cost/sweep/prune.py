@@ -124,15 +124,22 @@ def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.nda
     kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
-    held = None
+    held = fewest = None
     inverse = work[1]
     own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] if code else []
                                                      for code, cols in deltas.items()}
     for code, delta in own.items():   # the fewest any recompute choice keeps, per rank
         # No recompute (code 0) keeps nothing beyond none (_deltas: zeros), and kept + 0.0 is kept.
         per_chunk = kept if code == 0 else kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans)
+        if layout.vpp == 1:
+            # One chunk per rank: static + flight·bytes is monotone in the bytes (flight ≥ 1, rounding is
+            # monotone), so the least total is that of the fewest bytes, found on the distinct chunks.
+            fewest = per_chunk if fewest is None else np.minimum(fewest, per_chunk)
+            continue
         total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
+    if fewest is not None:
+        held = static + ranks.per_rank_sum(flight * fewest[chunks.inverse], layout.stages, layout.vpp)
     assert held is not None
     t_row = g.ranks(cw.tau, cw.tau_rec if deltas is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0), 0.0,
