@@ -24,7 +24,7 @@ from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas import param_shards as shards
 from hpdsl.cost.formulas import xp
-from hpdsl.cost.formulas.context import Ctx, context
+from hpdsl.cost.formulas.context import LINK_FIELDS, Ctx, context
 from hpdsl.cost.formulas.device_time import column_seconds, uses_device_model
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.ranks import price_group
@@ -92,6 +92,9 @@ WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "
                "peak_mm", "fp8", "mem_bw", "op_overhead", "call_s", "eager_bw", "dtensor_extra", "opt_bw", "device_model", "bw_tp", "bw_cp", "bw_ep", "lat_tp",
                "lat_cp", "lat_ep", "tree_tp")
 """The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
+
+WORK_LINKS = tuple(name for name in LINK_FIELDS if name in WORK_FIELDS)
+"""The link fields a context computed for representatives alone needs (context's `links`)."""
 
 
 def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:

@@ -39,7 +39,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import Work, price_fit, representatives, some_columns, work_table
+from hpdsl.cost.price.grid import WORK_LINKS, Work, price_fit, representatives, some_columns, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
@@ -98,7 +98,7 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
         # facts (one device, one implementation), so its rows' context is theirs in any grid.
         _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run))
+        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run, WORK_LINKS))
         table = work_table(prepared, xu)
         deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
@@ -271,11 +271,19 @@ def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]]
     code = np.concatenate([part[0] for part in parts])
     order = np.argsort(code, kind="stable")
     first = parts[0][1]
-    grid = StrategyGrid({k: np.concatenate([part[1].arrays[k] for part in parts])[order] for k in first.arrays},
+    grid = StrategyGrid({k: _joined([part[1].arrays[k] for part in parts], order) for k in first.arrays},
                         first.splits, first.devices)
     times = np.concatenate([part[2] for part in parts])[order]
     peaks = np.concatenate([part[3] for part in parts])[order]
     return Pruned(grid, times, peaks, checked, skipped)
+
+
+def _joined(arrays: list[np.ndarray], order: np.ndarray) -> np.ndarray:
+    """Return the parts' arrays as one, in `order`; a value every part broadcasts (a fixed choice) stays a view."""
+    value = arrays[0][:1]
+    if all(a.strides == (0,) for a in arrays) and all(a[0] == value[0] for a in arrays):
+        return np.broadcast_to(value, (len(order),))
+    return np.concatenate(arrays)[order]
 
 
 class _Thresholds:
