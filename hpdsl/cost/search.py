@@ -90,7 +90,8 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     if _exhaustive:
         grid = full_grid(space)
         # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
-        valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
+        valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False,
+                                                            shape=prepared.checks().checks.shape)))
         times, peaks = price_chunks(prepared, valid, progress, start)
         considered, skipped = len(grid), 0
     else:

@@ -184,7 +184,7 @@ def _model_layouts(prepared: Prepared, devices: int, *, global_batch: int = 0, s
                    cp_of=max(seq_len, 0), dp_of=max(global_batch, 0), pp_max=shape.layers)
     probe = StrategyGrid.from_arrays(len(rows), **dict(zip(("tp", "cp", "pp", "dp", "ep", "etp"), rows.T)),
                                      sp=(rows[:, 0] > 1).astype(np.int64))
-    return rows[~invalid_mask(prepared.columns, probe, model_only=True)]
+    return rows[~invalid_mask(prepared.columns, probe, model_only=True, shape=shape)]
 
 
 def plain_invalid(prepared: Prepared, grid: StrategyGrid) -> np.ndarray:
