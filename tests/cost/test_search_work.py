@@ -1,4 +1,4 @@
-"""The search's shared work (hpdsl/cost/price/grid.py work_table, Space.work_codes) and the curve's array path prices bitwise as before."""
+"""The search's shared work (hpdsl/cost/price/grid.py work_table, Space.work_codes), the curve's array path and a fixed choice's widths price bitwise as before."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpdsl.cost.facts.devices import device_facts
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.rules import invalid_mask
-from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.context import context, precision_widths
 from hpdsl.cost.formulas.kernels import curve_efficiency
 from hpdsl.cost.price.grid import WORK_FIELDS, price_fit, representatives
 from hpdsl.cost.price.prepare import prepare
@@ -59,3 +60,17 @@ def test_curve_array_path_equals_the_float_path(device: str, sizes: list[float])
     curve = device_facts(device)[1]
     shares = curve_efficiency(curve, np.asarray(sizes))
     assert [float(s) for s in shares] == [curve_efficiency(curve, size) for size in sizes]
+
+
+@pytest.mark.parametrize(("precision", "optimizer", "param_bytes", "compute_bytes"),
+                         [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 3, 0), (-1, -1, 0, 4), (0, 1, 2, 2)])
+def test_widths_of_fixed_choices_equal_the_per_candidate_lookup(precision: int, optimizer: int, param_bytes: int,
+                                                                 compute_bytes: int) -> None:
+    # A search's grid broadcasts its fixed choices (one value, stride 0): precision_widths finds them once.
+    run = example("llama2_7b").profile.run
+    grid = StrategyGrid.from_arrays(5, precision=precision, optimizer=optimizer, param_bytes=param_bytes,
+                                    compute_bytes=compute_bytes)
+    fixed = StrategyGrid({k: np.broadcast_to(v[:1], (5,)) for k, v in grid.arrays.items()}, grid.splits,
+                         grid.devices)
+    once, each = precision_widths(fixed, run), precision_widths(grid, run)
+    assert {k: v.tobytes() for k, v in once.items()} == {k: v.tobytes() for k, v in each.items()}

@@ -294,12 +294,19 @@ def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
             "compute": float(strategy.compute_bytes or PRECISIONS[strategy.precision].compute)}
 
 
+WIDTH_FIELDS = ("precision", "optimizer", "param_bytes", "compute_bytes")
+"""The grid fields a candidate's widths (precision_widths) are found from."""
+
+
 def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
     """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
 
     Each (precision, optimizer) pair is looked up once in hpdsl/cost/facts/precision.py;
     a strategy's stated param_bytes or compute_bytes (non-zero) wins over its precision's.
     """
+    if len(grid) > 1 and all(grid.arrays[k].strides == (0,) for k in WIDTH_FIELDS):
+        # One value of each on the whole grid (a search's fixed choices): found once, then repeated.
+        return {k: np.full(len(grid), v) for k, v in _first_widths(grid, run).items()}
     out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
     prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
     pairs = np.flatnonzero(np.bincount(prec * len(OPTIMIZER_NAMES) + opt))  # a few codes, in order (np.unique's)
@@ -311,3 +318,13 @@ def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]
     out["param"] = np.where(grid.param_bytes > 0, grid.param_bytes, out["param"]).astype(np.float64)
     out["compute"] = np.where(grid.compute_bytes > 0, grid.compute_bytes, out["compute"]).astype(np.float64)
     return out
+
+
+def _first_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, float]:
+    """Return the first candidate's widths as precision_widths finds them (the same lookups and conversions)."""
+    p_code, o_code = max(int(grid.precision[0]), 0), max(int(grid.optimizer[0]), 0)
+    w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)
+    param, compute = int(grid.param_bytes[0]), int(grid.compute_bytes[0])
+    return {"param": float(param if param > 0 else w.param), "grad": float(w.grad),
+            "optimizer": float(w.optimizer),
+            "compute": float(compute if compute > 0 else PRECISIONS[PRECISION_NAMES[p_code]].compute)}
