@@ -39,7 +39,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import WORK_LINKS, Work, price_fit, representatives, some_columns, work_table
+from hpdsl.cost.price.grid import WORK_LINKS, Work, WorkMemo, price_fit, representatives, some_columns, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
@@ -80,9 +80,12 @@ BOUND_LINKS = ("bw_pp",)
 """The context's link fields (LINK_FIELDS) a bound row's own context is read for: its work's are the representatives'."""
 
 
-def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices."""
+def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False,
+           memo: WorkMemo | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices.
+
+    `memo` keeps the rows' work (their candidates' at the rows' recompute) for the search's pricing.
+    """
     vi, ri, mi, ci, ki = rows
     # Each row once, at its recompute choice (the first, unless split) and the strongest ZeRO level.
     zi = np.full(len(vi), int(np.argmax(space.options[4])))
@@ -96,10 +99,12 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
         # The columns' work is computed once per mesh, micro-batch, recompute and cp kind, for
         # every (pp, vpp): the context is elementwise, and a space's candidates share its grid-wide
         # facts (one device, one implementation), so its rows' context is theirs in any grid.
-        _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
+        codes, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
         inverse = inverse.ravel()
         xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run, WORK_LINKS))
         table = work_table(prepared, xu)
+        if memo is not None:
+            memo.add(codes, table)
         deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
             part = slice(lo, hi)
@@ -173,6 +178,8 @@ class Pruned:
     peaks: np.ndarray
     checked: int    # candidates whose validity was checked (the rest were skipped by bound)
     skipped: int    # candidates neither checked nor priced: their bounds could not beat the answer
+    work: np.ndarray | None = None  # each candidate's work code (Space.work_codes), whose work `memo` holds
+    memo: WorkMemo | None = None
 
 
 @attrs.frozen(eq=False)
@@ -195,7 +202,8 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
         raise too_many(row_count(space, split), "bound", "groups of candidates")
     rows = bound_rows(space, split)
     per_row = space.sizes[4] * (1 if split else space.sizes[3])
-    t_lb, m_lb = bounds(prepared, space, rows, split)
+    memo = WorkMemo()
+    t_lb, m_lb = bounds(prepared, space, rows, split, memo)
     pipelined = (space.rows[rows[1], 2] > 1) & (space.options[0][rows[0]] == 1)
     # A row whose every candidate is past the capacity (past the near-fit one if pipelined) cannot matter.
     reach = np.where(pipelined, goal.capacity * goal.near_fit, goal.capacity)
@@ -210,7 +218,7 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     for lo in range(0, len(alive), step):
         chunk = alive[lo:lo + step]
         chunk = chunk[~state.prunes(t_lb[chunk], m_lb[chunk], pipelined[chunk])]
-        part = _price_rows(prepared, space, rows, chunk, split) if len(chunk) else None
+        part = _price_rows(prepared, space, rows, chunk, split, memo) if len(chunk) else None
         checked += len(chunk) * per_row
         if part is not None:
             priced += len(part[1])
@@ -220,11 +228,11 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
             state.add(part[2], part[3], (part[1].pp > 1) & (part[1].vpp == 1))
         if progress is not None:
             progress(len(alive[lo:lo + step]) * per_row)
-    return _merged(parts, space, checked, len(rows[0]) * per_row - checked)
+    return attrs.evolve(_merged(parts, space, checked, len(rows[0]) * per_row - checked), memo=memo)
 
 
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
-                split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
+                split: bool, memo: WorkMemo) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
     # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
     chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
@@ -233,7 +241,7 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
-    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code)))
+    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code), memo))
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
@@ -275,7 +283,7 @@ def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]]
                         first.splits, first.devices)
     times = np.concatenate([part[2] for part in parts])[order]
     peaks = np.concatenate([part[3] for part in parts])[order]
-    return Pruned(grid, times, peaks, checked, skipped)
+    return Pruned(grid, times, peaks, checked, skipped, _work_codes(space, code[order]))
 
 
 def _joined(arrays: list[np.ndarray], order: np.ndarray) -> np.ndarray:
