@@ -208,7 +208,7 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     # A row whose every candidate is past the capacity (past the near-fit one if pipelined) cannot matter.
     reach = np.where(pipelined, goal.capacity * goal.near_fit, goal.capacity)
     alive = np.flatnonzero(~(m_lb > reach))
-    alive = alive[np.argsort(t_lb[alive], kind="stable")]
+    alive = alive[stable_order(t_lb[alive])]
     if progress is not None:
         progress((len(rows[0]) - len(alive)) * per_row)
     state = _Thresholds(goal)
@@ -229,6 +229,27 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
         if progress is not None:
             progress(len(alive[lo:lo + step]) * per_row)
     return attrs.evolve(_merged(parts, space, checked, len(rows[0]) * per_row - checked), memo=memo)
+
+
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """Return np.argsort(values, kind="stable"): an unstable sort, then each run of equal values (NaNs one run) by index.
+
+    A search's time bounds are mostly distinct (3% tie on DeepSeek-V3's 1,024 devices), and numpy's
+    introsort takes about half its merge sort's time there; only the tied runs are sorted again, by index.
+    """
+    order = np.argsort(values)
+    ordered = values[order]
+    nan = np.isnan(ordered)
+    tied = (ordered[1:] == ordered[:-1]) | (nan[1:] & nan[:-1])
+    ties = int(np.count_nonzero(tied))
+    if not ties:
+        return order
+    if ties > len(values) // 8:   # many ties: re-sorting them costs more than the merge sort saves
+        return np.argsort(values, kind="stable")
+    runs = np.concatenate([[0], np.cumsum(~tied)])   # each position's run of equal values
+    at = np.flatnonzero(np.concatenate([tied, [False]]) | np.concatenate([[False], tied]))
+    order[at] = order[at][np.lexsort((order[at], runs[at]))]
+    return order
 
 
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
