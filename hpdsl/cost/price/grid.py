@@ -156,7 +156,7 @@ class WorkMemo:
             if hit.any():
                 found |= hit
                 sources.append((hit, at[hit], table))
-        if not found.all():
+        if not found.all() or not len(codes):   # (no candidates: an empty table, as work_table gives)
             fresh = work_table(p, representatives(x, index[~found]))
             self.add(codes[~found], fresh)
             sources.append((~found, slice(None), fresh))
