@@ -90,15 +90,16 @@ def search(cost_model: CostModel | Prepared, devices: int, memory_bytes: float |
     if _exhaustive:
         grid = full_grid(space)
         # The layouts passed the families' requires in _model_layouts: the rest of the rules judge the grid.
-        valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False)))
+        valid = rank.canonical_zero(grid.take(~invalid_mask(prepared.columns, grid, requires=False,
+                                                            shape=prepared.checks().checks.shape)))
         times, peaks = price_chunks(prepared, valid, progress, start)
-        considered, skipped = len(grid), 0
+        considered, skipped, work, memo = len(grid), 0, None, None
     else:
         goal = Goal(top, pareto, capacity, NEAR_FIT, UNEVEN_TRIED)
         found = bounded(prepared, space, goal, progress, start)
-        valid, times, peaks = found.grid, found.times, found.peaks
+        valid, times, peaks, work, memo = found.grid, found.times, found.peaks, found.work, found.memo
         considered, skipped = found.checked + found.skipped, found.skipped
-    extra, extra_times, extra_peaks = uneven_candidates(prepared, valid, times, peaks, capacity)
+    extra, extra_times, extra_peaks = uneven_candidates(prepared, valid, times, peaks, capacity, work, memo)
     times, peaks = np.concatenate([times, extra_times]), np.concatenate([peaks, extra_peaks])
     fits = np.nonzero(peaks <= capacity)[0]
     ranked, counts = (rank.pareto if pareto else rank.collapse)(times, peaks, fits)

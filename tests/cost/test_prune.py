@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from cost_builders import dense_model, example, moe_model
@@ -14,7 +16,7 @@ from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.price.grid import price_fit
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.search import SearchResult, search
-from hpdsl.cost.sweep.prune import _expand, bound_rows, bounds, row_count
+from hpdsl.cost.sweep.prune import _expand, bound_rows, bounds, row_count, stable_order
 from hpdsl.cost.sweep.rank import canonical_zero
 from hpdsl.cost.sweep.space import search_space
 
@@ -107,3 +109,11 @@ def test_a_search_past_what_can_be_bounded_is_refused_before_it_starts() -> None
     with pytest.raises(InvalidStrategyError, match="would bound .* groups of candidates, more than 2,000,000"):
         search(_model("deepseek_v3"), 131072, micro_batches=tuple(range(1, 17)), vpp=tuple(range(1, 17)),
                progress=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from((0.0, -0.0, 1.0, 2.5, 3.0, 1e-300, math.inf, -math.inf, math.nan)), max_size=60)
+       | st.lists(st.floats(allow_nan=True), max_size=200))
+def test_stable_order_is_the_stable_argsort(values: list[float]) -> None:
+    array = np.asarray(values, dtype=np.float64)
+    assert np.array_equal(stable_order(array), np.argsort(array, kind="stable"))

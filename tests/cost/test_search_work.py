@@ -1,4 +1,4 @@
-"""The search's shared work (hpdsl/cost/price/grid.py work_table, Space.work_codes) and the curve's array path prices bitwise as before."""
+"""The search's shared work (hpdsl/cost/price/grid.py work_table, Space.work_codes), the curve's array path and a fixed choice's widths price bitwise as before."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpdsl.cost.facts.devices import device_facts
+from hpdsl.cost.facts.grid import StrategyGrid
 from hpdsl.cost.feasibility.rules import invalid_mask
-from hpdsl.cost.formulas.context import context
+from hpdsl.cost.formulas.context import context, precision_widths
 from hpdsl.cost.formulas.kernels import curve_efficiency
-from hpdsl.cost.price.grid import WORK_FIELDS, price_fit, representatives
+from hpdsl.cost.price.grid import WORK_FIELDS, WorkMemo, price_fit, representatives
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.sweep.rank import canonical_zero
 from hpdsl.cost.sweep.space import full_grid, search_space
@@ -59,3 +60,40 @@ def test_curve_array_path_equals_the_float_path(device: str, sizes: list[float])
     curve = device_facts(device)[1]
     shares = curve_efficiency(curve, np.asarray(sizes))
     assert [float(s) for s in shares] == [curve_efficiency(curve, size) for size in sizes]
+
+
+@pytest.mark.parametrize(("precision", "optimizer", "param_bytes", "compute_bytes"),
+                         [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 3, 0), (-1, -1, 0, 4), (0, 1, 2, 2)])
+def test_widths_of_fixed_choices_equal_the_per_candidate_lookup(precision: int, optimizer: int, param_bytes: int,
+                                                                 compute_bytes: int) -> None:
+    # A search's grid broadcasts its fixed choices (one value, stride 0): precision_widths finds them once.
+    run = example("llama2_7b").profile.run
+    grid = StrategyGrid.from_arrays(5, precision=precision, optimizer=optimizer, param_bytes=param_bytes,
+                                    compute_bytes=compute_bytes)
+    fixed = StrategyGrid({k: np.broadcast_to(v[:1], (5,)) for k, v in grid.arrays.items()}, grid.splits,
+                         grid.devices)
+    once, each = precision_widths(fixed, run), precision_widths(grid, run)
+    assert {k: v.tobytes() for k, v in once.items()} == {k: v.tobytes() for k, v in each.items()}
+
+
+def test_work_held_across_chunks_prices_every_candidate_as_alone() -> None:
+    # The bounded search prices a chunk at a time through one WorkMemo: a code's work computed for an
+    # earlier chunk is copied, not computed again, and every price stays the one it has alone.
+    prepared = prepare(example("qwen3_30b_a3b"))
+    space = search_space(prepared, 16, global_batch=256, seq_len=4096, vpp=(1, 2),
+                         base=Strategy().with_(device="h100@dgx_h100"))
+    grid = full_grid(space)
+    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
+             for k, size in enumerate(space.sizes)]
+    keep = space.kept(index[1], index[5])
+    vi, ri, mi, ci, zi, ki = (i[keep] for i in index)
+    ok = ~invalid_mask(prepared.columns, grid, requires=False)
+    valid, codes = canonical_zero(grid.take(ok)), space.work_codes(ri, mi, ci, ki)[ok]
+    memo, half = WorkMemo(), len(valid) // 2
+    first = price_fit(prepared, valid.take(slice(0, half)), codes[:half], memo)
+    second = price_fit(prepared, valid.take(slice(half, None)), codes[half:], memo)
+    assert np.isin(codes[half:], codes[:half]).any()   # the second half finds some of its work held
+    assert sum(len(block[0]) for block in memo.blocks) == len(np.unique(codes))   # each code's work kept once
+    alone = price_fit(prepared, valid)
+    for k in range(2):
+        assert np.array_equal(np.concatenate([first[k], second[k]]), alone[k], equal_nan=True)

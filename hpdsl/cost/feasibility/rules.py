@@ -224,14 +224,15 @@ def rules(shape: Shape) -> tuple[Rule, ...]:
 
 
 def invalid_mask(columns: ModelColumns, grid: StrategyGrid, *, model_only: bool = False,
-                 requires: bool = True) -> Mask:
+                 requires: bool = True, shape: Shape | None = None) -> Mask:
     """Return, per candidate, whether any rule flags it (model_only: only the model's rules).
 
     `requires=False` leaves out the families' requires: they read only the axis
     sizes (CONDITION_AXES), so a caller whose grid's sizes all passed them already
-    (the search's layouts) need not judge them again.
+    (the search's layouts) need not judge them again. `shape` is model_shape(columns)
+    where the caller holds it (a Prepared's checks): it is not found again.
     """
-    shape = model_shape(columns)
+    shape = model_shape(columns) if shape is None else shape
     bad = np.zeros(len(grid), dtype=bool)
     for rule in (_model_rules(shape) if model_only else rules(shape)):
         if requires or not rule.require:

@@ -6,6 +6,7 @@ each formula downstream is a plain numpy expression over the whole grid.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -69,7 +70,8 @@ class Ctx:
     fp8: Any          # fp8-mixed: the layers' linears cast their operands (hpdsl/cost/facts/casts.py)
     any_fp8: bool     # some candidate is fp8-mixed (else the cast terms are skipped)
     mem_bw: F         # memory bandwidth memory-bound kernels reach: bandwidth·memory_efficiency
-    op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none)
+    op_overhead: F    # host seconds per op, forward and backward (device model; 0 where the device states none;
+                      # only read, and computed, where host_on)
     opt_bw: F         # bytes/s the optimizer step moves: optimizer_bandwidth, else mem_bw
     tensor_overhead: F  # host seconds per parameter tensor a step (device model): DTensor's under tp or dp > 1
     shard_overhead: F  # host seconds per FSDP2 unit and micro-batch (device model, ZeRO-3 over dp·cp > 1; else 0)
@@ -90,9 +92,9 @@ class Ctx:
     tree_dp: Any
     latency_on: bool  # some candidate's machine states a latency (a cluster): latency terms are priced
     host_on: bool = False  # some candidate's device states an op_overhead: the host term is priced
-    call_s: F = 0.0   # host seconds per eager aten call (device model; 0 where the device states none)
+    call_s: F = 0.0   # host seconds per eager aten call (device model; 0 where the device states none; eager_on)
     eager_bw: F = 1.0  # bytes/s eager elementwise kernels move
-    dtensor_extra: F = 0.0  # what DTensor adds to an op's host time under tp > 1 (dtensor_op − op overhead)
+    dtensor_extra: F = 0.0  # what DTensor adds to an op's host time under tp > 1 (dtensor_op − op overhead; eager_on)
     eager_on: bool = False  # some candidate's device states a call_overhead: columns price their eager terms
     att_curves: Any = ()  # ((mask, attention curve), ...): each candidate's device's attention-kernel curve
 
@@ -109,36 +111,42 @@ class Ctx:
         return xp.where(on, self.dp * self.cp, 1.0), xp.where(on, self.expert_dp, 1.0)
 
 
-def context(grid: StrategyGrid, run: RunFacts) -> Ctx:
-    """Return the pricing arrays of `grid` under the profile's run facts."""
+def context(grid: StrategyGrid, run: RunFacts, links: Collection[str] | None = None) -> Ctx:
+    """Return the pricing arrays of `grid` under the profile's run facts (of LINK_FIELDS only `links`, if given).
+
+    A field of LINK_FIELDS left out is None, so a formula that comes to read one fails loudly.
+    """
     f = {name: grid.arrays[name].astype(np.float64)
          for name in ("tp", "cp", "ep", "etp", "dp", "pp", "vpp", "micro_batch", "seq_len")}
-    table = [get_device(name) for name in grid.devices]
     dev = np.maximum(grid.device_id, 0)
-    used = np.flatnonzero(np.bincount(dev, minlength=len(table)))  # the devices used, in order (np.unique's)
+    used = np.flatnonzero(np.bincount(dev, minlength=len(grid.devices)))  # the devices used, in order (np.unique's)
     only = int(used[0]) if len(used) == 1 else None
+    # One device on the whole grid (a search): only its facts are looked up, and they stay scalars, which
+    # every formula broadcasts at the cost of one number rather than an array (the same float operations).
+    names = grid.devices if only is None else (grid.devices[only],)
+    at = 0 if only is not None else None
 
     def spread(values: list[Any]) -> Any:
-        # One device on the whole grid (a search): its facts stay scalars, which every formula broadcasts
-        # at the cost of one number rather than an array (the same float operations on each candidate).
-        return values[only] if only is not None else np.array(values)[dev]
+        return values[at] if at is not None else np.array(values)[dev]
 
+    table = [get_device(name) for name in names]
     link: dict[str, Any] = {key: spread([getattr(d, key) for d in table])
                             for key in ("peak_flops", "intra_node_bandwidth", "inter_node_bandwidth",
                                         "devices_per_node")}
-    links = [link_facts(name) for name in grid.devices]
-    link.update({key: spread([facts[key] for facts in links]) for key in links[0]})
-    facts = [device_facts(name) for name in grid.devices]
+    tiers = [link_facts(name) for name in names]
+    link.update({key: spread([facts[key] for facts in tiers]) for key in tiers[0]})
+    facts = [device_facts(name) for name in names]
     link["mem_bw"] = spread([f[0] for f in facts])
-    host = [host_facts(name) for name in grid.devices]
+    host = [host_facts(name) for name in names]
     link.update({key: spread([h[k] for h in host]) for k, key in enumerate(HOST_FACTS)})
     link["peak"], link["peak_mm"] = grid_peaks(grid, dev)
-    link["curves"] = ((True, facts[only][1]),) if only is not None else (
-        tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),))
-    att = [attention_curve(name) for name in grid.devices]
-    link["att_curves"] = ((True, att[only]),) if only is not None else (
-        tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),))
-    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run)
+    att = [attention_curve(name) for name in names]
+    if at is not None:
+        link["curves"], link["att_curves"] = ((True, facts[at][1]),), ((True, att[at]),)
+    else:
+        link["curves"] = tuple((dev == k, facts[int(k)][1]) for k in used) or ((True, facts[0][1]),)
+        link["att_curves"] = tuple((dev == k, att[int(k)]) for k in used) or ((True, att[0]),)
+    return _ctx(f, grid.arrays, precision_widths(grid, run), link, run, links)
 
 
 def scalar_context(strategy: Strategy, run: RunFacts) -> Ctx:
@@ -164,14 +172,58 @@ ZERO3 = ZERO.index("os+grad+params")
 
 
 def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dict[str, Any],
-         run: RunFacts) -> Ctx:
+         run: RunFacts, links: Collection[str] | None = None) -> Ctx:
     """Return the Ctx of float degrees `f`, grid codes `g` and device facts `link` (arrays or scalars)."""
     t, cp, dp, b, s = f["tp"], f["cp"], f["dp"], f["micro_batch"], f["seq_len"]
     sp_on = xp.where(g["sp"] < 0, int(run.shard_activations), g["sp"]) > 0
     batch = xp.where(g["global_batch"] > 0, g["global_batch"], g["micro_batch"] * g["dp"] * g["pp"])
     m = xp.maximum(batch // xp.maximum(g["micro_batch"] * g["dp"], 1), 1) * 1.0
+    device_model = g["mfu"] == 0
+    latency_on = bool(np.any(link["node_latency"]) or np.any(link["network_latency"]))
+    ep, etp = f["ep"], f["etp"]
+    # Eager attention keeps the score matrix whatever --flash says
+    # (docs/cost-model.md#activations-per-implementation).
+    eager = g["impl"] == IMPLS.index("hf-eager")
+    fp8 = g["precision"] == PRECISION_NAMES.index("fp8-mixed")
+    # The host and eager terms read their facts only where some device states them (device_time.py):
+    # elsewhere (every shipped device) they are not computed at all.
+    host_on, eager_on = bool(np.any(link["op_overhead"])), bool(np.any(link["call"]))
+    return Ctx(
+        tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
+        micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
+        loss_shards=t if run.loss_parallel else xp.ones_like(t),
+        compute_bytes=widths["compute"], softmax_bytes=g["softmax_bytes"] * 1.0,
+        param_bytes=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
+        hf=g["impl"] > 0, eager=eager, cpu=(g["impl"] == IMPLS.index("hf-sdpa-cpu")) | run.cpu_attention, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
+        all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
+        zero=g["zero"], ring=g["cp_kind"] == 0, expert_dp=dp * cp * t / (ep * etp),
+        norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
+        grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
+        optimizer_bytes=widths["optimizer"],
+        overlapped_grad_reduce=run.overlapped_grad_reduce, summed_grads=not run.fused_grad_accumulation,
+        achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
+        peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
+        mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model, opt_bw=link["opt_bw"],
+        latency_on=latency_on, host_on=host_on, eager_bw=link["eager_bw"], eager_on=eager_on,
+        att_curves=link["att_curves"],
+        **_links(f, g, link, (sp_on, device_model, latency_on, host_on, eager_on), links))
+
+
+LINK_FIELDS = ("op_overhead", "shard_overhead", "comm_overlap", "tensor_overhead", "bw_tp", "bw_cp", "bw_ep",
+               "bw_dp", "bw_pp", "lat_tp", "lat_cp", "lat_ep", "lat_dp", "lat_pp", "tree_tp", "tree_dp", "call_s",
+               "dtensor_extra")
+"""The context's per-axis link and host fields: `context` computes only those a caller asks for."""
+
+
+def _links(f: dict[str, Any], g: dict[str, Any], link: dict[str, Any], flags: tuple[Any, ...],
+           fields: Collection[str] | None) -> dict[str, Any]:
+    """Return the LINK_FIELDS in `fields` (None: all), the others None: bandwidths, latencies and host terms."""
+    t, cp, dp, ep, etp = f["tp"], f["cp"], f["dp"], f["ep"], f["etp"]
+    sp_on, device_model, latency_on, host_on, eager_on = flags
     per_node, intra, inter = (link["devices_per_node"], link["intra_node_bandwidth"],
                               link["inter_node_bandwidth"])
+    # Grid-wide: every candidate on the device time model lets a term skip what np.where would throw away.
+    every_device_model = isinstance(device_model, np.ndarray) and bool(np.all(device_model))
 
     def bandwidth(span: Val) -> Val:
         return xp.where(span <= per_node, intra, inter)
@@ -189,58 +241,34 @@ def _ctx(f: dict[str, Any], g: dict[str, Any], widths: dict[str, Any], link: dic
             return xp.zeros_like(span * 1.0)
         return xp.where(device_model, tier(span, "latency"), 0.0)
 
-    device_model = g["mfu"] == 0
-    # Grid-wide facts that let a term skip what np.where would throw away (the same values).
-    every_device_model = isinstance(device_model, np.ndarray) and bool(np.all(device_model))
-    latency_on = bool(np.any(link["node_latency"]) or np.any(link["network_latency"]))
-    zero_none = g["zero"] == 0
     dp_span = t * cp * dp
-
-    ep, etp = f["ep"], f["etp"]
-    # Eager attention keeps the score matrix whatever --flash says
-    # (docs/cost-model.md#activations-per-implementation).
-    eager = g["impl"] == IMPLS.index("hf-eager")
-    fp8 = g["precision"] == PRECISION_NAMES.index("fp8-mixed")
-    return Ctx(
-        tp=t, sp_shards=xp.where(sp_on, t, 1.0), cp=cp, ep=ep, etp=etp, dp=dp, pp=f["pp"], vpp=f["vpp"],
-        micro_batch=b, seq_len=s, micro_batches=m, batch=batch * 1.0, tokens=s * b / cp,
-        loss_shards=t if run.loss_parallel else xp.ones_like(t),
-        compute_bytes=widths["compute"], softmax_bytes=g["softmax_bytes"] * 1.0,
-        param_bytes=widths["param"], flash=(g["flash"] > 0) & (g["impl"] != IMPLS.index("hf-eager")),
-        hf=g["impl"] > 0, eager=eager, cpu=(g["impl"] == IMPLS.index("hf-sdpa-cpu")) | run.cpu_attention, any_hf=bool(np.any(g["impl"] > 0)), recompute=g["recompute"],
-        all_layers=g["recompute_layers"] == 0, recompute_layers=g["recompute_layers"],
-        zero=g["zero"], ring=g["cp_kind"] == 0, expert_dp=dp * cp * t / (ep * etp),
-        norm_bytes=float(run.norm_bytes), dropout_bytes=float(run.dropout_bytes), grad_bytes=widths["grad"],
-        grads_held=run.grad_accumulation | (f["pp"] > 1) | (m > 1), deferred=run.deferred_grad_accumulation & (m > 1),
-        optimizer_bytes=widths["optimizer"],
-        overlapped_grad_reduce=run.overlapped_grad_reduce, summed_grads=not run.fused_grad_accumulation,
-        achieved_flops=link["peak_flops"] * xp.where(g["mfu"] > 0, g["mfu"], 1.0), peak=link["peak"] * 1.0,
-        peak_mm=link["peak_mm"] * 1.0, fp8=fp8, any_fp8=bool(np.any(fp8)),
-        mem_bw=link["mem_bw"], curves=link["curves"], device_model=device_model,
+    terms: dict[str, Callable[[], Any]] = {
         # Under tp a layer's linears are DTensors: each of its ops dispatches at the device's dtensor_op_overhead.
-        op_overhead=xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0),
-        opt_bw=link["opt_bw"],
+        "op_overhead": lambda: (xp.where(device_model, xp.where(t > 1, link["dtensor_op"], link["op_overhead"]), 0.0)
+                                if host_on else 0.0),
         # FSDP2 units (ZeRO-3 over dp·cp > 1): each all-gathers and reduce-scatters once a micro-batch.
-        shard_overhead=xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"], 0.0), 0.0),
-        comm_overlap=xp.where(device_model, link["overlap"], 1.0),
+        "shard_overhead": lambda: xp.where(device_model, xp.where((g["zero"] == ZERO3) & (cp * dp > 1), link["shard"],
+                                                                  0.0), 0.0),
+        "comm_overlap": lambda: xp.where(device_model, link["overlap"], 1.0),
         # FSDP2 (dp) and the tp plan make every parameter a DTensor, whose optimizer ops dispatch through it
-        tensor_overhead=xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]), 0.0),
+        "tensor_overhead": lambda: xp.where(device_model, xp.where(t * cp * dp > 1, link["dtensor"], link["tensor"]),
+                                            0.0),
         # Each axis at its collectives' efficiency (docs/cost-model.md#the-device-time-model): tp all-gathers
         # and reduce-scatters under sp, else all-reduces; cp's ring sends p2p, Ulysses swaps all-to-all; the
         # MoE dispatch is all-to-all on the ep axis' tier; dp all-reduces, or reduce-scatters and all-gathers.
-        bw_tp=xp.where(sp_on, collective(t, "all_gather", "reduce_scatter"), collective(t, "all_reduce")),
-        bw_cp=xp.where(g["cp_kind"] == 0, collective(t * cp, "p2p"), collective(t * cp, "all_to_all")),
-        bw_ep=collective(ep * etp, "all_to_all"),
-        bw_dp=xp.where(zero_none, collective(dp_span, "all_reduce"),
-                       collective(dp_span, "reduce_scatter", "all_gather")),
-        bw_pp=collective(2 * t * cp * dp, "p2p"),
-        lat_tp=latency(t), lat_cp=latency(t * cp), lat_ep=latency(ep * etp), lat_dp=latency(dp_span),
-        lat_pp=latency(2 * t * cp * dp), tree_tp=tier(t, "tree") > 0, tree_dp=tier(dp_span, "tree") > 0,
-        latency_on=latency_on,
-        host_on=bool(np.any(link["op_overhead"])),
-        call_s=xp.where(device_model, link["call"], 0.0), eager_bw=link["eager_bw"],
-        dtensor_extra=xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0),
-        eager_on=bool(np.any(link["call"])), att_curves=link["att_curves"])
+        "bw_tp": lambda: xp.where(sp_on, collective(t, "all_gather", "reduce_scatter"), collective(t, "all_reduce")),
+        "bw_cp": lambda: xp.where(g["cp_kind"] == 0, collective(t * cp, "p2p"), collective(t * cp, "all_to_all")),
+        "bw_ep": lambda: collective(ep * etp, "all_to_all"),
+        "bw_dp": lambda: xp.where(g["zero"] == 0, collective(dp_span, "all_reduce"),
+                                  collective(dp_span, "reduce_scatter", "all_gather")),
+        "bw_pp": lambda: collective(2 * t * cp * dp, "p2p"),
+        "lat_tp": lambda: latency(t), "lat_cp": lambda: latency(t * cp), "lat_ep": lambda: latency(ep * etp),
+        "lat_dp": lambda: latency(dp_span), "lat_pp": lambda: latency(2 * t * cp * dp),
+        "tree_tp": lambda: tier(t, "tree") > 0, "tree_dp": lambda: tier(dp_span, "tree") > 0,
+        "call_s": lambda: xp.where(device_model, link["call"], 0.0) if eager_on else 0.0,
+        "dtensor_extra": lambda: (xp.where(device_model & (t > 1), link["dtensor_op"] - link["op_overhead"], 0.0)
+                                  if eager_on else 0.0)}
+    return {name: term() if fields is None or name in fields else None for name, term in terms.items()}
 
 
 def grid_peaks(grid: StrategyGrid, dev: np.ndarray) -> tuple[Any, Any]:
@@ -267,12 +295,19 @@ def scalar_widths(strategy: Strategy, run: RunFacts) -> dict[str, float]:
             "compute": float(strategy.compute_bytes or PRECISIONS[strategy.precision].compute)}
 
 
+WIDTH_FIELDS = ("precision", "optimizer", "param_bytes", "compute_bytes")
+"""The grid fields a candidate's widths (precision_widths) are found from."""
+
+
 def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]:
     """Return per-candidate bytes per parameter (param, grad, optimizer) and per saved activation (compute).
 
     Each (precision, optimizer) pair is looked up once in hpdsl/cost/facts/precision.py;
     a strategy's stated param_bytes or compute_bytes (non-zero) wins over its precision's.
     """
+    if len(grid) > 1 and all(grid.arrays[k].strides == (0,) for k in WIDTH_FIELDS):
+        # One value of each on the whole grid (a search's fixed choices): found once, then repeated.
+        return {k: np.full(len(grid), v) for k, v in _first_widths(grid, run).items()}
     out = {name: np.zeros(len(grid)) for name in ("param", "grad", "optimizer", "compute")}
     prec, opt = np.maximum(grid.precision, 0), np.maximum(grid.optimizer, 0)
     pairs = np.flatnonzero(np.bincount(prec * len(OPTIMIZER_NAMES) + opt))  # a few codes, in order (np.unique's)
@@ -284,3 +319,13 @@ def precision_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, np.ndarray]
     out["param"] = np.where(grid.param_bytes > 0, grid.param_bytes, out["param"]).astype(np.float64)
     out["compute"] = np.where(grid.compute_bytes > 0, grid.compute_bytes, out["compute"]).astype(np.float64)
     return out
+
+
+def _first_widths(grid: StrategyGrid, run: RunFacts) -> dict[str, float]:
+    """Return the first candidate's widths as precision_widths finds them (the same lookups and conversions)."""
+    p_code, o_code = max(int(grid.precision[0]), 0), max(int(grid.optimizer[0]), 0)
+    w = static_widths(PRECISION_NAMES[p_code], OPTIMIZER_NAMES[o_code], run)
+    param, compute = int(grid.param_bytes[0]), int(grid.compute_bytes[0])
+    return {"param": float(param if param > 0 else w.param), "grad": float(w.grad),
+            "optimizer": float(w.optimizer),
+            "compute": float(compute if compute > 0 else PRECISIONS[PRECISION_NAMES[p_code]].compute)}

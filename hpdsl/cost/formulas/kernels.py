@@ -10,6 +10,7 @@ described in docs/cost-model.md#the-device-time-model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -49,13 +50,23 @@ def _curve_array(curve: Curve, size: np.ndarray) -> np.ndarray:
     The segment of a size is the last whose start is below it (where the loop of
     curve_efficiency leaves it); its share is e0 + (e1 − e0)·(size − s0)/(s1 − s0) in that order.
     """
-    points = np.asarray(curve, dtype=np.float64)
-    sizes, shares = points[:, 0], points[:, 1]
+    sizes, shares, rises, runs = _segments(curve)
     above = np.searchsorted(sizes[:-1], size, side="left")   # segment starts below each size
     at = np.maximum(above - 1, 0)
-    rise, run = (shares[1:] - shares[:-1])[at], (sizes[1:] - sizes[:-1])[at]
+    rise, run = rises[at], runs[at]
     share = np.where(above > 0, shares[at] + rise * (size - sizes[at]) / run, shares[0] * size / sizes[0])
     return np.where(size > sizes[-1], shares[-1], share)
+
+
+@cache
+def _segments(curve: Curve) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return a curve's sizes, shares, and each segment's rise and run: the same differences, taken once per curve."""
+    points = np.asarray(curve, dtype=np.float64)
+    sizes, shares = points[:, 0], points[:, 1]
+    out = sizes, shares, shares[1:] - shares[:-1], sizes[1:] - sizes[:-1]
+    for array in out:
+        array.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def machine_efficiency(curves: Sequence[tuple[Any, Curve]], size: Any) -> Any:

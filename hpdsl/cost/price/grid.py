@@ -24,7 +24,7 @@ from hpdsl.cost.formulas import flops as flop_mod
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas import param_shards as shards
 from hpdsl.cost.formulas import xp
-from hpdsl.cost.formulas.context import Ctx, context
+from hpdsl.cost.formulas.context import LINK_FIELDS, Ctx, context
 from hpdsl.cost.formulas.device_time import column_seconds, uses_device_model
 from hpdsl.cost.price.prepare import prepare
 from hpdsl.cost.price.ranks import price_group
@@ -93,6 +93,9 @@ WORK_FIELDS = ("tp", "sp_shards", "cp", "ep", "etp", "micro_batch", "seq_len", "
                "lat_cp", "lat_ep", "tree_tp")
 """The context arrays a column's work (column_work) may read: none depends on dp, pp, vpp or ZeRO."""
 
+WORK_LINKS = tuple(name for name in LINK_FIELDS if name in WORK_FIELDS)
+"""The link fields a context computed for representatives alone needs (context's `links`)."""
+
 
 def representatives(x: Ctx, index: np.ndarray | None = None) -> Ctx:
     """Return the context of the candidates of `x` at `index` (all), its arrays outside WORK_FIELDS unset (None).
@@ -123,6 +126,48 @@ def work_table(p: Prepared, xu: Ctx) -> list[dict[str, np.ndarray]]:
 
 FIT_WORK = ("act_none", "act_delta", "compute", "compute_rec", "tau", "tau_rec")
 """The work arrays fit pricing (step time and peak bytes) reads."""
+
+
+@attrs.define(eq=False)
+class WorkMemo:
+    """The columns' work (FIT_WORK) one search has computed, by work code: a cache, mutable by declaration.
+
+    A search prices its candidates a chunk at a time, and its bounds, chunks and uneven
+    splits share work codes (Space.work_codes): each code's work is computed once, by
+    whichever representative comes first, and copied where it comes again (the same
+    arrays a representative of the chunk would have computed: column_work reads WORK_FIELDS alone).
+    Blocks of sorted codes and their work, a code in one block at most.
+    """
+
+    blocks: list[tuple[np.ndarray, list[dict[str, np.ndarray]]]] = attrs.field(factory=list)
+
+    def add(self, codes: np.ndarray, table: list[dict[str, np.ndarray]]) -> None:
+        """Keep the work `table` of `codes` (sorted, none held yet)."""
+        if len(codes):
+            self.blocks.append((codes, table))
+
+    def work(self, p: Prepared, x: Ctx, same: np.ndarray) -> Work:
+        """Return the work of candidates `x` by their codes `same`: what is held copied, the rest computed and kept."""
+        codes, index, inverse = np.unique(same, return_index=True, return_inverse=True)
+        found, sources = np.zeros(len(codes), dtype=bool), []
+        for held, table in self.blocks:
+            at = np.minimum(np.searchsorted(held, codes), len(held) - 1)
+            hit = (held[at] == codes) & ~found
+            if hit.any():
+                found |= hit
+                sources.append((hit, at[hit], table))
+        if not found.all() or not len(codes):   # (no candidates: an empty table, as work_table gives)
+            fresh = work_table(p, representatives(x, index[~found]))
+            self.add(codes[~found], fresh)
+            sources.append((~found, slice(None), fresh))
+        if len(sources) == 1 and isinstance(sources[0][1], slice):   # nothing held: the fresh work as it is
+            return sources[0][2], inverse.ravel()
+        out = [{k: np.empty(len(codes), dtype=v.dtype) for k, v in column.items()} for column in sources[0][2]]
+        for hit, at, table in sources:
+            for target, column in zip(out, table):
+                for k, v in column.items():
+                    target[k][hit] = v[at]
+        return out, inverse.ravel()
 
 
 def column_values(p: Prepared, j: int, x: Ctx, factors: Any, dp_factors: tuple[Any, ...],
@@ -226,19 +271,20 @@ def price_grid(cost_model: CostModel | Prepared, grid: StrategyGrid, *, detail: 
     return GridPrice(**{k: v for k, v in result.items() if k != "stages"}, stages=result.get("stages"))
 
 
-def price_fit(prepared: Prepared, grid: StrategyGrid, same: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+def price_fit(prepared: Prepared, grid: StrategyGrid, same: np.ndarray | None = None,
+              memo: WorkMemo | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Return (step time, peak bytes) of every candidate: what the search ranks by, without the FLOP counts.
 
     `same`, when given, is a code per candidate, equal only for candidates that differ in
-    nothing but dp, pp, vpp and ZeRO (a search knows which): their columns' work is computed once.
+    nothing but dp, pp, vpp and ZeRO (a search knows which): their columns' work is computed once,
+    and with `memo` (the search's, for codes of its Space.work_codes) once for the whole search.
     """
-    result = _price(prepared, grid, detail=False, flops=False, same=same)
+    result = _price(prepared, grid, detail=False, flops=False, same=same, memo=memo)
     return result["step_time_s"], result["peak_bytes"]
 
 
-def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool, same: np.ndarray | None = None
-           ) -> dict[str, Any]:
+def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool, same: np.ndarray | None = None,
+           memo: WorkMemo | None = None) -> dict[str, Any]:
     """Return the prices of `grid` as arrays by name (and, with `detail`, "stages": a row per candidate).
 
     The grid is ordered by layout (the search's chunks already are), every
@@ -259,8 +305,7 @@ def _price(p: Prepared, grid: StrategyGrid, *, detail: bool, flops: bool, same: 
         x = context(grid, p.columns.cost_model.profile.run)
         work = None
         if same is not None:
-            _, index, inverse = np.unique(same, return_index=True, return_inverse=True)
-            work = (work_table(p, representatives(x, index)), inverse.ravel())
+            work = (memo if memo is not None else WorkMemo()).work(p, x, same)
         cw = columnwise(p, x, flops=flops, work=work)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             part = slice(lo, hi)

@@ -43,6 +43,21 @@ def weighted_sum(counts: np.ndarray, values: Cols, spans: Spans) -> np.ndarray:
     return acc
 
 
+def weighted_sums(counts: np.ndarray, fields: list[Cols], spans: Spans) -> np.ndarray:
+    """Return (F, R, n): weighted_sum(counts, values, spans) of each of `fields`, one product per column for all.
+
+    The same products, added in the same column order, as F calls of weighted_sum:
+    only numpy's per-call work is shared (a group's ranks are few and its candidates a few thousand).
+    """
+    acc = np.zeros((len(fields), counts.shape[0], len(fields[0][0])))
+    for j in range(len(fields[0])):
+        ranks = spans[j]
+        if ranks is not None:
+            weight = counts[ranks, j] if counts.ndim == 3 else counts[ranks, j][:, None]
+            acc[:, ranks] += weight * np.stack([values[j] for values in fields])[:, None, :]
+    return acc
+
+
 def _recomputed(p: Prepared, layout: Layout, x: Ctx) -> np.ndarray:
     """Return recomputed layers per chunk and column: (C, J), or (C, J, n) for first-N recompute."""
     layer_cols = np.zeros(p.n_columns, dtype=bool)
@@ -114,6 +129,15 @@ class Group:
         out = weighted_sum(rows.counts, values, rows.spans)
         return out if recomputed is None else out + weighted_sum(rows.recomputed, recomputed, rows.spans)
 
+    def ranks_many(self, values: dict[str, Cols], recomputed: dict[str, Cols]) -> dict[str, np.ndarray]:
+        """Return ranks(values[k], recomputed.get(k)) of every k, the sums of all taken together (weighted_sums)."""
+        rows = self.ranks_of
+        out = dict(zip(values, weighted_sums(rows.counts, list(values.values()), rows.spans)))
+        if recomputed:
+            for k, again in zip(recomputed, weighted_sums(rows.recomputed, list(recomputed.values()), rows.spans)):
+                out[k] = out[k] + again
+        return out
+
     def spread(self, per_row: Any) -> Any:
         """Return (S, n): a (U, n) array's row for every rank."""
         return per_row[self.ranks_of.inverse] if isinstance(per_row, np.ndarray) else per_row
@@ -136,21 +160,37 @@ def group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout) -> Group:
     return Group(p, x, cw, layout, *rows)
 
 
-def memory(g: Group, static_rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Return (S, n) bytes per rank: static (`static_rows`: g.ranks(cw.static)), activations (in flight), transient, total."""
+def rank_sums(g: Group) -> dict[str, np.ndarray]:
+    """Return each distinct rank's sums of the columns memory and time read, (U, n), taken together (ranks_many)."""
+    cw = g.cw
+    values = {"static": cw.static, "deferred": cw.deferred, "tau": cw.tau, "dp_once": cw.dp_once,
+              "tp_once": cw.tp_once}
+    recomputed = {"tau": cw.tau_rec}
+    if stage.exposed_micro(g.x):
+        values.update(compute=cw.compute, dp_micro=cw.dp_micro)
+        recomputed["compute"] = cw.compute_rec
+    if not g.prepared.columns.cost_model.profile.run.reshard_params:
+        values["gathered"] = cw.gathered
+    if uses_device_model(g.x) and g.x.summed_grads:
+        values["accumulated"] = cw.accumulated
+    return g.ranks_many(values, recomputed)
+
+
+def memory(g: Group, sums: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Return (S, n) bytes per rank: static (of the rank `sums`), activations (in flight), transient, total."""
     x, cw, layout, chunks = g.x, g.cw, g.layout, g.chunks_of
     per_chunk = (weighted_sum(chunks.counts, cw.act_none, chunks.spans)
                  + weighted_sum(chunks.recomputed, cw.act_delta, chunks.spans))[chunks.inverse]
     activations = per_rank_sum(in_flight(layout.stages, layout.vpp, x.micro_batches) * per_chunk, layout.stages, layout.vpp)
-    static = g.spread(static_rows)
+    static = g.spread(sums["static"])
     largest = _present_max(g.ranks_of.spans, len(g.ranks_of.counts), cw.act_none,
                            g.prepared.columns.layer_columns)
-    transient, total = stage.rank_memory(x, static, activations, g.spread(largest), g.spread(_gathered(g)),
-                                         g.spread(g.ranks(cw.deferred)))
+    transient, total = stage.rank_memory(x, static, activations, g.spread(largest), g.spread(_gathered(g, sums)),
+                                         g.spread(sums["deferred"]))
     return {"static": static, "activations": activations, "transient": transient, "total": total}
 
 
-def _gathered(g: Group) -> np.ndarray:
+def _gathered(g: Group, sums: dict[str, np.ndarray]) -> np.ndarray:
     """Return (U, n): the parameters ZeRO-3 holds gathered at once on each distinct rank.
 
     With the profile's `reshard_params` FSDP frees a layer's gathered parameters once it
@@ -161,21 +201,24 @@ def _gathered(g: Group) -> np.ndarray:
     if g.prepared.columns.cost_model.profile.run.reshard_params:
         return _present_max(g.ranks_of.spans, len(g.ranks_of.counts), g.cw.gathered,
                             g.prepared.columns.layer_columns)
-    return g.ranks(g.cw.gathered)  # zero outside the layer columns
+    return sums["gathered"]  # zero outside the layer columns
 
 
-def time(g: Group, static_rows: np.ndarray) -> dict[str, Any]:
-    """Return per distinct rank micro-batch seconds and gradient traffic, and the modeled step time."""
+def time(g: Group, sums: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Return per distinct rank micro-batch seconds and gradient traffic, and the modeled step time (rank `sums`)."""
     x, cw = g.x, g.cw
     pp_bytes = comm_mod.pipeline_bytes(x, g.prepared.columns.cost_model.model.hidden)
-    compute = g.ranks(cw.compute, cw.compute_rec) if stage.exposed_micro(x) else None
-    once, tp_once = g.ranks(cw.dp_once), g.ranks(cw.tp_once)
-    t_row, once_s = stage.rank_time(x, g.ranks(cw.tau, cw.tau_rec), pp_bytes, compute,
-                                    g.ranks(cw.dp_micro) if compute is not None else 0.0, once, tp_once,
-                                    static_rows if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.tensors) if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.units) if uses_device_model(x) else 0.0,
-                                    g.ranks(cw.accumulated) if uses_device_model(x) and x.summed_grads else 0.0)
+    compute = sums.get("compute")   # only where some candidate reduces every micro-batch (rank_sums)
+    once, tp_once = sums["dp_once"], sums["tp_once"]
+    device = uses_device_model(x)
+    # A column's parameter tensors and FSDP2 units are one number for every candidate (grid.py column_static):
+    # each distinct rank's sums are taken once, (U, 1), and broadcast as the (U, n) sums would be.
+    t_row, once_s = stage.rank_time(x, sums["tau"], pp_bytes, compute,
+                                    sums["dp_micro"] if compute is not None else 0.0, once, tp_once,
+                                    sums["static"] if device else 0.0,
+                                    g.ranks([v[:1] for v in cw.tensors]) if device else 0.0,
+                                    g.ranks([v[:1] for v in cw.units]) if device else 0.0,
+                                    sums.get("accumulated", 0.0))
     # np.add.accumulate adds every rank's time in rank order, as the scalar evaluator does.
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0),
                            once_s.max(axis=0), g.layout.vpp)
@@ -199,8 +242,8 @@ def price_group(p: Prepared, x: Ctx, cw: Columnwise, layout: Layout, *, detail: 
                 flops: bool) -> dict[str, Any]:
     """Return one layout group's prices: peak bytes and step time, the FLOPs (`flops`), the per-rank detail."""
     g = group(p, x, cw, layout)
-    static_rows = g.ranks(cw.static)   # both read each distinct rank's static bytes
-    mem, seconds = memory(g, static_rows), time(g, static_rows)
+    sums = rank_sums(g)
+    mem, seconds = memory(g, sums), time(g, sums)
     out: dict[str, Any] = {"peak_bytes": mem["total"].max(axis=0), "peak_stage": mem["total"].argmax(axis=0),
                            "step_time_s": seconds["step"]}
     if flops:

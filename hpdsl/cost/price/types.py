@@ -123,10 +123,13 @@ class Columnwise:
 
     def take(self, part: slice) -> Columnwise:
         """Return the candidates at `part` of every array (views: a group of a grid sorted by layout)."""
-        def cut(value: Any) -> Any:
-            if isinstance(value, dict):
-                return {k: cut(v) for k, v in value.items()}
-            if isinstance(value, tuple):
-                return tuple(cut(v) for v in value)
-            return [a[part] for a in value]
-        return Columnwise(**{name: cut(getattr(self, name)) for name in attrs.fields_dict(Columnwise)})
+        # Field by field, without a generic walk: a search takes a group's columns some forty times.
+        params, grads, optimizer = self.parts
+        return Columnwise(parts=([a[part] for a in params], [a[part] for a in grads], [a[part] for a in optimizer]),
+                          vol={k: [a[part] for a in cols] for k, cols in self.vol.items()},
+                          vol_rec={k: [a[part] for a in cols] for k, cols in self.vol_rec.items()},
+                          **{name: [a[part] for a in getattr(self, name)] for name in _LISTS})
+
+
+_LISTS = tuple(name for name in attrs.fields_dict(Columnwise) if name not in ("parts", "vol", "vol_rec"))
+"""Columnwise's fields that are one list of per-column arrays."""

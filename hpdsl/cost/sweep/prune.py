@@ -39,7 +39,7 @@ from hpdsl.cost.formulas import xp
 from hpdsl.cost.formulas import memory as mem
 from hpdsl.cost.formulas.context import context
 from hpdsl.cost.price import ranks
-from hpdsl.cost.price.grid import Work, price_fit, representatives, some_columns, work_table
+from hpdsl.cost.price.grid import WORK_LINKS, Work, WorkMemo, price_fit, representatives, some_columns, work_table
 from hpdsl.cost.price.pipeline_layout import in_flight
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.rank import canonical_zero
@@ -76,10 +76,16 @@ def row_count(space: Space, split: bool = False) -> int:
 BOUND_SLICE = 1 << 15
 """Bound rows computed per numpy pass (cache-sized, like pricing's CHUNK)."""
 
+BOUND_LINKS = ("bw_pp",)
+"""The context's link fields (LINK_FIELDS) a bound row's own context is read for: its work's are the representatives'."""
 
-def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices."""
+
+def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split: bool = False,
+           memo: WorkMemo | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (step-time bound, peak-bytes bound) of each bound row (bound_rows(space, split)): at most its candidates' prices.
+
+    `memo` keeps the rows' work (their candidates' at the rows' recompute) for the search's pricing.
+    """
     vi, ri, mi, ci, ki = rows
     # Each row once, at its recompute choice (the first, unless split) and the strongest ZeRO level.
     zi = np.full(len(vi), int(np.argmax(space.options[4])))
@@ -93,14 +99,16 @@ def bounds(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], split
         # The columns' work is computed once per mesh, micro-batch, recompute and cp kind, for
         # every (pp, vpp): the context is elementwise, and a space's candidates share its grid-wide
         # facts (one device, one implementation), so its rows' context is theirs in any grid.
-        _, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
+        codes, index, inverse = np.unique(space.work_codes(ri, mi, ci, ki), return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run))
+        xu = representatives(context(space.grid(*(a[index] for a in (vi, ri, mi, ci, zi, ki))), run, WORK_LINKS))
         table = work_table(prepared, xu)
+        if memo is not None:
+            memo.add(codes, table)
         deltas = None if recompute is None else _deltas(prepared, xu, table, recompute)
         for lo, hi in zip(edges[:-1], edges[1:]):
             part = slice(lo, hi)
-            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run)
+            x = context(space.grid(*(a[part] for a in (vi, ri, mi, ci, zi, ki))), run, BOUND_LINKS)
             times[part], peaks[part] = _group_bounds(prepared, x, (table, inverse[part]), deltas)
     return times, peaks
 
@@ -121,13 +129,22 @@ def _group_bounds(p: Prepared, x: Any, work: Work, deltas: dict[int, list[np.nda
     kept = ranks.weighted_sum(chunks.counts, cw.act_none, chunks.spans)
     static = g.spread(g.ranks(cw.static))
     flight = in_flight(layout.stages, layout.vpp, x.micro_batches)
-    held = None
+    held = fewest = None
     inverse = work[1]
-    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] for code, cols in deltas.items()}
-    for delta in own.values():   # the fewest any recompute choice keeps, per rank
-        per_chunk = (kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans))
+    own = {-1: cw.act_delta} if deltas is None else {code: [d[inverse] for d in cols] if code else []
+                                                     for code, cols in deltas.items()}
+    for code, delta in own.items():   # the fewest any recompute choice keeps, per rank
+        # No recompute (code 0) keeps nothing beyond none (_deltas: zeros), and kept + 0.0 is kept.
+        per_chunk = kept if code == 0 else kept + ranks.weighted_sum(chunks.recomputed, delta, chunks.spans)
+        if layout.vpp == 1:
+            # One chunk per rank: static + flight·bytes is monotone in the bytes (flight ≥ 1, rounding is
+            # monotone), so the least total is that of the fewest bytes, found on the distinct chunks.
+            fewest = per_chunk if fewest is None else np.minimum(fewest, per_chunk)
+            continue
         total = static + ranks.per_rank_sum(flight * per_chunk[chunks.inverse], layout.stages, layout.vpp)
         held = total if held is None else np.minimum(held, total)
+    if fewest is not None:
+        held = static + ranks.per_rank_sum(flight * fewest[chunks.inverse], layout.stages, layout.vpp)
     assert held is not None
     t_row = g.ranks(cw.tau, cw.tau_rec if deltas is None else None) + comm_mod.pipeline_bytes(x, p.columns.cost_model.model.hidden) / x.bw_pp
     step = stage.step_time(x, np.add.accumulate(g.spread(t_row), axis=0)[-1], t_row.max(axis=0), 0.0,
@@ -161,6 +178,8 @@ class Pruned:
     peaks: np.ndarray
     checked: int    # candidates whose validity was checked (the rest were skipped by bound)
     skipped: int    # candidates neither checked nor priced: their bounds could not beat the answer
+    work: np.ndarray | None = None  # each candidate's work code (Space.work_codes), whose work `memo` holds
+    memo: WorkMemo | None = None
 
 
 @attrs.frozen(eq=False)
@@ -183,12 +202,13 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
         raise too_many(row_count(space, split), "bound", "groups of candidates")
     rows = bound_rows(space, split)
     per_row = space.sizes[4] * (1 if split else space.sizes[3])
-    t_lb, m_lb = bounds(prepared, space, rows, split)
+    memo = WorkMemo()
+    t_lb, m_lb = bounds(prepared, space, rows, split, memo)
     pipelined = (space.rows[rows[1], 2] > 1) & (space.options[0][rows[0]] == 1)
     # A row whose every candidate is past the capacity (past the near-fit one if pipelined) cannot matter.
     reach = np.where(pipelined, goal.capacity * goal.near_fit, goal.capacity)
     alive = np.flatnonzero(~(m_lb > reach))
-    alive = alive[np.argsort(t_lb[alive], kind="stable")]
+    alive = alive[stable_order(t_lb[alive])]
     if progress is not None:
         progress((len(rows[0]) - len(alive)) * per_row)
     state = _Thresholds(goal)
@@ -198,7 +218,7 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
     for lo in range(0, len(alive), step):
         chunk = alive[lo:lo + step]
         chunk = chunk[~state.prunes(t_lb[chunk], m_lb[chunk], pipelined[chunk])]
-        part = _price_rows(prepared, space, rows, chunk, split) if len(chunk) else None
+        part = _price_rows(prepared, space, rows, chunk, split, memo) if len(chunk) else None
         checked += len(chunk) * per_row
         if part is not None:
             priced += len(part[1])
@@ -208,11 +228,32 @@ def bounded_search(prepared: Prepared, space: Space, goal: Goal, limit: int,
             state.add(part[2], part[3], (part[1].pp > 1) & (part[1].vpp == 1))
         if progress is not None:
             progress(len(alive[lo:lo + step]) * per_row)
-    return _merged(parts, space, checked, len(rows[0]) * per_row - checked)
+    return attrs.evolve(_merged(parts, space, checked, len(rows[0]) * per_row - checked), memo=memo)
+
+
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """Return np.argsort(values, kind="stable"): an unstable sort, then each run of equal values (NaNs one run) by index.
+
+    A search's time bounds are mostly distinct (3% tie on DeepSeek-V3's 1,024 devices), and numpy's
+    introsort takes about half its merge sort's time there; only the tied runs are sorted again, by index.
+    """
+    order = np.argsort(values)
+    ordered = values[order]
+    nan = np.isnan(ordered)
+    tied = (ordered[1:] == ordered[:-1]) | (nan[1:] & nan[:-1])
+    ties = int(np.count_nonzero(tied))
+    if not ties:
+        return order
+    if ties > len(values) // 8:   # many ties: re-sorting them costs more than the merge sort saves
+        return np.argsort(values, kind="stable")
+    runs = np.concatenate([[0], np.cumsum(~tied)])   # each position's run of equal values
+    at = np.flatnonzero(np.concatenate([tied, [False]]) | np.concatenate([[False], tied]))
+    order[at] = order[at][np.lexsort((order[at], runs[at]))]
+    return order
 
 
 def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray,
-                split: bool) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
+                split: bool, memo: WorkMemo) -> tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray] | None:
     """Return the order codes, grid, times and peaks of the valid candidates of some bound rows (None: none valid)."""
     # Grouped by (pp, vpp), as pricing groups them (it need not reorder): the parts are merged by code.
     chunk = chunk[np.lexsort((space.options[0][rows[0][chunk]], space.rows[rows[1][chunk], 2]))]
@@ -221,7 +262,7 @@ def _price_rows(prepared: Prepared, space: Space, rows: tuple[np.ndarray, ...], 
     if not np.any(ok):
         return None
     code, grid = code[ok], canonical_zero(grid.take(ok))
-    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code)))
+    return (code, grid, *price_fit(prepared, grid, _work_codes(space, code), memo))
 
 
 def _expand(space: Space, rows: tuple[np.ndarray, ...], chunk: np.ndarray, split: bool
@@ -259,11 +300,19 @@ def _merged(parts: list[tuple[np.ndarray, StrategyGrid, np.ndarray, np.ndarray]]
     code = np.concatenate([part[0] for part in parts])
     order = np.argsort(code, kind="stable")
     first = parts[0][1]
-    grid = StrategyGrid({k: np.concatenate([part[1].arrays[k] for part in parts])[order] for k in first.arrays},
+    grid = StrategyGrid({k: _joined([part[1].arrays[k] for part in parts], order) for k in first.arrays},
                         first.splits, first.devices)
     times = np.concatenate([part[2] for part in parts])[order]
     peaks = np.concatenate([part[3] for part in parts])[order]
-    return Pruned(grid, times, peaks, checked, skipped)
+    return Pruned(grid, times, peaks, checked, skipped, _work_codes(space, code[order]))
+
+
+def _joined(arrays: list[np.ndarray], order: np.ndarray) -> np.ndarray:
+    """Return the parts' arrays as one, in `order`; a value every part broadcasts (a fixed choice) stays a view."""
+    value = arrays[0][:1]
+    if all(a.strides == (0,) for a in arrays) and all(a[0] == value[0] for a in arrays):
+        return np.broadcast_to(value, (len(order),))
+    return np.concatenate(arrays)[order]
 
 
 class _Thresholds:

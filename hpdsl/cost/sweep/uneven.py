@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 
 from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.price.grid import price_fit
+from hpdsl.cost.price.grid import WorkMemo, price_fit
 from hpdsl.cost.price.pipeline_layout import even_split
 from hpdsl.cost.price.types import Prepared
 from hpdsl.cost.sweep.space import plain_invalid
@@ -30,7 +30,8 @@ def with_uneven_splits(prepared: Prepared, grid: StrategyGrid, times: np.ndarray
 
 
 def uneven_candidates(prepared: Prepared, grid: StrategyGrid, times: np.ndarray, peaks: np.ndarray,
-                      capacity: float) -> tuple[StrategyGrid | None, np.ndarray, np.ndarray]:
+                      capacity: float, work: np.ndarray | None = None, memo: WorkMemo | None = None
+                      ) -> tuple[StrategyGrid | None, np.ndarray, np.ndarray]:
     """Return the uneven pipeline splits of the promising candidates (None if none), their times and peaks.
 
     The first stage holds the embedding and the most micro-batches in flight, the
@@ -61,8 +62,10 @@ def uneven_candidates(prepared: Prepared, grid: StrategyGrid, times: np.ndarray,
     extra = StrategyGrid({**extra.arrays, "split_id": np.asarray(ids, dtype=np.int64)}, tuple(splits),
                          grid.devices)
     ok = ~plain_invalid(prepared, extra)
-    # A split changes only the layout: the candidates of one even one do the same work (price_fit's `same`).
-    return (extra.take(ok), *price_fit(prepared, extra.take(ok), np.asarray(rows)[ok]))
+    # A split changes only the layout: the candidates of one even one do the same work (price_fit's `same`),
+    # held in the search's `memo` where it gives the grid's `work` codes.
+    same = np.asarray(rows)[ok] if work is None or memo is None else work[np.asarray(rows)[ok]]
+    return (extra.take(ok), *price_fit(prepared, extra.take(ok), same, memo if work is not None else None))
 
 
 @cache
