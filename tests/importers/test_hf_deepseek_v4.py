@@ -38,7 +38,7 @@ def test_the_published_file_s_layers_are_its_compressors_and_routers(tmp_path: P
 
 @pytest.mark.parametrize("changes", [{}, SMALL], ids=["flash", "small"])
 def test_it_imports_with_transformers_count(changes: dict[str, Any], tmp_path: Path) -> None:
-    """params.total and params.active are transformers' count on the meta device."""
+    """params.total and params.active are transformers' count on the meta device, build_model's total the same."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -48,6 +48,12 @@ def test_it_imports_with_transformers_count(changes: dict[str, Any], tmp_path: P
     params, _ = estimate_config(config, tmp_path, "v4")
     total, active = hf_counts(config, "causal")
     assert (params["total"], params["active"]) == (total, active)
+    from hpdsl.api import compile_paths
+    from hpdsl.torch import build_model
+
+    registry = compile_paths([tmp_path / "v4.hpf"])
+    built = build_model(registry.models["v4"], registry=registry, device="meta")
+    assert sum(p.numel() for p in built.parameters()) == total
 
 
 def test_transformers_5_s_layer_lists_give_the_same_layers(tmp_path: Path) -> None:
