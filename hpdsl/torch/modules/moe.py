@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from hpdsl.errors import BuildError
+from hpdsl.ir.nodes import evolve
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.experts import ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts, mxfp8_round
 
@@ -71,13 +72,14 @@ class HashRouter(Router):
     """The `hash_router` family (DeepSeek-V4's hash-routed layers): the experts are a frozen lookup of the token id.
 
     As transformers' DeepseekV4HashRouter: `tid2eid` [vocab, top_k] (a buffer loaded with the
-    weights, zeros at initialisation) names each token's experts; the learnt weight scores them.
+    weights, zeros at initialisation) names each token's experts; the learnt weight scores them (no score
+    correction: the lookup chooses).
     """
 
     by_ids = True
 
     def __init__(self, config: ModuleConfig) -> None:
-        super().__init__(config)
+        super().__init__(evolve(config, router_correction=False))
         self.register_buffer("tid2eid", torch.zeros(config.vocab, config.top_k, dtype=torch.long))
 
     def reset_buffers(self) -> None:
