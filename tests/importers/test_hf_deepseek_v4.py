@@ -76,3 +76,21 @@ def test_a_compress_ratio_transformers_does_not_read_is_refused_naming_the_key(t
     refused = import_config(shrunk("deepseek_v4_flash", **SMALL, compress_ratios=[0, 0, 4, 64, 4, 128]), tmp_path,
                             "v4")
     assert refused.returncode == 1 and "compress_ratios" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize(("statement", "words"), [
+    ("mtp 1", "an MTP layer reads and writes one hidden-wide stream"),
+    ("wiring sandwich", "hyper-connections are pre_norm"),
+], ids=["mtp", "wiring"])
+def test_what_the_streams_have_no_place_for_is_an_outer_wiring_diagnostic(statement: str, words: str,
+                                                                          tmp_path: Path) -> None:
+    """hc_mult's residual streams: an MTP layer (one stream) or a wiring other than pre_norm is refused, located."""
+    from hpdsl.api import check_sources
+    from hpdsl.diagnostics import Source
+
+    imported = import_config(shrunk("deepseek_v4_flash", **SMALL), tmp_path, "v4")
+    assert imported.returncode == 0, imported.stderr
+    text = (tmp_path / "v4.hpf").read_text(encoding="utf-8").replace("  hc_mult 4", f"  hc_mult 4\n  {statement}")
+    checked = check_sources([Source("v4.hpf", text)], stdlib=True)
+    assert "outer-wiring" in [d.code for d in checked.diagnostics if d.severity == "error"], checked.diagnostics
+    assert any(words in (d.hint or "") + d.message for d in checked.diagnostics)
