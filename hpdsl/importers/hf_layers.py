@@ -163,6 +163,10 @@ COMPRESS_RATIO_KINDS: dict[object, str] = {0: "sliding_attention", 4: "compresse
 themselves are compress_rates', 4 and 128 by default)."""
 
 
+HASH_MOE = "hash_moe"
+"""The feed-forward half of a DeepSeek-V4 layer's kind whose experts a token-id lookup picks (num_hash_layers)."""
+
+
 INDEXED, SHARED_INDEX = "indexed", "shared_index"
 """The mixer half of a DSA layer's kind: its own lightning indexer, or the previous indexed layer's selection."""
 
@@ -239,14 +243,16 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
                    if isinstance(cfg.get(key), list) and cfg.get(key)), None)
     if listed is not None:  # MiMo-V2-Flash: per layer "dense"/"sparse", or 0 dense / 1 MoE
         key, values = listed
-        # MiMo-V2-Flash's "dense"/"sparse", DeepSeek-V4's "moe"/"hash_moe" (hash-routed experts)
-        codes: dict[object, str] = {"dense": "dense", "sparse": "moe", "moe": "moe", "hash_moe": "hash_moe"} \
-            if key == "mlp_layer_types" else {0: "dense", 1: "moe"}
+        # MiMo-V2-Flash's "dense"/"sparse"; DeepSeek-V4's "moe"/"hash_moe" (hash-routed experts), for a profile
+        # with hash-routed kinds (MIXER_hash_moe: profiles/deepseek_v4.hpf)
+        hashed = any(kind.endswith(HASH_MOE) for kind in profile.kinds)
+        codes: dict[object, str] = {0: "dense", 1: "moe"} if key != "mlp_layer_types" else \
+            {"moe": "moe", HASH_MOE: HASH_MOE} if hashed else {"dense": "dense", "sparse": "moe"}
         return _listed(values, layers, key, codes)
     hashed = cfg.get("num_hash_layers")
     if hashed is not None:  # DeepSeek-V4: the first num_hash_layers layers route by token id (DeepseekV4Config)
         first = min(whole(hashed, "num_hash_layers", "first_k_dense"), layers)
-        return ["hash_moe"] * first + ["moe"] * (layers - first)
+        return [HASH_MOE] * first + ["moe"] * (layers - first)
     step = count(cfg, "decoder_sparse_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
