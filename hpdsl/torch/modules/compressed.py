@@ -9,7 +9,9 @@ layers' the default rope at rope_theta), turned back on the output; a learnt sin
 head; a sliding window; the grouped low-rank output projection (o_a_proj's o_groups
 blocks, then o_b_proj). A layer with compress_ratio > 0 appends its compressor's entries
 to the keys (`Compressor`): HCA's non-overlapping windows, or CSA's overlapping ones
-whose entries a lightning indexer (`Indexer`) picks indexer_topk of for each query.
+whose entries a lightning indexer (`Indexer`) picks indexer_topk of for each query. The
+selection has no gradient: the indexer learns from its KL objective to the attention over the
+entries it picked (`indexer_kl`, as hpdsl trains DeepSeek-V3.2's indexer), the output unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from hpdsl.ir.nodes import evolve
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.common import RMSNorm
+from hpdsl.torch.modules.indexer import with_aux_loss
 from hpdsl.torch.modules.rope import frequencies
 
 
@@ -128,8 +131,8 @@ class Indexer(Compressor):
         self.q_b_proj = nn.Linear(config.query_rank, self.heads * self.width, bias=False)
         self.scorer = IndexerScorer(config.hidden, self.heads)
 
-    def select(self, x: Tensor, latent: Tensor, positions: Tensor, rotary: TailRotary) -> Tensor:
-        """Return each query's chosen entries [b, s, k] (−1: none), k = min(indexer_topk, entries)."""
+    def select(self, x: Tensor, latent: Tensor, positions: Tensor, rotary: TailRotary) -> tuple[Tensor, Tensor]:
+        """Return each query's chosen entries [b, s, k] (−1: none), k = min(indexer_topk, entries), and the scores."""
         batch, seq, _ = x.shape
         keys = self.pool(x, rotary)
         q = rotary(self.q_b_proj(latent).view(batch, seq, self.heads, self.width), positions)
@@ -139,11 +142,11 @@ class Indexer(Compressor):
         entries = keys.shape[1]
         chosen = min(self.topk, entries)
         if entries == 0:
-            return scores.topk(chosen, dim=-1).indices
+            return scores.topk(chosen, dim=-1).indices, scores
         closed = ((positions + 1) // self.ratio).view(1, -1, 1)  # a query sees the windows before its position + 1
         future = torch.arange(entries, device=x.device).view(1, 1, -1) >= closed
-        picked = scores.masked_fill(future, float("-inf")).topk(chosen, dim=-1).indices
-        return torch.where(picked >= closed, torch.full_like(picked, -1), picked)
+        picked = scores.detach().masked_fill(future, float("-inf")).topk(chosen, dim=-1).indices
+        return torch.where(picked >= closed, torch.full_like(picked, -1), picked), scores
 
 
 class EntryCompressor(Compressor):
@@ -154,19 +157,41 @@ class EntryCompressor(Compressor):
         super().__init__(config, int(config.head_dim), int(config.compress_ratio), overlap=indexed)
         self.indexer = Indexer(config, self.ratio) if indexed else None
 
-    def entries(self, x: Tensor, latent: Tensor, positions: Tensor, rotary: TailRotary) -> tuple[Tensor, Tensor]:
-        """Return the entries [b, n, d] and the scores' bias [b, s, n] over them (0 seen, −inf not)."""
+    def entries(self, x: Tensor, latent: Tensor, positions: Tensor,
+                rotary: TailRotary) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None]:
+        """Return the entries [b, n, d], the scores' bias [b, s, n] over them (0 seen, −inf not) and, with an
+        indexer, its scores and selection [b, s, n] (its KL objective's: `indexer_kl`).
+
+        The indexer reads `x` and `latent` detached: the language model's loss reaches it only through its
+        objective, as DeepSeek-V3.2's lightning indexer (hpdsl/torch/modules/indexer.py).
+        """
         keys = self.pool(x, rotary)
         batch, seq, entries = x.shape[0], x.shape[1], keys.shape[1]
         if self.indexer is None:
             closed = ((positions + 1) // self.ratio).view(1, -1, 1)
             seen = torch.arange(entries, device=x.device).view(1, 1, -1) < closed
             bias = torch.zeros(batch, seq, entries, device=x.device, dtype=keys.dtype)
-            return keys, bias.masked_fill(~seen, float("-inf"))
-        picked = self.indexer.select(x, latent, positions, rotary)
+            return keys, bias.masked_fill(~seen, float("-inf")), None
+        picked, scores = self.indexer.select(x.detach(), latent.detach(), positions, rotary)
         safe = torch.where(picked >= 0, picked, torch.full_like(picked, entries))
-        bias = keys.new_full((batch, seq, entries + 1), float("-inf")).scatter(-1, safe, 0.0)
-        return keys, bias[..., :entries]
+        bias = keys.new_full((batch, seq, entries + 1), float("-inf")).scatter(-1, safe, 0.0)[..., :entries]
+        return keys, bias, (scores, bias == 0)
+
+
+def indexer_kl(scores: Tensor, selected: Tensor, attention: Tensor) -> Tensor:
+    """Return Σ over queries of KL(the attention's share of each selected entry ‖ the indexer's softmax over them).
+
+    The lightning indexer's objective (DeepSeek-V3.2's, hpdsl/torch/modules/indexer.py): the main
+    attention's probabilities over the selected entries [b, s, n] (summed over heads, detached),
+    normalised; transformers' forward trains no indexer, so this is hpdsl's training rule, the forward
+    unchanged (with_aux_loss).
+    """
+    target = attention.float().masked_fill(~selected, 0.0)
+    target = target / target.sum(-1, keepdim=True).clamp_min(torch.finfo(target.dtype).tiny)
+    log_q = scores.masked_fill(~selected, float("-inf")).log_softmax(-1)
+    log_p = target.clamp_min(torch.finfo(target.dtype).tiny).log()
+    picked = selected & selected.any(-1, keepdim=True)
+    return torch.where(picked, target * (log_p - log_q), torch.zeros_like(target)).sum()
 
 
 class GroupedLinear(nn.Module):
@@ -176,6 +201,10 @@ class GroupedLinear(nn.Module):
         super().__init__()
         self.groups = groups
         self.weight = nn.Parameter(torch.empty(groups * out, width))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Initialise the blocks as nn.Linear initialises its weight (a meta build's materialize calls this)."""
         nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -231,8 +260,9 @@ class CompressedAttention(nn.Module):
         seen = (gap >= 0) & ((gap < self.window) if self.window else True)
         scores_bias = torch.zeros(seq, seq, device=x.device, dtype=q.dtype).masked_fill(~seen, float("-inf"))
         scores_bias = scores_bias.expand(batch, seq, seq)
+        indexed = None
         if self.compressor is not None:
-            entries, entry_bias = self.compressor.entries(x, latent, positions, self.compressed_rotary)
+            entries, entry_bias, indexed = self.compressor.entries(x, latent, positions, self.compressed_rotary)
             kv = torch.cat([kv, entries.to(kv.dtype)], dim=1)
             scores_bias = torch.cat([scores_bias, entry_bias.to(q.dtype)], dim=-1)
         scores = torch.einsum("bshd,btd->bhst", q, kv) * self.head_dim ** -0.5 + scores_bias.unsqueeze(1)
@@ -241,7 +271,10 @@ class CompressedAttention(nn.Module):
         probs = (logits - logits.max(dim=-1, keepdim=True).values).softmax(dim=-1)[..., :-1]
         out = self.rotary(torch.einsum("bhst,btd->bshd", probs.to(kv.dtype), kv), positions, back=True)
         grouped = self.o_a_proj(out.reshape(batch, seq, self.o_a_proj.groups, -1))
-        return self.o_b_proj(grouped.flatten(2))
+        out = self.o_b_proj(grouped.flatten(2))
+        if indexed is None or not torch.is_grad_enabled():
+            return out
+        return with_aux_loss(out, indexer_kl(*indexed, probs[..., seq:].detach().sum(dim=1)))
 
 
 __all__ = ["CompressedAttention", "Compressor", "EntryCompressor", "GroupedLinear", "Indexer", "TailRotary",
