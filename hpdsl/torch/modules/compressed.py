@@ -27,7 +27,7 @@ from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.common import RMSNorm
 from hpdsl.torch.modules.indexer import with_aux_loss
-from hpdsl.torch.modules.rope import frequencies
+from hpdsl.torch.modules.rope import Rotary, frequencies
 
 
 def unweighted_rms(x: Tensor, eps: float) -> Tensor:
@@ -35,11 +35,14 @@ def unweighted_rms(x: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + eps).to(x.dtype)
 
 
-class TailRotary:
-    """Interleaved-pair rotary on the last `dim` dims of each head, at one config's frequencies (no scale)."""
+class TailRotary(Rotary):
+    """Interleaved-pair rotary on the last `dim` dims of each head, at one config's frequencies (no scale).
+
+    A Rotary of the whole `dim` (its `frequencies` are the ones turned), applied DeepSeek-V4's way.
+    """
 
     def __init__(self, config: ModuleConfig, dim: int) -> None:
-        self.config, self.dim = config, dim
+        super().__init__(config, dim)
         self._inverse: dict[str, Tensor] = {}  # per device, made at the first call (a meta build has none)
 
     def inverse(self, device: torch.device) -> Tensor:
