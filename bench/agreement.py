@@ -104,7 +104,8 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
     mixer keeps its expansion and form (Mamba-1's time-step rank, Mamba-2's
     heads and groups) at small sizes: Mamba-2's heads still split d_inner evenly.
     A partial rotary (Phi) turns half of each small head. A DSA indexer keeps
-    4 heads choosing 4 keys per query.
+    4 heads choosing 4 keys per query. DeepSeek-V4's attention keeps its one key-and-value head at a small
+    query latent, two output groups, an indexer of 4 heads choosing 4 entries, and HCA windows of 8 tokens.
     """
     kv = heads if (model.kv_heads or model.heads) == model.heads else heads // 2
     blocks: dict[str, object] = {}
@@ -122,6 +123,13 @@ def small_model(model: ModelIR, *, hidden: int = 256, heads: int = 4, head_dim: 
             blocks.update(index_n_heads=4, index_head_dim=head_dim, index_topk=4)
     if block_stated(model, "ssm"):
         blocks.update(_small_ssm(model, hidden))
+    if model.query_rank:  # DeepSeek-V4's attention: one key-and-value head, small latent, groups and indexer;
+        # HCA windows of 8 tokens so that a short sequence closes some
+        kv = 1
+        blocks.update(query_rank=128, o_groups=2, o_lora_rank=64, rope_head_dim=16, hca_ratio=8,
+                      indexer_heads=4 if model.indexer_heads else None,
+                      indexer_head_dim=32 if model.indexer_head_dim else None,
+                      indexer_topk=4 if model.indexer_topk else None)
     if model.rotary_fraction is not None and model.rotary_fraction < 1:
         blocks["rotary_fraction"] = 0.5  # partial rotary kept, an even share of the small head dim
     groups = _few_groups(model.groups, per_group)

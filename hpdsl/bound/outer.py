@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from hpdsl.bound.problem import LayerProblem
 from hpdsl.ir.nodes import ModelIR
 
-OUTER_FIELDS = ("embed_width", "embed_norm", "no_final_norm", "position_offset")
-"""The fields that change the model's two ends (none of them changes a layer)."""
+OUTER_FIELDS = ("embed_width", "embed_norm", "no_final_norm", "position_offset", "hc_mult")
+"""The fields that change the model's two ends (hc_mult, DeepSeek-V4's residual streams, its layers' too)."""
 
 
 def stated_outer(model: ModelIR) -> list[str]:
@@ -46,6 +46,15 @@ def outer_problems(model: ModelIR, *, encoder_decoder: bool) -> Iterator[LayerPr
                            f"hidden {model.hidden}, but an MTP layer reads the table's rows as hidden-wide inputs",
                            "remove embed_width (or mtp): MTP layers take hidden-wide embeddings",
                            field="embed_width")
+    if model.hc_mult and model.mtp:
+        yield LayerProblem("outer-wiring", f"hc_mult {model.hc_mult} makes the residual stream {model.hc_mult} "
+                           "streams, but an MTP layer reads and writes one hidden-wide stream",
+                           "remove mtp (transformers' DeepSeek-V4 builds no MTP layer) or hc_mult", field="hc_mult")
+    if model.hc_mult and (model.wiring or "pre_norm") != "pre_norm":
+        yield LayerProblem("outer-wiring", f"hc_mult {model.hc_mult} runs each block behind a hyper-connection and "
+                           f"a norm before it, but the model states wiring {model.wiring}",
+                           "remove the wiring (hyper-connections are pre_norm: DeepSeek-V4's) or hc_mult",
+                           field="hc_mult")
 
 
 __all__ = ["OUTER_FIELDS", "outer_problems", "stated_outer"]

@@ -166,8 +166,21 @@ def layer_slots(layer: LayerConfig, bindings: Mapping[str, str], *, causal: bool
         modules[block] = [norm, *modules[block]] if path == f"{block}_norm" else [*modules[block], norm]
     for block, path in wiring.gate_paths(*shape, cross=cross):
         modules[block].append(_slot("gate", path, config, bindings))
+    for block, path in hyper_paths(config, *shape[1:], cross=cross):
+        modules[block].insert(0, _slot("hyper_connection", path, config, bindings))
     blocks = tuple(slot for block in wiring.blocks(*shape[1:], cross=cross) for slot in modules[block])
     return (*blocks, *per_layer_slots(config, bindings))
+
+
+def hyper_paths(config: ModuleConfig, attentions: int, ffn: bool, *, cross: bool = False) -> tuple[tuple[str, str], ...]:
+    """Return (block, path) of each block's hyper-connection (mixer_hc, ffn_hc) where the model states hc_mult.
+
+    As transformers' DeepseekV4DecoderLayer (attn_hc, ffn_hc): each runs before its block's norm, reading
+    the hc_mult residual streams (hpdsl/torch/layers.py `DecoderLayer`).
+    """
+    if not config.hc_mult:
+        return ()
+    return tuple((block, f"{block}_hc") for block in wiring.blocks(attentions, ffn, cross=cross))
 
 
 PER_LAYER_PATHS = ("per_layer_input", "per_layer_post_norm")
@@ -214,6 +227,8 @@ def end_slots(cost: CostModel) -> tuple[Slot, ...]:
         slots.append(_slot("norm", "embed_norm", config, bindings))
     if model.learned_positions:
         slots.append(_slot("embedding", "positions", positions_config(cost), bindings))
+    if model.hc_mult:  # DeepSeek-V4: the hc_mult residual streams collapse into one before the final norm
+        slots.append(_slot("hyper_head", "hc_head", config, bindings))
     if not model.no_final_norm:
         slots.append(final_norm_slot(cost))
     if projects:
@@ -301,7 +316,7 @@ def _slot(role: str, path: str, config: ModuleConfig, bindings: Mapping[str, str
 
 __all__ = ["BESIDE_PATHS", "EMBEDDING_END", "beside_slots", "MTP_PATHS", "PER_LAYER_PATHS", "Slot", "buildable", "cross_attention_config", "cross_mixer_config", "crosses", "end_slots",
            "experts_config", "ffn_slots",
-           "final_norm_slot", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
+           "final_norm_slot", "hyper_paths", "kind_bindings", "layer_config", "layer_shape", "position_bias_slots", "positions_config",
            "layer_slots", "mtp_slots", "per_layer_end_slots", "per_layer_slots", "projected", "mixer_role",
            "model_slots",
            "shared_expert_config"]

@@ -182,10 +182,11 @@ WIRED_SLOTS = {"gate": "gated"}
 that states `wiring gated` itself under such a profile is refused at build: no family fills the gates)."""
 
 FIELD_SLOTS = {"position_bias": "position_buckets", "project_in": "embed_width", "project_out": "embed_width",
-               "mtp_proj": "mtp", "per_layer_input": "per_layer_width", "per_layer_proj": "per_layer_width"}
+               "mtp_proj": "mtp", "per_layer_input": "per_layer_width", "per_layer_proj": "per_layer_width",
+               "hyper_connection": "hc_mult", "hyper_head": "hc_mult"}
 """Slots a model field builds → that field: only a model stating it needs the slot bound (T5's bias tables;
 the outer wiring's projections, docs/language.md "The model's outer wiring"; the MTP layers' projection;
-Gemma 4's per-layer inputs)."""
+Gemma 4's per-layer inputs; DeepSeek-V4's hyper-connections)."""
 
 BLOCK_FIELD_SLOTS = {"latent_proj": ("moe", "latent_width")}
 """Slots a block's field builds → (block, field): only a model stating it needs the slot bound (a MoE block's

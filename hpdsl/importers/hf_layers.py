@@ -129,6 +129,9 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
     pattern = cfg.get("hybrid_layer_pattern")
     if isinstance(pattern, list) and pattern:  # MiMo-V2-Flash: 0 full attention, 1 sliding window
         return _listed(pattern, layers, "hybrid_layer_pattern", {0: "full_attention", 1: "sliding_attention"})
+    ratios = cfg.get("compress_ratios")
+    if isinstance(ratios, list) and ratios:  # DeepSeek-V4: 0 sliding only, 4 CSA, 128 HCA (DeepseekV4Config's map)
+        return _listed(ratios, layers, "compress_ratios", COMPRESS_RATIO_KINDS)
     indices = cfg.get("attn_layer_indices")
     if isinstance(indices, list):  # Bamba: attention at these layers, Mamba-2 elsewhere
         return ["full_attention" if i in indices else "linear_attention" for i in range(layers)]
@@ -152,6 +155,16 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+COMPRESS_RATIO_KINDS: dict[object, str] = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                                            128: "heavily_compressed_attention"}
+"""DeepSeek-V4's legacy compress_ratios, per layer, as DeepseekV4Config reads them into layer_types (the rates
+themselves are compress_rates', 4 and 128 by default)."""
+
+
+HASH_MOE = "hash_moe"
+"""The feed-forward half of a DeepSeek-V4 layer's kind whose experts a token-id lookup picks (num_hash_layers)."""
 
 
 INDEXED, SHARED_INDEX = "indexed", "shared_index"
@@ -230,9 +243,16 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
                    if isinstance(cfg.get(key), list) and cfg.get(key)), None)
     if listed is not None:  # MiMo-V2-Flash: per layer "dense"/"sparse", or 0 dense / 1 MoE
         key, values = listed
-        codes: dict[object, str] = {"dense": "dense", "sparse": "moe"} if key == "mlp_layer_types" else \
-            {0: "dense", 1: "moe"}
+        # MiMo-V2-Flash's "dense"/"sparse"; DeepSeek-V4's "moe"/"hash_moe" (hash-routed experts), for a profile
+        # with hash-routed kinds (MIXER_hash_moe: profiles/deepseek_v4.hpf)
+        hashed = any(kind.endswith(HASH_MOE) for kind in profile.kinds)
+        codes: dict[object, str] = {0: "dense", 1: "moe"} if key != "mlp_layer_types" else \
+            {"moe": "moe", HASH_MOE: HASH_MOE} if hashed else {"dense": "dense", "sparse": "moe"}
         return _listed(values, layers, key, codes)
+    hashed = cfg.get("num_hash_layers")
+    if hashed is not None:  # DeepSeek-V4: the first num_hash_layers layers route by token id (DeepseekV4Config)
+        first = min(whole(hashed, "num_hash_layers", "first_k_dense"), layers)
+        return [HASH_MOE] * first + ["moe"] * (layers - first)
     step = count(cfg, "decoder_sparse_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []

@@ -36,6 +36,9 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
              "after (with `latent_width`; Nemotron 3 Super's fc1_latent_proj and fc2_latent_proj)", "layer"),
     SlotSpec("per_layer_input", "a layer's per-layer input block (with `per_layer_width`, Gemma 4's PLE): a gate "
              "hidden → per_layer_width, times the layer's per-layer input, projected back to hidden", "layer"),
+    SlotSpec("hyper_connection", "a block's manifold-constrained hyper-connection (with `hc_mult`, DeepSeek-V4's mHC): "
+             "the hc_mult residual streams mixed into the block's input, its output spread back, the streams mixed",
+             "layer"),
     SlotSpec("norm", "every normalisation: before each mixer and feed-forward, and the final norm", "layer"),
     SlotSpec("embedding", "the token embedding", "model"),
     SlotSpec("head", "the output head (absent when tied to the embedding)", "model"),
@@ -50,17 +53,20 @@ SLOTS: dict[str, SlotSpec] = {spec.name: spec for spec in (
     SlotSpec("per_layer_proj", "the projection of the token embeddings hidden → layers · per_layer_width that "
              "each layer's per-layer input is made from beside its table (with `per_layer_width`, Gemma 4's PLE)",
              "model"),
+    SlotSpec("hyper_head", "the last collapse of the hc_mult residual streams into one before the final norm "
+             "(with `hc_mult`, DeepSeek-V4's hc_head)", "model"),
     SlotSpec("mtp_proj", "each MTP layer's projection of its normalised embedding and hidden state (2·hidden "
              "wide) back to hidden, where the model states mtp (DeepSeek-V3's eh_proj)", "model"),
 )}
 """Every slot a `slots { ... }` block may bind, in the order docs list them."""
 
 KIND_DIM_FIELDS = ("heads", "kv_heads", "head_dim", "value_dim", "attention_sinks", "qk_norm", "qkv_bias", "o_bias",
-                   "k_eq_v", "no_rope", "index_n_heads", "kv_shared", "ffn_width")
+                   "k_eq_v", "no_rope", "index_n_heads", "kv_shared", "ffn_width", "compress_ratio",
+                   "compress_indexed")
 """The fields a kind's `dims { }` may set in its layers: their head shapes, attention flags and feed-forward width
 (hpdsl/check/kind_dims.py; `no_rope`: no-position layers; `index_n_heads = 0`: no DSA indexer, GLM-5.2's
 shared-index layers; `kv_shared`: layers reusing an earlier layer's keys and values, and `ffn_width` their
-double-wide MLPs, Gemma 4's); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
+double-wide MLPs, Gemma 4's; `compress_ratio` and `compress_indexed`: DeepSeek-V4's compressed layers); the model-wide fields (hidden, vocab, layers, ...) stay the model's."""
 
 ATTENTION_FLAVOURS = ("full", "linear", "sliding", "ssm", "cross")
 """A kind's `attention` flavour: full fills the attention slot (mla with an `mla` block), linear

@@ -24,6 +24,9 @@ NORM_PATHS = ("mixer_norm", "mixer_post_norm", "cross_norm", "cross_post_norm", 
 GATE_PATHS = ("mixer_gate", "cross_gate", "ffn_gate")
 """Every output gate a layer may hold (`wiring gated`: one after each block, before the residual add)."""
 
+HYPER_PATHS = ("mixer_hc", "ffn_hc")
+"""Every hyper-connection a layer may hold (hc_mult: DeepSeek-V4's mHC, one before each block's norm)."""
+
 
 class DecoderLayer(nn.Module):
     """Residual layer: a mixer, an optional cross-attention, a feed-forward (one of the two may be absent).
@@ -48,9 +51,9 @@ class DecoderLayer(nn.Module):
     def __init__(self, *, mixer: nn.Module | None = None, ffn: nn.Module | None = None,
                  cross_attention: nn.Module | None = None, wiring: str = "pre_norm",
                  norms: Mapping[str, nn.Module] | None = None, gates: Mapping[str, nn.Module] | None = None,
-                 per_layer_input: nn.Module | None = None) -> None:
+                 per_layer_input: nn.Module | None = None, hyper: Mapping[str, nn.Module] | None = None) -> None:
         super().__init__()
-        for given, paths in ((norms, NORM_PATHS), (gates, GATE_PATHS)):
+        for given, paths in ((norms, NORM_PATHS), (gates, GATE_PATHS), (hyper, HYPER_PATHS)):
             unknown = sorted(set(given or {}) - set(paths))
             if unknown:
                 raise BuildError(f"a layer holds no {unknown}; it may hold {list(paths)}")
@@ -59,17 +62,23 @@ class DecoderLayer(nn.Module):
             setattr(self, path, (norms or {}).get(path))
         for path in GATE_PATHS:
             setattr(self, path, (gates or {}).get(path))
+        for path in HYPER_PATHS:  # with hc_mult the layer reads and writes hc_mult residual streams
+            setattr(self, path, (hyper or {}).get(path))
         self.mixer, self.cross_attention, self.ffn = mixer, cross_attention, ffn
         self.per_layer_input = per_layer_input  # Gemma 4's PLE block after the feed-forward (per_layer_width)
 
     def forward(self, x: Tensor, *, positions: Tensor, bias: Tensor | None = None,
-                memory: Tensor | None = None, per_layer: Tensor | None = None) -> Tensor:
+                memory: Tensor | None = None, per_layer: Tensor | None = None, ids: Tensor | None = None) -> Tensor:
         """Return the layer's output for `x` [b, s, h] (memory: the encoder output, for cross-attention).
 
         `per_layer` is this layer's per-layer input [b, s, per_layer_width] where it has a
         per_layer_input block: its output, through per_layer_post_norm, is added after the feed-forward.
+        `ids` are the tokens' ids, which a hash-routed feed-forward picks its experts by (DeepSeek-V4).
+        With hyper-connections `x` is the residual streams [b, s, hc_mult, h] (`_hyper`).
         """
-        x = self._blocks(x, positions=positions, bias=bias, memory=memory)
+        if self.mixer_hc is not None or self.ffn_hc is not None:
+            return self._hyper(x, positions=positions, bias=bias, ids=ids)
+        x = self._blocks(x, positions=positions, bias=bias, memory=memory, ids=ids)
         block = self.per_layer_input
         if block is None:
             return x
@@ -77,7 +86,25 @@ class DecoderLayer(nn.Module):
             raise BuildError("a layer with a per-layer input block needs its per-layer input (per_layer)")
         return x + _apply(self.per_layer_post_norm, block(x, per_layer))
 
-    def _blocks(self, x: Tensor, *, positions: Tensor, bias: Tensor | None, memory: Tensor | None) -> Tensor:
+    def _hyper(self, x: Tensor, *, positions: Tensor, bias: Tensor | None, ids: Tensor | None) -> Tensor:
+        """Run each block behind its hyper-connection (transformers' DeepseekV4DecoderLayer), `x` the streams.
+
+        The block reads the streams' `pre` mix through its norm; its output is spread back over
+        the streams by `post` and added to the streams mixed by the doubly stochastic `comb`.
+        """
+        mixer, ffn = self.mixer, self.ffn
+        blocks = (("mixer", None if mixer is None else (lambda y: mixer(y, positions=positions, bias=bias))),
+                  ("ffn", None if ffn is None else (lambda y: _feed(ffn, y, ids))))
+        for name, block in blocks:
+            hc = getattr(self, f"{name}_hc")
+            if block is None or hc is None:
+                continue
+            post, comb, collapsed = hc(x)
+            x = hc.merge(x, block(_apply(getattr(self, f"{name}_norm"), collapsed)), post, comb)
+        return x
+
+    def _blocks(self, x: Tensor, *, positions: Tensor, bias: Tensor | None, memory: Tensor | None,
+                ids: Tensor | None = None) -> Tensor:
         """Return `x` through the mixer, cross-attention and feed-forward blocks with their norms."""
         mixer, cross, ffn = self.mixer, self.cross_attention, self.ffn
         if mixer is None and cross is not None and memory is None:
@@ -91,7 +118,8 @@ class DecoderLayer(nn.Module):
         if cross is not None:
             x = self._block("cross", x, lambda y: cross(y, positions=positions, memory=memory))
         if ffn is not None:  # a feed-forward that `reads_residual` (MoEBesideMLP) also gets the block's input
-            x = self._block("ffn", x, (lambda y: ffn(y, x)) if getattr(ffn, "reads_residual", False) else ffn)
+            x = self._block("ffn", x, (lambda y: ffn(y, x)) if getattr(ffn, "reads_residual", False)
+                            else (lambda y: _feed(ffn, y, ids)))
         return x
 
     def _block(self, name: str, x: Tensor, block: Callable[[Tensor], Tensor]) -> Tensor:
@@ -105,6 +133,12 @@ class DecoderLayer(nn.Module):
 
 def _apply(norm: nn.Module | None, x: Tensor) -> Tensor:
     return x if norm is None else norm(x)
+
+
+def _feed(ffn: nn.Module, x: Tensor, ids: Tensor | None) -> Tensor:
+    """Return the feed-forward's output for `x`, handing it the tokens' ids when it routes by them (a hash router)."""
+    out: Tensor = ffn(x, ids=ids) if getattr(ffn, "by_ids", False) else ffn(x)
+    return out
 
 
 class Tower(nn.Module):
@@ -164,7 +198,7 @@ class CausalLM(nn.Module):
                  positions: nn.Module | None = None, logit_softcap: float = 0.0,
                  project_in: nn.Module | None = None, project_out: nn.Module | None = None,
                  embed_norm: nn.Module | None = None, position_offset: int = 0,
-                 per_layer: Mapping[str, nn.Module] | None = None) -> None:
+                 per_layer: Mapping[str, nn.Module] | None = None, hc_head: nn.Module | None = None) -> None:
         super().__init__()
         self.logit_softcap = logit_softcap  # final_softcap (Gemma 2): every logit c·tanh(logit / c)
         self.embed = embed
@@ -183,6 +217,7 @@ class CausalLM(nn.Module):
         self.per_layer_embed = ends.get("per_layer_embed")
         self.per_layer_proj = ends.get("per_layer_proj")
         self.per_layer_norm = ends.get("per_layer_norm")
+        self.hc_head = hc_head  # DeepSeek-V4: the hc_mult residual streams collapse into one before the final norm
 
     def per_layer_inputs(self, ids: Tensor, x: Tensor) -> Tensor | None:
         """Return every layer's per-layer input [b, s, layers, width] for tokens `ids` embedded as `x`; None without.
@@ -208,8 +243,16 @@ class CausalLM(nn.Module):
             x = x + self.positions(positions + self.position_offset)
         return x if self.embed_norm is None else self.embed_norm(x)
 
+    def streams(self, x: Tensor) -> Tensor:
+        """Return the first layer's residual streams: `x` copied hc_mult times with a hyper head, else `x`."""
+        if self.hc_head is None:
+            return x
+        streams: int = getattr(self.hc_head, "streams")  # HyperHead's (hpdsl/torch/modules/hyper.py)
+        return x.unsqueeze(2).expand(-1, -1, streams, -1).contiguous()
+
     def final(self, x: Tensor) -> Tensor:
-        """Return the head's input: the last hidden states through the final norm and project_out."""
+        """Return the head's input: the last hidden states (streams collapsed) through the final norm and project_out."""
+        x = _apply(self.hc_head, x)
         x = x if self.norm is None else self.norm(x)
         return x if self.project_out is None else self.project_out(x)
 
@@ -219,10 +262,11 @@ class CausalLM(nn.Module):
         positions = self.cp_rank * seq + torch.arange(seq, device=ids.device)
         x = self.embed_tokens(ids, positions)
         inputs = self.per_layer_inputs(ids, x)
+        x = self.streams(x)
         bias = None if self.position_bias is None else self.position_bias(positions, positions)
         for i, layer in enumerate(self.layers):
             per_layer = None if inputs is None else inputs[:, :, i]
-            x = layer(x, positions=positions, bias=bias, memory=memory,
+            x = layer(x, positions=positions, bias=bias, memory=memory, ids=ids,
                       **({} if per_layer is None else {"per_layer": per_layer}))
         logits = output_logits(self.final(x), self.head, self.embed, softcap=self.logit_softcap)
         if input_ids.ndim == 2 or self.mtp is None:
@@ -273,4 +317,4 @@ def _logits(x: Tensor, head: nn.Module | None, embed: nn.Module | None) -> Tenso
     return x @ weight.t()
 
 
-__all__ = ["GATE_PATHS", "NORM_PATHS", "CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]
+__all__ = ["GATE_PATHS", "HYPER_PATHS", "NORM_PATHS", "CausalLM", "DecoderLayer", "MTPLayer", "RelativePositionBias", "Seq2SeqLM", "Tower", "output_logits"]

@@ -42,7 +42,7 @@ from hpdsl.model.slots import SLOTS
 from hpdsl.registry import Registry
 from hpdsl.torch.build import RegistryLike, as_registry, construct_family
 from hpdsl.torch.init import draw
-from hpdsl.torch.layers import GATE_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
+from hpdsl.torch.layers import GATE_PATHS, HYPER_PATHS, NORM_PATHS, CausalLM, DecoderLayer, MTPLayer, Seq2SeqLM, Tower
 from hpdsl.torch.mesh import ContextLike, JobContext, JobMesh, as_job_mesh, job_context
 from hpdsl.torch.modules import Attention, MoE, MoEBesideMLP
 from hpdsl.torch.resolve import DEFAULT_PREFIXES, FamilyRequest, resolve_family
@@ -77,6 +77,7 @@ class _Builder:
             norms={path: module for path, module in built.items() if path in NORM_PATHS},
             gates={path: module for path, module in built.items() if path in GATE_PATHS},
             per_layer_input=built.get("per_layer_input"),
+            hyper={path: module for path, module in built.items() if path in HYPER_PATHS},
         )
 
     def ffn(self, cfg: ModuleConfig, kind: str | None, fqn: str) -> nn.Module:
@@ -179,7 +180,7 @@ def _build(builder: _Builder, include_mtp: bool) -> nn.Module:
                     project_out=ends.get("project_out"), embed_norm=ends.get("embed_norm"),
                     position_offset=int(model.position_offset or 0),
                     per_layer={path: ends[path] for path in ("per_layer_embed", "per_layer_proj", "per_layer_norm")
-                               if path in ends})
+                               if path in ends}, hc_head=ends.get("hc_head"))
 
 
 def link_shared_kv(layers: Sequence[nn.Module]) -> None:

@@ -91,9 +91,6 @@ FILES.update({
     # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json @87fe4b0c7ef0
     "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
 })
-REFUSED_TODAY.update({
-    "deepseek_v4_flash": "hc_mult = 4, hc_sinkhorn_iters = 20: manifold-constrained hyper-connections",
-})
 FILES.update({
     # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-0.6B_config.json
     # @095f58a51c4c (no final newline, as Qwen's file): Qwen/Qwen3-0.6B's config.json, in place of the qwen3_0_6b dict

@@ -67,6 +67,9 @@ def _class_default(model_type: str, key: str) -> object:
         # Gemma4TextConfig keeps head dims per layer: a sliding layer's head_dim, a full layer's global one.
         kind = "full_attention" if key == "global_head_dim" else "sliding_attention"
         return config.per_layer_config[config.layer_types.index(kind)].head_dim
+    if model_type == "deepseek_v4" and key == "num_hash_layers":
+        # DeepseekV4Config reads the legacy key into mlp_layer_types (its first default_num_hash_layers hash_moe)
+        return config.mlp_layer_types.count("hash_moe")
     if key.startswith("rope_parameters."):  # a rotary default inside the object transformers 5 keeps them in
         return value_at({"rope_parameters": config.rope_parameters}, key)
     # A composite config's rotary defaults are its text model's.

@@ -86,6 +86,10 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "bloom": {"decoder": (PLAIN, "full", None)},
     # GPT-NeoX: a plain feed-forward beside the attention, a LayerNorm each (parallel_two_norms).
     "neox": {"decoder": (PLAIN, "full", None)},
+    # DeepSeek-V4: MIXER_FFN kinds, every layer MoE (sliding, CSA, HCA × learnt or hash-routed).
+    "deepseek_v4": {f"{mixer}_{ffn}": (DECODER, "sliding", "moe")
+                    for ffn in ("moe", "hash_moe")
+                    for mixer in ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -114,6 +118,7 @@ DEFAULTS: dict[str, tuple[str, dict[str, int | bool], int | None]] = {
     "gemma4": ("full_attention", {}, None),
     "bloom": ("decoder", {}, None),
     "neox": ("decoder", {}, None),
+    "deepseek_v4": ("sliding_attention_moe", {}, None),
 }
 
 MODEL_TYPES = {
@@ -134,6 +139,7 @@ MODEL_TYPES = {
     "gemma4": ("gemma4_text", "gemma4"),
     "bloom": ("bloom",),
     "neox": ("gpt_neox",),
+    "deepseek_v4": ("deepseek_v4",),
 }
 
 
@@ -233,20 +239,24 @@ def test_lower_profile_of_a_small_spec() -> None:
 STANDARD_SLOTS = {"attention": "attention", "linear_attention": "gated_delta_net", "ssm": "mamba", "mla": "mla",
                   "mlp": "mlp", "experts": "grouped_experts", "shared_experts": "mlp",
                   "router": "router", "shared_gate": "shared_gate", "latent_proj": "moe_latent_projection",
-                  "per_layer_input": "per_layer_input", "norm": "norm", "embedding": "embedding", "head": "output_head",
+                  "per_layer_input": "per_layer_input", "hyper_connection": "hyper_connection", "norm": "norm", "embedding": "embedding", "head": "output_head",
                   "cross_attention": "cross_attention", "gate": "tanh_gate",
                   "position_bias": "relative_position_bias",
                   "project_in": "input_projection", "project_out": "output_projection",
-                  "per_layer_proj": "output_projection", "mtp_proj": "mtp_projection"}
+                  "per_layer_proj": "output_projection", "hyper_head": "hyper_head", "mtp_proj": "mtp_projection"}
 
 
 KIND_SLOTS = {("bamba", "linear_attention"): {"ssm": "mamba2"},
               ("nemotron_h", "linear_attention"): {"ssm": "mamba2"},
-              ("lfm2", "conv"): {"ssm": "short_conv"}}
-"""The standard kinds that bind a slot of their own: Bamba's and Nemotron-H's Mamba-2 layers, LFM2's short convolution."""
+              ("lfm2", "conv"): {"ssm": "short_conv"},
+              **{("deepseek_v4", f"{mixer}_hash_moe"): {"router": "hash_router"}
+                 for mixer in ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")}}
+"""The standard kinds that bind a slot of their own: Bamba's and Nemotron-H's Mamba-2 layers, LFM2's short convolution,
+DeepSeek-V4's hash-routed layers."""
 
-PROFILE_SLOTS = {"gemma4": {"router": "scaled_router"}}
-"""The standard profiles that bind a slot of their own: Gemma 4's router (Gemma4TextRouter's scales)."""
+PROFILE_SLOTS = {"gemma4": {"router": "scaled_router"}, "deepseek_v4": {"attention": "compressed_attention"}}
+"""The standard profiles that bind a slot of their own: Gemma 4's router (Gemma4TextRouter's scales), DeepSeek-V4's
+attention."""
 
 
 def test_every_standard_profile_and_kind_binds_every_slot_to_the_standard_family() -> None:
@@ -266,7 +276,7 @@ family h { factory "pkg.mod:H"  variant local "pkg.mod:H" default }
 slots { head f  norm f  embedding f  attention f  linear_attention f  ssm f }
 slots { mla f  mlp f  experts f  shared_experts f  router f  shared_gate f  latent_proj f  per_layer_input f }
 slots { cross_attention f  gate f  position_bias f }
-slots { project_in f  project_out f  per_layer_proj f  mtp_proj f }
+slots { project_in f  project_out f  per_layer_proj f  mtp_proj f  hyper_connection f  hyper_head f }
 profile p {
   slots { mlp g  head g }
   kind base { slots { experts h  norm g }  ops { mm 1 } }
@@ -341,6 +351,7 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
     dims = {(p, k): {name: dim.text for name, dim in kind.dims.items()}
             for p, profile in _profiles().items() for k, kind in profile.kinds.items() if kind.dims}
     sliding = {"kv_heads": "2 * kv_heads", "attention_sinks": "1"}
+    CSA = {"compress_ratio": "csa_ratio", "compress_indexed": "1"}  # noqa: N806 (DeepSeek-V4's CSA layers)
     assert dims == {("mimo_v2", "sliding_attention_dense"): sliding, ("mimo_v2", "sliding_attention_moe"): sliding,
                     ("gemma4", "full_attention"): {"head_dim": "global_head_dim", "kv_heads": "global_kv_heads"},
                     ("gemma4", "sliding_attention"): {"k_eq_v": "0"},
@@ -348,7 +359,10 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
                                                              **E2B_SHARED},
                     ("gemma4", "sliding_attention_kv_shared"): {"k_eq_v": "0", **E2B_SHARED},
                     ("deepseek", "shared_index_dense"): {"index_n_heads": "0"},
-                    ("deepseek", "shared_index_moe"): {"index_n_heads": "0"}}
+                    ("deepseek", "shared_index_moe"): {"index_n_heads": "0"},
+                    **{("deepseek_v4", f"compressed_sparse_attention_{ffn}"): CSA for ffn in ("moe", "hash_moe")},
+                    **{("deepseek_v4", f"heavily_compressed_attention_{ffn}"): {"compress_ratio": "hca_ratio"}
+                       for ffn in ("moe", "hash_moe")}}
 
 
 def test_a_kinds_own_dims_override_its_bases() -> None:

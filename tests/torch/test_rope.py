@@ -79,6 +79,8 @@ def test_every_layer_turns_as_transformers_does(path: Path, stdlib: Registry) ->
     types = getattr(text, "layer_types", None)
     for index, rotary in turned:
         kind = types[index] if types and hasattr(reference, f"{types[index]}_inv_freq") else None
+        if types and kind is None and hasattr(reference, "main_inv_freq"):  # DeepSeek-V4: per rope type, not layer
+            kind = "main" if types[index] == "sliding_attention" else "compress"  # DeepseekV4Attention's rule
         want = getattr(reference, f"{kind}_inv_freq" if kind else "inv_freq").float()
         want_scale = getattr(reference, f"{kind}_attention_scaling" if kind else "attention_scaling")
         got, scale = frequencies(rotary.config, rotary.dim, rotary.fraction, sliding=rotary.sliding)

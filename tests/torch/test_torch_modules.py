@@ -151,8 +151,22 @@ def test_the_gated_unit_takes_glu_alpha_glu_limit_and_interleaving() -> None:
                                @ plain.down_proj[0])
     with pytest.raises(BuildError, match="glu_limit -1.0 would clamp the up to an empty range"):
         GatedMLP(ModuleConfig(hidden=16, ffn_width=8, glu_limit=-1.0))
-    with pytest.raises(BuildError, match="no glu_alpha, glu_limit or glu_interleaved"):
+    with pytest.raises(BuildError, match="no glu_alpha, glu_limit, glu_clamp or glu_interleaved"):
         MXFP8GroupedExperts(ModuleConfig(hidden=64, ffn_width=32, experts=2, top_k=1, glu_interleaved=True))
+
+
+def test_the_gated_unit_takes_deepseek_v4_s_glu_clamp() -> None:
+    """glu_clamp (DeepSeek-V4's swiglu_limit): gate ≤ c, up within ±c, then silu(gate)·up, no + 1 (dense and experts)."""
+    from hpdsl.torch.modules import GatedMLP
+    torch.manual_seed(5)
+    x = torch.randn(7, 16) * 4   # past the clamp, so it acts
+    mlp = GatedMLP(ModuleConfig(hidden=16, ffn_width=8, glu_clamp=0.5))
+    gate, up = mlp.gate_proj(x).clamp(max=0.5), mlp.up_proj(x).clamp(min=-0.5, max=0.5)
+    torch.testing.assert_close(mlp(x), mlp.down_proj(torch.nn.functional.silu(gate) * up))
+    experts = GroupedExperts(ModuleConfig(hidden=16, ffn_width=8, experts=2, top_k=1, glu_clamp=0.5))
+    gate, up = (x @ experts.gate_up_proj[1]).chunk(2, dim=-1)
+    expected = (torch.nn.functional.silu(gate.clamp(max=0.5)) * up.clamp(min=-0.5, max=0.5)) @ experts.down_proj[1]
+    torch.testing.assert_close(experts.expert(1, x), expected)
 
 
 def test_moe_adds_gated_shared_experts() -> None:

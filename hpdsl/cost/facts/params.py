@@ -133,7 +133,7 @@ def parameters(cost_model: CostModel) -> ParamReport:
     embedding = ends["embed"] + ends.get("project_in", 0) + ends.get("embed_norm", 0) + \
         sum(ends.get(path, 0) for path in ("per_layer_embed", "per_layer_proj", "per_layer_norm"))
     output = ends.get("head", 0) + ends.get("project_out", 0)
-    final_norms = towers(model) * ends.get("norm", 0)
+    final_norms = towers(model) * ends.get("norm", 0) + ends.get("hc_head", 0)  # DeepSeek-V4's stream collapse
     positions = ends.get("positions", 0) + sum(slot_params(slot, families) for slot in _end_slots(cost_model)
                                                if slot.role == "position_bias")
     body = sum(g.total for g in groups if not g.mtp)
@@ -234,9 +234,11 @@ def _standard() -> tuple[Mapping[str, FamilyIR], Mapping[str, str]]:
 
 
 _PART = {"norm": "norms", "gate": "norms", "mlp": "dense_ffn", "router": "router", "experts": "routed",
-         "shared_experts": "shared", "shared_gate": "shared", "latent_proj": "dense_ffn", "per_layer_input": "dense_ffn"}
+         "shared_experts": "shared", "shared_gate": "shared", "latent_proj": "dense_ffn", "per_layer_input": "dense_ffn",
+         "hyper_connection": "norms"}
 """The report part of each non-mixer role; a gate is one replicated scalar, reported with the norms; a MoE's
-latent projections, which every token runs, and a layer's per-layer input block with the dense feed-forward."""
+latent projections, which every token runs, and a layer's per-layer input block with the dense feed-forward; a
+block's hyper-connection (DeepSeek-V4's mHC, replicated and beside the residual stream) with the norms."""
 
 
 def _slot_parts(slot: Slot, families: Mapping[str, FamilyIR]) -> list[tuple[str, int]]:

@@ -10,11 +10,14 @@ from hpdsl.torch.modules.mamba import Mamba, Mamba2
 from hpdsl.torch.modules.mla import MLAttention, RingMLAttention
 from hpdsl.torch.modules.mlp import MLP, GatedMLP, PlainMLP
 from hpdsl.torch.modules.position_bias import RelativePositionBias
-from hpdsl.torch.modules.moe import MoE, MoEBesideMLP, MoELatentProjection, Router, ScaledRouter, SharedExpertGate
+from hpdsl.torch.modules.compressed import CompressedAttention
+from hpdsl.torch.modules.hyper import HyperConnection, HyperHead
+from hpdsl.torch.modules.moe import (HashRouter, MoE, MoEBesideMLP, MoELatentProjection, Router, ScaledRouter,
+                                     SharedExpertGate)
 from hpdsl.torch.modules.per_layer import PerLayerInput
 from hpdsl.torch.modules.short_conv import ShortConv
 
-__all__ = ["Attention", "ChunkedGatedDeltaNet", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
+__all__ = ["Attention", "ChunkedGatedDeltaNet", "CompressedAttention", "HashRouter", "HyperConnection", "HyperHead", "EagerGatedDeltaNet", "Embedding", "ExpertParallelExperts",
            "GatedDeltaNet", "GatedMLP", "GroupedExperts", "InputProjection", "LayerNorm", "Mamba", "Mamba2", "MLAttention",
            "MLP", "MoE", "MoEBesideMLP", "MoELatentProjection", "MTPProjection", "MXFP8GroupedExperts", "OutputHead", "OutputProjection", "PerLayerInput",
            "PlainMLP",

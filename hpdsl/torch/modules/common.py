@@ -114,7 +114,8 @@ def gated_unit(config: ModuleConfig | None) -> Callable[[Tensor, Tensor], Tensor
     """Return (gate, up) -> act(gate)·up as `config` states it: its activation, or glu_alpha's and glu_limit's.
 
     gpt-oss's experts (transformers' GptOssExperts._apply_gate) clamp the gate to at most
-    glu_limit and the up to ±glu_limit, take gate·σ(glu_alpha·gate) and multiply it by up + 1.
+    glu_limit and the up to ±glu_limit, take gate·σ(glu_alpha·gate) and multiply it by up + 1; DeepSeek-V4's
+    (glu_clamp) clamp them alike and take act(gate)·up.
     """
     act = activation(config.activation if config is not None else "silu")
     alpha = float(config.glu_alpha or 0.0) if config is not None else 0.0
@@ -122,6 +123,9 @@ def gated_unit(config: ModuleConfig | None) -> Callable[[Tensor, Tensor], Tensor
     if limit < 0:
         raise BuildError(f"glu_limit {limit} would clamp the up to an empty range: state a positive limit "
                          "(gpt-oss's swiglu_limit is 7.0), or leave it unset for no clamp")
+    clamp = float(getattr(config, "glu_clamp", None) or 0.0) if config is not None else 0.0
+    if clamp:  # DeepSeek-V4's swiglu_limit: both clamped, no + 1 (DeepseekV4Experts._apply_gate, DeepseekV4MLP)
+        return lambda gate, up: act(gate.clamp(max=clamp)) * up.clamp(min=-clamp, max=clamp)
     if not alpha and not limit:
         return lambda gate, up: act(gate) * up
 

@@ -289,9 +289,10 @@ class MXFP8GroupedExperts(ExpertParallelExperts):
             raise BuildError(f"{where} supports only EP=1 or EP=2, found ep={job.size('ep')}")
         if config is not None and (not config.gated or config.activation != "silu"
                                    or (config.mlp_bias and config.expert_bias)
-                                   or config.glu_alpha or config.glu_limit or config.glu_interleaved):
-            raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu; no glu_alpha, glu_limit "
-                             "or glu_interleaved)")
+                                   or config.glu_alpha or config.glu_limit or config.glu_clamp
+                                   or config.glu_interleaved):
+            raise BuildError(f"{where} requires a standard bias-free SwiGLU (gated, silu; no glu_alpha, glu_limit, "
+                             "glu_clamp or glu_interleaved)")
         super().__init__(config, module=module, module_fqn=module_fqn, context=job)
         if self.hidden % self.block or self.width % self.block:
             raise BuildError(f"{where} needs hidden ({self.hidden}) and expert width ({self.width}) "

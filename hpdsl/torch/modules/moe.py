@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from torch.distributed.tensor import DTensor, Partial
 
 from hpdsl.errors import BuildError
+from hpdsl.ir.nodes import evolve
 from hpdsl.torch.config import ModuleConfig
 from hpdsl.torch.modules.experts import ExpertParallelExperts, GroupedExperts, MXFP8GroupedExperts, mxfp8_round
 
@@ -73,6 +74,27 @@ class ScaledRouter(Router):
         return super().forward((normed * self.scale.float() * x.shape[-1] ** -0.5).type_as(x))
 
 
+class HashRouter(Router):
+    """The `hash_router` family (DeepSeek-V4's hash-routed layers): the experts are a frozen lookup of the token id.
+
+    As transformers' DeepseekV4HashRouter: `tid2eid` [vocab, top_k] (a buffer loaded with the
+    weights, zeros at initialisation) names each token's experts; the learnt weight scores them (no score
+    correction: the lookup chooses).
+    """
+
+    by_ids = True
+
+    def __init__(self, config: ModuleConfig) -> None:
+        super().__init__(evolve(config, router_correction=False))
+        self.register_buffer("tid2eid", torch.zeros(config.vocab, config.top_k, dtype=torch.long))
+
+    def reset_state(self) -> None:
+        """Zero the lookup (transformers' initial value; a checkpoint's comes with the weights)."""
+        super().reset_state()
+        with torch.no_grad():
+            self.get_buffer("tid2eid").zero_()
+
+
 def expert_scales(router: nn.Module, weights: Tensor, indices: Tensor) -> Tensor:
     """Return the routing weights times each chosen expert's learnt scale where the router holds one (Gemma 4)."""
     scale = getattr(router, "per_expert_scale", None)
@@ -89,6 +111,7 @@ class Routing:
 
     top_k: int
     sigmoid: bool = False
+    sqrtsoftplus: bool = False
     groups: int = 1
     group_top: int = 1
     renormalise: bool = True
@@ -98,20 +121,32 @@ class Routing:
     def of(cls, config: ModuleConfig) -> Routing:
         """Return the routing a layer's config states (the moe block's router fields)."""
         return cls(config.top_k, bool(getattr(config, "router_sigmoid", False)),
-                   getattr(config, "router_groups", 1) or 1, getattr(config, "router_group_top", 1) or 1,
+                   bool(getattr(config, "router_sqrtsoftplus", False)), getattr(config, "router_groups", 1) or 1, getattr(config, "router_group_top", 1) or 1,
                    bool(getattr(config, "norm_top_k", True)), float(getattr(config, "routed_scale", 1.0) or 1.0))
 
-    def route(self, logits: Tensor, correction: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Return (weights, indices) [t, k] of every token's experts from the router logits [t, E] (float32)."""
-        scores = logits.float().sigmoid() if self.sigmoid else logits.float().softmax(-1)
-        choice = scores if correction is None else scores + correction.float()
-        if self.groups > 1:
-            choice = self._group_limited(choice)
-        indices = choice.topk(self.top_k, dim=-1)[1]
+    def route(self, logits: Tensor, correction: Tensor | None = None,
+              indices: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Return (weights, indices) [t, k] of every token's experts from the router logits [t, E] (float32).
+
+        `indices` given (a hash router's lookup) are the experts; the scores only weigh them.
+        """
+        scores = self.scores(logits.float())
+        if indices is None:
+            choice = scores if correction is None else scores + correction.float()
+            if self.groups > 1:
+                choice = self._group_limited(choice)
+            indices = choice.topk(self.top_k, dim=-1)[1]
         weights = scores.gather(1, indices)
         if self.renormalise:
-            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if self.sigmoid else 0.0))
+            elementwise = self.sigmoid or self.sqrtsoftplus
+            weights = weights / (weights.sum(-1, keepdim=True) + (1e-20 if elementwise else 0.0))
         return weights * self.scale, indices
+
+    def scores(self, logits: Tensor) -> Tensor:
+        """Return each expert's score: a sigmoid, √softplus (DeepSeek-V4) or the softmax over the experts."""
+        if self.sqrtsoftplus:
+            return torch.nn.functional.softplus(logits).sqrt()
+        return logits.sigmoid() if self.sigmoid else logits.softmax(-1)
 
     def _group_limited(self, choice: Tensor) -> Tensor:
         """Mask out the experts outside each token's group_top best groups (a group's score: its two best)."""
@@ -170,11 +205,16 @@ class MoE(nn.Module):
             latent_projections(latent)  # refused now, not at the first forward
         self.routes_chunk = False  # each tp rank routes its own sequence chunk (hpdsl/torch/sequence.py)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Route every token of `x` [..., h] to its top-k experts and add the shared experts."""
-        return self.routed(x)
+    @property
+    def by_ids(self) -> bool:
+        """Whether the router picks the experts by token id (a hash router): forward needs `ids`."""
+        return bool(getattr(self.router, "by_ids", False))
 
-    def routed(self, x: Tensor, routed_by: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, ids: Tensor | None = None) -> Tensor:
+        """Route every token of `x` [..., h] to its top-k experts (by its id `ids` [...] for a hash router), add the shared."""
+        return self.routed(x, ids=ids)
+
+    def routed(self, x: Tensor, routed_by: Tensor | None = None, *, ids: Tensor | None = None) -> Tensor:
         """Return the experts' output for `x` [..., h], each token routed by its row of `routed_by` (default `x`)."""
         flat = x.reshape(-1, x.shape[-1])
         correction = getattr(self.router, "e_score_correction_bias", None)
@@ -182,7 +222,12 @@ class MoE(nn.Module):
             correction = correction.to_local()
         # Routed by `x` itself, no second reshape: the eager calls stay what families/router.hpf counts.
         scored = flat if routed_by is None else routed_by.reshape(flat.shape)
-        weights, indices = self.routing.route(self.router(scored), correction)
+        looked_up = None
+        if self.by_ids:
+            if ids is None:
+                raise BuildError("a hash-routed MoE layer picks its experts by token id: it needs the tokens' ids")
+            looked_up = self.router.get_buffer("tid2eid")[ids.reshape(-1)]
+        weights, indices = self.routing.route(self.router(scored), correction, looked_up)
         weights = expert_scales(self.router, weights, indices)
         if self.latent_proj is None:
             out = self.experts(flat, indices, weights.to(flat.dtype))
@@ -224,7 +269,7 @@ class MoEBesideMLP(MoE):
         return self.mlp_post_norm(self.mlp(x)) + self.moe_post_norm(self.routed(self.moe_norm(stream), stream))
 
 
-__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoEBesideMLP", "MoELatentProjection", "Router",
+__all__ = ["ExpertParallelExperts", "GroupedExperts", "MXFP8GroupedExperts", "MoE", "MoEBesideMLP", "MoELatentProjection", "HashRouter", "Router",
            "ScaledRouter", "expert_scales", "latent_projections",
            "Routing",
            "SharedExpertGate", "mxfp8_round"]
