@@ -118,9 +118,10 @@ def measure(flags: tuple[str, ...], steps: int) -> float:
 
 
 def priced(flags: tuple[str, ...], device: Path) -> dict[str, object]:
-    """Return `hpdsl estimate --json` of the strategy on the calibrated device."""
+    """Return `hpdsl estimate --json` of the strategy on the calibrated device, priced as `hpdsl train` runs it."""
     sets = [arg for field in SCALE for arg in ("--set", field)]
-    return hpdsl("estimate", str(MODEL), *flags, *COMMON, *sets, "--cluster", str(device), "--json")
+    return hpdsl("estimate", str(MODEL), *flags, *COMMON, *sets, "--cluster", str(device), "--as-trained", "cpu",
+                 "--json")
 
 
 def main() -> None:

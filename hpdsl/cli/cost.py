@@ -45,10 +45,12 @@ def with_cluster(flags: dict[str, Any]) -> dict[str, Any]:
 @set_option
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Draw memory per pipeline stage as stacked bars into this PNG.")
+@click.option("--as-trained", type=click.Choice(["cpu", "cuda"]),
+              help="price the strategy as `hpdsl train --device cpu|cuda` runs it: its torch backend's run facts")
 @budget_options()
 @json_option
 def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, sets: tuple[str, ...],
-                     plot: Path | None, as_json: bool, **flags: Any) -> None:
+                     plot: Path | None, as_trained: str | None, as_json: bool, **flags: Any) -> None:
     """Count a model's parameters exactly and price one parallel strategy (memory, FLOPs, time).
 
     \b
@@ -57,13 +59,14 @@ def estimate_command(paths: tuple[Path, ...], model: str | None, no_stdlib: bool
       hpdsl estimate examples/mixtral_8x7b.hpf --dp 8 --ep 8 --tp 2 --sp --pp 2 --zero os --plot memory.png
       hpdsl estimate examples/llama3_8b.hpf --tp 8 --max-peak-gib 80 --max-step-seconds 30   # CI budgets
       hpdsl estimate examples/mixtral_8x7b.hpf --set layers=4 --set experts=4
+      hpdsl estimate examples/llama3_8b.hpf --pp 2 --global-batch 4 --as-trained cpu   # as `hpdsl train` runs it
     """
     from hpdsl.cli.report import plot_memory, render_estimate
     from hpdsl.cost import parameters
 
     budgets = pop_budgets(flags)
     cost_model = load_cost_model(paths, model, stdlib=not no_stdlib, sets=sets)
-    result = estimate_from_flags(cost_model, flags)
+    result = estimate_from_flags(cost_model, flags, as_trained)
     if plot is not None:
         plot_memory(result, plot)
     if as_json:
@@ -148,12 +151,20 @@ def _total_params(cost_model: Any) -> int:
     return int(parameters(cost_model).total)
 
 
-def estimate_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> Estimate:
-    """Return the Estimate `hpdsl estimate` prints for its parsed flags (InvalidStrategyError with every reason)."""
+def estimate_from_flags(cost_model: CostModel, flags: Mapping[str, Any], as_trained: str | None = None) -> Estimate:
+    """Return the Estimate `hpdsl estimate` prints for its parsed flags (InvalidStrategyError with every reason).
+
+    `as_trained` (cpu or cuda) prices the strategy as `hpdsl train` runs it on that device
+    (hpdsl/cost/facts/backend.py: docs/cost-model.md#what-hpdsl-train-runs).
+    """
     from hpdsl.cli.report import strategy_or_reasons
     from hpdsl.cost import estimate
+    from hpdsl.cost.facts.backend import as_trained as trained
 
-    return estimate(cost_model, strategy_or_reasons(with_cluster(dict(flags)), cost_model))
+    strategy = strategy_or_reasons(with_cluster(dict(flags)), cost_model)
+    if as_trained is not None:
+        cost_model, strategy = trained(cost_model, strategy, as_trained)
+    return estimate(cost_model, strategy)
 
 
 def search_from_flags(cost_model: CostModel, flags: Mapping[str, Any]) -> SearchResult:

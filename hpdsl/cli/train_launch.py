@@ -85,7 +85,7 @@ def plan_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     """Check `strategy` and `options`, price the strategy as the backend runs it; return the job to launch."""
     from hpdsl.cli.models import load_cost_model
     from hpdsl.cost.estimate import estimate
-    from hpdsl.cost.facts.backend import backend_facts, backend_strategy
+    from hpdsl.cost.facts.backend import as_trained
     from hpdsl.cost.feasibility.reasons import require_valid
     from hpdsl.ir.nodes import evolve
     from hpdsl.ir.overrides import declared_fields, parse_sets
@@ -96,9 +96,9 @@ def plan_training(paths: tuple[Path, ...], model: str | None, no_stdlib: bool, s
     _check_runnable(strategy, nproc * options.nnodes)
     _check_stages(cost_model.model, strategy, cost_model.profile.run.shard_activations)
     # Priced as the backend runs it on its device: its gradients, loss, gathers, kernels, what each precision keeps.
-    run = backend_facts(cost_model.profile.run, strategy, options.device)
-    priced_strategy = backend_strategy(strategy)
-    priced = estimate(_with_run(cost_model, run), priced_strategy)
+    trained, priced_strategy = as_trained(cost_model, strategy, options.device)
+    run = trained.profile.run
+    priced = estimate(trained, priced_strategy)
     estimated = _stage_estimates(priced)
     if strategy.pp == 1 and strategy.micro_batches > 1:
         undeferred = estimate(_with_run(cost_model, evolve(run, deferred_grad_accumulation=False)), priced_strategy)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import attrs
 
-from hpdsl.bound.bind import LayerConfig
+from hpdsl.bound.bind import CostModel, LayerConfig
 from hpdsl.ir.nodes import RunFacts, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
@@ -80,6 +80,12 @@ def backend_facts(run: RunFacts, strategy: Strategy, device: str = "cpu") -> Run
                    cpu_attention=device != "cuda")
     kept = KEPT.get(strategy.precision)
     return facts if kept is None else evolve(facts, main_param_bytes=kept.master)
+
+
+def as_trained(cost_model: CostModel, strategy: Strategy, device: str = "cpu") -> tuple[CostModel, Strategy]:
+    """Return the model and strategy as `hpdsl train --device DEVICE` prices its run: the backend's facts and widths."""
+    run = backend_facts(cost_model.profile.run, strategy, device)
+    return attrs.evolve(cost_model, profile=attrs.evolve(cost_model.profile, run=run)), backend_strategy(strategy)
 
 
 def backend_strategy(strategy: Strategy) -> Strategy:
