@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from blocks import linear, mla, moe
 from hpdsl.cost import bind
+from hpdsl.cost.feasibility.rules import invalid_mask
+from hpdsl.cost.sweep.rank import canonical_zero
+from hpdsl.cost.sweep.space import full_grid
 from hpdsl.bound.bind import CostModel
 from hpdsl.ir.nodes import KindIR, LayerGroup, ModelIR, ProfileIR, RunFacts
 
@@ -100,3 +107,14 @@ def device_text(name: str, source: str, *, curve: str = H100_CURVE, extra: str =
     lines = [*(f"  {key} = {value}" for key, value in stated.items()), f'  source = "{source}"',
              *([f"  {extra}"] if extra else []), f"  curve matmul {{ {curve} }}"]
     return f"device {name} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+def valid_with_codes(space: Any, columns: Any) -> tuple[Any, Any]:
+    """Return a search space's valid candidates (ZeRO canonical) and each one's work code, as the search makes them."""
+    grid = full_grid(space)
+    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
+             for k, size in enumerate(space.sizes)]
+    keep = space.kept(index[1], index[5])
+    _, ri, mi, ci, _, ki = (i[keep] for i in index)
+    ok = ~invalid_mask(columns, grid, requires=False)
+    return canonical_zero(grid.take(ok)), space.work_codes(ri, mi, ci, ki)[ok]

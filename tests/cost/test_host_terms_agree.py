@@ -7,23 +7,20 @@ bitwise equal, as the shipped devices do (tests/cost/test_search_work.py).
 
 from __future__ import annotations
 
-import math
 import tempfile
 import uuid
 from pathlib import Path
 
 import attrs
 import numpy as np
-from cost_builders import device_text, example
+from cost_builders import device_text, example, valid_with_codes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpdsl.cost.estimate import estimate, grid_estimate
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.price.grid import price_fit
 from hpdsl.cost.price.prepare import Prepared, prepare
-from hpdsl.cost.sweep.rank import canonical_zero
-from hpdsl.cost.sweep.space import full_grid, search_space
+from hpdsl.cost.sweep.space import search_space
 from hpdsl.ir.nodes import evolve
 from hpdsl.model.strategy import Strategy
 
@@ -82,14 +79,7 @@ def test_the_grid_prices_the_host_facts_as_the_scalar_estimate(op: float, dtenso
 def test_the_search_shares_work_on_a_calibrated_device() -> None:
     device = _device(2e-4, 1e-3, 1e-4, 4e-3, 0.0)
     space = search_space(LLAMA, 16, global_batch=64, seq_len=2048, vpp=(1, 2), base=Strategy().with_(device=device))
-    grid = full_grid(space)
-    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
-             for k, size in enumerate(space.sizes)]
-    keep = space.kept(index[1], index[5])
-    _, ri, mi, ci, _, ki = (i[keep] for i in index)
-    ok = ~invalid_mask(LLAMA.columns, grid, requires=False)
-    valid = canonical_zero(grid.take(ok))
-    codes = space.work_codes(ri, mi, ci, ki)[ok]
+    valid, codes = valid_with_codes(space, LLAMA.columns)
     assert len(np.unique(codes)) < len(valid)
     alone, shared = price_fit(LLAMA, valid), price_fit(LLAMA, valid, codes)
     assert np.array_equal(alone[0], shared[0], equal_nan=True)

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
-from cost_builders import example
+from cost_builders import example, valid_with_codes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpdsl.cost.facts.devices import device_facts
 from hpdsl.cost.facts.grid import StrategyGrid
-from hpdsl.cost.feasibility.rules import invalid_mask
 from hpdsl.cost.formulas.context import context, precision_widths
 from hpdsl.cost.formulas.kernels import curve_efficiency
 from hpdsl.cost.price.grid import WORK_FIELDS, WorkMemo, price_fit, representatives
 from hpdsl.cost.price.prepare import prepare
-from hpdsl.cost.sweep.rank import canonical_zero
 from hpdsl.cost.sweep.space import full_grid, search_space
 from hpdsl.model.strategy import Strategy
 
@@ -28,14 +25,7 @@ def test_work_shared_by_code_prices_every_candidate_as_alone(name: str, devices:
     prepared = prepare(example(name))
     space = search_space(prepared, devices, global_batch=256, seq_len=4096, vpp=(1, 2),
                          base=Strategy().with_(device=device))
-    grid = full_grid(space)
-    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
-             for k, size in enumerate(space.sizes)]
-    keep = space.kept(index[1], index[5])
-    vi, ri, mi, ci, zi, ki = (i[keep] for i in index)
-    ok = ~invalid_mask(prepared.columns, grid, requires=False)
-    valid = canonical_zero(grid.take(ok))
-    codes = space.work_codes(ri, mi, ci, ki)[ok]
+    valid, codes = valid_with_codes(space, prepared.columns)
     assert len(np.unique(codes)) < len(valid)   # some work is shared, or the test checks nothing
     alone, shared = price_fit(prepared, valid), price_fit(prepared, valid, codes)
     assert np.array_equal(alone[0], shared[0], equal_nan=True)
@@ -82,13 +72,7 @@ def test_work_held_across_chunks_prices_every_candidate_as_alone() -> None:
     prepared = prepare(example("qwen3_30b_a3b"))
     space = search_space(prepared, 16, global_batch=256, seq_len=4096, vpp=(1, 2),
                          base=Strategy().with_(device="h100@dgx_h100"))
-    grid = full_grid(space)
-    index = [np.tile(np.repeat(np.arange(size), math.prod(space.sizes[k + 1:])), math.prod(space.sizes[:k]))
-             for k, size in enumerate(space.sizes)]
-    keep = space.kept(index[1], index[5])
-    vi, ri, mi, ci, zi, ki = (i[keep] for i in index)
-    ok = ~invalid_mask(prepared.columns, grid, requires=False)
-    valid, codes = canonical_zero(grid.take(ok)), space.work_codes(ri, mi, ci, ki)[ok]
+    valid, codes = valid_with_codes(space, prepared.columns)
     memo, half = WorkMemo(), len(valid) // 2
     first = price_fit(prepared, valid.take(slice(0, half)), codes[:half], memo)
     second = price_fit(prepared, valid.take(slice(half, None)), codes[half:], memo)

@@ -28,3 +28,13 @@ def estimate_config(config: dict[str, Any], tmp_path: Path, name: str) -> tuple[
     estimate = hpdsl("estimate", f"{name}.hpf", "--json", cwd=tmp_path)
     assert estimate.returncode == 0, estimate.stderr
     return json.loads(estimate.stdout)["params"], (tmp_path / f"{name}.hpf").read_text()
+
+
+def built_total(spec: Path, name: str) -> int:
+    """Return the parameters `build_model` creates for model `name` of `spec`, built on the meta device."""
+    from hpdsl.api import compile_paths
+    from hpdsl.torch import build_model
+
+    registry = compile_paths([spec])
+    built = build_model(registry.models[name], registry=registry, device="meta")
+    return sum(p.numel() for p in built.parameters())

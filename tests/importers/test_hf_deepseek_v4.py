@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.importers.cli_import import estimate_config, import_config
+from tests.importers.cli_import import built_total, estimate_config, import_config
 from tests.importers.hf_configs import shrunk
 
 SMALL = {"hidden_size": 64, "num_hidden_layers": 6, "num_attention_heads": 4, "head_dim": 32,
@@ -48,12 +48,7 @@ def test_it_imports_with_transformers_count(changes: dict[str, Any], tmp_path: P
     params, _ = estimate_config(config, tmp_path, "v4")
     total, active = hf_counts(config, "causal")
     assert (params["total"], params["active"]) == (total, active)
-    from hpdsl.api import compile_paths
-    from hpdsl.torch import build_model
-
-    registry = compile_paths([tmp_path / "v4.hpf"])
-    built = build_model(registry.models["v4"], registry=registry, device="meta")
-    assert sum(p.numel() for p in built.parameters()) == total
+    assert built_total(tmp_path / "v4.hpf", "v4") == total
 
 
 def test_transformers_5_s_layer_lists_give_the_same_layers(tmp_path: Path) -> None:

@@ -58,19 +58,14 @@ def test_the_moe_beside_the_mlp_imports_with_transformers_count(changes: dict[st
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from hf_counts import hf_counts  # bench/hf_counts.py: transformers' count on the meta device
 
-    from tests.importers.cli_import import estimate_config
+    from tests.importers.cli_import import built_total, estimate_config
 
     config = _with_moe(**changes)
     params, written = estimate_config(config, tmp_path, "gemma4_moe")
     assert "mlp_beside" in written and f"experts {config['text_config']['num_experts']}" in written
     total, active = hf_counts(config, "vl")
     assert (params["total"], params["active"]) == (total, active)
-    from hpdsl.api import compile_paths
-    from hpdsl.torch import build_model
-
-    registry = compile_paths([tmp_path / "gemma4_moe.hpf"])
-    built = build_model(registry.models["gemma4_moe"], registry=registry, device="meta")
-    assert sum(p.numel() for p in built.parameters()) == total
+    assert built_total(tmp_path / "gemma4_moe.hpf", "gemma4_moe") == total
 
 
 def test_the_constructs_at_their_harmless_values_import(tmp_path: Path) -> None:
