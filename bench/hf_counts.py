@@ -3,7 +3,7 @@
 For each file tests/importers/hf_configs.py FILES names, transformers builds the model from the
 config (AutoConfig.for_model; `quantization_config` left out, it changes no count) on the meta
 device and counts its language model: every parameter for a causal or seq2seq model; for a
-vision-language or audio-language one ("vl") those under `model.language_model.` and the output
+vision-language or audio-language one ("vl") those under `model.language_model.` (`language_model.`: Llama 4) and the output
 head, the vision or audio tower and projector left out (hpdsl prices a composite config as its text model). A "vl" file
 also gets `text_total`/`text_active`: the count of transformers' text model class alone
 (AutoModelForCausalLM of its text_config, the head tied as the outer config ties it, as the
@@ -35,7 +35,9 @@ def _language_params(model: Any, how: str) -> dict[str, Any]:
     params = dict(model.named_parameters())
     if how != "vl":
         return params
-    return {n: p for n, p in params.items() if n.startswith("model.language_model.") or n.startswith("lm_head.")}
+    # Most composites keep model.language_model. beside lm_head.; Llama 4's keeps a whole causal LM, language_model.
+    prefixes = ("model.language_model.", "lm_head.", "language_model.")
+    return {n: p for n, p in params.items() if n.startswith(prefixes)}
 
 
 def hf_model(config: dict[str, Any], how: str) -> Any:

@@ -19,7 +19,7 @@ from hpdsl.check.kind_dims import check_kind_dims
 from hpdsl.check.scope import report_duplicates
 from hpdsl.diagnostics import Collector, Note, Span, did_you_mean
 from hpdsl.model import ops as OP
-from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, WIRINGS, Fact, Field, block_flags, top_level
+from hpdsl.model.fields import PROFILE_MODEL_FACTS, RUN_FACTS, WIRINGS, Fact, Field, block_facts, top_level
 from hpdsl.model.slots import ATTENTION_FLAVOURS, FFN_FLAVOURS
 from hpdsl.scope import Scope, kind_flavours, kind_lineage, kind_vector, profile_kinds
 
@@ -44,8 +44,8 @@ class _Table:
 _TABLES = {
     "run": _Table(RUN_FACTS, "unknown-run-fact", "run-fact-type", "run fact"),
     "model": _Table(PROFILE_MODEL_FACTS, "unknown-model-fact", "model-fact-type", "model fact"),
-    # Block flags too (`router_bias`, `shared_gate`): a fact of the model type, whatever its sizes.
-    "facts": _Table({**top_level(kinds=("int", "float", "bool", "string", "choice")), **block_flags()},
+    # Block flags too (`router_bias`, `shared_gate`) and the moe block's counts: facts of the model type.
+    "facts": _Table({**top_level(kinds=("int", "float", "bool", "string", "choice")), **block_facts()},
                     "unknown-hf-fact", "hf-fact-type", "model field"),
 }
 

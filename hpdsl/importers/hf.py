@@ -45,7 +45,7 @@ from hpdsl.importers.hf_unknown import (
 from hpdsl.importers.rules import Rules, rules_for
 from hpdsl.ir.layouts import evaluate_dim
 from hpdsl.ir.nodes import ProfileIR
-from hpdsl.model.fields import FIELDS, KEYWORD_CHOICES, Field, block_flags
+from hpdsl.model.fields import FIELDS, KEYWORD_CHOICES, Field, block_facts
 
 INT_FIELDS = tuple(name for name, field in FIELDS.items()
                    if field.block is None and field.type == "int" and name != "layers")
@@ -123,7 +123,7 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     composite = composite_note(config, rules, model_type, profiles)
     warnings += composite
     facts = {**chosen.facts_for(model_type), **_stated_facts(cfg, rules)}
-    block_facts = {k: facts.pop(k) for k in list(facts) if k in block_flags()}
+    in_blocks = {k: facts.pop(k) for k in list(facts) if k in block_facts()}
     choice_facts = {k: str(facts.pop(k)) for k in list(facts) if FIELDS[k].type == "choice"}
     fields = _fields(cfg, facts, chosen, rules)
     kinds = layer_kinds(cfg, chosen, fields["layers"])
@@ -132,8 +132,8 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))
     items: list[ast.ModelItem] = [field_item(key, fields[key]) for key in order if key in fields]
     items += _choices(cfg, choice_facts, rules)
-    moe_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "moe"}
-    ssm_facts = {k: v for k, v in block_facts.items() if FIELDS[k].block == "ssm"}
+    moe_facts = {k: v for k, v in in_blocks.items() if FIELDS[k].block == "moe"}
+    ssm_facts = {k: v for k, v in in_blocks.items() if FIELDS[k].block == "ssm"}
     ssm = (ssm_block(cfg, ssm_facts, fields["hidden"], rules) or short_conv_block(cfg, rules)) \
         if _has_ssm(chosen) else None
     blocks = (moe_block(cfg, moe_facts, rules), dims_block("linear", cfg, stated_keys(cfg, rules, "linear")),

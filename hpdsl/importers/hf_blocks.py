@@ -59,7 +59,12 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
                    if field.type == "bool" and name not in values and not field.default
                    and keys[name] and first(cfg, keys[name]) is True})
     # The profile's flags, where they differ from the field's default (expert_bias false: Nemotron-H's).
-    values.update({k: bool(v) for k, v in facts.items() if bool(v) != bool(FIELDS[k].default)})
+    values.update({k: bool(v) for k, v in facts.items()
+                   if FIELDS[k].type == "bool" and bool(v) != bool(FIELDS[k].default)})
+    # The profile's counts, where the config states none (Llama 4's one shared expert).
+    for name, value in facts.items():
+        if FIELDS[name].type == "int":
+            values.setdefault(name, value)
     values.update(_routing(cfg, keys))
     return ast.Block(ast.Name("moe"), tuple(field_item(k, v) for k, v in values.items()))
 

@@ -120,6 +120,9 @@ which layers run their own indexer is indexer_types' to say."""
 
 
 def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
+    rotary = _rope_kinds(cfg, layers)
+    if rotary is not None:  # Llama 4: layer_types, where stated, is derived from these (Llama4TextConfig)
+        return rotary
     types = cfg.get("layer_types")
     if isinstance(types, list) and types and not set(map(str, types)) <= DSA_LAYER_TYPES:
         if len(types) < layers:
@@ -155,6 +158,25 @@ def _mixer_kinds(cfg: Config, layers: int) -> list[str] | None:
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(layers)]
     first = count(cfg, "max_window_layers") if cfg.get("use_sliding_window") else 0
     return ["sliding_attention" if i >= (first or 0) else "full_attention" for i in range(layers)]
+
+
+ROPE, NOPE = "rope_attention", "nope_attention"
+"""The mixer half of a Llama 4 layer's kind: attention that turns its heads with the rotary embedding, or none."""
+
+
+def _rope_kinds(cfg: Config, layers: int) -> list[str] | None:
+    """Return each layer's rotary or no-position attention as Llama4TextConfig reads it; None without the keys.
+
+    `no_rope_layers` (1: the layer turns rotary dims, 0: none), else layer i has no
+    position where (i + 1) is a multiple of `no_rope_layer_interval`.
+    """
+    stated = cfg.get("no_rope_layers")
+    if isinstance(stated, list) and stated:
+        return _listed(stated, layers, "no_rope_layers", {1: ROPE, 0: NOPE})
+    interval = count(cfg, "no_rope_layer_interval")
+    if not interval:
+        return None
+    return [NOPE if (i + 1) % interval == 0 else ROPE for i in range(layers)]
 
 
 COMPRESS_RATIO_KINDS: dict[object, str] = {0: "sliding_attention", 4: "compressed_sparse_attention",
@@ -214,16 +236,17 @@ def _require_cross_layers(cfg: Config, profile: ProfileIR) -> None:
 def _cross_layers(cfg: Config, layers: int) -> frozenset[int] | None:
     """Return the layers `cross_attention_layers` makes cross-attention layers; None when the config lists none."""
     indices = cfg.get("cross_attention_layers")
-    if indices is None:
-        return None
-    if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
-        raise HfImportError(f"cross_attention_layers is {shown(indices)}; expected a list of layer numbers",
-                            "cross_attention_layers")
-    outside = sorted(i for i in indices if not 0 <= i < layers)
+    return None if indices is None else _layer_numbers(indices, layers, "cross_attention_layers")
+
+
+def _layer_numbers(values: object, layers: int, key: str) -> frozenset[int]:
+    """Return the layer numbers a list key names, each refused unless a layer of the model's."""
+    if not isinstance(values, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in values):
+        raise HfImportError(f"{key} is {shown(values)}; expected a list of layer numbers", key)
+    outside = sorted(i for i in values if not 0 <= i < layers)
     if outside:
-        raise HfImportError(f"cross_attention_layers names layers {outside}, outside the model's {layers} "
-                            f"(0 to {layers - 1})", "cross_attention_layers")
-    return frozenset(indices)
+        raise HfImportError(f"{key} names layers {outside}, outside the model's {layers} (0 to {layers - 1})", key)
+    return frozenset(values)
 
 
 def _listed(values: list[object], layers: int, key: str, kinds: dict[object, str]) -> list[str]:
@@ -253,7 +276,11 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
     if hashed is not None:  # DeepSeek-V4: the first num_hash_layers layers route by token id (DeepseekV4Config)
         first = min(whole(hashed, "num_hash_layers", "first_k_dense"), layers)
         return [HASH_MOE] * first + ["moe"] * (layers - first)
-    step = count(cfg, "decoder_sparse_step") or 1
+    moe_layers = cfg.get("moe_layers")
+    if moe_layers is not None:  # Llama 4: the MoE layers by number, the others dense
+        return ["moe" if i in _layer_numbers(moe_layers, layers, "moe_layers") else "dense" for i in range(layers)]
+    # Llama 4's interleave_moe_layer_step is Qwen-MoE's decoder_sparse_step: every step-th layer routes
+    step = count(cfg, "decoder_sparse_step") or count(cfg, "interleave_moe_layer_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
     if not isinstance(mlp_only, list):
@@ -261,8 +288,10 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
                             "mlp_only_layers")
     if step == 1 and freq == 1 and not mlp_only:
         return None
-    field = "mlp_only_layers" if mlp_only else ("decoder_sparse_step" if step != 1 else "moe_layer_freq")
-    if not {"dense", "moe"} <= set(profile.kinds):
+    field = "mlp_only_layers" if mlp_only else ("moe_layer_freq" if step == 1 else "decoder_sparse_step"
+                                                if cfg.get("decoder_sparse_step") else "interleave_moe_layer_step")
+    paired = any(kind.endswith("_moe") for kind in profile.kinds)  # MIXER_FFN kinds: _layer_kinds checks each
+    if not {"dense", "moe"} <= set(profile.kinds) and not paired:
         raise HfImportError(f"{field} makes some layers dense, but profile '{profile.name}' has "
                             "no dense and moe kinds to say so", field)
     first = count(cfg, "first_k_dense_replace") or 0

@@ -107,9 +107,11 @@ def block_fields(block: str) -> dict[str, Field]:
     return dict(_block_fields(block))
 
 
-def block_flags() -> dict[str, Field]:
-    """Return the flags inside blocks (`router_bias`, `shared_gate`): a profile's facts may state them."""
-    return {n: f for n, f in FIELDS.items() if f.block is not None and f.type == "bool"}
+def block_facts() -> dict[str, Field]:
+    """Return the block fields a profile's facts may state: every block's flags (`router_bias`, `shared_gate`)
+    and the moe block's counts (`shared_experts`: Llama 4's one shared expert, which its configs leave unsaid)."""
+    return {n: f for n, f in FIELDS.items()
+            if f.block is not None and (f.type == "bool" or (f.block == "moe" and f.type == "int"))}
 
 
 @cache
@@ -192,7 +194,7 @@ PROFILE_MODEL_FACTS: dict[str, Fact] = {
 """The keys of a profile's `model { }` block."""
 
 __all__ = ["BLOCKS", "FIELDS", "Fact", "Field", "FieldType", "PROFILE_MODEL_FACTS", "RUN_FACTS", "Scalar", "WIRINGS",
-           "block_fields", "block_flags", "check_names", "defaults", "required", "top_level"]
+           "block_fields", "block_facts", "check_names", "defaults", "required", "top_level"]
 
 
 def render_table() -> str:

@@ -152,6 +152,16 @@ FILES.update({
     # and mlp_layer_types)
     "glm_5_1_nvfp4": ("glm_5_1_nvfp4.json", "causal"),
 })
+# --- Llama 4: MoE and dense layers interleaved, no-position layers, chunked attention (profiles/llama4.hpf) ---
+FILES.update({
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json @64c5ddb697dd: every layer MoE (16 experts), QK-norm
+    "llama_4_scout_17b_16e_instruct": ("llama_4_scout_17b_16e_instruct.json", "vl"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json @64c5ddb697dd: every second layer MoE (128
+    # experts), the others dense at intermediate_size_mlp; no QK-norm
+    "llama_4_maverick_17b_128e_instruct": ("llama_4_maverick_17b_128e_instruct.json", "vl"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 
