@@ -12,7 +12,10 @@ cannot cap them; attn_scale_dim replaces head_dim in the 1/√d score scale);
 ALiBi (alibi) adds slope · (key − query position) to each head's scores, as
 transformers' BloomAttention does (its slopes, its score scale 1/√head_dim);
 a sliding-window layer's eager reference computes only
-its band of w keys per query (common.banded_attention). Under tensor parallelism (families/attention.hpf's
+its band of w keys per query (common.banded_attention). Llama 4's rotary layers attend within chunks of
+attention_chunk positions, regroup their interleaved rotary pairs (rope_interleave) and normalise each q and k
+head without a scale (qk_norm_unscaled); its no-position layers scale their queries by a temperature past
+nope_temperature_floor positions. Under tensor parallelism (families/attention.hpf's
 layout) each rank holds whole heads: the module reads the head count from its
 projections' outputs, takes its heads' share of a position bias, and sums its
 replicated QK norms' gradients over tp. `RingAttention` is the cp > 1 variant: every cp rank
@@ -32,7 +35,7 @@ from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.collectives import gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import (alibi_slopes, attend, banded_attention, causal_mask, core_attention, cp_mesh,
                                         make_norm)
-from hpdsl.torch.modules.rope import Rotary, query_scale
+from hpdsl.torch.modules.rope import Rotary, deinterleaved, nope_temperature, query_scale
 
 BACKENDS = ("sdpa", "eager")
 
@@ -67,8 +70,10 @@ class Attention(nn.Module):
         # qk_norm_full (OLMoE): one norm over the whole projection, not one per head.
         q_width = config.q_norm_width or (config.heads * d if config.qk_norm_full else d)
         k_width = config.k_norm_width or (config.kv_heads * d if config.qk_norm_full else d)
-        self.q_norm = make_norm(config, q_width) if config.qk_norm else None
-        self.k_norm = make_norm(config, k_width) if config.qk_norm and own_kv else None
+        # qk_norm_unscaled (Llama 4's L2Norm): each head RMS-normalised without a scale, no module (_unscaled).
+        scaled = config.qk_norm and not config.qk_norm_unscaled
+        self.q_norm = make_norm(config, q_width) if scaled else None
+        self.k_norm = make_norm(config, k_width) if scaled and own_kv else None
         self.kv_source: list[Attention] = []  # a plain list: the source is another layer's module, not a child
         self.keeps_kv = False
         self.kept_kv: tuple[Tensor, Tensor, Tensor] | None = None  # held to the next forward (a recompute reads it)
@@ -105,6 +110,8 @@ class Attention(nn.Module):
         # No-position layers (no_rope) and ALiBi turn no dims; ALiBi biases the scores instead.
         rotary = self.config.rope and not self.config.no_rope and not self.config.alibi and memory is None
         q, gate = self._queries(x, positions if rotary else None)
+        if self.config.no_rope and self.config.nope_temperature:  # Llama 4's no-position layers
+            q = (q * nope_temperature(self.config, positions)[None, :, None, None]).to(q.dtype)
         if self.config.kv_shared:
             k, v, k_positions = self._shared_kv()
         else:
@@ -124,7 +131,10 @@ class Attention(nn.Module):
         sinks = self._sinks(q.shape[2])
         window = self.config.window if memory is None else 0
         window = window if window < k.shape[1] else 0  # a window past the keys is no window
-        aligned = causal and bias is None and k_positions is positions
+        # Llama 4's rotary layers attend within chunks; keys that all lie in one chunk are no chunking.
+        chunk = self.config.attention_chunk if rotary and causal else 0
+        chunk = chunk if chunk < k.shape[1] else 0
+        aligned = causal and bias is None and k_positions is positions and not chunk
         modifiers = {"sinks": sinks, "scale": self.scale, "softcap": self.softcap}
         if aligned and not window:  # no mask tensor
             out = core_attention(self.recompute_core, attend, q, k, v, None, backend=self.backend, causal=True,
@@ -132,7 +142,7 @@ class Attention(nn.Module):
         elif aligned and (self.backend == "eager" or sinks is not None or self.softcap):  # eager: only the band
             out = core_attention(self.recompute_core, banded_attention, q, k, v, window, **modifiers)
         else:
-            mask = self._mask(positions, k_positions, bias, causal=causal, window=window)
+            mask = self._mask(positions, k_positions, bias, causal=causal, window=window, chunk=chunk)
             out = core_attention(self.recompute_core, attend, q, k, v, mask, backend=self.backend, **modifiers)
         if gate is not None:
             out = out * torch.sigmoid(gate)
@@ -171,8 +181,9 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q = self._norm(self.q_norm, q.flatten(2)).view_as(q) if self.config.qk_norm_full \
                 else self._norm(self.q_norm, q)
+        q = self._unscaled(q)
         if positions is not None:
-            q = self.rotary(q, positions)
+            q = self.rotary(deinterleaved(q) if self.config.rope_interleave else q, positions)
             if self.config.rope_query_beta:
                 q = q * query_scale(self.config, positions).to(q.dtype)[None, :, None, None]
         return q, gate
@@ -187,9 +198,17 @@ class Attention(nn.Module):
         if self.k_norm is not None:
             k = self._norm(self.k_norm, k.flatten(2)).view_as(k) if self.config.qk_norm_full \
                 else self._norm(self.k_norm, k)
+        k = self._unscaled(k)
         if positions is not None:
-            k = self.rotary(k, positions)
+            k = self.rotary(deinterleaved(k) if self.config.rope_interleave else k, positions)
         return k, v
+
+    def _unscaled(self, x: Tensor) -> Tensor:
+        """Return x's heads RMS-normalised without a scale where qk_norm_unscaled says (fp32, as transformers)."""
+        if not (self.config.qk_norm and self.config.qk_norm_unscaled):
+            return x
+        wide = x.float()
+        return (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.config.norm_eps)).type_as(x)
 
     def _norm(self, norm: nn.Module, x: Tensor) -> Tensor:
         """Apply a per-head norm; under tp it sees only this rank's heads, so its gradients sum over tp."""
@@ -200,10 +219,12 @@ class Attention(nn.Module):
 
     @staticmethod
     def _mask(q_positions: Tensor, k_positions: Tensor, bias: Tensor | None, *, causal: bool,
-              window: int = 0) -> Tensor | None:
+              window: int = 0, chunk: int = 0) -> Tensor | None:
         allowed = causal_mask(q_positions, k_positions) if causal else None
         if allowed is not None and window:  # a sliding window: the latest `window` positions only
             allowed = allowed & (q_positions[:, None] - k_positions[None, :] < window)
+        if allowed is not None and chunk:  # chunked attention: the keys of the query's own chunk only
+            allowed = allowed & (q_positions[:, None] // chunk == k_positions[None, :] // chunk)
         if bias is None:
             return allowed
         if allowed is None:

@@ -37,16 +37,11 @@ from hpdsl.torch.mesh import ContextLike
 from hpdsl.torch.modules.attention import BACKENDS
 from hpdsl.torch.modules.collectives import gather_along, gather_sequence, sum_gradients
 from hpdsl.torch.modules.common import RMSNorm, attend, causal_mask, core_attention, cp_mesh, job_of, refuse_axis
-from hpdsl.torch.modules.rope import Rotary, yarn_scale
+from hpdsl.torch.modules.rope import Rotary, deinterleaved, yarn_scale
 from hpdsl.torch.modules.indexer import Indexer, with_aux_loss
 
 LATENT_NORM_EPS = 1e-6
 """The query and key/value latent norms' epsilon: RMSNorm's default, as transformers builds them."""
-
-
-def _deinterleaved(x: Tensor) -> Tensor:
-    """Return x [..., d] with its interleaved pairs regrouped: evens, then odds (transformers' rope_interleave)."""
-    return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
 
 
 class MLAttention(nn.Module):
@@ -122,7 +117,7 @@ class MLAttention(nn.Module):
         k_rope = k_rope.view(batch, seq, 1, c.rope_dim).expand(-1, -1, kv.shape[2], -1)
         if c.rope_dim:
             if c.rope_interleave:  # stored as (x0, y0, x1, y1, ...): regrouped to (x..., y...) first, as transformers
-                q_rope, k_rope = _deinterleaved(q_rope), _deinterleaved(k_rope)
+                q_rope, k_rope = deinterleaved(q_rope), deinterleaved(k_rope)
             q_rope, k_rope = self.rotary(q_rope, positions), self.rotary(k_rope, positions)
         q = torch.cat([q_nope, q_rope], dim=-1)
         k = torch.cat([k_nope, k_rope], dim=-1)

@@ -116,13 +116,15 @@ class Routing:
     group_top: int = 1
     renormalise: bool = True
     scale: float = 1.0
+    scales_input: bool = False
 
     @classmethod
     def of(cls, config: ModuleConfig) -> Routing:
         """Return the routing a layer's config states (the moe block's router fields)."""
         return cls(config.top_k, bool(getattr(config, "router_sigmoid", False)),
                    bool(getattr(config, "router_sqrtsoftplus", False)), getattr(config, "router_groups", 1) or 1, getattr(config, "router_group_top", 1) or 1,
-                   bool(getattr(config, "norm_top_k", True)), float(getattr(config, "routed_scale", 1.0) or 1.0))
+                   bool(getattr(config, "norm_top_k", True)), float(getattr(config, "routed_scale", 1.0) or 1.0),
+                   bool(getattr(config, "router_scales_input", False)))
 
     def route(self, logits: Tensor, correction: Tensor | None = None,
               indices: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -229,12 +231,18 @@ class MoE(nn.Module):
             looked_up = self.router.get_buffer("tid2eid")[ids.reshape(-1)]
         weights, indices = self.routing.route(self.router(scored), correction, looked_up)
         weights = expert_scales(self.router, weights, indices)
+        rows = flat
+        if self.routing.scales_input:  # Llama 4: each (token, expert) pair a row of its own, scaled before
+            rows = (flat.unsqueeze(1) * weights.unsqueeze(-1).to(flat.dtype)).flatten(0, 1)
+            indices, weights = indices.reshape(-1, 1), weights.new_ones(indices.numel(), 1)
         if self.latent_proj is None:
-            out = self.experts(flat, indices, weights.to(flat.dtype))
+            out = self.experts(rows, indices, weights.to(flat.dtype))
         else:  # the router read the hidden vector; the experts read and write the latent one
             # Looked up at each call: a conversion (float8) may swap either projection in place.
             into, back = latent_projections(self.latent_proj)
-            out = back(self.experts(into(flat), indices, weights.to(flat.dtype)))
+            out = back(self.experts(into(rows), indices, weights.to(flat.dtype)))
+        if self.routing.scales_input:  # ... and its k outputs summed as they are
+            out = out.unflatten(0, (flat.shape[0], -1)).sum(1)
         if self.shared_experts is not None:
             shared = sum(expert(flat) for expert in self.shared_experts)
             if self.shared_expert_gate is not None:

@@ -83,6 +83,25 @@ def query_scale(config: Any, positions: Tensor) -> Tensor:
     return 1 + config.rope_query_beta * torch.log(1 + torch.floor(positions.to(torch.float32) / original))
 
 
+def nope_temperature(config: Any, positions: Tensor) -> Tensor:
+    """Return Llama 4's no-position query scale at `positions`: 1 + τ·ln(1 + ⌊(p + 1) / floor⌋).
+
+    τ is nope_temperature, floor nope_temperature_floor (transformers' attn_temperature_tuning,
+    attn_scale and floor_scale): 1 up to position floor − 2, then growing as the context does.
+    """
+    steps = torch.floor((positions.to(torch.float32) + 1.0) / config.nope_temperature_floor)
+    return torch.log1p(steps) * config.nope_temperature + 1.0
+
+
+def deinterleaved(x: Tensor) -> Tensor:
+    """Return x [..., d] with its interleaved pairs regrouped: evens, then odds (transformers' rope_interleave).
+
+    Turning the regrouped dims by halves is turning the pairs (x0, x1), (x2, x3), ... as complex numbers;
+    queries and keys regrouped alike keep every score.
+    """
+    return x.unflatten(-1, (-1, 2)).transpose(-1, -2).flatten(-2)
+
+
 def _exponents(theta: float, dim: int, pairs: int | None = None) -> Tensor:
     """Return θ^(-2i/dim) for the first `pairs` pairs (all dim / 2 by default), in float32."""
     steps = torch.arange(0, 2 * (dim // 2 if pairs is None else pairs), 2, dtype=torch.int64).to(torch.float32)
