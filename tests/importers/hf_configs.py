@@ -88,6 +88,10 @@ FILES.update({
     # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
     # nvidia--DeepSeek-V4-Flash-NVFP4_config.json @7b359652cc60 (no final newline, as the vendor holds it)
     "deepseek_v4_flash": ("deepseek_v4_flash.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/
+    # nvidia--DeepSeek-V4-Pro-NVFP4_config.json @7b359652cc60 (DeepSeek-V4-Pro: 61 layers, 384 experts; no
+    # final newline, as the vendor holds it)
+    "deepseek_v4_pro_nvfp4": ("deepseek_v4_pro_nvfp4.json", "causal"),
     # ai-dynamo/aiconfigurator src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json @87fe4b0c7ef0
     "qwen3_5_397b_a17b": ("qwen3_5_397b_a17b.json", "vl"),
 })
