@@ -86,6 +86,13 @@ class _Derived:
         values: Any = self
         return int((values.nope_dim or values.head_dim) + values.rope_dim)
 
+    @property
+    def chunk(self) -> int:
+        """Return the positions a chunked self-attention attends within: its rotary layers' attention_chunk (Llama 4)."""
+        values: Any = self
+        rotary = values.attn_kind == "full" and values.rope and not values.no_rope
+        return int(values.attention_chunk) if values.attention_chunk and rotary else 0
+
 
 if TYPE_CHECKING:
     class LayerConfig(_Derived):

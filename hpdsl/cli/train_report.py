@@ -53,8 +53,10 @@ def render_train(name: str, strategy: Any, result: dict[str, Any]) -> str:
     gaps = [r["measured"]["grad_max_diff"] for r in result["ranks"] if "grad_max_diff" in r["measured"]]
     if gaps:
         scale = max(r["measured"]["grad_max_abs"] for r in result["ranks"])
-        lines.append(f"gradients after step 0 against one process: max |diff| {max(gaps):.1e} "
-                     f"(largest gradient {scale:.1e})")
+        # A NaN gap is a NaN gradient (hpdsl/torch/validate.py `worst`): said, not lost to max's ordering.
+        gap = math.nan if any(math.isnan(g) for g in gaps) else max(gaps)
+        lines.append(f"gradients after step 0 against one process: max |diff| {gap:.1e} "
+                     f"(largest gradient {scale:.1e})" + ("; a gradient is NaN" if math.isnan(gap) else ""))
     return "\n".join(lines)
 
 

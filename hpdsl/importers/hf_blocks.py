@@ -51,8 +51,9 @@ def moe_block(cfg: Config, facts: Mapping[str, Any], rules: Rules) -> ast.Block 
     latent = first(cfg, keys["latent_width"])  # the profile's maps (Nemotron-H: moe_latent_size)
     if latent:
         values["latent_width"] = whole(latent, keys["latent_width"][0], "latent_width")
-    if cfg.get("shared_expert_intermediate_size"):
-        # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)).
+    if cfg.get("shared_expert_intermediate_size") and "shared_gate" not in facts:
+        # HF's Qwen MoE models give the wide shared expert a sigmoid gate (Linear(h, 1)); a profile's
+        # `shared_gate = false` fact says its model has none (Laguna's).
         values["shared_gate"] = True
     # A flag a profile maps a key to, stated true (Gemma 4's enable_moe_block -> moe.mlp_beside).
     values.update({name: True for name, field in block_fields("moe").items()

@@ -35,7 +35,7 @@ from hpdsl.torch.modules import ExpertParallelExperts
 from hpdsl.torch.objective import mtp_depth, objective
 from hpdsl.torch.parallelize import coordinates, data_rank, gradient_sync, parallelize, stage_mesh, train_mesh
 from hpdsl.torch.pipeline import embedding_group, run_step, split_model, sum_embedding_grads
-from hpdsl.torch.validate import grad_gap, load_reference, reference_grads, train_reference
+from hpdsl.torch.validate import grad_gap, load_reference, reference_grads, train_reference, worst
 
 
 class Job:
@@ -71,8 +71,8 @@ class Job:
         self.measured["grads_bytes"] = local_bytes(p.grad for p in self.params() if p.grad is not None)
         if self.expected is not None:
             gaps = [grad_gap(part, self.expected) for part in self.gap_parts]
-            self.measured["grad_max_diff"] = max(gap for gap, _ in gaps)
-            self.measured["grad_max_abs"] = max(scale for _, scale in gaps)
+            self.measured["grad_max_diff"] = worst(*(gap for gap, _ in gaps))
+            self.measured["grad_max_abs"] = worst(*(scale for _, scale in gaps))
 
     def measure_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Record the optimizer-state bytes after the first step."""

@@ -10,6 +10,7 @@ rank, so this is a check for small, scaled models.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -106,6 +107,11 @@ def grad_gap(model: nn.Module, reference: Mapping[str, torch.Tensor]) -> tuple[f
             ref = module.shard_of(own, ref)
         if grad.shape != ref.shape:
             raise ValueError(f"{name}: gradient {tuple(grad.shape)} against the reference's {tuple(ref.shape)}")
-        gap = max(gap, (grad - ref).abs().max().item())
-        scale = max(scale, ref.abs().max().item())
+        gap = worst(gap, (grad - ref).abs().max().item())
+        scale = worst(scale, ref.abs().max().item())
     return gap, scale
+
+
+def worst(*values: float) -> float:
+    """Return the largest of `values`, NaN where any is NaN (Python's max keeps whichever NaN comes first)."""
+    return math.nan if any(math.isnan(v) for v in values) else max(values)

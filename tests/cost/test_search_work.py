@@ -81,3 +81,13 @@ def test_work_held_across_chunks_prices_every_candidate_as_alone() -> None:
     alone = price_fit(prepared, valid)
     for k in range(2):
         assert np.array_equal(np.concatenate([first[k], second[k]]), alone[k], equal_nan=True)
+
+
+def test_an_empty_grid_prices_to_empty_arrays() -> None:
+    """A chunk every rule refused has nothing to price: empty times and peaks, not an error."""
+    prepared = prepare(example("llama3_8b"))
+    space = search_space(prepared, 64, global_batch=256, seq_len=4096, base=Strategy().with_(device="h100"))
+    valid, codes = valid_with_codes(space, prepared.columns)
+    none = valid.take(slice(0, 0))
+    times, peaks = price_fit(prepared, none, codes[:0])
+    assert (times.shape, peaks.shape) == ((0,), (0,))

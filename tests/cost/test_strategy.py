@@ -172,28 +172,3 @@ def test_tp_must_divide_the_mtp_projections_split_rows_its_layout_declares() -> 
     assert not any("MTP" in reason for reason in validate_strategy(Strategy(tp=3), dense_model()))
     assert validate_strategy(Strategy(tp=2), dense_model(mtp=1)) == ()
 
-
-CHUNKED = """
-model chunked : llama4 {
-  hidden 64  layers 4  heads 4  kv_heads 2  vocab 100  ffn_width 96  attention_chunk 32
-  stack [rope_attention * 3, nope_attention]
-}
-"""
-"""Llama 4's layers at toy size: three rotary layers attending within chunks of 32 positions, one without."""
-
-
-def test_a_sequence_past_the_attention_chunk_is_refused_in_the_grid_and_alone() -> None:
-    """Chunked attention is priced as causal attention within one chunk; a longer sequence is a coded problem."""
-    from hpdsl.api import compile_sources
-    from hpdsl.bound.bind import bind
-    from hpdsl.diagnostics import Source
-
-    registry = compile_sources([Source("chunked.hpf", CHUNKED)])
-    model = registry.models["chunked"]
-    cost_model = bind(model, registry.profiles[model.profile])
-    strategies = [Strategy(seq_len=s, micro_batch=1) for s in (16, 32, 33, 64)]
-    assert [[p.code for p in strategy_problems(s, cost_model)] for s in strategies] == \
-        [[], [], ["chunked-attention-seq-len"], ["chunked-attention-seq-len"]]
-    assert "attention chunk 32" in validate_strategy(strategies[-1], cost_model)[0]
-    mask = invalid_mask(model_columns(cost_model), StrategyGrid.from_strategies(strategies))
-    assert list(mask) == [False, False, True, True]

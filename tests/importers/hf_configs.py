@@ -166,6 +166,16 @@ FILES.update({
     # experts), the others dense at intermediate_size_mlp; no QK-norm
     "llama_4_maverick_17b_128e_instruct": ("llama_4_maverick_17b_128e_instruct.json", "vl"),
 })
+# --- Laguna: per-head softplus gates, sliding layers with their own head count (profiles/laguna.hpf) ---
+FILES.update({
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/poolside--Laguna-XS.2-FP8_config.json
+    # @d063594d4745: poolside/Laguna-XS.2-FP8's config.json (compressed-tensors FP8 quantization_config)
+    "laguna_xs_2_fp8": ("laguna_xs_2_fp8.json", "causal"),
+    # ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/model_configs/poolside--Laguna-S-2.1-FP8_config.json
+    # @1cab08cb527e: poolside/Laguna-S-2.1-FP8's config.json (gating "per-head", Qwen-MoE's layer keys and a
+    # gating_types list LagunaConfig does not read; no final newline, as the vendor holds it)
+    "laguna_s_2_1_fp8": ("laguna_s_2_1_fp8.json", "causal"),
+})
 # --- end of the HAND_WRITTEN replacements ---
 
 

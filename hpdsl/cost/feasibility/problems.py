@@ -34,7 +34,6 @@ PROBLEMS: dict[str, str] = {
     "interleaved-micro-batches": "the interleaved schedule's micro-batches are not a multiple of pp",
     "ring-seq-len": "ring attention needs the sequence divisible by 2·cp",
     "a2a-seq-len": "all-to-all context parallelism needs the sequence divisible by cp",
-    "chunked-attention-seq-len": "the sequence is longer than a chunked attention's chunk, which is priced within one",
     "too-many-chunks": "more pipeline chunks (pp·vpp) than layers",
     "split-length": "pp_split does not list pp·vpp chunks",
     "split-sum": "pp_split does not sum to the model's layers",

@@ -103,14 +103,6 @@ def _conv_tail(tail: int) -> Rule:
                                     f"per rank, fewer")
 
 
-def _chunk_fits(chunk: int) -> Rule:
-    # Within one chunk, chunked attention is causal attention, priced as such (docs/cost-model.md).
-    return Rule("chunked-attention-seq-len", lambda g, _s: g.seq_len > chunk,
-                lambda s, _sh: f"seq_len {s.seq_len} is longer than the rotary layers' attention chunk {chunk} "
-                               f"(attention_chunk, Llama 4's attention_chunk_size): hpdsl prices chunked attention "
-                               f"within one chunk; use seq_len ≤ {chunk}")
-
-
 def _split_sum(g: StrategyGrid, shape: Shape) -> Mask:
     sums = np.array([sum(s) if s is not None else shape.layers for s in g.splits])
     return sums[g.split_id] != shape.layers
@@ -210,8 +202,6 @@ def _model_rules(shape: Shape) -> Iterator[Rule]:
         yield _conv_tail(tail)
     for label, width in shape.tp_widths:
         yield _tp_width(label, width)
-    if shape.attention_chunk:
-        yield _chunk_fits(shape.attention_chunk)
     if shape.experts > 1:
         experts = shape.experts
         yield Rule("ep-experts", lambda g, _s: (g.ep >= 1) & (experts % xp.maximum(g.ep, 1) != 0),

@@ -50,7 +50,6 @@ class Shape:
     requires: tuple[FamilyRequire, ...] = ()  # every family require a slot of the model is built under
     cp_heads: tuple[int, ...] = ()            # a tp-replicated mixer's: what cp alone must divide (a2a CP)
     conv_tails: tuple[int, ...] = ()          # a Gated DeltaNet's conv - 1: the tokens a cp rank hands on
-    attention_chunk: int = 0                  # the rotary layers' chunk (Llama 4): the longest sequence priced
 
 
 def model_shape(columns: ModelColumns) -> Shape:
@@ -59,7 +58,6 @@ def model_shape(columns: ModelColumns) -> Shape:
     a2a: dict[int, None] = {}
     cp_heads: dict[int, None] = {}
     tails: dict[int, None] = {}
-    chunks: dict[int, None] = {}
     widths: dict[tuple[str, int], None] = {}
     experts = 1
     expert_widths: dict[int, None] = {}
@@ -70,8 +68,6 @@ def model_shape(columns: ModelColumns) -> Shape:
         counts = head_counts(config)
         if config.attn_kind == "linear" and config.conv > 1:
             tails[config.conv - 1] = None
-        if config.attention_chunk and config.attn_kind == "full" and config.rope and not config.no_rope:
-            chunks[config.attention_chunk] = None
         swapped = counts.get("attention heads", counts.get("linear-attention value heads", 1))
         if MIXER_ROLES & column.whole:
             cp_heads[swapped] = None  # every tp rank holds all the heads: tp need not divide them
@@ -97,7 +93,7 @@ def model_shape(columns: ModelColumns) -> Shape:
     widths.update(dict.fromkeys(mtp_split_widths(cost)))
     return Shape(tuple(heads), tuple(a2a), experts, tuple(expert_widths), tuple(widths),
                  cost.model.layers, cost.profile.run.shard_activations, family_requires(cost),
-                 tuple(cp_heads), tuple(tails), min(chunks, default=0))
+                 tuple(cp_heads), tuple(tails))
 
 
 def mtp_split_widths(cost: CostModel) -> Iterator[tuple[str, int]]:

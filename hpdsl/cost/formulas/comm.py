@@ -71,7 +71,9 @@ def layer_comm_coeffs(cfg: LayerConfig, whole: frozenset[str] = frozenset()) -> 
         a2a=pairs * (q + k + v + cfg.heads * cfg.head_dim), handoff=op_count(ops, OP.LINREC) * linear_handoff(cfg),
         # The routed experts' tokens cross the ep group at their width: latent_width behind latent projections
         # (hpdsl/torch/modules/moe.py projects before the experts dispatch), else hidden.
-        ep=2 * cfg.top_k * (cfg.latent_width or cfg.hidden) if cfg.experts > 1 else 0.0, whole=mixer > 0, window=cfg.window,
+        ep=2 * cfg.top_k * (cfg.latent_width or cfg.hidden) if cfg.experts > 1 else 0.0, whole=mixer > 0,
+        # A chunked layer's queries reach at most chunk − 1 keys back: its ring is a window's of the chunk.
+        window=cfg.window or cfg.chunk,
         tp_calls=gathers - mixer, tp_sp_calls=mixer / 2, a2a_calls=4 * pairs)
 
 

@@ -213,7 +213,7 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, wi
             assert column.config is not None
             terms = layer_flop_terms(column.config, column.matmuls)
             if windowed:
-                keys = float(attended_keys(float(seq_len), column.config.window))
+                keys = float(attended_keys(float(seq_len), column.config.window or column_chunk(column)))
         elif column.role == "output":
             terms = output_flop_terms(cost_model.model.hidden, column.matmuls,
                                       capped_logits=_capped_logits(cost_model.model))
@@ -229,6 +229,11 @@ def forward_flops_by_term(cost_model: CostModel, *, batch: int, seq_len: int, wi
 def column_window(column: Column) -> int:
     """Return the sliding window a column's self-attention attends through (0: the whole prefix)."""
     return column.config.window if column.config is not None else 0
+
+
+def column_chunk(column: Column) -> int:
+    """Return the chunk a column's rotary self-attention attends within (Llama 4's attention_chunk; 0: none)."""
+    return column.config.chunk if column.config is not None else 0
 
 
 def _sum(terms: Iterable[FlopCoeffs]) -> FlopCoeffs:
@@ -277,7 +282,19 @@ def attended_keys(seq: Val, window: int) -> Val:
     return xp.minimum(seq, window) if window else seq
 
 
-def executed_keys(x: Ctx, causal: float, window: int = 0) -> Val:
+def chunked_keys(seq: Val, chunk: int) -> Val:
+    """Return the mean keys a causal query attends to over `seq` positions cut into chunks of `chunk`.
+
+    Each query sees its own chunk's keys up to itself: the area of ⌊s/c⌋ whole chunks' c²/2
+    and the last one's r²/2 (r = s − c·⌊s/c⌋) over s queries, s/2 within one chunk
+    (docs/cost-model.md#chunked-attention).
+    """
+    whole = seq // chunk
+    rest = seq - whole * chunk
+    return (whole * chunk * chunk + rest * rest) / (2 * seq)
+
+
+def executed_keys(x: Ctx, causal: float, window: int = 0, chunk: int = 0) -> Val:
     """Return the keys each query's score work runs over: the causal share's band under flash.
 
     A flash kernel skips the blocks a causal mask empties (about half the s×s
@@ -287,18 +304,21 @@ def executed_keys(x: Ctx, causal: float, window: int = 0) -> Val:
     the column's score work that is causal self-attention; `window` the layer's
     sliding window (0: none), which only that causal share attends through.
     Under context parallelism each rank's tok = s·b/cp queries see the same
-    band: a query chunk needs only the keys within the window.
+    band: a query chunk needs only the keys within the window. A chunked layer
+    (`chunk`, Llama 4's) runs each chunk's causal square under flash.
     """
+    if chunk:
+        return xp.where(x.flash, (1.0 - causal) * x.seq_len + causal * chunked_keys(x.seq_len, chunk), x.seq_len)
     if not window:
         return x.seq_len * xp.where(x.flash, 1.0 - causal / 2, 1.0)
     return xp.where(x.flash, (1.0 - causal) * x.seq_len + causal * causal_window_keys(x.seq_len, window), x.seq_len)
 
 
-def model_keys(x: Ctx, causal: float, window: int = 0) -> Val:
-    """Return the keys per query of the model (MFU) convention: s, min(s, w) for the windowed causal share."""
-    if not window:
+def model_keys(x: Ctx, causal: float, window: int = 0, chunk: int = 0) -> Val:
+    """Return the keys per query of the model (MFU) convention: s, min(s, w or c) for the windowed or chunked causal share."""
+    if not (window or chunk):
         return x.seq_len
-    return (1.0 - causal) * x.seq_len + causal * attended_keys(x.seq_len, window)
+    return (1.0 - causal) * x.seq_len + causal * attended_keys(x.seq_len, window or chunk)
 
 
 def device_forward(c: FlopCoeffs, x: Ctx, keys: Val) -> Val:

@@ -188,7 +188,7 @@ def column_work(p: Prepared, j: int, x: Ctx, *, flops: bool = True) -> dict[str,
         none, rec = mem.recomputed_activation(p.act[j], x)
     else:
         none = rec = mem.activation(p.act[j], x)[0]
-    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j])
+    c, keys = p.flop[j], flop_mod.executed_keys(x, p.causal[j], p.windows[j], p.chunks[j])
     fwd, again = flop_mod.device_forward(c, x, keys), flop_mod.device_flash_backward(c, x, keys)
     bwd = flop_mod.BACKWARD * fwd + again
     frec = flop_mod.device_recompute(c, x, fwd, keys) if layer else zero
@@ -214,7 +214,7 @@ def column_work(p: Prepared, j: int, x: Ctx, *, flops: bool = True) -> dict[str,
             model_bwd=flop_mod.BACKWARD * model_fwd + flop_mod.model_flash_backward(c, x, keys),
             model_rec=flop_mod.model_recompute(c, x, keys) if layer else zero,
             model_mfu=x.seq_len * (p.model_flops[j].per_token
-                             + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j])))
+                             + p.model_flops[j].per_key * flop_mod.model_keys(x, p.causal[j], p.windows[j], p.chunks[j])))
     out: dict[str, Any] = {k: xp.broadcast(v, x.tokens) for k, v in values.items()}
     if flops:
         out.update(traffic=traffic)
@@ -279,6 +279,8 @@ def price_fit(prepared: Prepared, grid: StrategyGrid, same: np.ndarray | None = 
     nothing but dp, pp, vpp and ZeRO (a search knows which): their columns' work is computed once,
     and with `memo` (the search's, for codes of its Space.work_codes) once for the whole search.
     """
+    if not len(grid):  # nothing to price (a chunk every rule refused)
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
     result = _price(prepared, grid, detail=False, flops=False, same=same, memo=memo)
     return result["step_time_s"], result["peak_bytes"]
 

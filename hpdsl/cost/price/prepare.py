@@ -23,4 +23,5 @@ def prepare(cost_model: CostModel) -> Prepared:
         tuple(shards.column_params(c, columns) for c in cols), shards.output_copy(columns),
         tuple(flop_mod.causal_share(c, columns) for c in cols),
         tuple(flop_mod.column_model_flops(c, columns) for c in cols),
-        tuple(flop_mod.column_window(c) for c in cols), tuple(column_tensors(c, columns) for c in cols))
+        tuple(flop_mod.column_window(c) for c in cols), tuple(column_tensors(c, columns) for c in cols),
+        tuple(flop_mod.column_chunk(c) for c in cols))

@@ -31,6 +31,7 @@ class Prepared:
     model_flops: tuple[flop_mod.ModelFlops, ...]  # the MFU convention's forward FLOPs per column
     windows: tuple[int, ...]                   # each column's sliding window (0: none)
     tensors: tuple[float, ...] = ()            # each column's parameter tensors (hpdsl/cost/facts/tensors.py)
+    chunks: tuple[int, ...] = ()               # each column's attention chunk (0: none; Llama 4's rotary layers)
     cache: PriceCache = attrs.field(factory=lambda: PriceCache(), repr=False)
 
     @property

@@ -15,7 +15,8 @@ a sliding-window layer's eager reference computes only
 its band of w keys per query (common.banded_attention). Llama 4's rotary layers attend within chunks of
 attention_chunk positions, regroup their interleaved rotary pairs (rope_interleave) and normalise each q and k
 head without a scale (qk_norm_unscaled); its no-position layers scale their queries by a temperature past
-nope_temperature_floor positions. Under tensor parallelism (families/attention.hpf's
+nope_temperature_floor positions. Laguna's softplus gate (softplus_gate) scales each head's output by
+softplus of g_proj's value for it. Under tensor parallelism (families/attention.hpf's
 layout) each rank holds whole heads: the module reads the head count from its
 projections' outputs, takes its heads' share of a position bias, and sums its
 replicated QK norms' gradients over tp. `RingAttention` is the cp > 1 variant: every cp rank
@@ -78,6 +79,8 @@ class Attention(nn.Module):
         self.keeps_kv = False
         self.kept_kv: tuple[Tensor, Tensor, Tensor] | None = None  # held to the next forward (a recompute reads it)
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
+        # Laguna's softplus gate: one value per head from the layer's input, scaling that head's output.
+        self.g_proj = nn.Linear(h, config.heads, bias=False) if config.softplus_gate else None
         # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers',
         # at the layer's rope_type; a sliding-window layer may have its own base (hpdsl/torch/modules/rope.py).
         self.rotary = Rotary(config, d, config.rotary_fraction, sliding=config.window > 0)
@@ -146,6 +149,8 @@ class Attention(nn.Module):
             out = core_attention(self.recompute_core, attend, q, k, v, mask, backend=self.backend, **modifiers)
         if gate is not None:
             out = out * torch.sigmoid(gate)
+        if self.g_proj is not None:  # fp32 softplus, as transformers' LagunaAttention
+            out = out * torch.nn.functional.softplus(self.g_proj(x).float()).to(out.dtype).unsqueeze(-1)
         return self.o_proj(out.reshape(batch, seq, -1))
 
     def _shared_kv(self) -> tuple[Tensor, Tensor, Tensor]:

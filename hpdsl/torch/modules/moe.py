@@ -25,12 +25,15 @@ class Router(nn.Linear):
     """The `router` family: one score per routed expert for every token, biased with router_bias.
 
     With router_correction it holds transformers' e_score_correction_bias as a
-    buffer (a state-dict entry, not a parameter: the count stays transformers').
+    buffer (a state-dict entry, not a parameter: the count stays transformers'), or, with
+    router_correction_counted, as a frozen parameter (Laguna's: transformers counts it).
     """
 
     def __init__(self, config: ModuleConfig) -> None:
         super().__init__(config.hidden, config.experts, bias=config.router_bias)
-        if getattr(config, "router_correction", False):
+        if getattr(config, "router_correction", False) and getattr(config, "router_correction_counted", False):
+            self.e_score_correction_bias = nn.Parameter(torch.zeros(config.experts), requires_grad=False)
+        elif getattr(config, "router_correction", False):
             self.register_buffer("e_score_correction_bias", torch.zeros(config.experts))
 
     def reset_state(self) -> None:
