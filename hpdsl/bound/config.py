@@ -50,6 +50,8 @@ BOUND: dict[str, Bound] = {b.name: b for b in (
                                   "with qk_norm_full"),
     Bound("value_width", int, 0, "softmax attention's value head dim: value_dim where the model states it, "
                                  "else head_dim (0: head_dim)"),
+    Bound("gate_width", int, 0, "a softplus gate's rows per head: head_dim with softplus_gate_wide, else 1 "
+                                "(Laguna's g_proj; dim_environment derives it)"),
     Bound("causal", bool, True, "the mixer attends only to earlier positions"),
     Bound("rope", bool, True, "rotary position embeddings (not under relative position buckets or a learned position table)"),
     Bound("extra", dict, None, "the author fields (declared in a profile or family) and their values"),
@@ -146,6 +148,7 @@ def dim_environment(config: object) -> dict[str, int]:
         env["embed_width"] = env["hidden"]
     if not env.get("value_width") and "head_dim" in env:  # a config built without layer_config: head_dim wide
         env["value_width"] = env["head_dim"]
+    env["gate_width"] = env.get("head_dim", 1) if env.get("softplus_gate_wide") else 1
     heads, inner = env.get("ssm_heads"), env.get("ssm_expand", 0) * env.get("hidden", 0)
     if not env.get("ssm_head_dim") and heads and inner and inner % heads == 0:  # unset: d_inner = ssm_expand × hidden
         env["ssm_head_dim"] = inner // heads

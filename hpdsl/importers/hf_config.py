@@ -174,6 +174,17 @@ def count(cfg: Config, key: str) -> int | None:
     return whole(value, key)
 
 
+def period(cfg: Config, key: str) -> int | None:
+    """Return a period in layers (Llama 4's interleave_moe_layer_step): None when unset, a stated 0 refused.
+
+    Transformers divides by it (layer i is the period's when (i + 1) % period == 0), so 0 is no model.
+    """
+    value = cfg.get(key)
+    if value is not None and value == 0 and not isinstance(value, bool):
+        raise HfImportError(f"{key} is 0; expected a period of at least 1 layer", key)
+    return count(cfg, key)
+
+
 def whole(value: Any, key: str, field: str | None = None, *, row: Field | None = None) -> int:
     """Return `value` as a whole number within FIELDS[field]'s bounds (or `row`'s), else an error naming `key`.
 

@@ -14,7 +14,7 @@ values (the kind's `dims { kv_shared = 1 }`).
 from __future__ import annotations
 
 from hpdsl import ast
-from hpdsl.importers.hf_config import Config, HfImportError, count, shown, whole
+from hpdsl.importers.hf_config import Config, HfImportError, count, period, shown, whole
 from hpdsl.ir.nodes import ProfileIR
 from hpdsl.ir.stack import compress_kinds
 
@@ -198,9 +198,12 @@ def _rope_kinds(cfg: Config, layers: int) -> list[str] | None:
     position where (i + 1) is a multiple of `no_rope_layer_interval`.
     """
     stated = cfg.get("no_rope_layers")
-    if isinstance(stated, list) and stated:
+    if stated is not None and not isinstance(stated, list):
+        raise HfImportError(f"no_rope_layers is {shown(stated)}; expected a list of 1 (rotary) or 0 (no position) "
+                            "per layer", "no_rope_layers")
+    if stated:  # an empty list is Llama4TextConfig's default: the interval's
         return _listed(stated, layers, "no_rope_layers", {1: ROPE, 0: NOPE})
-    interval = count(cfg, "no_rope_layer_interval")
+    interval = period(cfg, "no_rope_layer_interval")
     if not interval:
         return None
     return [NOPE if (i + 1) % interval == 0 else ROPE for i in range(layers)]
@@ -307,7 +310,7 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
     if moe_layers is not None:  # Llama 4: the MoE layers by number, the others dense
         return ["moe" if i in _layer_numbers(moe_layers, layers, "moe_layers") else "dense" for i in range(layers)]
     # Llama 4's interleave_moe_layer_step is Qwen-MoE's decoder_sparse_step: every step-th layer routes
-    step = count(cfg, "decoder_sparse_step") or count(cfg, "interleave_moe_layer_step") or 1
+    step = count(cfg, "decoder_sparse_step") or period(cfg, "interleave_moe_layer_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1
     mlp_only = cfg.get("mlp_only_layers") or []
     if not isinstance(mlp_only, list):

@@ -4,7 +4,8 @@ Each case is a published Laguna file (tests/data/hf/, sources in tests/data/hf/S
 dims: one full-attention layer with a dense MLP, then sliding-window layers with their own query
 head count and MoE (a sigmoid router choosing with its score correction, which transformers keeps
 as a frozen parameter, one ungated shared expert, the routed output scaled by
-moe_routed_scaling_factor); every attention's heads gated by softplus of g_proj; the full layer
+moe_routed_scaling_factor); every attention's heads gated by softplus of g_proj (per head as published, and
+per head dim); the full layer
 turning half of each head at YaRN, the sliding ones every dim at the default rope. A window of 5
 on 12 positions masks.
 """
@@ -30,15 +31,17 @@ SMALL_LAGUNA = {"num_hidden_layers": 4, "head_dim": 16, "num_attention_heads_per
 """Laguna's own dims at test size: 4 query heads on the full layer, 6 on the sliding ones (2 kv heads)."""
 
 CASES = {"xs": "laguna_xs_2_fp8", "s": "laguna_s_2_1_fp8"}
+WIDE = {**SMALL_LAGUNA, "gating": "per-element"}
+"""XS's file with a gate per head dim (g_proj hidden → heads × head_dim): LagunaAttention's other granularity."""
 
 
 def _ids() -> Any:
     return torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_logits_equal_transformers(case: str) -> None:
-    config = scaled(CASES[case], SMALL_LAGUNA)
+@pytest.mark.parametrize(("case", "changes"), [("xs", SMALL_LAGUNA), ("s", SMALL_LAGUNA), ("xs", WIDE)])
+def test_logits_equal_transformers(case: str, changes: dict[str, Any]) -> None:
+    config = scaled(CASES[case], changes)
     config.pop("quantization_config")  # the checkpoint's storage, not the model (bench/hf_counts.py)
     ours, theirs, _ = hf_pair(config, jitter=0.1)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())

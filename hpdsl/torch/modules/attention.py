@@ -79,8 +79,9 @@ class Attention(nn.Module):
         self.keeps_kv = False
         self.kept_kv: tuple[Tensor, Tensor, Tensor] | None = None  # held to the next forward (a recompute reads it)
         self.sinks = nn.Parameter(torch.empty(config.heads)) if config.attention_sinks else None
-        # Laguna's softplus gate: one value per head from the layer's input, scaling that head's output.
-        self.g_proj = nn.Linear(h, config.heads, bias=False) if config.softplus_gate else None
+        # Laguna's softplus gate: per head, or per head dim (softplus_gate_wide), from the layer's input.
+        self.gate_width = d if config.softplus_gate_wide else 1
+        self.g_proj = nn.Linear(h, config.heads * self.gate_width, bias=False) if config.softplus_gate else None
         # Partial rotary (Phi): the first ⌊head_dim × rotary_fraction⌋ dims of each head turn, as transformers',
         # at the layer's rope_type; a sliding-window layer may have its own base (hpdsl/torch/modules/rope.py).
         self.rotary = Rotary(config, d, config.rotary_fraction, sliding=config.window > 0)
@@ -150,7 +151,8 @@ class Attention(nn.Module):
         if gate is not None:
             out = out * torch.sigmoid(gate)
         if self.g_proj is not None:  # fp32 softplus, as transformers' LagunaAttention
-            out = out * torch.nn.functional.softplus(self.g_proj(x).float()).to(out.dtype).unsqueeze(-1)
+            gates = torch.nn.functional.softplus(self.g_proj(x).float()).to(out.dtype)
+            out = out * gates.view(batch, seq, -1, self.gate_width)
         return self.o_proj(out.reshape(batch, seq, -1))
 
     def _shared_kv(self) -> tuple[Tensor, Tensor, Tensor]:
