@@ -38,7 +38,8 @@ from hpdsl.importers.hf_blocks import dims_block, mla_block, moe_block, ssm_bloc
 from hpdsl.importers.hf_config import (Config, HfImportError, effective, field_item, first, flag, flag_at, number,
                                        model_types, whole)
 from hpdsl.importers.hf_conv import adjusted_width, short_conv_block
-from hpdsl.importers.hf_layers import layer_kinds, per_layer_heads, stack
+from hpdsl.importers.hf_layers import layer_kinds, stack
+from hpdsl.importers.hf_shapes import per_layer_heads, per_layer_shapes
 from hpdsl.importers.hf_unknown import (
     check_finite, check_keys, composite_note, unknown_keys, without, wrapper_rules,
 )
@@ -128,6 +129,8 @@ def import_hf_config(config: Mapping[str, Any], *, profiles: Mapping[str, Profil
     fields = _fields(cfg, facts, chosen, rules)
     kinds = layer_kinds(cfg, chosen, fields["layers"])
     fields.update(per_layer_heads(cfg, chosen, kinds, fields["layers"], fields["heads"]))
+    base = {"head_dim": fields.get("head_dim", 0), "num_key_value_heads": fields.get("kv_heads", fields["heads"])}
+    fields.update(per_layer_shapes(cfg, chosen, kinds, fields["layers"], base))
     if kinds is None or not any(chosen.kinds[k].attention == "sliding" for k in kinds if k in chosen.kinds):
         fields.pop("sliding_window", None)  # stated, but no layer attends through a window
     order = (*FIELD_ORDER, *(f.name for f in _author_fields(chosen)))

@@ -59,33 +59,6 @@ def layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | Non
     return named
 
 
-def per_layer_heads(cfg: Config, profile: ProfileIR, kinds: list[str] | None, layers: int,
-                    heads: int) -> dict[str, int]:
-    """Return `sliding_heads` from `num_attention_heads_per_layer` (Laguna); nothing without the key.
-
-    The sliding-window layers (the profile's kinds with `attention sliding`) must share one
-    count, and every other layer must have num_attention_heads: a kind's dims set its layers'
-    heads, so a count per layer beyond that is refused naming the layers.
-    """
-    key = "num_attention_heads_per_layer"
-    listed = cfg.get(key)
-    if listed is None:
-        return {}
-    if not isinstance(listed, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                                               for n in listed):
-        raise HfImportError(f"{key} is {shown(listed)}; expected a head count per layer", key)
-    if len(listed) != layers:
-        raise HfImportError(f"{key} lists {len(listed)} layers, but num_hidden_layers is {layers}", key)
-    windowed = [k in profile.kinds and profile.kinds[k].attention == "sliding" for k in kinds or [""] * layers]
-    found = sorted({n for n, sliding in zip(listed, windowed, strict=True) if sliding})
-    odd = [i for i, (n, sliding) in enumerate(zip(listed, windowed, strict=True)) if not sliding and n != heads]
-    if odd or len(found) > 1:
-        raise HfImportError(f"{key} gives layers {odd} other head counts than num_attention_heads {heads}"
-                            if odd else f"{key} gives the sliding-window layers several head counts {found}",
-                            key)
-    return {"sliding_heads": found[0]} if found else {}
-
-
 def _layer_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None:
     """Return every layer's kind when the config's patterns say it, before key/value sharing; None to derive.
 
@@ -329,4 +302,4 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
             for i in range(layers)]
 
 
-__all__ = ["KV_SHARED", "layer_kinds", "per_layer_heads", "stack"]
+__all__ = ["KV_SHARED", "layer_kinds", "stack"]
