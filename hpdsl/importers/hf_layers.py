@@ -281,7 +281,8 @@ def _ffn_kinds(cfg: Config, profile: ProfileIR, layers: int) -> list[str] | None
         return [HASH_MOE] * first + ["moe"] * (layers - first)
     moe_layers = cfg.get("moe_layers")
     if moe_layers is not None:  # Llama 4: the MoE layers by number, the others dense
-        return ["moe" if i in _layer_numbers(moe_layers, layers, "moe_layers") else "dense" for i in range(layers)]
+        routed = _layer_numbers(moe_layers, layers, "moe_layers")
+        return ["moe" if i in routed else "dense" for i in range(layers)]
     # Llama 4's interleave_moe_layer_step is Qwen-MoE's decoder_sparse_step: every step-th layer routes
     step = count(cfg, "decoder_sparse_step") or period(cfg, "interleave_moe_layer_step") or 1
     freq = count(cfg, "moe_layer_freq") or 1

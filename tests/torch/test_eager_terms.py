@@ -190,7 +190,12 @@ def test_the_embedding_and_output_columns_dispatch_what_their_families_and_the_l
 @pytest.mark.parametrize(("profile", "settings"), [
     ("llama2", {"activation": "relu2"}), ("llama2", {"attention_sinks": "true"}), ("llama2", {"attn_softcap": 30.0}),
     ("llama2", {"glu_limit": 7.0, "glu_alpha": 1.702}), ("mixtral", {"glu_interleaved": "true", "moe": _moe(4, 2, 32)}),
-    ("mixtral", {"moe": _moe(4, 2, 32, router_bias="true")})])
+    ("mixtral", {"moe": _moe(4, 2, 32, router_bias="true")}),
+    # Llama 4's attention modifiers and Laguna's gate: not counted yet.
+    ("llama2", {"qk_norm": "true", "qk_norm_unscaled": "true"}), ("llama2", {"rope_interleave": "true"}),
+    ("llama2", {"softplus_gate": "true"}), ("llama2", {"no_rope": "true", "nope_temperature": 0.1}),
+    ("llama2", {"attention_chunk": 16}),
+    ("mixtral", {"moe": _moe(4, 2, 32, router_sigmoid="true", norm_top_k="false", router_scales_input="true")})])
 def test_a_variant_the_counts_do_not_describe_leaves_its_column_to_the_op_vector(
         profile: str, settings: dict[str, object]) -> None:
     registry, ir = _model(profile, settings)
