@@ -179,3 +179,16 @@ def test_moe_combine_keeps_the_expert_outputs_and_the_gated_shared_output() -> N
     per_routed_token = h + 3 * w + h  # its input row, gate·up and down inputs, its output
     assert k4 - k2 == pytest.approx(tokens * 2 * 2 * (per_routed_token + 1), rel=1e-12)  # + a top-k weight
     assert layer_activation_bytes(gated, run, strategy)[0] - k2 == tokens * 2 * h
+
+
+def test_a_moe_beside_its_mlp_keeps_its_three_branch_norms_inputs() -> None:
+    """Gemma 4's MoE block beside the MLP normalises three more tensors (mlp_post_norm, moe_norm, moe_post_norm).
+
+    Each keeps its input at the norm's width, beside the norms the op vector counts: 3 · norm_bytes · h per
+    token more than the same layer priced without them (the dense MLP's own terms are compute-width ones).
+    """
+    cost_model = moe_model(top_k=2, mtp=0)
+    cfg = attrs.evolve(cost_model.kind_config("moe"), beside_width=96)
+    run = cost_model.profile.run
+    plain, beside = layer_act_coeffs(attrs.evolve(cfg, beside_width=0), run), layer_act_coeffs(cfg, run)
+    assert beside.sp_b - plain.sp_b == 3 * run.norm_bytes * cfg.hidden

@@ -46,6 +46,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import CostModel, LayerConfig
+from hpdsl.bound.slots import BESIDE_PATHS
 from hpdsl.ir.nodes import RunFacts, evolve
 from hpdsl.model import ops as OP
 from hpdsl.model.ops import count as op_count
@@ -107,6 +108,11 @@ class Moves:
     cp_masks: float = 0.0  # attention masks kept, one [s/cp, s] per attention (compute bytes per key)
 
 
+def beside_norms(cfg: LayerConfig) -> int:
+    """Return the norms a MoE block beside its MLP adds to a layer (mlp_post_norm, moe_norm, moe_post_norm), else 0."""
+    return len(BESIDE_PATHS) - 1 if cfg.beside_width else 0
+
+
 def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: float, routed_in: float) -> Moves:
     """Return what `run`'s backend keeps whole of a layer priced with `cfg`.
 
@@ -130,8 +136,10 @@ def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: flo
         elif cfg.shared_experts and run.routed_tokens_split:
             copy = h  # the router reads the chunk, the tp-split shared expert a gathered copy
     if cfg.experts > 1 and not run.routed_tokens_split:
-        # The MoE gathers like a dense feed-forward: every tp rank routes (and combines) every token.
+        # The MoE gathers like a dense feed-forward: every tp rank routes (and combines) every token, and a MoE
+        # beside its MLP normalises the gathered branches (hpdsl/bound/slots.py beside_slots' three norms).
         sp_c, t_c, into = sp_c + router, routed_w, routed_in
+        sp_b += beside_norms(cfg) * run.norm_bytes * h
     kv = masks = 0.0
     if run.cp_gathered_kv and op_count(cfg.ops, OP.ATT_BMM) and cfg.attn_kind in ("full", "sliding", "mla"):
         masks = op_count(cfg.ops, OP.ATT_BMM) / 2
@@ -141,4 +149,4 @@ def gathered_moves(cfg: LayerConfig, run: RunFacts, router: float, routed_w: flo
     return Moves(sp_c=sp_c, sp_b=sp_b, t_c=t_c, routed_in=into, sp_copy_c=copy, cp_kv_c=kv, cp_masks=masks)
 
 
-__all__ = ["DEVICES", "KEPT", "Kept", "Moves", "backend_facts", "backend_strategy", "gathered_moves"]
+__all__ = ["DEVICES", "KEPT", "Kept", "Moves", "backend_facts", "backend_strategy", "beside_norms", "gathered_moves"]

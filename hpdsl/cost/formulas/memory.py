@@ -29,7 +29,7 @@ from __future__ import annotations
 import attrs
 
 from hpdsl.bound.bind import LayerConfig
-from hpdsl.cost.facts.backend import gathered_moves
+from hpdsl.cost.facts.backend import beside_norms, gathered_moves
 from hpdsl.cost.facts.columns import Column, ModelColumns
 from hpdsl.cost.facts.cost_terms import DeclaredTerm, feed_forward_part, mixer_part, standard_saved
 from hpdsl.cost.facts.impl_terms import FP32, INDEX, HfCoeffs, hf_coeffs, output_norm_terms
@@ -105,7 +105,10 @@ def layer_act_coeffs(cfg: LayerConfig, run: RunFacts, *, whole: frozenset[str] =
     own, ffn = saved_coeffs(saved, run), saved_coeffs(ffn_saved, run)
     # The mixer's input (its projections read the norm's output), h wide, split by sequence.
     sp_c = att * h - _shared_input(cfg, att) + own.sp_c + ffn.sp_c
-    sp_b = op_count(ops, OP.NORM) * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h + own.sp_b + ffn.sp_b
+    # The norms the op vector counts, and those a MoE block beside its MLP adds (hpdsl/bound/slots.py beside_slots:
+    # mlp_post_norm, moe_norm, moe_post_norm), each keeping its input.
+    norms = op_count(ops, OP.NORM) + beside_norms(cfg)
+    sp_b = norms * b_n * h + op_count(ops, OP.DROPOUT) * b_d * h + own.sp_b + ffn.sp_b
     coeffs = ActCoeffs(
         sp_c=sp_c, sp_b=sp_b, t_c=own.t_c + ffn.t_c, t_b=own.t_b + ffn.t_b, routed_in=own.routed_c + ffn.routed_c,
         sc_sm=own.sc_sm, sc_c=own.sc_c, sc_b=own.sc_b, flash_b=own.flash_b, whole_c=own.whole_c + ffn.whole_c,
