@@ -30,6 +30,17 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = ("--steps", "2", "--seq-len", "12", "--set", "vocab=128")
 
 
+def _matches(result: dict) -> None:
+    """Assert the run equals one process's, and each rank's activations are the estimate's to 5 %.
+
+    Measured 2026-12-08 (tp 2 · sp, cp 2, scaled Scout; tp 2 · sp, scaled Laguna-XS): 1.4 to 2.5 % low.
+    """
+    matches_one_process(result)
+    for rank in result["ranks"]:
+        measured, estimated = (rank[w]["activation_peak_bytes"] for w in ("measured", "estimated"))
+        assert estimated == pytest.approx(measured, rel=0.05)
+
+
 def _spec(tmp_path: Path, config: dict) -> str:
     """Return the path of the imported small spec."""
     stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
@@ -43,7 +54,7 @@ def _spec(tmp_path: Path, config: dict) -> str:
 def test_llama4_under_tp_and_sp_equals_one_process(tmp_path: Path) -> None:
     name, changes = LLAMA4["scout_top2"]
     spec = _spec(tmp_path, scaled(name, {**changes, "num_key_value_heads": 2}))
-    matches_one_process(train_json(spec, *STEPS, "--tp", "2", "--sp", "--nproc", "2"))
+    _matches(train_json(spec, *STEPS, "--tp", "2", "--sp", "--nproc", "2"))
 
 
 @pytest.mark.slow
@@ -51,7 +62,7 @@ def test_llama4_under_tp_and_sp_equals_one_process(tmp_path: Path) -> None:
 def test_llama4_chunks_under_cp_equal_one_process(tmp_path: Path) -> None:
     name, changes = LLAMA4["scout"]
     spec = _spec(tmp_path, scaled(name, changes))
-    matches_one_process(train_json(spec, *STEPS, "--cp", "2", "--zero", "os+grad+params", "--nproc", "2"))
+    _matches(train_json(spec, *STEPS, "--cp", "2", "--zero", "os+grad+params", "--nproc", "2"))
 
 
 def _laguna(tmp_path: Path) -> str:
@@ -63,7 +74,7 @@ def _laguna(tmp_path: Path) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_laguna_under_tp_and_sp_equals_one_process(tmp_path: Path) -> None:
-    matches_one_process(train_json(_laguna(tmp_path), *STEPS, "--tp", "2", "--sp", "--nproc", "2"))
+    _matches(train_json(_laguna(tmp_path), *STEPS, "--tp", "2", "--sp", "--nproc", "2"))
 
 
 @pytest.mark.slow
