@@ -71,7 +71,8 @@ def test_deepseek_v3_fields_and_blocks() -> None:
                                         latent_width=None,
                                         router_sigmoid=True, router_correction=True, router_groups=8,
                                         router_group_top=4, norm_top_k=None, routed_scale=2.5, expert_bias=None,
-                                        router_sqrtsoftplus=None)
+                                        router_sqrtsoftplus=None, router_scales_input=None,
+                                        router_correction_counted=None)
     assert not block_stated(model, "linear") and model.head_dim is None
     assert not model.stack_stated and model.layer_types is None
     assert (model.source.file, model.source.line) == ("examples/deepseek_v3.hpf", 7)
@@ -113,7 +114,8 @@ def test_flags_are_true_and_the_first_statement_wins_in_blocks() -> None:
                                         shared_width=None, shared_gate=True, router_bias=None, mlp_beside=None,
                                         latent_width=None,
                                         router_sigmoid=None, router_correction=None, router_groups=1, router_group_top=1,
-                                        norm_top_k=None, routed_scale=None, expert_bias=None, router_sqrtsoftplus=None)
+                                        norm_top_k=None, routed_scale=None, expert_bias=None, router_sqrtsoftplus=None,
+                                        router_scales_input=None, router_correction_counted=None)
 
 
 def test_layer_types_lower_to_names_and_groups() -> None:

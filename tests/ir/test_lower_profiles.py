@@ -90,6 +90,13 @@ TABLE: dict[str, dict[str, tuple[tuple[int, ...], str, str | None]]] = {
     "deepseek_v4": {f"{mixer}_{ffn}": (DECODER, "sliding", "moe")
                     for ffn in ("moe", "hash_moe")
                     for mixer in ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")},
+    # Llama 4: rotary and no-position layers, × dense and MoE where the config interleaves them.
+    "llama4": {"rope_attention": (DECODER, "full", None), "nope_attention": (DECODER, "full", None),
+               **{f"{mixer}_{ffn}": (DECODER, "full", ffn) for mixer in ("rope_attention", "nope_attention")
+                  for ffn in ("dense", "moe")}},
+    # Laguna: full and sliding layers, × dense and MoE (the sliding ones with their own query heads).
+    "laguna": {f"{mixer}_{ffn}": (DECODER, attention, ffn) for mixer, attention in
+               (("full_attention", "full"), ("sliding_attention", "sliding")) for ffn in ("dense", "moe")},
 }
 
 # docs/reference.md#profile-defaults: profile -> (default, run overrides, v_head_dim); llama2 and
@@ -362,7 +369,10 @@ def test_each_kind_lowers_its_dims_inherited_through_from() -> None:
                     ("deepseek", "shared_index_moe"): {"index_n_heads": "0"},
                     **{("deepseek_v4", f"compressed_sparse_attention_{ffn}"): CSA for ffn in ("moe", "hash_moe")},
                     **{("deepseek_v4", f"heavily_compressed_attention_{ffn}"): {"compress_ratio": "hca_ratio"}
-                       for ffn in ("moe", "hash_moe")}}
+                       for ffn in ("moe", "hash_moe")},
+                    **{("llama4", f"nope_attention{ffn}"): {"no_rope": "1", "qk_norm": "0"}
+                       for ffn in ("", "_dense", "_moe")},
+                    **{("laguna", f"sliding_attention_{ffn}"): {"heads": "sliding_heads"} for ffn in ("dense", "moe")}}
 
 
 def test_a_kinds_own_dims_override_its_bases() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 import pytest
 import torch
@@ -16,6 +18,7 @@ from hpdsl.torch.modules import (
 )
 
 EXAMPLES = sorted(examples_registry().models)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report(registry, model):
@@ -133,7 +136,9 @@ def test_explain_names_family_variant_clause_mesh_and_sources(small_registry) ->
     story = explain_module(built, "layers.3.mixer")
     assert story["family"] == "attention" and story["variant"] == "local" and story["clause"] == "default"
     assert story["mesh"] == {"tp": 1, "cp": 1, "ep": 1, "etp": 1, "pp": 1} and story["parallel_axis"] == "cp"
-    assert story["declared_at"]["family"].endswith("families/attention.hpf:19:1")
+    family_line = next(i for i, line in enumerate((ROOT / "families" / "attention.hpf").read_text(
+        encoding="utf-8").splitlines(), 1) if line.startswith("family attention"))
+    assert story["declared_at"]["family"].endswith(f"families/attention.hpf:{family_line}:1")
     assert story["declared_at"]["selectors"]["backend"].startswith("<hpdsl>/families/attention.hpf:")
     inner = explain_module(built, "layers.3.mixer.q_proj")  # inside a family: its enclosing one
     assert inner["family_path"] == "layers.3.mixer" and inner["path"] == "layers.3.mixer.q_proj"
