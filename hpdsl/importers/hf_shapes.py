@@ -30,7 +30,7 @@ def per_layer_heads(cfg: Config, profile: ProfileIR, kinds: list[str] | None, la
         raise HfImportError(f"{key} is {shown(listed)}; expected a head count per layer", key)
     if len(listed) != layers:
         raise HfImportError(f"{key} lists {len(listed)} layers, but num_hidden_layers is {layers}", key)
-    windowed = [k in profile.kinds and profile.kinds[k].attention == "sliding" for k in kinds or [""] * layers]
+    windowed = _sliding(profile, kinds, layers)
     found = sorted({n for n, sliding in zip(listed, windowed, strict=True) if sliding})
     odd = [i for i, (n, sliding) in enumerate(zip(listed, windowed, strict=True)) if not sliding and n != heads]
     if odd or len(found) > 1:
@@ -65,7 +65,7 @@ def per_layer_shapes(cfg: Config, profile: ProfileIR, kinds: list[str] | None, l
         raise HfImportError(f"{key} sets {', '.join(odd)} per layer; hpdsl reads "
                             f"{' and '.join(PER_LAYER_SHAPES)} there (a kind's dims)", key)
     entries = {int(k): v for k, v in table.items()}
-    windowed = [k in profile.kinds and profile.kinds[k].attention == "sliding" for k in kinds or [""] * layers]
+    windowed = _sliding(profile, kinds, layers)
     shapes = [tuple(entries.get(i, {}).get(name, base[name]) for name in PER_LAYER_SHAPES) for i in range(layers)]
     own = tuple(base[name] for name in PER_LAYER_SHAPES)
     moved = [i for i, sliding in enumerate(windowed) if sliding and shapes[i] != own]
@@ -75,6 +75,11 @@ def per_layer_shapes(cfg: Config, profile: ProfileIR, kinds: list[str] | None, l
                             if moved else f"{key} gives the other layers several shapes {full}; their kinds "
                             "read one", key)
     return dict(zip(PER_LAYER_SHAPES.values(), full[0], strict=True)) if full else {}
+
+
+def _sliding(profile: ProfileIR, kinds: list[str] | None, layers: int) -> list[bool]:
+    """Return whether each layer's kind attends through a sliding window (no kinds: every layer the default's)."""
+    return [k in profile.kinds and profile.kinds[k].attention == "sliding" for k in kinds or [""] * layers]
 
 
 __all__ = ["PER_LAYER_SHAPES", "per_layer_heads", "per_layer_shapes"]

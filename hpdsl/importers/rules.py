@@ -34,6 +34,7 @@ BUILTIN_READS: frozenset[str] = frozenset({
     "indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset",
     "num_kv_shared_layers", "compress_ratios", "num_hash_layers",
     "no_rope_layers", "no_rope_layer_interval", "interleave_moe_layer_step", "moe_layers",
+    # per-layer head shapes (hf_shapes.py)
     "num_attention_heads_per_layer", "per_layer_config",
     # activations, norms and biases (hf.py)
     "hidden_act", "hidden_activation", "activation_function", "feed_forward_proj", "rms_norm_eps",

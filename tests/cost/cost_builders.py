@@ -84,6 +84,16 @@ def hybrid_model(*, pattern: tuple[str, ...] = ("lin", "lin", "lin", "full") * 2
     return bind(model, ProfileIR("h", {"full": full, "lin": lin}, default="full"))
 
 
+def bound(text: str, name: str) -> CostModel:
+    """Return model `name` of a spec's text, compiled with the standard library and bound."""
+    from hpdsl.api import compile_sources
+    from hpdsl.diagnostics import Source
+
+    registry = compile_sources([Source(f"{name}.hpf", text)])
+    model = registry.models[name]
+    return bind(model, registry.profiles[model.profile])
+
+
 @cache
 def example(name: str) -> CostModel:
     """Return an example spec's model, compiled with the standard library and bound."""

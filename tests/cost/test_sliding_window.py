@@ -8,13 +8,11 @@ band formulas of docs/cost-model.md#sliding-window-attention say.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from cost_builders import bound
 from hypothesis import given, strategies as st
 
-from hpdsl.api import compile_paths
-from hpdsl.bound.bind import CostModel, bind
+from hpdsl.bound.bind import CostModel
 from hpdsl.cost.estimate import estimate
 from hpdsl.cost.formulas.flops import (BACKWARD, SOFTMAX, HEAD_CAST, attended_keys, causal_window_keys,
                               forward_flops_by_term)
@@ -39,13 +37,9 @@ SPEC = """model sw : gpt_oss {{
 """
 
 
-def model(tmp_path: Path, window: int) -> CostModel:
+def model(window: int) -> CostModel:
     """Return the bound gpt-oss-shaped model with sliding layers of `window`."""
-    path = tmp_path / f"sw_{window}.hpf"
-    path.write_text(SPEC.format(h=H, a=A, kv=KV, d=D, v=V, ffn=FFN, w=window, e=E, k=K))
-    registry = compile_paths([path])
-    spec = registry.models["sw"]
-    return bind(spec, registry.profiles[spec.profile])
+    return bound(SPEC.format(h=H, a=A, kv=KV, d=D, v=V, ffn=FFN, w=window, e=E, k=K), "sw")
 
 
 def run(cost_model: CostModel, *, flash: bool = True, cp: int = 1) -> dict[str, float]:
@@ -72,9 +66,9 @@ def test_the_band_is_the_causal_area_under_the_window(seq: int, window: int) -> 
     assert attended_keys(float(seq), window) == w
 
 
-def test_flash_runs_the_band_and_eager_the_whole_square(tmp_path: Path) -> None:
+def test_flash_runs_the_band_and_eager_the_whole_square() -> None:
     w = 128
-    windowed, whole = model(tmp_path, w), model(tmp_path, SEQ)
+    windowed, whole = model(w), model(SEQ)
     flash = run(windowed)["forward"] - run(whole)["forward"]
     band = SEQ * (causal_window_keys(float(SEQ), w) - SEQ / 2)  # two sliding layers, per query
     assert flash == pytest.approx(2 * band * score_per_key(), rel=1e-12)
@@ -82,28 +76,28 @@ def test_flash_runs_the_band_and_eager_the_whole_square(tmp_path: Path) -> None:
     assert run(windowed, flash=False)["forward"] == run(whole, flash=False)["forward"]
 
 
-def test_the_model_convention_counts_the_attended_keys(tmp_path: Path) -> None:
+def test_the_model_convention_counts_the_attended_keys() -> None:
     w = 128
-    windowed, whole = model(tmp_path, w), model(tmp_path, SEQ)
+    windowed, whole = model(w), model(SEQ)
     fewer = run(whole)["model"] - run(windowed)["model"]
     # 3 × (QKᵀ + A·V, 2·a·d_h each) per query over s − w keys fewer, in two sliding layers.
     assert fewer == pytest.approx(3 * 2 * SEQ * (SEQ - w) * A * 4 * D, rel=1e-12)
-    assert run(model(tmp_path, 2 * SEQ))["model"] == run(whole)["model"]  # a window past s is no window
+    assert run(model(2 * SEQ))["model"] == run(whole)["model"]  # a window past s is no window
 
 
-def test_the_term_breakdown_prices_the_window_when_asked(tmp_path: Path) -> None:
+def test_the_term_breakdown_prices_the_window_when_asked() -> None:
     w = 64
-    terms = forward_flops_by_term(model(tmp_path, w), batch=2, seq_len=512)
-    banded = forward_flops_by_term(model(tmp_path, w), batch=2, seq_len=512, windowed=True)
+    terms = forward_flops_by_term(model(w), batch=2, seq_len=512)
+    banded = forward_flops_by_term(model(w), batch=2, seq_len=512, windowed=True)
     assert banded["full_attention"] == terms["full_attention"]
     assert terms["sliding_attention"]["attBMM"] == 2 * 512 * 512 * A * 4 * D
     assert banded["sliding_attention"]["attBMM"] == 2 * 512 * w * A * 4 * D
     assert banded["sliding_attention"]["ffMM"] == terms["sliding_attention"]["ffMM"]
 
 
-def test_context_parallel_ranks_price_the_window(tmp_path: Path) -> None:
+def test_context_parallel_ranks_price_the_window() -> None:
     w = 128
-    windowed, whole = model(tmp_path, w), model(tmp_path, SEQ)
+    windowed, whole = model(w), model(SEQ)
     one, two = run(windowed), run(windowed, cp=2)
     # Each rank runs half the queries over the same band: the per-device FLOPs halve.
     assert two["device"] == pytest.approx(one["device"] / 2, rel=1e-12)
@@ -116,10 +110,10 @@ def test_context_parallel_ranks_price_the_window(tmp_path: Path) -> None:
     assert run(windowed, cp=2)["cp"] == run(whole, cp=2)["cp"]  # 2m ≥ cp − 1: no saving
 
 
-def test_backward_stays_twice_the_forward_plus_the_banded_recompute(tmp_path: Path) -> None:
+def test_backward_stays_twice_the_forward_plus_the_banded_recompute() -> None:
     w = 256
-    est = estimate(model(tmp_path, w), Strategy(seq_len=SEQ))
-    whole = estimate(model(tmp_path, SEQ), Strategy(seq_len=SEQ))
+    est = estimate(model(w), Strategy(seq_len=SEQ))
+    whole = estimate(model(SEQ), Strategy(seq_len=SEQ))
     band = SEQ * (causal_window_keys(float(SEQ), w) - SEQ / 2)
     recompute = A * D * 2 + A * SOFTMAX + A * HEAD_CAST  # what the flash backward runs again (QKᵀ, softmax, cast)
     fewer = whole.flops.backward - est.flops.backward
@@ -128,12 +122,12 @@ def test_backward_stays_twice_the_forward_plus_the_banded_recompute(tmp_path: Pa
 
 @pytest.mark.parametrize("cp,cp_kind,flash", [(1, "ring", True), (1, "ring", False), (4, "ring", True),
                                               (8, "ring", False), (4, "a2a", True)])
-def test_floats_plan_and_grid_price_the_window_alike(tmp_path: Path, cp: int, cp_kind: str, flash: bool) -> None:
+def test_floats_plan_and_grid_price_the_window_alike(cp: int, cp_kind: str, flash: bool) -> None:
     from hpdsl.cost.estimate import effective, estimate_from_price, grid_estimate
     from hpdsl.cost.price.prepare import prepare
     from hpdsl.cost.price.scalar import price_floats
 
-    cost_model = model(tmp_path, 128)
+    cost_model = model(128)
     strategy = Strategy(cp=cp, cp_kind=cp_kind, seq_len=SEQ, flash_attention=flash)
     planned = estimate(cost_model, strategy).to_json()
     assert planned == grid_estimate(cost_model, strategy).to_json()

@@ -30,6 +30,15 @@ def estimate_config(config: dict[str, Any], tmp_path: Path, name: str) -> tuple[
     return json.loads(estimate.stdout)["params"], (tmp_path / f"{name}.hpf").read_text()
 
 
+def published_built_total(name: str, tmp_path: Path) -> int:
+    """Return build_model's parameters of the published file NAME (tests/data/hf/) as `hpdsl import-hf` writes it."""
+    from tests.importers.hf_configs import published
+
+    imported = import_config(published(name), tmp_path, name)
+    assert imported.returncode == 0, imported.stderr
+    return built_total(tmp_path / f"{name}.hpf", name)
+
+
 def built_total(spec: Path, name: str) -> int:
     """Return the parameters `build_model` creates for model `name` of `spec`, built on the meta device."""
     from hpdsl.api import compile_paths

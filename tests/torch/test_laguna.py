@@ -13,6 +13,7 @@ on 12 positions masks.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +21,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.importers.hf_configs import DATA, FILES  # noqa: E402
-from tests.torch.hf_pair import ROOT, hf_pair  # noqa: E402
+from tests.importers.cli_import import published_built_total  # noqa: E402
+from tests.importers.hf_configs import DATA  # noqa: E402
+from tests.torch.hf_pair import hf_pair  # noqa: E402
 from tests.torch.test_hf_logits import SEQ, VOCAB, scaled  # noqa: E402
 
 SMALL_LAGUNA = {"num_hidden_layers": 4, "head_dim": 16, "num_attention_heads_per_layer": [4, 6, 6, 6],
@@ -63,17 +65,7 @@ def test_the_softplus_gate_changes_the_logits() -> None:
 
 
 @pytest.mark.parametrize("name", list(CASES.values()))
-def test_the_published_model_builds_with_transformers_count(name: str) -> None:
+def test_the_published_model_builds_with_transformers_count(name: str, tmp_path: Path) -> None:
     """build_model of the imported published file, on the meta device, holds transformers' count."""
-    from hpdsl.api import compile_paths, compile_sources
-    from hpdsl.diagnostics import Source
-    from hpdsl.importers.hf import import_hf_config
-    from hpdsl.torch import build_model
-
-    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    config = json.loads((DATA / FILES[name][0]).read_text(encoding="utf-8"))
-    imported = import_hf_config(config, profiles=stdlib.profiles, name="published")
-    registry = compile_sources([Source("published.hpf", imported.text)])
-    model = build_model(registry.models["published"], registry=registry, device="meta")
     counts = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))["counts"][name]
-    assert sum(p.numel() for p in model.parameters()) == counts["total"]
+    assert published_built_total(name, tmp_path) == counts.get("text_total", counts["total"])

@@ -19,8 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.importers.hf_configs import DATA, FILES  # noqa: E402
-from tests.torch.hf_pair import ROOT, hf_pair  # noqa: E402
+from tests.importers.cli_import import published_built_total  # noqa: E402
+from tests.importers.hf_configs import DATA  # noqa: E402
+from tests.torch.hf_pair import hf_pair  # noqa: E402
 from tests.torch.test_hf_logits import SEQ, VOCAB, scaled  # noqa: E402
 
 SMALL_LLAMA4 = {"num_hidden_layers": 4, "head_dim": 16, "num_local_experts": 4, "intermediate_size": 48,
@@ -61,17 +62,7 @@ def test_the_chunks_and_the_temperature_change_the_logits() -> None:
 
 
 @pytest.mark.parametrize("name", ["llama_4_scout_17b_16e_instruct", "llama_4_maverick_17b_128e_instruct"])
-def test_the_published_model_builds_with_transformers_count(name: str) -> None:
+def test_the_published_model_builds_with_transformers_count(name: str, tmp_path: Path) -> None:
     """build_model of the imported published file, on the meta device, holds transformers' count."""
-    from hpdsl.api import compile_paths, compile_sources
-    from hpdsl.diagnostics import Source
-    from hpdsl.importers.hf import import_hf_config
-    from hpdsl.torch import build_model
-
-    stdlib = compile_paths([ROOT / "profiles", ROOT / "families"])
-    config = json.loads((DATA / FILES[name][0]).read_text(encoding="utf-8"))
-    imported = import_hf_config(config, profiles=stdlib.profiles, name="published")
-    registry = compile_sources([Source("published.hpf", imported.text)])
-    model = build_model(registry.models["published"], registry=registry, device="meta")
-    counts = json.loads((Path(DATA) / "counts.json").read_text(encoding="utf-8"))["counts"][name]
-    assert sum(p.numel() for p in model.parameters()) == counts["text_total"]
+    counts = json.loads((DATA / "counts.json").read_text(encoding="utf-8"))["counts"][name]
+    assert published_built_total(name, tmp_path) == counts.get("text_total", counts["total"])

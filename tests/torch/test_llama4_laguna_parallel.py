@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 from test_hf_logits import scaled  # noqa: E402
 from test_laguna import CASES as LAGUNA, SMALL_LAGUNA  # noqa: E402
 from test_llama4 import CASES as LLAMA4  # noqa: E402
-from train_support import matches_one_process, train_json  # noqa: E402
+from train_support import activations_match, matches_one_process, train_json  # noqa: E402
 
 from hpdsl.api import compile_paths  # noqa: E402
 from hpdsl.importers.hf import import_hf_config  # noqa: E402
@@ -36,9 +36,7 @@ def _matches(result: dict) -> None:
     Measured 2026-12-08 (tp 2 · sp, cp 2, scaled Scout; tp 2 · sp, scaled Laguna-XS): 1.4 to 2.5 % low.
     """
     matches_one_process(result)
-    for rank in result["ranks"]:
-        measured, estimated = (rank[w]["activation_peak_bytes"] for w in ("measured", "estimated"))
-        assert estimated == pytest.approx(measured, rel=0.05)
+    activations_match(result, rel=0.05)
 
 
 def _spec(tmp_path: Path, config: dict) -> str:

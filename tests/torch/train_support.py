@@ -55,6 +55,13 @@ def gradients_match(result: dict) -> None:
         assert measured["grad_max_diff"] <= 1e-5 * measured["grad_max_abs"], rank["rank"]
 
 
+def activations_match(result: dict, rel: float) -> None:
+    """Assert every rank's measured activation peak is the estimate's to `rel`."""
+    for rank in result["ranks"]:
+        measured, estimated = (rank[w]["activation_peak_bytes"] for w in ("measured", "estimated"))
+        assert estimated == pytest.approx(measured, rel=rel), rank["rank"]
+
+
 def matches_one_process(result: dict) -> None:
     """Assert the losses and step 0's gradients equal the unsharded model's."""
     assert result["loss"] == pytest.approx(result["reference_loss"], rel=1e-5, abs=1e-5)

@@ -136,7 +136,7 @@ class Attention(nn.Module):
         window = self.config.window if memory is None else 0
         window = window if window < k.shape[1] else 0  # a window past the keys is no window
         # Llama 4's rotary layers attend within chunks; keys that all lie in one chunk are no chunking.
-        chunk = self.config.attention_chunk if rotary and causal else 0
+        chunk = self.config.chunk if rotary and causal else 0  # the rule the estimate prices (LayerConfig.chunk)
         chunk = chunk if chunk < k.shape[1] else 0
         aligned = causal and bias is None and k_positions is positions and not chunk
         modifiers = {"sinks": sinks, "scale": self.scale, "softcap": self.softcap}

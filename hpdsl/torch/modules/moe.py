@@ -2,7 +2,8 @@
 
 The routed experts (the `grouped_experts` family) are hpdsl/torch/modules/experts.py's;
 their names are importable from here too. Routing weights are applied after the
-experts' second GEMM, outside the expert math.
+experts' second GEMM, outside the expert math, or, with router_scales_input (Llama 4), to each
+(token, expert) pair's input before them.
 """
 
 from __future__ import annotations
